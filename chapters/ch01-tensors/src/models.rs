@@ -1,0 +1,97 @@
+//! Where the book's real models live on disk, and fetching them on first use.
+//!
+//! Every chapter reads the same files, prepared once by `scripts/models.sh`
+//! (which `cargo xtask fetch-models` also runs):
+//!
+//! ```text
+//! models/                                  ($LLM_BOOK_MODELS overrides this)
+//! ├── smollm2-135m-instruct/
+//! │   ├── SmolLM2-135M-Instruct.Q4_1.gguf   the default model, as shipped (chapters 8–9)
+//! │   └── hf/                               the same weights in Hugging Face layout (chapters 1–5)
+//! │       ├── config.json
+//! │       ├── tokenizer.json
+//! │       └── model.safetensors             F32
+//! └── gemma-3-270m/
+//!     └── gemma-3-270m-q4_k_m.gguf          the second model (SentencePiece, Q4_K_M)
+//! ```
+//!
+//! The script writes every file under a temporary name and renames it into place only
+//! once its sha256 (or, for converted files, its checks) pass, so a path that exists is
+//! complete.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The workspace root: two levels above this crate's manifest.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `$LLM_BOOK_MODELS`, or `models/` at the workspace root.
+pub fn models_dir() -> PathBuf {
+    match std::env::var_os("LLM_BOOK_MODELS") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => workspace_root().join("models"),
+    }
+}
+
+/// The default model as shipped: SmolLM2-135M-Instruct, Q4_1 GGUF.
+pub fn smollm2_gguf() -> PathBuf {
+    models_dir().join("smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf")
+}
+
+/// SmolLM2 converted to the Hugging Face layout (`config.json`, `tokenizer.json`,
+/// `model.safetensors`), read by chapters 1–5.
+pub fn smollm2_hf_dir() -> PathBuf {
+    models_dir().join("smollm2-135m-instruct/hf")
+}
+
+/// The second model: Gemma-3-270M, Q4_K_M GGUF.
+pub fn gemma3_gguf() -> PathBuf {
+    models_dir().join("gemma-3-270m/gemma-3-270m-q4_k_m.gguf")
+}
+
+/// The command a person runs to fetch and prepare the models.
+pub const FETCH_HINT: &str = "cargo xtask fetch-models   (or: bash scripts/models.sh all)";
+
+/// For tests: the path if it exists, otherwise an error that says how to fetch it.
+/// Tests that need a model call this and fail with the message; they never skip.
+pub fn require(path: &Path) -> Result<PathBuf, String> {
+    if path.exists() {
+        Ok(path.to_path_buf())
+    } else {
+        Err(format!(
+            "model file missing: {}\nfetch and prepare the models with:\n    {FETCH_HINT}",
+            path.display()
+        ))
+    }
+}
+
+/// Runs `scripts/models.sh <which>` with the terminal attached, so its progress bars show.
+/// `which` is `smollm2`, `gemma3` or `all`.
+pub fn fetch(which: &str) -> Result<(), String> {
+    let script = workspace_root().join("scripts/models.sh");
+    eprintln!("fetching model '{which}' with {} ...", script.display());
+    let status = Command::new("bash")
+        .arg(&script)
+        .arg(which)
+        .status()
+        .map_err(|e| format!("could not run {}: {e}", script.display()))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "fetching '{which}' failed ({status}); see the messages above, then retry with:\n    {FETCH_HINT}"
+        ))
+    }
+}
+
+/// For binaries: the Hugging Face directory of SmolLM2, fetched and converted on first use.
+pub fn ensure_smollm2_hf() -> Result<PathBuf, String> {
+    let dir = smollm2_hf_dir();
+    if !dir.join("model.safetensors").exists() {
+        fetch("smollm2")?;
+    }
+    require(&dir.join("model.safetensors"))?;
+    Ok(dir)
+}

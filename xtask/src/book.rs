@@ -1,0 +1,130 @@
+//! Book checks: every include resolves to a file and an anchor, every relative link and
+//! image points at a file, Rust code appears only through includes; then `mdbook build`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::{root, run_visible};
+
+/// The mdBook version CI installs (`cargo install mdbook --version … --locked`).
+pub const MDBOOK_VERSION: &str = "0.5.4";
+
+pub fn run(build: bool) -> Result<(), String> {
+    let src = root().join("book/src");
+    let mut pages = Vec::new();
+    collect_markdown(&src, &mut pages);
+    pages.sort();
+    let mut problems = Vec::new();
+    for page in &pages {
+        let text = std::fs::read_to_string(page).map_err(|e| format!("cannot read {}: {e}", page.display()))?;
+        check_page(page, &text, &mut problems);
+    }
+    if !problems.is_empty() {
+        return Err(format!("the book has {} problem(s):\n  {}", problems.len(), problems.join("\n  ")));
+    }
+    println!("{} pages: includes, anchors and links resolve", pages.len());
+    if build {
+        let mut cmd = Command::new("mdbook");
+        cmd.arg("build").arg(root().join("book"));
+        run_visible(&mut cmd, "mdbook build book")?;
+    }
+    Ok(())
+}
+
+fn collect_markdown(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        if path.is_dir() {
+            collect_markdown(&path, out);
+        } else if path.extension().is_some_and(|e| e == "md") {
+            out.push(path);
+        }
+    }
+}
+
+fn check_page(page: &Path, text: &str, problems: &mut Vec<String>) {
+    let dir = page.parent().unwrap_or(Path::new("."));
+    let name = page.strip_prefix(root()).unwrap_or(page).display().to_string();
+    // {{#include path}} and {{#include path:anchor}}
+    for (lineno, line) in text.lines().enumerate() {
+        let at = format!("{name}:{}", lineno + 1);
+        let mut rest = line;
+        while let Some(start) = rest.find("{{#") {
+            let Some(end) = rest[start..].find("}}") else { break };
+            let directive = &rest[start + 3..start + end];
+            rest = &rest[start + end + 2..];
+            let mut words = directive.split_whitespace();
+            let (Some(kind), Some(target)) = (words.next(), words.next()) else { continue };
+            if !matches!(kind, "include" | "rustdoc_include") {
+                continue;
+            }
+            let (file, anchor) = match target.split_once(':') {
+                Some((f, a)) => (f, Some(a)),
+                None => (target, None),
+            };
+            let path = dir.join(file);
+            let Ok(content) = std::fs::read_to_string(&path) else {
+                problems.push(format!("{at}: include of missing file {file}"));
+                continue;
+            };
+            if let Some(anchor) = anchor.filter(|a| !a.chars().next().is_some_and(|c| c.is_ascii_digit()))
+                && !(content.contains(&format!("ANCHOR: {anchor}")) && content.contains(&format!("ANCHOR_END: {anchor}")))
+            {
+                problems.push(format!("{at}: {file} has no anchor {anchor:?}"));
+            }
+        }
+        for target in link_targets(line) {
+            if target.contains("://") || target.starts_with('#') || target.starts_with("mailto:") {
+                continue;
+            }
+            let file = target.split('#').next().unwrap_or("");
+            if !file.is_empty() && !dir.join(file).exists() {
+                problems.push(format!("{at}: link to missing file {file}"));
+            }
+        }
+    }
+    // Rust code reaches the book only through includes, so it always compiles.
+    let mut in_rust = false;
+    for (lineno, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        if let Some(info) = trimmed.strip_prefix("```") {
+            in_rust = !in_rust && info.trim_start().starts_with("rust");
+            continue;
+        }
+        if in_rust && !trimmed.is_empty() && !trimmed.starts_with("{{#") {
+            problems.push(format!("{name}:{}: Rust code pasted into the book; use {{{{#include …:anchor}}}}", lineno + 1));
+        }
+    }
+}
+
+/// Targets of `[text](target)` links and `src="target"` attributes on one line.
+fn link_targets(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = line;
+    while let Some(i) = rest.find("](") {
+        let after = &rest[i + 2..];
+        let Some(end) = after.find(')') else { break };
+        out.push(after[..end].split_whitespace().next().unwrap_or("").to_string());
+        rest = &after[end..];
+    }
+    let mut rest = line;
+    while let Some(i) = rest.find("src=\"") {
+        let after = &rest[i + 5..];
+        let Some(end) = after.find('"') else { break };
+        out.push(after[..end].to_string());
+        rest = &after[end..];
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_links_and_images() {
+        let got = link_targets(r#"see [ch1](ch01-tensors.md#views) and <img src="images/a.svg"> [web](https://x.y)"#);
+        assert_eq!(got, ["ch01-tensors.md#views", "https://x.y", "images/a.svg"]);
+    }
+}

@@ -1,0 +1,130 @@
+//! `cargo xtask <task>`: the workspace's helper commands.
+//!
+//! ```text
+//! cargo xtask test                     everything CI checks: models, tests, exercises, book
+//! cargo xtask exercises ch01           check your exercise answers for one chapter
+//! cargo xtask exercises ch01 --solutions   the same against the reference solutions
+//! cargo xtask exercises --verify       every chapter: all fail as shipped, all pass solved
+//! cargo xtask hint ch01 2              print the hint of exercise 2
+//! cargo xtask solution ch01 2          print the solution of exercise 2
+//! cargo xtask book-output [--check]    regenerate (or check) program output shown in the book
+//! cargo xtask book [--check-only]      check includes and links, then build the book
+//! cargo xtask fetch-models [which]     fetch and prepare the models (smollm2, gemma3, all)
+//! ```
+//!
+//! Only the standard library: this crate builds in a second on a fresh machine.
+
+mod book;
+mod exercises;
+mod output;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+const USAGE: &str = "\
+usage: cargo xtask <task>
+
+tasks:
+  test                          models, tests, exercises (both ways), book checks: what CI runs
+  exercises <chNN> [--solutions]  check one chapter's exercises and say which pass
+  exercises --verify            prove every exercise fails as shipped and passes when solved
+  hint <chNN> <N>               print the hint of exercise N
+  solution <chNN> <N>           print the reference solution of exercise N
+  book-output [--check]         regenerate the program output shown in the book (or check it)
+  book [--check-only]           check the book's includes and links, then build it with mdbook
+  fetch-models [smollm2|gemma3|all]  fetch, verify and prepare the models (default: all)";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let result = match args.as_slice() {
+        ["test"] => test_all(),
+        ["exercises", "--verify"] => exercises::verify_all(),
+        ["exercises", ch] => exercises::check(ch, false),
+        ["exercises", ch, "--solutions"] => exercises::check(ch, true),
+        ["hint", ch, n] => exercises::show(ch, n, false),
+        ["solution", ch, n] => exercises::show(ch, n, true),
+        ["book-output"] => output::run(false),
+        ["book-output", "--check"] => output::run(true),
+        ["book"] => book::run(true),
+        ["book", "--check-only"] => book::run(false),
+        ["fetch-models"] => fetch_models("all"),
+        ["fetch-models", which] => fetch_models(which),
+        ["help" | "--help" | "-h"] | [] => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        _ => {
+            eprintln!("error: unknown task {:?}\n\n{USAGE}", args.join(" "));
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("\nerror: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The workspace root (this crate lives in `<root>/xtask`).
+pub fn root() -> PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.parent().expect("xtask sits inside the workspace").to_path_buf()
+}
+
+/// `cargo` as the user invoked it (rustup's proxy honours rust-toolchain.toml).
+pub fn cargo() -> Command {
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.current_dir(root());
+    cmd
+}
+
+/// Runs a command with the terminal attached; an error names it if it fails.
+pub fn run_visible(cmd: &mut Command, what: &str) -> Result<(), String> {
+    eprintln!("\n==> {what}");
+    let status = cmd.status().map_err(|e| format!("{what}: could not start: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{what}: failed ({status})"))
+    }
+}
+
+fn fetch_models(which: &str) -> Result<(), String> {
+    if !matches!(which, "smollm2" | "gemma3" | "all") {
+        return Err(format!("unknown model {which:?}: expected smollm2, gemma3 or all"));
+    }
+    let mut cmd = Command::new("bash");
+    cmd.current_dir(root()).arg("scripts/models.sh").arg(which);
+    run_visible(&mut cmd, &format!("fetch and prepare models ({which})"))
+}
+
+/// The README's test command. Each step stops the run when it fails.
+fn test_all() -> Result<(), String> {
+    let ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false");
+    fetch_models("all")?;
+    run_visible(
+        cargo().args(["test", "--workspace", "--release", "--locked"]),
+        "unit, equivalence and model tests (cargo test --workspace --release)",
+    )?;
+    eprintln!("\n==> exercises: every one fails as shipped and passes with its solution");
+    exercises::verify_all()?;
+    eprintln!("\n==> book: program output is up to date");
+    output::run(true)?;
+    eprintln!("\n==> book: includes, anchors and links");
+    let have_mdbook = Command::new("mdbook").arg("--version").output().is_ok();
+    if have_mdbook || ci {
+        book::run(true)?;
+    } else {
+        book::run(false)?;
+        eprintln!(
+            "note: mdbook is not installed, so the HTML build was not tried \
+             (install it with: cargo install mdbook --version {} --locked)",
+            book::MDBOOK_VERSION
+        );
+    }
+    eprintln!("\nall checks passed");
+    Ok(())
+}

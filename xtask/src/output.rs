@@ -1,0 +1,162 @@
+//! Program output shown in the book, regenerated from the real binaries.
+//!
+//! Each chapter lists its outputs in `chapters/chNN-slug/book-outputs.txt`, one per line:
+//!
+//! ```text
+//! # comment
+//! ch01-demo.txt: -p ch01-tensors -- --sizes 128,256
+//! ```
+//!
+//! `cargo xtask book-output` runs `cargo run --release -q <args>` from the workspace root and
+//! writes its stdout, with the workspace path replaced by `.`, to `book/src/output/<name>`.
+//! `--check` compares instead of writing, with timings masked (see [`mask_timings`]), so the
+//! committed files keep the real numbers of the run that made them while CI still notices
+//! when a program's output has changed shape.
+
+use std::path::Path;
+
+use crate::exercises::chapters;
+use crate::{cargo, root};
+
+/// Units after which a number is a measurement that changes from run to run.
+const UNITS: &[&str] = &[
+    "GFLOP/s", "GB/s", "MB/s", "tok/s", "tokens/s", "ns", "µs", "us", "ms", "s", "x", "×",
+];
+
+pub fn run(check: bool) -> Result<(), String> {
+    let out_dir = root().join("book/src/output");
+    std::fs::create_dir_all(&out_dir).map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
+    let mut stale = Vec::new();
+    let mut count = 0;
+    for chapter in chapters() {
+        let list = chapter.dir.join("book-outputs.txt");
+        let Ok(text) = std::fs::read_to_string(&list) else { continue };
+        for (lineno, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (name, args) = line.split_once(':').ok_or_else(|| {
+                format!("{}:{}: expected `<name>.txt: <cargo run args>`", list.display(), lineno + 1)
+            })?;
+            count += 1;
+            let fresh = produce(args)?;
+            let path = out_dir.join(name.trim());
+            if check {
+                let committed = std::fs::read_to_string(&path).unwrap_or_default();
+                if mask_timings(&committed) != mask_timings(&fresh) {
+                    stale.push(describe_difference(&path, &committed, &fresh));
+                }
+            } else {
+                std::fs::write(&path, &fresh).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+                println!("wrote {}", path.strip_prefix(root()).unwrap_or(&path).display());
+            }
+        }
+    }
+    if stale.is_empty() {
+        println!("{count} book outputs {}", if check { "up to date" } else { "regenerated" });
+        Ok(())
+    } else {
+        Err(format!(
+            "{} book output(s) are stale; regenerate with `cargo xtask book-output` and commit:\n{}",
+            stale.len(),
+            stale.join("\n")
+        ))
+    }
+}
+
+/// Runs `cargo run --release -q <args>` and returns its stdout, paths normalised.
+fn produce(args: &str) -> Result<String, String> {
+    let args: Vec<&str> = args.split_whitespace().collect();
+    eprintln!("  running: cargo run --release -q {}", args.join(" "));
+    let output = cargo()
+        .args(["run", "--release", "-q"])
+        .args(&args)
+        .env("NO_COLOR", "1")
+        .output()
+        .map_err(|e| format!("could not run cargo: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "`cargo run --release -q {}` failed ({}):\n{}",
+            args.join(" "),
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    Ok(normalise_paths(&text, &root()))
+}
+
+fn normalise_paths(text: &str, root: &Path) -> String {
+    let mut text = text.to_string();
+    for form in [root.canonicalize().ok(), Some(root.to_path_buf())].into_iter().flatten() {
+        text = text.replace(&form.display().to_string(), ".");
+    }
+    text
+}
+
+/// Replaces every number directly followed by a timing unit (`12.5 GFLOP/s`, `3ms`, `4.2x`)
+/// with `#`.
+pub fn mask_timings(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let starts_number = chars[i].is_ascii_digit() && (i == 0 || !is_word(chars[i - 1]));
+        if starts_number {
+            let mut j = i;
+            while j < chars.len() && (chars[j].is_ascii_digit() || chars[j] == '.' || chars[j] == ',') {
+                j += 1;
+            }
+            let mut k = j;
+            if k < chars.len() && chars[k] == ' ' {
+                k += 1;
+            }
+            let rest: String = chars[k..chars.len().min(k + 8)].iter().collect();
+            let unit = UNITS.iter().find(|u| {
+                rest.starts_with(**u) && rest[u.len()..].chars().next().is_none_or(|c| !is_word(c))
+            });
+            if unit.is_some() {
+                out.push('#');
+                i = j;
+                continue;
+            }
+            out.extend(&chars[i..j]);
+            i = j;
+            continue;
+        }
+        out.push(chars[i]);
+        i += 1;
+    }
+    out
+}
+
+fn is_word(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+fn describe_difference(path: &Path, committed: &str, fresh: &str) -> String {
+    let (a, b) = (mask_timings(committed), mask_timings(fresh));
+    let line = a.lines().zip(b.lines()).position(|(x, y)| x != y).unwrap_or(a.lines().count().min(b.lines().count()));
+    format!(
+        "  {} differs at line {}:\n    committed: {}\n    fresh:     {}",
+        path.display(),
+        line + 1,
+        committed.lines().nth(line).unwrap_or("<end of file>"),
+        fresh.lines().nth(line).unwrap_or("<end of file>")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_only_measurements() {
+        assert_eq!(mask_timings("naive 1.25 GFLOP/s, blocked 9.8 GFLOP/s (7.8x)"), "naive # GFLOP/s, blocked # GFLOP/s (#x)");
+        assert_eq!(mask_timings("took 12ms and 3 s"), "took #ms and # s");
+        assert_eq!(mask_timings("layer 12 shape (576, 64) 30 layers"), "layer 12 shape (576, 64) 30 layers");
+        assert_eq!(mask_timings("ids 3x3 matrix"), "ids 3x3 matrix");
+        assert_eq!(mask_timings("h2s 10 seconds"), "h2s 10 seconds");
+    }
+}
