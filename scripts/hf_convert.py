@@ -52,10 +52,9 @@ def meta(reader: GGUFReader, key: str, default=None):
 
 def f32_repr(x: float) -> float:
     """The shortest decimal that reads back as the same f32 (9.999999747e-06 -> 1e-05)."""
-    return float(repr(np.float32(x)))
+    return float(str(np.float32(x)))
 
 
-# ANCHOR: config
 def llama_config(reader: GGUFReader) -> dict:
     if meta(reader, "general.architecture") != "llama":
         raise ValueError("this converter handles llama-architecture GGUFs only")
@@ -85,7 +84,6 @@ def llama_config(reader: GGUFReader) -> dict:
         "mlp_bias": False,
         "torch_dtype": "float32",
     }
-# ANCHOR_END: config
 
 
 def tensor_plan(cfg: dict) -> list[tuple[str, str, tuple[int, ...]]]:
@@ -177,7 +175,6 @@ def exact_values(tensor) -> np.ndarray | None:
     return values.reshape(tuple(int(n) for n in reversed(tensor.shape)))
 
 
-# ANCHOR: tokenizer
 def tokenizer_json(reader: GGUFReader) -> dict:
     """SmolLM2's tokenizer in the Hugging Face `tokenizers` format."""
     if meta(reader, "tokenizer.ggml.model") != "gpt2":
@@ -210,7 +207,6 @@ def tokenizer_json(reader: GGUFReader) -> dict:
             "merges": list(merges),                          # "left right", highest priority first
         },
     }
-# ANCHOR_END: tokenizer
 
 
 def tokenizer_config(reader: GGUFReader, cfg: dict) -> dict:

@@ -66,7 +66,7 @@ struct Outcome {
 fn run_tests(chapter: &Chapter, solutions: bool) -> Result<BTreeMap<String, Outcome>, String> {
     let feature = if solutions { "solutions" } else { "exercises" };
     let output = cargo()
-        .args(["test", "--release", "--quiet", "-p", &chapter.package])
+        .args(["test", "--release", "-p", &chapter.package])
         .args(["--features", feature, "--test", "exercises", "--", "--test-threads=2"])
         .env("RUST_BACKTRACE", "0")
         .output()

@@ -8,7 +8,10 @@ use std::path::PathBuf;
 #[derive(Debug)]
 pub enum Error {
     /// Opening, reading, mapping or writing a file failed.
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// A shape does not fit: wrong element count, wrong rank, a view that
     /// reaches past its storage, mismatched matmul dimensions.
     Shape(String),

@@ -25,7 +25,8 @@
 /// - exponent 0, m ≠ 0 (subnormal): value = (−1)^s × 2^(−14) × m/1024, no implicit 1.
 ///   These are normal numbers in f32, so shift `m` left until its leading 1 reaches
 ///   the implicit-bit position, lowering the exponent by one per shift.
-/// - exponent 31: infinity (m = 0) or NaN (m ≠ 0; the payload bits are kept).
+/// - exponent 31: infinity (m = 0) or NaN (m ≠ 0). A NaN keeps its payload bits and
+///   comes out quiet (top fraction bit set), as the CPU's own conversion does.
 pub fn f16_to_f32(bits: u16) -> f32 {
     let sign = u32::from(bits >> 15) << 31; // bit 15 -> bit 31
     let exp = u32::from((bits >> 10) & 0x1f); // 5 bits
@@ -39,7 +40,8 @@ pub fn f16_to_f32(bits: u16) -> f32 {
             let e = 127 - 15 + 1 - shift; // 2^(-14) scaled down by 2^shift
             sign | (e << 23) | (m << 13)
         }
-        (0x1f, _) => sign | (0xff << 23) | (mant << 13), // inf, or NaN keeping its payload
+        (0x1f, 0) => sign | (0xff << 23), // ±infinity
+        (0x1f, _) => sign | (0xff << 23) | (1 << 22) | (mant << 13), // quiet NaN, same payload
         _ => sign | ((exp + 127 - 15) << 23) | (mant << 13),
     };
     f32::from_bits(f32_bits)
@@ -84,13 +86,17 @@ mod tests {
             } else {
                 assert_eq!(f64::from(got), want, "f16 {bits:#06x}");
                 // The sign bit survives even on zero: 0x8000 is -0.0.
-                assert_eq!(got.is_sign_negative(), bits >> 15 == 1, "sign of {bits:#06x}");
+                assert_eq!(
+                    got.is_sign_negative(),
+                    bits >> 15 == 1,
+                    "sign of {bits:#06x}"
+                );
             }
         }
     }
 
     /// A second, independent referee: the CPU's own F16C conversion instruction, when
-    /// the machine has it. It also checks that NaN payloads are kept bit for bit.
+    /// the machine has it. It compares bit patterns, so NaN payloads and signs are checked too.
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn f16_all_patterns_match_the_cpu_when_it_has_f16c() {
@@ -105,7 +111,11 @@ mod tests {
         for bits in 0..=u16::MAX {
             // SAFETY: f16c support was detected above.
             let want = unsafe { cvt(bits) };
-            assert_eq!(f16_to_f32(bits).to_bits(), want.to_bits(), "f16 {bits:#06x}");
+            assert_eq!(
+                f16_to_f32(bits).to_bits(),
+                want.to_bits(),
+                "f16 {bits:#06x}"
+            );
         }
     }
 
@@ -133,7 +143,7 @@ mod tests {
         assert_eq!(bf16_to_f32(0xc040), -3.0);
         assert_eq!(bf16_to_f32(0x7f80), f32::INFINITY);
         assert!(bf16_to_f32(0x7fc0).is_nan());
-        // 1/3 ≈ 0.333: bf16 keeps 8 significant bits, so 0x3eab is 0.333984375 exactly.
-        assert_eq!(bf16_to_f32(0x3eab), 0.333_984_4);
+        // 1/3 ≈ 0.333: bf16 keeps 8 significant bits, so 0x3eab is 171/512 = 0.333984375.
+        assert_eq!(bf16_to_f32(0x3eab), 171.0 / 512.0);
     }
 }

@@ -10,6 +10,7 @@
 //! │   └── hf/                               the same weights in Hugging Face layout (chapters 1–5)
 //! │       ├── config.json
 //! │       ├── tokenizer.json
+//! │       ├── tokenizer_config.json         chat template and special tokens
 //! │       └── model.safetensors             F32
 //! └── gemma-3-270m/
 //!     └── gemma-3-270m-q4_k_m.gguf          the second model (SentencePiece, Q4_K_M)

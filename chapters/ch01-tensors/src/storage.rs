@@ -16,11 +16,16 @@ pub(crate) enum Storage {
     Owned(Vec<f32>),
     /// `len` little-endian f32s that start `byte_offset` bytes into a memory-mapped file.
     /// The `Arc<Mmap>` keeps the mapping alive as long as any tensor still looks at it.
-    Mapped { mmap: Arc<Mmap>, byte_offset: usize, len: usize },
+    Mapped {
+        mmap: Arc<Mmap>,
+        byte_offset: usize,
+        len: usize,
+    },
 }
 // ANCHOR_END: storage
 
 impl Storage {
+    // ANCHOR: mapped
     /// A mapped storage, or `None` when the bytes cannot be reinterpreted as `f32`s in
     /// place: they are not 4-byte aligned in memory, they run past the end of the map,
     /// or this machine is big-endian (the file is little-endian). The caller then copies.
@@ -33,14 +38,22 @@ impl Storage {
         if !ptr.cast::<f32>().is_aligned() {
             return None;
         }
-        Some(Storage::Mapped { mmap, byte_offset, len })
+        Some(Storage::Mapped {
+            mmap,
+            byte_offset,
+            len,
+        })
     }
 
     /// The floats, wherever they live.
     pub(crate) fn as_slice(&self) -> &[f32] {
         match self {
             Storage::Owned(v) => v,
-            Storage::Mapped { mmap, byte_offset, len } => {
+            Storage::Mapped {
+                mmap,
+                byte_offset,
+                len,
+            } => {
                 let bytes = &mmap[*byte_offset..*byte_offset + *len * 4];
                 // SAFETY: `Storage::mapped` checked that these `len * 4` bytes are inside
                 // the map, start 4-byte aligned, and that the machine is little-endian like
@@ -50,6 +63,7 @@ impl Storage {
             }
         }
     }
+    // ANCHOR_END: mapped
 
     pub(crate) fn is_mapped(&self) -> bool {
         matches!(self, Storage::Mapped { .. })

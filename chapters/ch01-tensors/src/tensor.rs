@@ -6,9 +6,9 @@
 //! strides — and none of them touch a single float. Only `contiguous()` (and `to_vec()`)
 //! copy, and only when the layout really is scattered.
 
+use crate::Error;
 use crate::ops;
 use crate::storage::Storage;
-use crate::Error;
 use std::fmt;
 use std::sync::Arc;
 
@@ -42,10 +42,10 @@ pub fn row_major_strides(shape: &[usize]) -> Vec<usize> {
 impl Tensor {
     /// A tensor that owns `data`, laid out row-major with the given shape.
     pub fn from_vec(data: Vec<f32>, shape: &[usize]) -> Result<Tensor, Error> {
-        let numel: usize = shape.iter().product();
-        if data.len() != numel {
+        let numel = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+        if numel != Some(data.len()) {
             return Err(Error::Shape(format!(
-                "{} values do not fill shape {shape:?} ({numel} elements)",
+                "{} values do not fill shape {shape:?}",
                 data.len()
             )));
         }
@@ -69,19 +69,30 @@ impl Tensor {
     }
 
     // ANCHOR: as_strided
-    /// A new view of the same storage with any shape, strides and offset — the primitive
-    /// every other view is built from. It fails if the view would reach an element
-    /// outside the storage, so a view can never read out of bounds.
-    pub fn as_strided(&self, shape: &[usize], strides: &[usize], offset: usize) -> Result<Tensor, Error> {
+    /// A new view of the same storage with any shape, strides and offset: the general
+    /// form of every view (`transpose`, `narrow` and `row` are special cases that stay in
+    /// bounds by construction). It fails if the view would reach an element outside the
+    /// storage, so a view can never read out of bounds.
+    pub fn as_strided(
+        &self,
+        shape: &[usize],
+        strides: &[usize],
+        offset: usize,
+    ) -> Result<Tensor, Error> {
         if shape.len() != strides.len() {
-            return Err(Error::Shape(format!("shape {shape:?} and strides {strides:?} differ in rank")));
+            return Err(Error::Shape(format!(
+                "shape {shape:?} and strides {strides:?} differ in rank"
+            )));
         }
         let len = self.storage.as_slice().len();
         if shape.iter().all(|&s| s > 0) {
             // The farthest element: offset + Σ (size-1)·stride. Checked, so huge strides fail.
-            let last = shape.iter().zip(strides).try_fold(offset, |acc, (&s, &st)| {
-                (s - 1).checked_mul(st).and_then(|x| acc.checked_add(x))
-            });
+            let last = shape
+                .iter()
+                .zip(strides)
+                .try_fold(offset, |acc, (&s, &st)| {
+                    (s - 1).checked_mul(st).and_then(|x| acc.checked_add(x))
+                });
             if last.is_none_or(|last| last >= len) {
                 return Err(Error::Shape(format!(
                     "view shape {shape:?} strides {strides:?} offset {offset} reaches past storage of {len} elements"
@@ -119,7 +130,10 @@ impl Tensor {
     pub fn dims2(&self) -> Result<(usize, usize), Error> {
         match self.shape[..] {
             [r, c] => Ok((r, c)),
-            _ => Err(Error::Shape(format!("expected a 2-D tensor, got shape {:?}", self.shape))),
+            _ => Err(Error::Shape(format!(
+                "expected a 2-D tensor, got shape {:?}",
+                self.shape
+            ))),
         }
     }
 
@@ -163,10 +177,19 @@ impl Tensor {
     /// # Panics
     /// If `index` has the wrong rank or is out of bounds — like indexing a slice.
     pub fn get(&self, index: &[usize]) -> f32 {
-        assert_eq!(index.len(), self.shape.len(), "index {index:?} for shape {:?}", self.shape);
+        assert_eq!(
+            index.len(),
+            self.shape.len(),
+            "index {index:?} for shape {:?}",
+            self.shape
+        );
         let mut pos = self.offset;
         for ((&i, &size), &stride) in index.iter().zip(&self.shape).zip(&self.strides) {
-            assert!(i < size, "index {index:?} out of bounds for shape {:?}", self.shape);
+            assert!(
+                i < size,
+                "index {index:?} out of bounds for shape {:?}",
+                self.shape
+            );
             pos += i * stride;
         }
         self.storage.as_slice()[pos]
@@ -226,7 +249,11 @@ impl Tensor {
             )));
         }
         let base = self.contiguous();
-        Ok(Tensor { shape: shape.to_vec(), strides: row_major_strides(shape), ..base })
+        Ok(Tensor {
+            shape: shape.to_vec(),
+            strides: row_major_strides(shape),
+            ..base
+        })
     }
 
     /// Swaps dimensions `d0` and `d1`: swap their sizes and their strides. No copy.
@@ -261,7 +288,11 @@ impl Tensor {
     /// # Panics
     /// If the tensor is 0-d or `i` is out of bounds.
     pub fn row(&self, i: usize) -> Tensor {
-        assert!(!self.shape.is_empty() && i < self.shape[0], "row {i} of shape {:?}", self.shape);
+        assert!(
+            !self.shape.is_empty() && i < self.shape[0],
+            "row {i} of shape {:?}",
+            self.shape
+        );
         Tensor {
             storage: Arc::clone(&self.storage),
             shape: self.shape[1..].to_vec(),

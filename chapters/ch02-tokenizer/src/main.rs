@@ -1,1 +1,308 @@
-fn main() {}
+//! `cargo run --release -p ch02-tokenizer`: text to token ids and back, as llama.cpp does it.
+//!
+//! ```text
+//! ch02-tokenizer                        a sentence shown as [piece id] tokens
+//! ch02-tokenizer encode [--special]     stdin text  -> JSON array of ids
+//! ch02-tokenizer decode                 stdin JSON array of ids -> text
+//! ch02-tokenizer train FILE             learn merges from a text file, show the first ones
+//! ```
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use ch01_tensors::models;
+use ch02_tokenizer::byte_level::ByteLevel;
+use ch02_tokenizer::show::visible;
+use ch02_tokenizer::train::train;
+use ch02_tokenizer::{PreTokenizer, StreamDecoder, TokenId, Tokenizer, smollm2_tokenizer_path};
+use serde_json::json;
+
+const USAGE: &str = "\
+usage: ch02-tokenizer [--tokenizer PATH] [--text TEXT] [--json]
+       ch02-tokenizer encode [--tokenizer PATH] [--special]   < text
+       ch02-tokenizer decode [--tokenizer PATH]               < [ids]
+       ch02-tokenizer train [--merges N] [--json] FILE
+
+  (no command)      show how a sentence is cut into tokens, with their ids
+  encode            read UTF-8 text from stdin, print its token ids as a JSON array
+  decode            read a JSON array of token ids from stdin, print the text
+  train             learn N byte-level BPE merges from FILE and show them
+  --tokenizer PATH  a tokenizer.json (default: SmolLM2's, in the models directory)
+  --text TEXT       the sentence for the demo
+  --special         parse special tokens such as <|im_start|> in the text
+  --merges N        how many merges to learn (default 12, at most 5000)
+  --json            print machine-readable JSON instead of text
+  -h, --help        this help";
+
+const DEMO_TEXT: &str = "Hello world! Tokenizers don't see 2025 as one token, and 🦀 takes three.";
+const CHAT_TEXT: &str = "<|im_start|>user\nHi!<|im_end|>";
+
+#[derive(Default)]
+struct Args {
+    command: Option<String>,
+    tokenizer: Option<PathBuf>,
+    text: Option<String>,
+    special: bool,
+    json: bool,
+    merges: Option<usize>,
+    file: Option<PathBuf>,
+}
+
+fn parse_args() -> Result<Args, lexopt::Error> {
+    use lexopt::prelude::*;
+    let mut args = Args::default();
+    let mut parser = lexopt::Parser::from_env();
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("tokenizer") => args.tokenizer = Some(parser.value()?.into()),
+            Long("text") => args.text = Some(parser.value()?.string()?),
+            Long("special") => args.special = true,
+            Long("json") => args.json = true,
+            Long("merges") => {
+                let n: usize = parser.value()?.parse()?;
+                if n > 5000 {
+                    return Err("--merges: at most 5000".into());
+                }
+                args.merges = Some(n);
+            }
+            Short('h') | Long("help") => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            Value(v) if args.command.is_none() => {
+                let v = v.string()?;
+                if !["encode", "decode", "train"].contains(&v.as_str()) {
+                    return Err(format!("unknown command {v:?}").into());
+                }
+                args.command = Some(v);
+            }
+            Value(v) if args.command.as_deref() == Some("train") && args.file.is_none() => {
+                args.file = Some(v.into());
+            }
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    if args.command.as_deref() == Some("train") && args.file.is_none() {
+        return Err("train needs a FILE to learn from".into());
+    }
+    Ok(args)
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("error: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match args.command.as_deref() {
+        Some("encode") => load(&args, false).and_then(|t| encode(&t, args.special)),
+        Some("decode") => load(&args, false).and_then(|t| decode(&t)),
+        Some("train") => show_training(&args),
+        _ => load(&args, true).and_then(|t| demo(&t, &args)),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The tokenizer from `--tokenizer`, or SmolLM2's. The demo fetches SmolLM2 when it is
+/// missing (a first run should just work); `encode` and `decode` never download behind a
+/// script's back, they say how to fetch instead.
+fn load(args: &Args, fetch_if_missing: bool) -> Result<Tokenizer, String> {
+    let path = match &args.tokenizer {
+        Some(path) => path.clone(),
+        None => {
+            let path = smollm2_tokenizer_path();
+            if !path.exists() && fetch_if_missing {
+                models::ensure_smollm2_hf()?;
+            }
+            models::require(&path)?
+        }
+    };
+    Tokenizer::from_file(&path).map_err(|e| e.to_string())
+}
+
+fn encode(tok: &Tokenizer, special: bool) -> Result<(), String> {
+    let mut input = Vec::new();
+    std::io::stdin()
+        .read_to_end(&mut input)
+        .map_err(|e| format!("cannot read stdin: {e}"))?;
+    let text = String::from_utf8(input).map_err(|e| {
+        format!(
+            "stdin is not valid UTF-8 (bad byte at offset {})",
+            e.utf8_error().valid_up_to()
+        )
+    })?;
+    println!("{}", json!(tok.encode(&text, special)));
+    Ok(())
+}
+
+fn decode(tok: &Tokenizer) -> Result<(), String> {
+    let mut input = String::new();
+    std::io::stdin()
+        .read_to_string(&mut input)
+        .map_err(|e| format!("cannot read stdin: {e}"))?;
+    let ids: Vec<TokenId> = serde_json::from_str(&input).map_err(|e| {
+        format!(
+            "expected a JSON array of token ids (0 to {}): {e}",
+            tok.vocab_size() - 1
+        )
+    })?;
+    let bytes = tok.decode_bytes(&ids).map_err(|e| e.to_string())?;
+    let mut out = std::io::stdout().lock();
+    out.write_all(&bytes)
+        .and_then(|()| out.flush())
+        .map_err(|e| format!("cannot write stdout: {e}"))
+}
+
+/// Tokens as `[piece id]`, alternating colours on a terminal.
+fn bracketed(tok: &Tokenizer, ids: &[TokenId], color: bool) -> String {
+    let mut out = String::new();
+    for (i, &id) in ids.iter().enumerate() {
+        let piece = visible(tok.piece(id).unwrap_or_default());
+        if color {
+            let bg = [44, 42, 45, 46][i % 4]; // blue, green, magenta, cyan backgrounds
+            out.push_str(&format!("\x1b[{bg};97m[{piece} {id}]\x1b[0m"));
+        } else {
+            out.push_str(&format!("[{piece} {id}]"));
+        }
+    }
+    out
+}
+
+fn demo(tok: &Tokenizer, args: &Args) -> Result<(), String> {
+    let text = args.text.as_deref().unwrap_or(DEMO_TEXT);
+    let ids = tok.encode(text, args.special);
+    let chat_plain = tok.encode(CHAT_TEXT, false);
+    let chat_special = tok.encode(CHAT_TEXT, true);
+    // Stream-decode the sentence; note the tokens that leave bytes waiting.
+    let mut stream = StreamDecoder::new(tok);
+    let mut streamed = Vec::new(); // (id, text printed, bytes still held back)
+    for &id in &ids {
+        let printed = stream.push(id).map_err(|e| e.to_string())?;
+        let held = stream.pending_len();
+        if held > 0 || streamed.last().is_some_and(|&(_, _, h)| h > 0) {
+            streamed.push((id, printed, held));
+        }
+    }
+    let round_trip = tok.decode(&ids).map_err(|e| e.to_string())?;
+    if args.json {
+        let pieces: Vec<String> = ids
+            .iter()
+            .map(|&id| visible(tok.piece(id).unwrap_or_default()))
+            .collect();
+        let report = json!({
+            "vocab_size": tok.vocab_size(),
+            "text": text,
+            "ids": ids,
+            "pieces": pieces,
+            "round_trip": round_trip == text,
+            "chat": { "text": CHAT_TEXT, "ids_special": chat_special, "ids_plain": chat_plain },
+            "stream": streamed.iter().map(|(id, text, held)| json!({"id": id, "printed": text, "held_back": held})).collect::<Vec<_>>(),
+        });
+        println!("{report}");
+        return Ok(());
+    }
+    let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    println!(
+        "vocabulary: {} tokens ({})",
+        tok.vocab_size(),
+        describe(tok)
+    );
+    println!("text:       \"{}\"", text.replace('\n', "\\n"));
+    println!("{} tokens:\n  {}", ids.len(), bracketed(tok, &ids, color));
+    println!(
+        "decoded back: {}",
+        if round_trip == text {
+            "identical"
+        } else {
+            "DIFFERENT"
+        }
+    );
+    println!("\nspecial tokens, {CHAT_TEXT:?}:");
+    println!(
+        "  parsed (--special): {}",
+        bracketed(tok, &chat_special, color)
+    );
+    println!(
+        "  as plain text:      {}",
+        bracketed(tok, &chat_plain, color)
+    );
+    println!("\nstreaming decode, where a character spans tokens:");
+    if streamed.is_empty() {
+        println!("  (nowhere: every token holds whole characters)");
+    }
+    for (id, printed, held) in &streamed {
+        let token = bracketed(tok, &[*id], color);
+        println!("  {token:<24} prints {printed:?}, holds back {held} byte(s)");
+    }
+    Ok(())
+}
+
+fn describe(tok: &Tokenizer) -> String {
+    match tok.model() {
+        ch02_tokenizer::Model::ByteLevelBpe { merges, pre, .. } => {
+            let split = match pre {
+                PreTokenizer::Gpt2 => "GPT-2 split",
+                PreTokenizer::DigitsThenGpt2 => "digits alone, then the GPT-2 split",
+            };
+            format!("byte-level BPE, {} merges, {split}", merges.len())
+        }
+        ch02_tokenizer::Model::SentencePiece(_) => "SentencePiece BPE".into(),
+    }
+}
+
+fn show_training(args: &Args) -> Result<(), String> {
+    let path = args.file.as_ref().expect("checked by parse_args");
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let n = args.merges.unwrap_or(12);
+    let trained = train(&text, n, PreTokenizer::DigitsThenGpt2).map_err(|e| e.to_string())?;
+    let sample = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    let tok = &trained.tokenizer;
+    let (bytes, tokens) = (sample.len(), tok.encode(sample, false));
+    if args.json {
+        let merges: Vec<_> = trained
+            .merges
+            .iter()
+            .map(|(l, r, n)| json!([l, r, n]))
+            .collect();
+        println!(
+            "{}",
+            json!({ "merges": merges, "sample": sample, "sample_ids": tokens })
+        );
+        return Ok(());
+    }
+    println!(
+        "learned {} merges from {} ({} bytes):",
+        trained.merges.len(),
+        path.display(),
+        text.len()
+    );
+    let total = trained.merges.len();
+    for (rank, (l, r, count)) in trained.merges.iter().enumerate() {
+        if total > 16 && rank == 10 {
+            println!("  ...");
+        }
+        if total > 16 && (10..total - 3).contains(&rank) {
+            continue; // the first ten and the last three tell the story
+        }
+        let show = |s: &str| visible(&ByteLevel::new().decode(s).unwrap_or_default());
+        let fused = show(&format!("{l}{r}"));
+        println!(
+            "  merge {rank:>4}: {:>8} + {:<8} -> {fused:<12} ({count} times)",
+            show(l),
+            show(r)
+        );
+    }
+    println!("\nfirst line, {bytes} bytes -> {} tokens:", tokens.len());
+    println!("  {}", bracketed(tok, &tokens, false));
+    Ok(())
+}

@@ -34,13 +34,17 @@ pub struct Heads {
 impl Heads {
     /// Checks that the numbers describe a real layout.
     pub fn new(n_heads: usize, n_kv_heads: usize, head_dim: usize) -> Result<Heads, Error> {
-        if n_heads == 0 || n_kv_heads == 0 || head_dim == 0 || n_heads % n_kv_heads != 0 {
+        if n_heads == 0 || n_kv_heads == 0 || head_dim == 0 || !n_heads.is_multiple_of(n_kv_heads) {
             return Err(Error::Config(format!(
                 "bad head layout: {n_heads} query heads, {n_kv_heads} KV heads, head_dim {head_dim} \
                  (the KV heads must divide the query heads)"
             )));
         }
-        Ok(Heads { n_heads, n_kv_heads, head_dim })
+        Ok(Heads {
+            n_heads,
+            n_kv_heads,
+            head_dim,
+        })
     }
 
     /// Query heads per KV head.
@@ -66,8 +70,20 @@ impl Heads {
     /// `(seq_q, seq_k)` from the slice lengths, checking the layout.
     pub(crate) fn seqs(&self, q: &[f32], k: &[f32], v: &[f32]) -> (usize, usize) {
         let (qd, kd) = (self.q_dim(), self.kv_dim());
-        assert_eq!(q.len() % qd, 0, "q is not (seq_q, {} * {})", self.n_heads, self.head_dim);
-        assert_eq!(k.len() % kd, 0, "k is not (seq_k, {} * {})", self.n_kv_heads, self.head_dim);
+        assert_eq!(
+            q.len() % qd,
+            0,
+            "q is not (seq_q, {} * {})",
+            self.n_heads,
+            self.head_dim
+        );
+        assert_eq!(
+            k.len() % kd,
+            0,
+            "k is not (seq_k, {} * {})",
+            self.n_kv_heads,
+            self.head_dim
+        );
         assert_eq!(k.len(), v.len(), "k and v must have the same shape");
         let (seq_q, seq_k) = (q.len() / qd, k.len() / kd);
         assert!(seq_q <= seq_k, "{seq_q} queries but only {seq_k} keys");
@@ -79,7 +95,14 @@ impl Heads {
 // ANCHOR: scores
 /// Softmax weights of one query head over the keys in `keys`, written to `w[keys]`
 /// (`w` is indexed by key position; entries outside `keys` are not touched).
-fn head_weights(w: &mut [f32], q_head: &[f32], k: &[f32], kv_off: usize, heads: Heads, keys: Range<usize>) {
+fn head_weights(
+    w: &mut [f32],
+    q_head: &[f32],
+    k: &[f32],
+    kv_off: usize,
+    heads: Heads,
+    keys: Range<usize>,
+) {
     let (d, kd) = (heads.head_dim, heads.kv_dim());
     // Dividing by √d keeps the scores' spread independent of d: the dot product of two
     // vectors with unit-variance coordinates has variance d.
@@ -108,7 +131,11 @@ pub fn attention(out: &mut [f32], q: &[f32], k: &[f32], v: &[f32], heads: Heads,
     let (seq_q, seq_k) = heads.seqs(q, k, v);
     let (d, qd, kd) = (heads.head_dim, heads.q_dim(), heads.kv_dim());
     assert_eq!(out.len(), q.len(), "out must have q's shape");
-    assert_ne!(mask, Mask::SlidingWindow(0), "a window of 0 lets a query see nothing");
+    assert_ne!(
+        mask,
+        Mask::SlidingWindow(0),
+        "a window of 0 lets a query see nothing"
+    );
     let mut w = vec![0.0f32; seq_k]; // (seq_k) weights of one query head
     for i in 0..seq_q {
         let keys = mask.visible(seq_k - seq_q + i, seq_k);

@@ -55,8 +55,10 @@ impl Mask {
         };
         start.min(end)..end
     }
-    // ANCHOR_END: mask
+}
+// ANCHOR_END: mask
 
+impl Mask {
     // ANCHOR: additive
     /// The materialised additive mask, `(seq_q, seq_k)`: `0` where allowed, `−∞` where
     /// not. Query row `i` sits at position `seq_k − seq_q + i` (the queries are the

@@ -27,7 +27,10 @@ pub struct OnlineSoftmax {
 impl OnlineSoftmax {
     /// Nothing seen yet.
     pub fn new() -> OnlineSoftmax {
-        OnlineSoftmax { max: f32::NEG_INFINITY, sum: 0.0 }
+        OnlineSoftmax {
+            max: f32::NEG_INFINITY,
+            sum: 0.0,
+        }
     }
 
     /// Takes in one score. Returns `(rescale, p)`: the factor by which anything
@@ -70,11 +73,22 @@ pub fn online_softmax_inplace(x: &mut [f32]) {
 // ANCHOR: attention_online
 /// The same contract as [`crate::attention::attention`] (shapes, positions, mask), but
 /// each query head streams over its keys once, with no buffer of scores.
-pub fn attention_online(out: &mut [f32], q: &[f32], k: &[f32], v: &[f32], heads: Heads, mask: Mask) {
+pub fn attention_online(
+    out: &mut [f32],
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    heads: Heads,
+    mask: Mask,
+) {
     let (d, qd, kd) = (heads.head_dim, heads.q_dim(), heads.kv_dim());
     assert_eq!(out.len(), q.len(), "out must have q's shape");
     let (seq_q, seq_k) = heads.seqs(q, k, v);
-    assert_ne!(mask, Mask::SlidingWindow(0), "a window of 0 lets a query see nothing");
+    assert_ne!(
+        mask,
+        Mask::SlidingWindow(0),
+        "a window of 0 lets a query see nothing"
+    );
     let scale = 1.0 / (d as f32).sqrt();
     for i in 0..seq_q {
         let keys = mask.visible(seq_k - seq_q + i, seq_k);

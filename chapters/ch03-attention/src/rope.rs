@@ -61,13 +61,15 @@ impl RopeTable {
     /// Builds the table. Angles are computed in f64 and rounded once to f32, so the table
     /// is as exact as an f32 table can be even at position 100 000.
     pub fn new(head_dim: usize, max_pos: usize, theta: f32) -> Result<RopeTable, Error> {
-        if head_dim == 0 || head_dim % 2 != 0 {
+        if head_dim == 0 || !head_dim.is_multiple_of(2) {
             return Err(Error::Config(format!(
                 "RoPE needs an even head_dim, got {head_dim}"
             )));
         }
         if !(theta > 1.0 && theta.is_finite()) {
-            return Err(Error::Config(format!("RoPE base θ must be > 1, got {theta}")));
+            return Err(Error::Config(format!(
+                "RoPE base θ must be > 1, got {theta}"
+            )));
         }
         let half = head_dim / 2;
         let mut cos = vec![0.0f32; max_pos * half]; // (max_pos, half)
@@ -79,21 +81,33 @@ impl RopeTable {
                 sin[p * half + i] = angle.sin() as f32;
             }
         }
-        Ok(RopeTable { head_dim, max_pos, theta, cos, sin })
+        Ok(RopeTable {
+            head_dim,
+            max_pos,
+            theta,
+            cos,
+            sin,
+        })
     }
 
     /// Radians per position of pair `i`: `θ^(−2i/d)`.
     pub fn frequency_of(i: usize, head_dim: usize, theta: f32) -> f64 {
         (theta as f64).powf(-2.0 * i as f64 / head_dim as f64)
     }
-    // ANCHOR_END: table
+}
+// ANCHOR_END: table
 
+impl RopeTable {
     // ANCHOR: rotate
     /// Rotates one head vector `x` (`head_dim`) to position `pos`, in place.
     pub fn rotate(&self, x: &mut [f32], pos: usize, pairing: Pairing) {
         let d = self.head_dim;
         assert_eq!(x.len(), d, "rotate takes one head vector of {d} values");
-        assert!(pos < self.max_pos, "position {pos} is past the table ({})", self.max_pos);
+        assert!(
+            pos < self.max_pos,
+            "position {pos} is past the table ({})",
+            self.max_pos
+        );
         let half = d / 2;
         let cos = &self.cos[pos * half..(pos + 1) * half]; // (half)
         let sin = &self.sin[pos * half..(pos + 1) * half]; // (half)
@@ -112,7 +126,12 @@ impl RopeTable {
     /// a Q or K projection) in place; row `t` is the token at position `pos0 + t`.
     pub fn apply(&self, x: &mut [f32], n_heads: usize, pos0: usize, pairing: Pairing) {
         let row_len = n_heads * self.head_dim;
-        assert_eq!(x.len() % row_len, 0, "x is not (seq, {n_heads} * {})", self.head_dim);
+        assert_eq!(
+            x.len() % row_len,
+            0,
+            "x is not (seq, {n_heads} * {})",
+            self.head_dim
+        );
         for (t, row) in x.chunks_exact_mut(row_len).enumerate() {
             for head in row.chunks_exact_mut(self.head_dim) {
                 self.rotate(head, pos0 + t, pairing);
@@ -144,7 +163,11 @@ pub fn halves_to_adjacent(x: &[f32], head_dim: usize) -> Vec<f32> {
 /// `w` (`(n_heads * head_dim, cols)`), which is what a Hugging Face → GGUF converter does
 /// so that llama.cpp can use adjacent-pairs RoPE on the result.
 pub fn permute_qk_rows(w: &[f32], n_heads: usize, head_dim: usize, cols: usize) -> Vec<f32> {
-    assert_eq!(w.len(), n_heads * head_dim * cols, "w is not ({n_heads} * {head_dim}, {cols})");
+    assert_eq!(
+        w.len(),
+        n_heads * head_dim * cols,
+        "w is not ({n_heads} * {head_dim}, {cols})"
+    );
     let half = head_dim / 2;
     let mut out = vec![0.0f32; w.len()]; // (n_heads * head_dim, cols)
     for h in 0..n_heads {

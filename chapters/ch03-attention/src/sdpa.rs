@@ -5,7 +5,7 @@
 //! ```
 //!
 //! with chapter 1's tensors and a materialised additive mask `M`. This is the reference
-//! the fast kernel in [`crate::attention`] is tested against; it builds the whole
+//! the fast kernel in [`mod@crate::attention`] is tested against; it builds the whole
 //! `(seq_q, seq_k)` score matrix, which the kernel never does.
 
 use ch01_tensors::{Tensor, ops};
@@ -18,7 +18,10 @@ use crate::Error;
 pub fn sdpa(q: &Tensor, k: &Tensor, v: &Tensor, mask: &[f32]) -> Result<(Tensor, Tensor), Error> {
     for (name, t) in [("q", q), ("k", k), ("v", v)] {
         if t.shape().len() != 2 {
-            return Err(Error::Shape(format!("{name} must be 2-D, got shape {:?}", t.shape())));
+            return Err(Error::Shape(format!(
+                "{name} must be 2-D, got shape {:?}",
+                t.shape()
+            )));
         }
     }
     let (seq_q, d) = (q.shape()[0], q.shape()[1]);

@@ -5,7 +5,11 @@
 /// # Panics
 /// If the lengths differ.
 pub fn add_inplace(x: &mut [f32], y: &[f32]) {
-    assert_eq!(x.len(), y.len(), "add_inplace of slices with different lengths");
+    assert_eq!(
+        x.len(),
+        y.len(),
+        "add_inplace of slices with different lengths"
+    );
     for (a, b) in x.iter_mut().zip(y) {
         *a += b;
     }
@@ -16,7 +20,11 @@ pub fn add_inplace(x: &mut [f32], y: &[f32]) {
 /// # Panics
 /// If the lengths differ.
 pub fn mul_inplace(x: &mut [f32], y: &[f32]) {
-    assert_eq!(x.len(), y.len(), "mul_inplace of slices with different lengths");
+    assert_eq!(
+        x.len(),
+        y.len(),
+        "mul_inplace of slices with different lengths"
+    );
     for (a, b) in x.iter_mut().zip(y) {
         *a *= b;
     }

@@ -10,7 +10,8 @@
 //! - [`matmul_naive`]: the textbook i-j-k loop; its inner loop walks down a column of `b`.
 //! - [`matmul_ikj`]: the same arithmetic with the two inner loops swapped, so the inner
 //!   loop walks along rows only.
-//! - [`matmul_blocked`]: i-k-j order inside tiles small enough to stay in the L1 cache.
+//! - [`matmul_blocked`]: a packed panel of `b` that stays in the L1 cache, and a small tile
+//!   of `out` that stays in registers.
 //!
 //! The tests check that all three agree; the benchmark `benches/ch01_matmul.rs` measures them.
 
@@ -42,7 +43,11 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 /// If `w.len() != out.len() * x.len()`.
 pub fn matvec(out: &mut [f32], w: &[f32], x: &[f32]) {
     let cols = x.len();
-    assert_eq!(w.len(), out.len() * cols, "matvec: w must be (out.len(), x.len())");
+    assert_eq!(
+        w.len(),
+        out.len() * cols,
+        "matvec: w must be (out.len(), x.len())"
+    );
     for (r, o) in out.iter_mut().enumerate() {
         *o = dot(&w[r * cols..(r + 1) * cols], x); // row r of w: (cols,)
     }
@@ -59,11 +64,17 @@ fn check_dims(out: &[f32], a: &[f32], b: &[f32], m: usize, k: usize, n: usize) {
 /// `out (m, n) = a (m, k) · b (k, n)`, the textbook way: for each output element, a dot
 /// product of row `i` of `a` with column `j` of `b`.
 ///
-/// Why it is slow: the inner loop reads `b[p*n + j]` for p = 0, 1, 2, ... — one float
-/// from each row of `b`, `n` floats (4n bytes) apart. Every read touches a different
-/// 64-byte cache line and uses 4 bytes of it; by the time the next column `j+1` wants the
-/// neighbouring float of that line, a large `b` has pushed it out of the cache. And the
-/// inner loop is a single running sum, which the compiler may not vectorize.
+/// Why it is slow, twice over:
+/// - The inner loop is one running sum. Each addition waits for the previous one to
+///   finish (a float add takes about 4 cycles), and the compiler may not split the sum
+///   into independent SIMD lanes, because that would change the rounding. So even with
+///   every operand in the L1 cache it manages about one multiply-add every 4 cycles.
+/// - It reads `b[p*n + j]` for p = 0, 1, 2, ...: one float from each row of `b`, `4n`
+///   bytes apart. Each read touches a different 64-byte cache line and uses 4 bytes of
+///   it. The neighbouring floats are wanted again for columns `j+1, j+2, ...`, but once a
+///   column's `k` lines outgrow the L1 cache they have to be fetched again from further
+///   away — and when `4n` is a power of two, those lines all compete for the same few
+///   sets of the (set-associative) cache, so that happens much sooner.
 ///
 /// # Panics
 /// If a slice length does not match its dimensions.
@@ -106,41 +117,62 @@ pub fn matmul_ikj(out: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize, n: 
 }
 // ANCHOR_END: matmul_ikj
 
-// ANCHOR: matmul_blocked
-/// Rows of `out` handled per tile.
-pub const BLOCK_M: usize = 64;
-/// Rows of `b` (and columns of `a`) per tile.
-pub const BLOCK_K: usize = 128;
-/// Columns of `b` and `out` per tile. A `b` tile is BLOCK_K × BLOCK_N floats = 32 KiB,
-/// which fits in a 48 KiB L1 data cache beside the output row it updates.
-pub const BLOCK_N: usize = 64;
+// ANCHOR: tiles
+/// Rows of `out` computed together by the micro-kernel.
+pub const TILE_ROWS: usize = 4;
+/// Columns of `out` computed together by the micro-kernel.
+pub const TILE_COLS: usize = 16;
+/// Rows of `b` per packed panel. A panel is PANEL_K × TILE_COLS floats = 16 KiB: it fits
+/// in a 32–48 KiB L1 data cache with room for the rows of `a` streaming past it.
+pub const PANEL_K: usize = 256;
+// ANCHOR_END: tiles
 
-/// `out (m, n) = a (m, k) · b (k, n)`, cache-blocked.
+// ANCHOR: matmul_blocked
+/// `out (m, n) = a (m, k) · b (k, n)`, blocked for the cache and for registers.
 ///
-/// Cut the three loops into tiles: a `BLOCK_K × BLOCK_N` tile of `b` is loaded into the
-/// L1 cache once and then used by `BLOCK_M` rows of `a` before moving on, instead of
-/// being re-fetched from further away for every row. Inside a tile the loops run in
-/// i-k-j order (see [`matmul_ikj`]), so the inner loop is a contiguous, vectorizable
-/// multiply-add over a row segment of `b` and `out`. Edge tiles are simply shorter,
-/// so any m, k, n works.
+/// Two levels of reuse, each aimed at one level of the memory hierarchy:
+/// 1. **Cache**: copy a `PANEL_K × TILE_COLS` block of `b` (a "panel") into a small
+///    contiguous buffer, then run every row of `a` past it. The panel is loaded from
+///    memory once and then read `m / TILE_ROWS` times from L1. Packing also turns a
+///    column block of `b`, whose rows are `4n` bytes apart, into one dense run of bytes.
+/// 2. **Registers**: `micro_kernel` computes a `TILE_ROWS × TILE_COLS` tile of `out` in
+///    local accumulators that never leave the CPU registers during the `k` loop. Each
+///    value of `b` it loads is used for 4 rows, each value of `a` for 16 columns — where
+///    the i-k-j loop loads and stores an element of `out` for every multiply-add.
+///
+/// Edges: the panel is zero-padded past column `n`, and tile rows past row `m` read a
+/// row of zeros, so the micro-kernel always sees a full tile; only the valid part of the
+/// tile is added to `out`. Any m, k, n works.
 pub fn matmul_blocked(out: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize, n: usize) {
     check_dims(out, a, b, m, k, n);
     out.fill(0.0);
-    for i0 in (0..m).step_by(BLOCK_M) {
-        let i1 = (i0 + BLOCK_M).min(m);
-        for p0 in (0..k).step_by(BLOCK_K) {
-            let p1 = (p0 + BLOCK_K).min(k);
-            for j0 in (0..n).step_by(BLOCK_N) {
-                let j1 = (j0 + BLOCK_N).min(n);
-                // One tile: out[i0..i1, j0..j1] += a[i0..i1, p0..p1] · b[p0..p1, j0..j1]
-                for i in i0..i1 {
-                    let out_seg = &mut out[i * n + j0..i * n + j1]; // (j1 - j0,)
-                    for p in p0..p1 {
-                        let a_ip = a[i * k + p];
-                        let b_seg = &b[p * n + j0..p * n + j1]; // (j1 - j0,)
-                        for (o, &b_pj) in out_seg.iter_mut().zip(b_seg) {
-                            *o += a_ip * b_pj;
-                        }
+    let zeros = [0.0f32; PANEL_K]; // stands in for rows of a below the last one
+    let mut panel = vec![0.0f32; PANEL_K * TILE_COLS]; // (PANEL_K, TILE_COLS)
+    for p0 in (0..k).step_by(PANEL_K) {
+        let kc = (k - p0).min(PANEL_K); // rows of b in this panel
+        for j0 in (0..n).step_by(TILE_COLS) {
+            let cols = (n - j0).min(TILE_COLS);
+            // Pack b[p0..p0+kc, j0..j0+cols] into the panel, zero-padding to TILE_COLS.
+            for (p, dst) in panel.chunks_exact_mut(TILE_COLS).take(kc).enumerate() {
+                let src = &b[(p0 + p) * n + j0..][..cols]; // (cols,)
+                dst[..cols].copy_from_slice(src);
+                dst[cols..].fill(0.0);
+            }
+            for i0 in (0..m).step_by(TILE_ROWS) {
+                let rows = (m - i0).min(TILE_ROWS);
+                // a[i0 + r, p0..p0+kc] for each tile row: (kc,) each
+                let a_rows: [&[f32]; TILE_ROWS] = std::array::from_fn(|r| {
+                    if r < rows {
+                        &a[(i0 + r) * k + p0..][..kc]
+                    } else {
+                        &zeros[..kc]
+                    }
+                });
+                let tile = micro_kernel(&a_rows, &panel[..kc * TILE_COLS]); // (TILE_ROWS, TILE_COLS)
+                for (r, tile_row) in tile.iter().enumerate().take(rows) {
+                    let out_seg = &mut out[(i0 + r) * n + j0..][..cols]; // (cols,)
+                    for (o, t) in out_seg.iter_mut().zip(tile_row) {
+                        *o += t;
                     }
                 }
             }
@@ -148,6 +180,24 @@ pub fn matmul_blocked(out: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize,
     }
 }
 // ANCHOR_END: matmul_blocked
+
+// ANCHOR: micro_kernel
+/// One register tile: `Σ_p a_rows[r][p] · panel[p][c]` for r < TILE_ROWS, c < TILE_COLS.
+/// `panel` is `(kc, TILE_COLS)` and each `a_rows[r]` is `(kc,)`. The fixed-size arrays let
+/// the compiler keep `acc` in SIMD registers and unroll the `r` and `c` loops.
+fn micro_kernel(a_rows: &[&[f32]; TILE_ROWS], panel: &[f32]) -> [[f32; TILE_COLS]; TILE_ROWS] {
+    let mut acc = [[0.0f32; TILE_COLS]; TILE_ROWS]; // (TILE_ROWS, TILE_COLS)
+    for (p, b_row) in panel.chunks_exact(TILE_COLS).enumerate() {
+        for (acc_row, a_row) in acc.iter_mut().zip(a_rows) {
+            let a_rp = a_row[p];
+            for (acc_rc, &b_pc) in acc_row.iter_mut().zip(b_row) {
+                *acc_rc += a_rp * b_pc;
+            }
+        }
+    }
+    acc
+}
+// ANCHOR_END: micro_kernel
 
 // ANCHOR: matmul_transb
 /// `out (m, n) = a (m, k) · wᵀ` where `w` is `(n, k)`: the layout of a PyTorch
@@ -157,9 +207,21 @@ pub fn matmul_blocked(out: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize,
 /// # Panics
 /// If a slice length does not match its dimensions.
 pub fn matmul_transb(out: &mut [f32], a: &[f32], w: &[f32], m: usize, k: usize, n: usize) {
-    assert_eq!(a.len(), m * k, "matmul_transb: a must be (m, k) = ({m}, {k})");
-    assert_eq!(w.len(), n * k, "matmul_transb: w must be (n, k) = ({n}, {k})");
-    assert_eq!(out.len(), m * n, "matmul_transb: out must be (m, n) = ({m}, {n})");
+    assert_eq!(
+        a.len(),
+        m * k,
+        "matmul_transb: a must be (m, k) = ({m}, {k})"
+    );
+    assert_eq!(
+        w.len(),
+        n * k,
+        "matmul_transb: w must be (n, k) = ({n}, {k})"
+    );
+    assert_eq!(
+        out.len(),
+        m * n,
+        "matmul_transb: out must be (m, n) = ({m}, {n})"
+    );
     for i in 0..m {
         let a_row = &a[i * k..(i + 1) * k]; // (k,)
         matvec(&mut out[i * n..(i + 1) * n], w, a_row);

@@ -10,6 +10,7 @@ mod norm;
 
 pub use elementwise::{add_inplace, mul_inplace, silu, silu_inplace};
 pub use matmul::{
-    BLOCK_K, BLOCK_M, BLOCK_N, dot, matmul_blocked, matmul_ikj, matmul_naive, matmul_transb, matvec,
+    PANEL_K, TILE_COLS, TILE_ROWS, dot, matmul_blocked, matmul_ikj, matmul_naive, matmul_transb,
+    matvec,
 };
 pub use norm::{rmsnorm, softmax_inplace};

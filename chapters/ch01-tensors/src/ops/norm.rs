@@ -14,7 +14,11 @@
 /// If `out`, `x` and `weight` differ in length.
 pub fn rmsnorm(out: &mut [f32], x: &[f32], weight: &[f32], eps: f32) {
     assert_eq!(out.len(), x.len(), "rmsnorm: out and x differ in length");
-    assert_eq!(weight.len(), x.len(), "rmsnorm: weight and x differ in length");
+    assert_eq!(
+        weight.len(),
+        x.len(),
+        "rmsnorm: weight and x differ in length"
+    );
     let sum_sq: f64 = x.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
     let mean_sq = sum_sq / x.len().max(1) as f64;
     let scale = 1.0 / (mean_sq + f64::from(eps)).sqrt();

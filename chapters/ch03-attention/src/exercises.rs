@@ -1,0 +1,83 @@
+//! Exercises for chapter 3. Fill in each `todo!()`, then run
+//! `cargo xtask exercises ch03` (or `cargo test -p ch03-attention --features exercises --test exercises`).
+//! Each test compares your function with the chapter's implementation and with values
+//! worked out by hand.
+#![allow(unused_variables)]
+
+use crate::attention::Heads;
+
+/// Exercise 1: the causal mask.
+///
+/// Build the additive causal mask for `seq` tokens: a row-major `(seq, seq)` matrix where
+/// row `i` (the query) and column `j` (the key) hold `0.0` when token `i` may look at
+/// token `j`, that is when `j <= i`, and `f32::NEG_INFINITY` when `j` is in its future.
+/// Added to the attention scores before the softmax, the `−∞` entries become weight 0.
+///
+/// Hint: two nested loops over `i` and `j`; start from `vec![0.0; seq * seq]` and write
+/// `−∞` above the diagonal. Element `(i, j)` lives at index `i * seq + j`.
+pub fn causal_mask(seq: usize) -> Vec<f32> {
+    // TODO: 0.0 on and below the diagonal, -inf above it.
+    todo!("exercise 1: the causal mask")
+}
+
+/// Exercise 2: the sliding-window mask.
+///
+/// Gemma-3's local layers let a token see only the last `window` positions, itself
+/// included. Return whether the query at position `q_pos` may look at the key at
+/// `k_pos`: never a future key, and never one `window` or more positions back.
+/// With `window = 3`, the query at position 5 sees keys 3, 4 and 5.
+///
+/// Hint: two conditions, both needed: `k_pos <= q_pos`, and the distance `q_pos - k_pos`
+/// is smaller than `window`. Check the first before subtracting (these are `usize`).
+pub fn sliding_window_allowed(q_pos: usize, k_pos: usize, window: usize) -> bool {
+    // TODO: causal, and within the window.
+    todo!("exercise 2: the sliding-window mask")
+}
+
+/// Exercise 3: RoPE on one vector.
+///
+/// Rotate one head vector `x` (length `d`, even) to position `pos` with the split-halves
+/// pairing Hugging Face uses: pair `i` (for `i` in `0..d/2`) is `(x[i], x[i + d/2])`, and
+/// it turns by the angle `pos · θ^(−2i/d)`, with `θ = theta`. Rotating the point `(a, b)`
+/// by an angle `φ` gives `(a·cos φ − b·sin φ, a·sin φ + b·cos φ)`. Work in place, without
+/// a precomputed table.
+///
+/// Hint: compute the angle in f64 (`(theta as f64).powf(-2.0 * i as f64 / d as f64) *
+/// pos as f64`) and read both coordinates of a pair before writing either.
+pub fn rope_split_halves(x: &mut [f32], pos: usize, theta: f32) {
+    // TODO: rotate each pair (x[i], x[i + d/2]) by pos · theta^(-2i/d).
+    todo!("exercise 3: RoPE on one vector")
+}
+
+/// Exercise 4: one decode step of grouped-query attention.
+///
+/// A single new token attends over `seq_k` cached tokens, all visible (it is the newest).
+/// `q` is `(n_heads * head_dim)`, `k` and `v` are `(seq_k, n_kv_heads * head_dim)`, and
+/// `out` is `(n_heads * head_dim)`. Query head `h` reads KV head
+/// `h / (n_heads / n_kv_heads)`: with SmolLM2's 9 query heads over 3 KV heads, heads 0–2
+/// read KV head 0, heads 3–5 KV head 1, heads 6–8 KV head 2. Do not copy K or V.
+/// For each head: scores `s_j = q_h · k_j / √head_dim`, weights `softmax(s)`, and
+/// `out_h = Σ_j w_j · v_j`.
+///
+/// Hint: the slice of KV head `g` in row `j` of `k` starts at
+/// `j * n_kv_heads * head_dim + g * head_dim`. `ch01_tensors::ops::dot` and
+/// `ch01_tensors::ops::softmax_inplace` do the arithmetic.
+pub fn decode_step(out: &mut [f32], q: &[f32], k: &[f32], v: &[f32], heads: Heads) {
+    // TODO: for each query head, find its KV head, score, softmax, weighted sum of values.
+    todo!("exercise 4: one decode step of grouped-query attention")
+}
+
+/// Exercise 5: online softmax.
+///
+/// Return `(m, l)` for the scores `x` in a single pass: `m` the maximum and
+/// `l = Σ exp(x_j − m)`, the denominator of the stable softmax. Keep a running max and a
+/// running sum; when a new score `s` beats the running max, the sum so far was measured
+/// against the old max and must be multiplied by `exp(m_old − s)` first. Must not
+/// overflow for scores like 1000.0. For an empty `x`, return `(f32::NEG_INFINITY, 0.0)`.
+///
+/// Hint: start from `m = f32::NEG_INFINITY, l = 0.0`; `exp(−∞) = 0`, so the first score
+/// needs no special case.
+pub fn online_max_sum(x: &[f32]) -> (f32, f32) {
+    // TODO: one pass, rescaling the running sum whenever the max grows.
+    todo!("exercise 5: online softmax")
+}

@@ -1,0 +1,321 @@
+//! The per-layer checker: our numbers next to a reference's, OK or NOT OK, layer by layer.
+//!
+//! In the spirit of llm.c's `test_gpt2.c`: when a forward pass is wrong, the final logits
+//! only say *that* it is wrong. Comparing the residual stream after every layer with an
+//! exact reference says *where*: a bug in RoPE shows up at layer 1, a wrong residual
+//! wiring at layer 1 too but differently, a bad final norm only in the logits.
+//!
+//! Two references (see [`crate::reference`]):
+//! - the residual stream after each layer, from a float64 numpy forward pass;
+//! - the top-20 logits at every position of four prompts, from llama.cpp in f32.
+
+use std::io::Write;
+
+use crate::generate::first_divergence;
+use crate::model::argmax;
+use crate::reference::{self, GreedyFixture, HiddenFixture, LogitsFixture, LogitsPrompt};
+use crate::{Error, Model};
+
+// ANCHOR: tolerances
+/// Allowed error of the residual stream, relative to the size of the row it sits in:
+/// `max |ours − exact| / rms(exact row)`. f32 carries about 7 significant digits and
+/// thirty layers of sums lose some of them; a real bug is off by 10% or more.
+pub const HIDDEN_TOLERANCE: f64 = 1e-4;
+
+/// Allowed `|ours − llama.cpp|` for a logit (logits here range over about ±30).
+pub const LOGIT_TOLERANCE: f64 = 1e-3;
+// ANCHOR_END: tolerances
+
+/// How many greedy tokens must agree with the f32 oracle.
+pub const GREEDY_CHECKED: usize = 32;
+
+/// The fixtures [`run`] compares with.
+pub struct References {
+    pub hidden: HiddenFixture,
+    pub f32_logits: LogitsFixture,
+    pub f32_greedy: Option<GreedyFixture>,
+    pub q4_logits: Option<LogitsFixture>,
+}
+
+impl References {
+    /// Loads them from `fixtures/reference/`; the hidden states and f32 logits are required.
+    pub fn load() -> Result<References, Error> {
+        Ok(References {
+            hidden: reference::load_named("hidden-smollm2-f64.json")?,
+            f32_logits: reference::load_named("logits-smollm2-f32.json")?,
+            f32_greedy: reference::load_named("greedy-smollm2-f32.json").ok(),
+            q4_logits: reference::load_named("logits-smollm2-q4_1.json").ok(),
+        })
+    }
+}
+
+/// One line of the report.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Line {
+    pub label: String,
+    pub max_diff: f64,
+    pub tolerance: f64,
+    /// Extra facts for the reader (argmax agreement, worst position...).
+    pub note: String,
+}
+
+impl Line {
+    pub fn ok(&self) -> bool {
+        self.max_diff <= self.tolerance // false for NaN too
+    }
+
+    fn print(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        let verdict = if self.ok() { "OK" } else { "NOT OK" };
+        let line = format!(
+            "  {:<26} max |Δ| {:>9}  {:<6}  {}",
+            self.label,
+            sci(self.max_diff),
+            verdict,
+            self.note
+        );
+        writeln!(out, "{}", line.trim_end())
+    }
+}
+
+// ANCHOR: hidden
+/// Compares the residual stream after the embedding and after every layer with the
+/// float64 reference: the first `dims` coordinates of each position, and each row's norm.
+pub fn check_hidden(model: &Model, fx: &HiddenFixture) -> Result<Vec<Line>, Error> {
+    let dim = model.config.hidden_size;
+    if fx.layers.len() != model.config.num_layers + 1 || fx.dims > dim {
+        return Err(Error::Fixture(format!(
+            "the hidden-state fixture has {} layers of {} dims; this model has {} + 1 of {dim}",
+            fx.layers.len(),
+            fx.dims,
+            model.config.num_layers
+        )));
+    }
+    let mut lines = Vec::new();
+    model.forward_hidden(&fx.ids, &mut |l, x| {
+        let exact = &fx.layers[l];
+        let mut worst: f64 = 0.0;
+        for (t, row) in x.chunks_exact(dim).enumerate() {
+            let rms = exact.norm[t] / (dim as f64).sqrt(); // the row's typical coordinate size
+            let norm = row.iter().map(|&v| v as f64 * v as f64).sum::<f64>().sqrt();
+            worst = worst.max((norm - exact.norm[t]).abs() / exact.norm[t]);
+            for (&ours, &want) in row.iter().zip(&exact.first[t]) {
+                worst = worst.max((ours as f64 - want).abs() / rms);
+            }
+        }
+        // Entry l of the fixture is the stream after l layers: after model.layers.{l - 1}.
+        let label = match l {
+            0 => "embedding".to_string(),
+            _ => format!("after layer {:2}", l - 1),
+        };
+        lines.push(Line {
+            label,
+            max_diff: worst,
+            tolerance: HIDDEN_TOLERANCE,
+            note: String::new(),
+        });
+    })?;
+    Ok(lines)
+}
+// ANCHOR_END: hidden
+
+/// How our logits compare with one prompt of a reference fixture.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LogitsComparison {
+    pub positions: usize,
+    /// Positions where our argmax is the reference's.
+    pub argmax_agree: usize,
+    /// Positions where it is not.
+    pub argmax_differ: Vec<usize>,
+    /// Max `|ours − reference|` over every position and every id of the reference's top-k.
+    pub max_diff: f64,
+    /// Where that maximum is: (position, token id).
+    pub worst: (usize, u32),
+}
+
+// ANCHOR: compare
+/// Compares our logits `(seq, vocab)` for `p.ids` with the reference's top-k at every
+/// position: for each id in the reference's top-k, our logit for that same id.
+pub fn compare_logits(ours: &[f32], vocab: usize, p: &LogitsPrompt) -> LogitsComparison {
+    let mut c = LogitsComparison {
+        positions: p.positions.len(),
+        argmax_agree: 0,
+        argmax_differ: Vec::new(),
+        max_diff: 0.0,
+        worst: (0, 0),
+    };
+    for (t, reference) in p.positions.iter().enumerate() {
+        let row = &ours[t * vocab..(t + 1) * vocab]; // (vocab)
+        if argmax(row) as u32 == reference.argmax {
+            c.argmax_agree += 1;
+        } else {
+            c.argmax_differ.push(t);
+        }
+        for &(id, logit) in &reference.top {
+            let d = (row[id as usize] as f64 - logit as f64).abs();
+            if d > c.max_diff || d.is_nan() {
+                (c.max_diff, c.worst) = (d, (t, id));
+            }
+        }
+    }
+    c
+}
+// ANCHOR_END: compare
+
+/// Runs the model on every prompt of a logits fixture and compares.
+pub fn check_logits<'f>(
+    model: &Model,
+    fx: &'f LogitsFixture,
+) -> Result<Vec<(LogitsComparison, &'f LogitsPrompt)>, Error> {
+    let vocab = model.config.vocab_size;
+    let mut out = Vec::new();
+    for p in &fx.prompts {
+        if p.positions.len() != p.ids.len()
+            || p.positions
+                .iter()
+                .any(|r| r.top.iter().any(|&(id, _)| id as usize >= vocab))
+        {
+            return Err(Error::Fixture(format!(
+                "prompt {:?}: positions do not match ids, or ids out of range",
+                p.prompt
+            )));
+        }
+        let ours = model.logits(&p.ids)?; // (seq, vocab)
+        out.push((compare_logits(&ours, vocab, p), p));
+    }
+    Ok(out)
+}
+
+/// `1.23e-5`: three significant digits, for columns of differences.
+fn sci(x: f64) -> String {
+    format!("{x:.2e}")
+}
+
+/// A prompt shortened for one line of output.
+pub fn short(prompt: &str) -> String {
+    let flat: String = prompt
+        .chars()
+        .map(|c| if c == '\n' { ' ' } else { c })
+        .collect();
+    let cut: String = flat.chars().take(22).collect();
+    if cut.len() < flat.len() {
+        format!("{cut:?}…")
+    } else {
+        format!("{cut:?}")
+    }
+}
+
+/// Lines for a logits comparison, with the given tolerance (`f64::INFINITY` for a
+/// comparison that is only reported, never failed).
+pub fn logits_lines(results: &[(LogitsComparison, &LogitsPrompt)], tolerance: f64) -> Vec<Line> {
+    results
+        .iter()
+        .map(|(c, p)| Line {
+            label: short(&p.prompt),
+            max_diff: c.max_diff,
+            tolerance,
+            note: format!(
+                "argmax {}/{} positions, worst at position {} id {}",
+                c.argmax_agree, c.positions, c.worst.0, c.worst.1
+            ),
+        })
+        .collect()
+}
+
+// ANCHOR: report
+/// The whole check, printed: per-layer hidden states, logits against llama.cpp f32
+/// (pass/fail) and Q4_1 (for information), greedy continuations against llama.cpp f32.
+/// Returns whether everything passed.
+pub fn run(model: &Model, refs: &References, out: &mut dyn Write) -> Result<bool, Error> {
+    let References {
+        hidden,
+        f32_logits: f32_ref,
+        f32_greedy,
+        q4_logits: q4_ref,
+    } = refs;
+    let io = |e: std::io::Error| Error::Input(format!("cannot write the report: {e}"));
+    let mut all_ok = true;
+    writeln!(
+        out,
+        "residual stream vs float64 numpy, prompt {} ({} tokens)",
+        short(&hidden.prompt),
+        hidden.ids.len()
+    )
+    .map_err(io)?;
+    writeln!(
+        out,
+        "  (|Δ| relative to the row's RMS, first {} dims and the norm of every position)",
+        hidden.dims
+    )
+    .map_err(io)?;
+    let mut first_bad = None;
+    for line in check_hidden(model, hidden)? {
+        if !line.ok() && first_bad.is_none() {
+            first_bad = Some(line.label.clone());
+        }
+        line.print(out).map_err(io)?;
+    }
+    if let Some(label) = first_bad {
+        all_ok = false;
+        writeln!(
+            out,
+            "  first divergence: {label}. Look at that layer's code first."
+        )
+        .map_err(io)?;
+    }
+
+    writeln!(
+        out,
+        "\nlogits vs llama.cpp f32 (top-{} ids at every position)",
+        f32_ref.top_k
+    )
+    .map_err(io)?;
+    let results = check_logits(model, f32_ref)?;
+    for (line, (c, _)) in logits_lines(&results, LOGIT_TOLERANCE).iter().zip(&results) {
+        all_ok &= line.ok() && c.argmax_differ.is_empty(); // the argmax must agree everywhere
+        line.print(out).map_err(io)?;
+    }
+    if let Some(q4) = q4_ref {
+        writeln!(
+            out,
+            "\nlogits vs llama.cpp Q4_1 (for information: it rounds activations to 8 bits)"
+        )
+        .map_err(io)?;
+        for line in logits_lines(&check_logits(model, q4)?, f64::INFINITY) {
+            writeln!(
+                out,
+                "  {:<26} max |Δ| {:>9}          {}",
+                line.label,
+                sci(line.max_diff),
+                line.note
+            )
+            .map_err(io)?;
+        }
+    }
+    if let Some(greedy) = f32_greedy {
+        writeln!(out, "\ngreedy continuations vs llama.cpp f32 (by teacher forcing; the first {GREEDY_CHECKED} must agree)").map_err(io)?;
+        for p in &greedy.prompts {
+            let n = p.ids.len();
+            let verdict = match first_divergence(model, &p.prompt_ids, &p.ids)? {
+                None => format!("all {n} tokens identical  OK"),
+                Some(i) if i >= GREEDY_CHECKED => format!("first divergence at token {i}  OK"),
+                Some(i) => {
+                    all_ok = false;
+                    format!("first divergence at token {i}  NOT OK")
+                }
+            };
+            writeln!(out, "  {:<26} {verdict}", short(&p.prompt)).map_err(io)?;
+        }
+    }
+    writeln!(
+        out,
+        "\n{}",
+        if all_ok {
+            "all OK"
+        } else {
+            "NOT OK: see the lines above"
+        }
+    )
+    .map_err(io)?;
+    Ok(all_ok)
+}
+// ANCHOR_END: report

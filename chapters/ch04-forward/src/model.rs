@@ -1,0 +1,221 @@
+//! The whole model: token ids in, one row of logits per position out.
+//!
+//! ```text
+//! ids (seq) ──embed──▶ x (seq, dim) ──layer 0──▶ … ──layer 29──▶ x (seq, dim)
+//!           ──final RMSNorm──▶ (seq, dim) ──LM head (embedding table, tied)──▶ logits (seq, vocab)
+//! ```
+//!
+//! Row `t` of the logits scores every possible token as the one after position `t`, given
+//! positions `0..=t`. Generation needs only the last row; checking against a reference
+//! compares them all.
+
+use std::path::Path;
+
+use ch01_tensors::ops;
+use ch01_tensors::safetensors::SafeTensors;
+use ch03_attention::RopeTable;
+
+use crate::attention::NoCache;
+use crate::layer::{layer_forward, rmsnorm_rows};
+use crate::linear::linear;
+use crate::{Config, Error, Weights};
+
+/// A loaded model: config, weights (mapped from the file), and the RoPE table.
+pub struct Model {
+    pub config: Config,
+    pub weights: Weights,
+    /// cos/sin of every (position, pair) angle, for `max_position_embeddings` positions.
+    pub rope: RopeTable,
+}
+
+impl Model {
+    // ANCHOR: load
+    /// Loads `config.json` and `model.safetensors` from a Hugging Face model directory.
+    pub fn load(dir: &Path) -> Result<Model, Error> {
+        let config = Config::load(&dir.join("config.json"))?;
+        let st = SafeTensors::open(dir.join("model.safetensors"))?;
+        let weights = Weights::load(&st, &config)?;
+        Model::new(config, weights)
+    }
+    // ANCHOR_END: load
+
+    /// Assembles a model from parts (the shapes must already match, as `Weights::load` checks).
+    pub fn new(config: Config, weights: Weights) -> Result<Model, Error> {
+        let rope = RopeTable::new(
+            config.head_dim,
+            config.max_position_embeddings,
+            config.rope_theta,
+        )?;
+        Ok(Model {
+            config,
+            weights,
+            rope,
+        })
+    }
+
+    // ANCHOR: embed
+    /// Looks up the embedding row of each id: `(seq, dim)`.
+    pub fn embed(&self, ids: &[u32]) -> Result<Vec<f32>, Error> {
+        let (dim, vocab) = (self.config.hidden_size, self.config.vocab_size);
+        if ids.is_empty() {
+            return Err(Error::Input("the model needs at least one token".into()));
+        }
+        if ids.len() > self.rope.max_pos {
+            return Err(Error::Input(format!(
+                "{} tokens is longer than the model's {} positions",
+                ids.len(),
+                self.rope.max_pos
+            )));
+        }
+        let mut x = Vec::with_capacity(ids.len() * dim); // (seq, dim)
+        for &id in ids {
+            let id = id as usize;
+            if id >= vocab {
+                return Err(Error::Input(format!(
+                    "token id {id} is outside the vocabulary ({vocab})"
+                )));
+            }
+            x.extend_from_slice(&self.weights.embed[id * dim..(id + 1) * dim]); // row `id`: (dim)
+        }
+        Ok(x)
+    }
+    // ANCHOR_END: embed
+
+    // ANCHOR: forward
+    /// Runs every layer on `ids` and returns the residual stream after the last one,
+    /// `(seq, dim)`, before the final norm. `observe(l, x)` sees the stream after the
+    /// embedding (`l = 0`) and after each layer (`l = 1..=num_layers`): the per-layer checker
+    /// hooks in there.
+    pub fn forward_hidden(
+        &self,
+        ids: &[u32],
+        observe: &mut dyn FnMut(usize, &[f32]),
+    ) -> Result<Vec<f32>, Error> {
+        let mut x = self.embed(ids)?; // (seq, dim)
+        observe(0, &x);
+        for (l, layer) in self.weights.layers.iter().enumerate() {
+            // No cache: each layer sees the whole sequence, from position 0.
+            layer_forward(
+                layer,
+                &self.config,
+                &self.rope,
+                &mut x,
+                0,
+                &mut NoCache::default(),
+            );
+            observe(l + 1, &x);
+        }
+        Ok(x)
+    }
+
+    /// Logits for every position: `(seq, vocab)`.
+    pub fn logits(&self, ids: &[u32]) -> Result<Vec<f32>, Error> {
+        let x = self.forward_hidden(ids, &mut |_, _| {})?;
+        Ok(self.head(&x))
+    }
+
+    /// Logits for the last position only, `(vocab)`: all generation needs. (The layers
+    /// still run on every position; only the LM head is spared.)
+    pub fn next_token_logits(&self, ids: &[u32]) -> Result<Vec<f32>, Error> {
+        let x = self.forward_hidden(ids, &mut |_, _| {})?;
+        let dim = self.config.hidden_size;
+        Ok(self.head(&x[x.len() - dim..]))
+    }
+    // ANCHOR_END: forward
+
+    // ANCHOR: head
+    /// Final RMSNorm, then the LM head: `(rows, dim)` → `(rows, vocab)`. With tied
+    /// embeddings the head is the embedding table itself: the logit of token `t` is the
+    /// dot product of the final hidden state with `t`'s own embedding row.
+    pub fn head(&self, x: &[f32]) -> Vec<f32> {
+        let (dim, vocab) = (self.config.hidden_size, self.config.vocab_size);
+        let rows = x.len() / dim;
+        let xn = rmsnorm_rows(x, &self.weights.final_norm, self.config.rms_norm_eps); // (rows, dim)
+        let mut logits = vec![0.0f32; rows * vocab]; // (rows, vocab)
+        linear(&mut logits, &xn, self.weights.lm_head(), rows, dim, vocab);
+        logits
+    }
+    // ANCHOR_END: head
+}
+
+/// The index of the largest value (the first one, on a tie).
+pub fn argmax(x: &[f32]) -> usize {
+    let mut best = 0;
+    for (i, &v) in x.iter().enumerate() {
+        if v > x[best] {
+            best = i;
+        }
+    }
+    best
+}
+
+/// Softmax probabilities of one row of logits (a copy).
+pub fn probabilities(logits: &[f32]) -> Vec<f32> {
+    let mut p = logits.to_vec();
+    ops::softmax_inplace(&mut p);
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::weights::tests::tiny_model;
+
+    fn tiny(tag: &str) -> Model {
+        let (cfg, path) = tiny_model(tag, true);
+        let st = SafeTensors::open(&path).unwrap();
+        let model = Model::new(cfg.clone(), Weights::load(&st, &cfg).unwrap()).unwrap();
+        std::fs::remove_file(path).ok();
+        model
+    }
+
+    #[test]
+    fn causal_prefix_does_not_change() {
+        // Position t's logits depend only on tokens 0..=t: appending tokens must leave
+        // the earlier rows as they were. A mask bug breaks exactly this.
+        let m = tiny("prefix");
+        let long = m.logits(&[1, 5, 9, 3, 14, 7]).unwrap();
+        let short = m.logits(&[1, 5, 9]).unwrap();
+        let vocab = m.config.vocab_size;
+        for (i, (a, b)) in short.iter().zip(&long[..3 * vocab]).enumerate() {
+            assert!(
+                (a - b).abs() < 1e-5,
+                "logit {i} of the 3-token prefix changed when tokens were appended"
+            );
+        }
+        let last = m.next_token_logits(&[1, 5, 9]).unwrap();
+        assert_eq!(last, short[2 * vocab..].to_vec());
+    }
+
+    #[test]
+    fn observer_sees_every_layer() {
+        let m = tiny("observe");
+        let mut seen = Vec::new();
+        let out = m
+            .forward_hidden(&[1, 2], &mut |l, x| seen.push((l, x.len())))
+            .unwrap();
+        assert_eq!(seen, vec![(0, 16), (1, 16), (2, 16)]);
+        assert_eq!(out.len(), 16);
+    }
+
+    #[test]
+    fn bad_ids_are_errors() {
+        let m = tiny("bad");
+        assert!(matches!(m.logits(&[]), Err(Error::Input(_))));
+        let err = m.logits(&[1, 16]).unwrap_err().to_string();
+        assert_eq!(err, "token id 16 is outside the vocabulary (16)");
+        assert!(
+            m.logits(&[0; 65])
+                .unwrap_err()
+                .to_string()
+                .contains("longer than the model's 64 positions")
+        );
+    }
+
+    #[test]
+    fn argmax_takes_the_first_of_equals() {
+        assert_eq!(argmax(&[0.5, 2.0, -1.0, 2.0]), 1);
+        let p = probabilities(&[0.0, 0.0]);
+        assert_eq!(p, vec![0.5, 0.5]);
+    }
+}

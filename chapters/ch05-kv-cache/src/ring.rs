@@ -1,0 +1,238 @@
+//! A ring buffer for sliding-window layers.
+//!
+//! A layer with a sliding window of `w` positions (Gemma-3: 512 on five layers of every
+//! six) never looks further back than `w − 1` tokens, so its cache never needs more than
+//! `w` entries, however long the text grows. Position `pos` goes to slot `pos % w`: once
+//! the ring is full, each new token overwrites the one that has just fallen out of the
+//! window. A full-attention layer is simply a ring that never wraps (`w = max_pos`).
+//!
+//! ```text
+//! layer l:  k, v   (n_kv_heads, capacity_l, head_dim)   capacity_l = window_l or max_pos
+//! ```
+//!
+//! The forward pass writes a token's K/V and then lets that token attend (see
+//! [`crate::forward`]), one position at a time within a chunk, so `w` slots are always
+//! enough: at the moment the query at `pos` reads, slots hold exactly `pos − w + 1 ..= pos`.
+
+use ch03_attention::Mask;
+
+use crate::Error;
+use crate::store::{KvLayout, KvStore, check_capacity};
+
+// ANCHOR: ring_cache
+/// Per-layer ring buffers: windowed layers keep `window` positions, the others `max_pos`.
+#[derive(Clone, Debug)]
+pub struct RingCache {
+    layout: KvLayout,
+    max_pos: usize,
+    /// Slots per layer: the window, or `max_pos` for a full-attention layer.
+    capacity: Vec<usize>,
+    /// `windows[l]`: `Some(w)` for a sliding-window layer.
+    windows: Vec<Option<usize>>,
+    /// Per layer `(n_kv_heads, capacity[l], head_dim)`.
+    k: Vec<Vec<f32>>,
+    /// Per layer `(n_kv_heads, capacity[l], head_dim)`.
+    v: Vec<Vec<f32>>,
+}
+
+impl RingCache {
+    /// `windows` has one entry per layer: `Some(w)` keeps the last `w` positions.
+    pub fn new(
+        layout: KvLayout,
+        windows: &[Option<usize>],
+        max_pos: usize,
+    ) -> Result<RingCache, Error> {
+        if windows.len() != layout.n_layers {
+            return Err(Error::Config(format!(
+                "{} window entries for {} layers",
+                windows.len(),
+                layout.n_layers
+            )));
+        }
+        if windows.contains(&Some(0)) {
+            return Err(Error::Config(
+                "a sliding window of 0 positions sees nothing".into(),
+            ));
+        }
+        let capacity: Vec<usize> = windows
+            .iter()
+            .map(|w| w.map_or(max_pos, |w| w.min(max_pos)))
+            .collect();
+        let plane = |cap: usize| vec![0.0f32; layout.n_kv_heads * cap * layout.head_dim];
+        Ok(RingCache {
+            layout,
+            max_pos,
+            k: capacity.iter().map(|&c| plane(c)).collect(),
+            v: capacity.iter().map(|&c| plane(c)).collect(),
+            capacity,
+            windows: windows.to_vec(),
+        })
+    }
+
+    /// The mask each layer must be run with for this cache to be exact.
+    pub fn mask(&self, layer: usize) -> Mask {
+        self.windows[layer].map_or(Mask::Causal, Mask::SlidingWindow)
+    }
+
+    /// The slot of `pos` in `layer`'s ring.
+    pub fn slot(&self, layer: usize, pos: usize) -> usize {
+        pos % self.capacity[layer]
+    }
+    // ANCHOR_END: ring_cache
+
+    fn offset(&self, layer: usize, kv_head: usize, pos: usize) -> usize {
+        debug_assert!(pos < self.max_pos);
+        (kv_head * self.capacity[layer] + self.slot(layer, pos)) * self.layout.head_dim
+    }
+}
+
+/// Gemma-3's pattern: every `period`-th layer (the last of each group) attends globally,
+/// the others through a window of `window` positions.
+pub fn interleaved_windows(n_layers: usize, window: usize, period: usize) -> Vec<Option<usize>> {
+    (0..n_layers)
+        .map(|l| {
+            if (l + 1) % period == 0 {
+                None
+            } else {
+                Some(window)
+            }
+        })
+        .collect()
+}
+
+impl KvStore for RingCache {
+    fn layout(&self) -> KvLayout {
+        self.layout
+    }
+
+    fn max_positions(&self) -> usize {
+        self.max_pos
+    }
+
+    fn reserve(&mut self, len: usize) -> Result<(), Error> {
+        check_capacity(len, self.max_pos)
+    }
+
+    // ANCHOR: ring_rewind
+    fn rewind(&mut self, from: usize, len: usize) -> Result<(), Error> {
+        // After the rewind, a windowed layer needs positions len−w .. len. They are still
+        // in the ring only if nothing has wrapped over them since. (Back to 0 needs nothing.)
+        for &w in self.windows.iter().flatten() {
+            if 0 < len && len < from && from > w {
+                return Err(Error::CannotRewind {
+                    from,
+                    to: len,
+                    window: w,
+                });
+            }
+        }
+        Ok(())
+    }
+    // ANCHOR_END: ring_rewind
+
+    fn write(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
+        let d = self.layout.head_dim;
+        assert_eq!(
+            k.len(),
+            self.layout.row_len(),
+            "k row is not (n_kv_heads * head_dim)"
+        );
+        assert_eq!(v.len(), k.len(), "v row is not (n_kv_heads * head_dim)");
+        assert!(
+            pos < self.max_pos,
+            "position {pos} is past the cache ({})",
+            self.max_pos
+        );
+        for h in 0..self.layout.n_kv_heads {
+            let at = self.offset(layer, h, pos);
+            self.k[layer][at..at + d].copy_from_slice(&k[h * d..(h + 1) * d]);
+            self.v[layer][at..at + d].copy_from_slice(&v[h * d..(h + 1) * d]);
+        }
+    }
+
+    fn key(&self, layer: usize, kv_head: usize, pos: usize) -> &[f32] {
+        let at = self.offset(layer, kv_head, pos);
+        &self.k[layer][at..at + self.layout.head_dim]
+    }
+
+    fn value(&self, layer: usize, kv_head: usize, pos: usize) -> &[f32] {
+        let at = self.offset(layer, kv_head, pos);
+        &self.v[layer][at..at + self.layout.head_dim]
+    }
+
+    fn reserved_bytes(&self) -> usize {
+        self.k
+            .iter()
+            .chain(&self.v)
+            .map(|p| p.len() * size_of::<f32>())
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout() -> KvLayout {
+        KvLayout {
+            n_layers: 2,
+            n_kv_heads: 1,
+            head_dim: 2,
+        }
+    }
+
+    #[test]
+    fn the_ring_keeps_the_last_window_positions() {
+        let mut c = RingCache::new(layout(), &[Some(3), None], 10).unwrap();
+        for pos in 0..7 {
+            let k = [pos as f32, -(pos as f32)];
+            c.write(0, pos, &k, &k);
+            c.write(1, pos, &k, &k);
+        }
+        // Window 3 after 7 tokens: positions 4, 5, 6 in slots 1, 2, 0.
+        for pos in 4..7 {
+            assert_eq!(
+                c.key(0, 0, pos),
+                &[pos as f32, -(pos as f32)],
+                "position {pos}"
+            );
+        }
+        assert_eq!(c.slot(0, 6), 0);
+        assert_eq!(
+            c.key(0, 0, 3),
+            &[6.0, -6.0],
+            "position 3 was overwritten by 6"
+        );
+        assert_eq!(
+            c.key(1, 0, 3),
+            &[3.0, -3.0],
+            "the full layer keeps everything"
+        );
+        assert_eq!(c.mask(0), Mask::SlidingWindow(3));
+        assert_eq!(c.mask(1), Mask::Causal);
+    }
+
+    #[test]
+    fn memory_is_the_window_not_the_context() {
+        let c = RingCache::new(layout(), &[Some(4), None], 100).unwrap();
+        let per_pos_per_layer = 2 * 2 * 4; // K and V × (1 head × head_dim 2) × 4 bytes
+        assert_eq!(c.reserved_bytes(), (4 + 100) * per_pos_per_layer);
+    }
+
+    #[test]
+    fn gemma_pattern_has_one_global_layer_in_six() {
+        let w = interleaved_windows(18, 512, 6);
+        let globals: Vec<usize> = (0..18).filter(|&l| w[l].is_none()).collect();
+        assert_eq!(globals, [5, 11, 17]);
+    }
+
+    #[test]
+    fn rewinding_past_a_wrapped_window_is_refused() {
+        let mut c = RingCache::new(layout(), &[Some(4), None], 100).unwrap();
+        assert!(c.rewind(4, 2).is_ok(), "nothing wrapped yet");
+        assert!(c.rewind(9, 9).is_ok(), "no rewind at all");
+        assert!(c.rewind(9, 0).is_ok(), "a reset needs no old keys");
+        let err = c.rewind(9, 5).unwrap_err();
+        assert!(err.to_string().contains("overwritten"), "{err}");
+    }
+}

