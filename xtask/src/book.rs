@@ -53,7 +53,11 @@ fn check_page(page: &Path, text: &str, problems: &mut Vec<String>) {
         while let Some(start) = rest.find("{{#") {
             let Some(end) = rest[start..].find("}}") else { break };
             let directive = &rest[start + 3..start + end];
+            let escaped = rest[..start].ends_with('\\');
             rest = &rest[start + end + 2..];
+            if escaped {
+                continue; // `\{{#include …}}` is mdBook's way to show the directive as text
+            }
             let mut words = directive.split_whitespace();
             let (Some(kind), Some(target)) = (words.next(), words.next()) else { continue };
             if !matches!(kind, "include" | "rustdoc_include") {

@@ -35,6 +35,7 @@ options:
   --ids 1,2,3       logits: the token ids (or --prompt TEXT)
   --top K           logits: how many logits per position     [default: 5]
   --lengths L,L     bench: sequence lengths                  [default: 16,64,256]
+  --repeats R       bench: time each length R times, keep the best [default: 2]
   --json            machine-readable output (generate, logits, bench)
   -h, --help        this help";
 
@@ -50,6 +51,7 @@ struct Args {
     ids: Option<Vec<u32>>,
     top: usize,
     lengths: Vec<usize>,
+    repeats: usize,
     json: bool,
 }
 
@@ -75,6 +77,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         ids: None,
         top: 5,
         lengths: vec![16, 64, 256],
+        repeats: 2,
         json: false,
     };
     let mut parser = lexopt::Parser::from_env();
@@ -95,6 +98,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             Long("ids") => a.ids = Some(parse_list("--ids", &parser.value()?.string()?)?),
             Long("top") => a.top = parser.value()?.parse()?,
             Long("lengths") => a.lengths = parse_list("--lengths", &parser.value()?.string()?)?,
+            Long("repeats") => a.repeats = parser.value()?.parse()?,
             Long("json") => a.json = true,
             Short('h') | Long("help") => {
                 println!("{USAGE}");
@@ -232,7 +236,7 @@ fn cmd_bench(a: &Args) -> Result<(), String> {
         .encode(DEFAULT_PROMPT);
     let mut rows = Vec::new();
     for &len in &a.lengths {
-        let s = generate::time_step(&model, &seed, len, 2).map_err(|e| e.to_string())?;
+        let s = generate::time_step(&model, &seed, len, a.repeats).map_err(|e| e.to_string())?;
         rows.push((len, s));
     }
     if a.json {

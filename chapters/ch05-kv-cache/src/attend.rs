@@ -1,6 +1,6 @@
 //! Attention of one new token over the cache.
 //!
-//! This is chapter 3's [`ch03_attention::attention`] for a single query row, with one
+//! This is chapter 3's [`ch03_attention::attention()`] for a single query row, with one
 //! change: instead of indexing a `(seq_k, n_kv_heads * head_dim)` K matrix, it asks the
 //! [`KvStore`] for each key and value. The arithmetic — the scores, their order, the
 //! softmax, the weighted sum — is the same, float for float, so a cached model computes

@@ -194,16 +194,30 @@ pub fn machine() -> String {
     )
 }
 
+/// A rate with three significant digits: `21.6`, `5.14`, `0.319`.
+fn three_digits(x: f64) -> String {
+    let decimals = if x >= 100.0 {
+        0
+    } else if x >= 10.0 {
+        1
+    } else if x >= 1.0 {
+        2
+    } else {
+        3
+    };
+    format!("{x:.decimals$}")
+}
+
 /// The report as a Markdown table, for the book.
 pub fn markdown(report: &Report) -> String {
     let mut s = format!("Measured on a {}.\n\n", report.machine);
     s.push_str("| tokens in the context | with the cache | without (chapter 4) | speed-up |\n|---:|---:|---:|---:|\n");
     for d in &report.decode {
         s.push_str(&format!(
-            "| {} | {:.1} tokens/s | {:.2} tokens/s | {:.0}× |\n",
+            "| {} | {} tokens/s | {} tokens/s | {:.0}× |\n",
             d.positions,
-            d.cached_tokens_per_s,
-            d.uncached_tokens_per_s,
+            three_digits(d.cached_tokens_per_s),
+            three_digits(d.uncached_tokens_per_s),
             d.cached_tokens_per_s / d.uncached_tokens_per_s
         ));
     }

@@ -8,10 +8,6 @@ use std::path::PathBuf;
 /// What can go wrong in this chapter.
 #[derive(Debug)]
 pub enum Error {
-    /// From chapter 1: reading the safetensors file, or a tensor shape.
-    Tensors(ch01_tensors::Error),
-    /// From chapter 3: a head layout or RoPE table that makes no sense.
-    Attention(ch03_attention::Error),
     /// From chapter 4: loading or running the model.
     Forward(ch04_forward::Error),
     /// From the tokenizer (chapter 2).
@@ -37,15 +33,11 @@ pub enum Error {
         to: usize,
         window: usize,
     },
-    /// A reference fixture that cannot be read.
-    Fixture(String),
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Tensors(e) => write!(f, "{e}"),
-            Error::Attention(e) => write!(f, "{e}"),
             Error::Forward(e) => write!(f, "{e}"),
             Error::Tokenizer(msg) => write!(f, "tokenizer: {msg}"),
             Error::Io { path, source } => write!(f, "{}: {source}", path.display()),
@@ -71,7 +63,6 @@ impl fmt::Display for Error {
                 "cannot rewind a {window}-position ring buffer from {from} to {to} positions: \
                  the keys it would need are overwritten; reset and recompute"
             ),
-            Error::Fixture(msg) => write!(f, "reference fixture: {msg}"),
         }
     }
 }
@@ -79,24 +70,10 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Tensors(e) => Some(e),
-            Error::Attention(e) => Some(e),
             Error::Forward(e) => Some(e),
             Error::Io { source, .. } => Some(source),
             _ => None,
         }
-    }
-}
-
-impl From<ch01_tensors::Error> for Error {
-    fn from(e: ch01_tensors::Error) -> Self {
-        Error::Tensors(e)
-    }
-}
-
-impl From<ch03_attention::Error> for Error {
-    fn from(e: ch03_attention::Error) -> Self {
-        Error::Attention(e)
     }
 }
 

@@ -108,6 +108,10 @@ impl<'m> Engine<'m> {
         if ids.is_empty() {
             return Err(Error::Config("forward needs at least one token".into()));
         }
+        let vocab = self.model.config.vocab_size;
+        if let Some(&id) = ids.iter().find(|&&id| id as usize >= vocab) {
+            return Err(Error::BadToken { id, vocab }); // before anything is written
+        }
         let end = pos0 + ids.len();
         if end > self.model.rope.max_pos {
             return Err(Error::ContextFull {

@@ -11,7 +11,7 @@
 //! - [`memory`]: what each scheme costs, worked out;
 //! - [`forward`]: chapter 4's forward pass reading and writing a cache: prefill and decode;
 //! - [`session`]: a conversation that keeps its cache across turns;
-//! - [`generate`], [`bench`], [`plot`]: what the binary runs, measures and draws.
+//! - [`generate`], [`bench`](mod@bench), [`plot`]: what the binary runs, measures and draws.
 
 pub mod attend;
 pub mod bench;

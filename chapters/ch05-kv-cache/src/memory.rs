@@ -289,10 +289,19 @@ mod tests {
         )
         .unwrap();
         let text = report("smollm2", &cfg);
-        assert!(text.contains("× 64 dims × 4 bytes = 46080 bytes (46.1 KB)"), "{text}");
+        assert!(
+            text.contains("× 64 dims × 4 bytes = 46080 bytes (46.1 KB)"),
+            "{text}"
+        );
         assert!(text.contains("(9 instead of 3): 138240 bytes"), "{text}");
-        assert!(text.contains("a full 8192-position context: 377.5 MB"), "{text}");
-        assert!(text.contains("32768      1.21 GB       217.1 MB     5.6:1"), "{text}");
+        assert!(
+            text.contains("a full 8192-position context: 377.5 MB"),
+            "{text}"
+        );
+        assert!(
+            text.contains("32768      1.21 GB       217.1 MB     5.6:1"),
+            "{text}"
+        );
     }
 
     #[test]

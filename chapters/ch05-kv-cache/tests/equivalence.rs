@@ -249,3 +249,30 @@ fn bad_token_ids_are_errors_not_panics() {
     let err = engine.forward(&mut cache, &[], 0).unwrap_err();
     assert!(err.to_string().contains("at least one token"), "{err}");
 }
+
+#[test]
+fn a_bad_id_late_in_a_turn_is_refused_before_anything_is_written() {
+    let model = tiny_model("badlate");
+    let windows = interleaved_windows(LAYERS, 4, 3);
+    let mut engine = Engine::with_windows(&model, &windows);
+    engine.chunk = 2; // the bad id sits in the third chunk
+    let ring = RingCache::new(engine.layout(), &windows, MAX_POS).unwrap();
+    let mut s = Session::new(engine, ring);
+    let (first, mut bad, then) = (ids(10, 15), ids(6, 16), ids(3, 17));
+    s.extend(&first).unwrap();
+    bad[5] = VOCAB as u32;
+    let err = s.extend(&bad).unwrap_err();
+    assert!(
+        matches!(err, Error::BadToken { id, .. } if id == VOCAB as u32),
+        "{err}"
+    );
+    assert_eq!(s.len(), 10);
+    // Had the first chunks been written, they would have overwritten ring slots still in use.
+    s.extend(&then).unwrap();
+    let reference = Engine::with_windows(&model, &windows);
+    let mut full = KvCache::new(reference.layout(), MAX_POS);
+    let expected = reference
+        .forward(&mut full, &[first, then].concat(), 0)
+        .unwrap();
+    assert_eq!(s.logits(), expected.as_slice());
+}
