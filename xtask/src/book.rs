@@ -16,11 +16,16 @@ pub fn run(build: bool) -> Result<(), String> {
     pages.sort();
     let mut problems = Vec::new();
     for page in &pages {
-        let text = std::fs::read_to_string(page).map_err(|e| format!("cannot read {}: {e}", page.display()))?;
+        let text = std::fs::read_to_string(page)
+            .map_err(|e| format!("cannot read {}: {e}", page.display()))?;
         check_page(page, &text, &mut problems);
     }
     if !problems.is_empty() {
-        return Err(format!("the book has {} problem(s):\n  {}", problems.len(), problems.join("\n  ")));
+        return Err(format!(
+            "the book has {} problem(s):\n  {}",
+            problems.len(),
+            problems.join("\n  ")
+        ));
     }
     println!("{} pages: includes, anchors and links resolve", pages.len());
     if build {
@@ -32,7 +37,9 @@ pub fn run(build: bool) -> Result<(), String> {
 }
 
 fn collect_markdown(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     for entry in entries.filter_map(Result::ok) {
         let path = entry.path();
         if path.is_dir() {
@@ -45,13 +52,19 @@ fn collect_markdown(dir: &Path, out: &mut Vec<PathBuf>) {
 
 fn check_page(page: &Path, text: &str, problems: &mut Vec<String>) {
     let dir = page.parent().unwrap_or(Path::new("."));
-    let name = page.strip_prefix(root()).unwrap_or(page).display().to_string();
+    let name = page
+        .strip_prefix(root())
+        .unwrap_or(page)
+        .display()
+        .to_string();
     // {{#include path}} and {{#include path:anchor}}
     for (lineno, line) in text.lines().enumerate() {
         let at = format!("{name}:{}", lineno + 1);
         let mut rest = line;
         while let Some(start) = rest.find("{{#") {
-            let Some(end) = rest[start..].find("}}") else { break };
+            let Some(end) = rest[start..].find("}}") else {
+                break;
+            };
             let directive = &rest[start + 3..start + end];
             let escaped = rest[..start].ends_with('\\');
             rest = &rest[start + end + 2..];
@@ -59,7 +72,9 @@ fn check_page(page: &Path, text: &str, problems: &mut Vec<String>) {
                 continue; // `\{{#include …}}` is mdBook's way to show the directive as text
             }
             let mut words = directive.split_whitespace();
-            let (Some(kind), Some(target)) = (words.next(), words.next()) else { continue };
+            let (Some(kind), Some(target)) = (words.next(), words.next()) else {
+                continue;
+            };
             if !matches!(kind, "include" | "rustdoc_include") {
                 continue;
             }
@@ -72,8 +87,10 @@ fn check_page(page: &Path, text: &str, problems: &mut Vec<String>) {
                 problems.push(format!("{at}: include of missing file {file}"));
                 continue;
             };
-            if let Some(anchor) = anchor.filter(|a| !a.chars().next().is_some_and(|c| c.is_ascii_digit()))
-                && !(content.contains(&format!("ANCHOR: {anchor}")) && content.contains(&format!("ANCHOR_END: {anchor}")))
+            if let Some(anchor) =
+                anchor.filter(|a| !a.chars().next().is_some_and(|c| c.is_ascii_digit()))
+                && !(content.contains(&format!("ANCHOR: {anchor}"))
+                    && content.contains(&format!("ANCHOR_END: {anchor}")))
             {
                 problems.push(format!("{at}: {file} has no anchor {anchor:?}"));
             }
@@ -97,7 +114,10 @@ fn check_page(page: &Path, text: &str, problems: &mut Vec<String>) {
             continue;
         }
         if in_rust && !trimmed.is_empty() && !trimmed.starts_with("{{#") {
-            problems.push(format!("{name}:{}: Rust code pasted into the book; use {{{{#include …:anchor}}}}", lineno + 1));
+            problems.push(format!(
+                "{name}:{}: Rust code pasted into the book; use {{{{#include …:anchor}}}}",
+                lineno + 1
+            ));
         }
     }
 }
@@ -109,7 +129,13 @@ fn link_targets(line: &str) -> Vec<String> {
     while let Some(i) = rest.find("](") {
         let after = &rest[i + 2..];
         let Some(end) = after.find(')') else { break };
-        out.push(after[..end].split_whitespace().next().unwrap_or("").to_string());
+        out.push(
+            after[..end]
+                .split_whitespace()
+                .next()
+                .unwrap_or("")
+                .to_string(),
+        );
         rest = &after[end..];
     }
     let mut rest = line;
@@ -128,7 +154,12 @@ mod tests {
 
     #[test]
     fn finds_links_and_images() {
-        let got = link_targets(r#"see [ch1](ch01-tensors.md#views) and <img src="images/a.svg"> [web](https://x.y)"#);
-        assert_eq!(got, ["ch01-tensors.md#views", "https://x.y", "images/a.svg"]);
+        let got = link_targets(
+            r#"see [ch1](ch01-tensors.md#views) and <img src="images/a.svg"> [web](https://x.y)"#,
+        );
+        assert_eq!(
+            got,
+            ["ch01-tensors.md#views", "https://x.y", "images/a.svg"]
+        );
     }
 }

@@ -42,7 +42,11 @@ pub fn chapters() -> Vec<Chapter> {
 
 /// `ch01`, `1`, `01` or `ch01-tensors` name the same chapter.
 pub fn find_chapter(name: &str) -> Result<Chapter, String> {
-    let digits: String = name.trim_start_matches("ch").chars().take_while(char::is_ascii_digit).collect();
+    let digits: String = name
+        .trim_start_matches("ch")
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
     let wanted = match digits.parse::<u32>() {
         Ok(n) => format!("ch{n:02}-"),
         Err(_) => return Err(format!("{name:?} is not a chapter: try ch01, ch02, …")),
@@ -67,7 +71,14 @@ fn run_tests(chapter: &Chapter, solutions: bool) -> Result<BTreeMap<String, Outc
     let feature = if solutions { "solutions" } else { "exercises" };
     let output = cargo()
         .args(["test", "--release", "-p", &chapter.package])
-        .args(["--features", feature, "--test", "exercises", "--", "--test-threads=2"])
+        .args([
+            "--features",
+            feature,
+            "--test",
+            "exercises",
+            "--",
+            "--test-threads=2",
+        ])
         .env("RUST_BACKTRACE", "0")
         .output()
         .map_err(|e| format!("could not run cargo: {e}"))?;
@@ -93,7 +104,13 @@ fn parse_libtest(stdout: &str) -> BTreeMap<String, Outcome> {
             && name.starts_with("ex")
         {
             let passed = verdict.trim() == "ok";
-            outcomes.insert(name.to_string(), Outcome { passed, message: String::new() });
+            outcomes.insert(
+                name.to_string(),
+                Outcome {
+                    passed,
+                    message: String::new(),
+                },
+            );
         }
     }
     let mut current: Option<String> = None;
@@ -107,7 +124,10 @@ fn parse_libtest(stdout: &str) -> BTreeMap<String, Outcome> {
         text.clear();
     };
     for line in stdout.lines() {
-        if let Some(name) = line.strip_prefix("---- ").and_then(|l| l.strip_suffix(" stdout ----")) {
+        if let Some(name) = line
+            .strip_prefix("---- ")
+            .and_then(|l| l.strip_suffix(" stdout ----"))
+        {
             flush(&current, &mut text, &mut outcomes);
             current = Some(name.to_string());
         } else if line == "failures:" || line.starts_with("test result:") {
@@ -125,7 +145,9 @@ fn parse_libtest(stdout: &str) -> BTreeMap<String, Outcome> {
 fn summarize_panic(text: &str) -> String {
     let lines: Vec<&str> = text
         .lines()
-        .filter(|l| !l.starts_with("thread '") && !l.starts_with("note: run with") && !l.trim().is_empty())
+        .filter(|l| {
+            !l.starts_with("thread '") && !l.starts_with("note: run with") && !l.trim().is_empty()
+        })
         .take(6)
         .collect();
     lines.join("\n      ")
@@ -133,14 +155,26 @@ fn summarize_panic(text: &str) -> String {
 
 /// Exercise number from a test name: `ex3_rope_one_vector` -> 3.
 fn number(test: &str) -> u32 {
-    test.trim_start_matches("ex").chars().take_while(char::is_ascii_digit).collect::<String>().parse().unwrap_or(0)
+    test.trim_start_matches("ex")
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .unwrap_or(0)
 }
 
 /// `cargo xtask exercises chNN [--solutions]`: a checklist in the reader's terms.
 pub fn check(name: &str, solutions: bool) -> Result<(), String> {
     let chapter = find_chapter(name)?;
-    let source = if solutions { "solutions/exercises.rs" } else { "src/exercises.rs" };
-    println!("{} exercises, checking chapters/{}/{source}:\n", chapter.package, chapter.package, );
+    let source = if solutions {
+        "solutions/exercises.rs"
+    } else {
+        "src/exercises.rs"
+    };
+    println!(
+        "{} exercises, checking chapters/{}/{source}:\n",
+        chapter.package, chapter.package,
+    );
     let outcomes = run_tests(&chapter, solutions)?;
     let mut done = 0;
     let mut next = None;
@@ -163,7 +197,11 @@ pub fn check(name: &str, solutions: bool) -> Result<(), String> {
         }
         Some(n) => {
             println!("Next: exercise {n}. Stuck? cargo xtask hint {name} {n}");
-            Err(format!("{} of {} exercises still fail", outcomes.len() - done, outcomes.len()))
+            Err(format!(
+                "{} of {} exercises still fail",
+                outcomes.len() - done,
+                outcomes.len()
+            ))
         }
     }
 }
@@ -180,15 +218,24 @@ pub fn verify_all() -> Result<(), String> {
         let solved = run_tests(chapter, true)?;
         let count = stubs.len();
         if !(3..=6).contains(&count) {
-            problems.push(format!("{}: {count} exercises; a chapter has 3 to 6", chapter.package));
+            problems.push(format!(
+                "{}: {count} exercises; a chapter has 3 to 6",
+                chapter.package
+            ));
         }
         for (test, outcome) in &stubs {
             if outcome.passed {
-                problems.push(format!("{}: {test} passes with the stub as shipped", chapter.package));
+                problems.push(format!(
+                    "{}: {test} passes with the stub as shipped",
+                    chapter.package
+                ));
             }
         }
         for test in stubs.keys().filter(|t| !solved.contains_key(*t)) {
-            problems.push(format!("{}: {test} did not run with the solutions", chapter.package));
+            problems.push(format!(
+                "{}: {test} did not run with the solutions",
+                chapter.package
+            ));
         }
         for (test, outcome) in &solved {
             if !outcome.passed {
@@ -208,7 +255,10 @@ pub fn verify_all() -> Result<(), String> {
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(format!("exercise check failed:\n  {}", problems.join("\n  ")))
+        Err(format!(
+            "exercise check failed:\n  {}",
+            problems.join("\n  ")
+        ))
     }
 }
 
@@ -216,23 +266,42 @@ pub fn verify_all() -> Result<(), String> {
 /// or the whole solved function.
 pub fn show(name: &str, n: &str, solution: bool) -> Result<(), String> {
     let chapter = find_chapter(name)?;
-    let n: u32 = n.parse().map_err(|_| format!("{n:?} is not an exercise number"))?;
-    let file = chapter.dir.join(if solution { "solutions/exercises.rs" } else { "src/exercises.rs" });
-    let text = std::fs::read_to_string(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    let n: u32 = n
+        .parse()
+        .map_err(|_| format!("{n:?} is not an exercise number"))?;
+    let file = chapter.dir.join(if solution {
+        "solutions/exercises.rs"
+    } else {
+        "src/exercises.rs"
+    });
+    let text = std::fs::read_to_string(&file)
+        .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
     let lines: Vec<&str> = text.lines().collect();
     let marker = format!("Exercise {n}:");
     let at = lines
         .iter()
         .position(|l| l.trim_start().starts_with("///") && l.contains(&marker))
         .ok_or_else(|| format!("{} has no exercise {n}", chapter.package))?;
-    let start = (0..=at).rev().take_while(|&i| lines[i].trim_start().starts_with("///")).last().unwrap_or(at);
-    let doc_end = (at..lines.len()).find(|&i| !lines[i].trim_start().starts_with("///")).unwrap_or(lines.len());
+    let start = (0..=at)
+        .rev()
+        .take_while(|&i| lines[i].trim_start().starts_with("///"))
+        .last()
+        .unwrap_or(at);
+    let doc_end = (at..lines.len())
+        .find(|&i| !lines[i].trim_start().starts_with("///"))
+        .unwrap_or(lines.len());
     let end = if solution {
-        (doc_end..lines.len()).find(|&i| lines[i] == "}").map_or(lines.len(), |i| i + 1)
+        (doc_end..lines.len())
+            .find(|&i| lines[i] == "}")
+            .map_or(lines.len(), |i| i + 1)
     } else {
         doc_end
     };
-    println!("{}:{}\n", file.strip_prefix(root()).unwrap_or(&file).display(), start + 1);
+    println!(
+        "{}:{}\n",
+        file.strip_prefix(root()).unwrap_or(&file).display(),
+        start + 1
+    );
     for line in &lines[start..end] {
         println!("{line}");
     }
@@ -252,7 +321,10 @@ mod tests {
         let map = parse_libtest(out);
         assert!(map["ex2_softmax"].passed);
         assert!(!map["ex1_transpose"].passed);
-        assert_eq!(map["ex1_transpose"].message, "not yet implemented: exercise 1");
+        assert_eq!(
+            map["ex1_transpose"].message,
+            "not yet implemented: exercise 1"
+        );
         assert_eq!(number("ex12_x"), 12);
     }
 }

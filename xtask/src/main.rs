@@ -71,7 +71,9 @@ fn main() -> ExitCode {
 /// The workspace root (this crate lives in `<root>/xtask`).
 pub fn root() -> PathBuf {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    here.parent().expect("xtask sits inside the workspace").to_path_buf()
+    here.parent()
+        .expect("xtask sits inside the workspace")
+        .to_path_buf()
 }
 
 /// `cargo` as the user invoked it (rustup's proxy honours rust-toolchain.toml).
@@ -84,7 +86,9 @@ pub fn cargo() -> Command {
 /// Runs a command with the terminal attached; an error names it if it fails.
 pub fn run_visible(cmd: &mut Command, what: &str) -> Result<(), String> {
     eprintln!("\n==> {what}");
-    let status = cmd.status().map_err(|e| format!("{what}: could not start: {e}"))?;
+    let status = cmd
+        .status()
+        .map_err(|e| format!("{what}: could not start: {e}"))?;
     if status.success() {
         Ok(())
     } else {
@@ -94,7 +98,9 @@ pub fn run_visible(cmd: &mut Command, what: &str) -> Result<(), String> {
 
 fn fetch_models(which: &str) -> Result<(), String> {
     if !matches!(which, "smollm2" | "gemma3" | "all") {
-        return Err(format!("unknown model {which:?}: expected smollm2, gemma3 or all"));
+        return Err(format!(
+            "unknown model {which:?}: expected smollm2, gemma3 or all"
+        ));
     }
     let mut cmd = Command::new("bash");
     cmd.current_dir(root()).arg("scripts/models.sh").arg(which);

@@ -25,19 +25,26 @@ const UNITS: &[&str] = &[
 
 pub fn run(check: bool) -> Result<(), String> {
     let out_dir = root().join("book/src/output");
-    std::fs::create_dir_all(&out_dir).map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
+    std::fs::create_dir_all(&out_dir)
+        .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
     let mut stale = Vec::new();
     let mut count = 0;
     for chapter in chapters() {
         let list = chapter.dir.join("book-outputs.txt");
-        let Ok(text) = std::fs::read_to_string(&list) else { continue };
+        let Ok(text) = std::fs::read_to_string(&list) else {
+            continue;
+        };
         for (lineno, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
             let (name, args) = line.split_once(':').ok_or_else(|| {
-                format!("{}:{}: expected `<name>.txt: <cargo run args>`", list.display(), lineno + 1)
+                format!(
+                    "{}:{}: expected `<name>.txt: <cargo run args>`",
+                    list.display(),
+                    lineno + 1
+                )
             })?;
             count += 1;
             let fresh = produce(args)?;
@@ -48,13 +55,20 @@ pub fn run(check: bool) -> Result<(), String> {
                     stale.push(describe_difference(&path, &committed, &fresh));
                 }
             } else {
-                std::fs::write(&path, &fresh).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-                println!("wrote {}", path.strip_prefix(root()).unwrap_or(&path).display());
+                std::fs::write(&path, &fresh)
+                    .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+                println!(
+                    "wrote {}",
+                    path.strip_prefix(root()).unwrap_or(&path).display()
+                );
             }
         }
     }
     if stale.is_empty() {
-        println!("{count} book outputs {}", if check { "up to date" } else { "regenerated" });
+        println!(
+            "{count} book outputs {}",
+            if check { "up to date" } else { "regenerated" }
+        );
         Ok(())
     } else {
         Err(format!(
@@ -89,15 +103,32 @@ fn produce(args: &str) -> Result<String, String> {
 
 fn normalise_paths(text: &str, root: &Path) -> String {
     let mut text = text.to_string();
-    for form in [root.canonicalize().ok(), Some(root.to_path_buf())].into_iter().flatten() {
+    for form in [root.canonicalize().ok(), Some(root.to_path_buf())]
+        .into_iter()
+        .flatten()
+    {
         text = text.replace(&form.display().to_string(), ".");
     }
     text
 }
 
 /// Replaces every number directly followed by a timing unit (`12.5 GFLOP/s`, `3ms`, `4.2x`)
-/// with `#`.
+/// with `#`, and folds runs of spaces, so a column padded to a timing's width still compares.
 pub fn mask_timings(text: &str) -> String {
+    let masked = mask_numbers(text);
+    masked
+        .lines()
+        .map(|l| {
+            l.split(' ')
+                .filter(|w| !w.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn mask_numbers(text: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
     let mut i = 0;
@@ -105,7 +136,9 @@ pub fn mask_timings(text: &str) -> String {
         let starts_number = chars[i].is_ascii_digit() && (i == 0 || !is_word(chars[i - 1]));
         if starts_number {
             let mut j = i;
-            while j < chars.len() && (chars[j].is_ascii_digit() || chars[j] == '.' || chars[j] == ',') {
+            while j < chars.len()
+                && (chars[j].is_ascii_digit() || chars[j] == '.' || chars[j] == ',')
+            {
                 j += 1;
             }
             let mut k = j;
@@ -137,7 +170,11 @@ fn is_word(c: char) -> bool {
 
 fn describe_difference(path: &Path, committed: &str, fresh: &str) -> String {
     let (a, b) = (mask_timings(committed), mask_timings(fresh));
-    let line = a.lines().zip(b.lines()).position(|(x, y)| x != y).unwrap_or(a.lines().count().min(b.lines().count()));
+    let line = a
+        .lines()
+        .zip(b.lines())
+        .position(|(x, y)| x != y)
+        .unwrap_or(a.lines().count().min(b.lines().count()));
     format!(
         "  {} differs at line {}:\n    committed: {}\n    fresh:     {}",
         path.display(),
@@ -153,10 +190,20 @@ mod tests {
 
     #[test]
     fn masks_only_measurements() {
-        assert_eq!(mask_timings("naive 1.25 GFLOP/s, blocked 9.8 GFLOP/s (7.8x)"), "naive # GFLOP/s, blocked # GFLOP/s (#x)");
+        assert_eq!(
+            mask_timings("naive 1.25 GFLOP/s, blocked 9.8 GFLOP/s (7.8x)"),
+            "naive # GFLOP/s, blocked # GFLOP/s (#x)"
+        );
         assert_eq!(mask_timings("took 12ms and 3 s"), "took #ms and # s");
-        assert_eq!(mask_timings("layer 12 shape (576, 64) 30 layers"), "layer 12 shape (576, 64) 30 layers");
+        assert_eq!(
+            mask_timings("layer 12 shape (576, 64) 30 layers"),
+            "layer 12 shape (576, 64) 30 layers"
+        );
         assert_eq!(mask_timings("ids 3x3 matrix"), "ids 3x3 matrix");
         assert_eq!(mask_timings("h2s 10 seconds"), "h2s 10 seconds");
+        assert_eq!(
+            mask_timings("  naive    9.7x\nblocked 14.1x"),
+            "naive #x\nblocked #x"
+        );
     }
 }

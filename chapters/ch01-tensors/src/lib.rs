@@ -20,6 +20,8 @@ pub mod tensor;
 pub use error::Error;
 pub use tensor::Tensor;
 
+// ANCHOR: exercises_module
 /// The chapter's exercises: stubs for you to fill in (see the book's "Exercises" page).
 #[cfg_attr(feature = "solutions", path = "../solutions/exercises.rs")]
 pub mod exercises;
+// ANCHOR_END: exercises_module

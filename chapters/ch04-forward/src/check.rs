@@ -9,8 +9,6 @@
 //! - the residual stream after each layer, from a float64 numpy forward pass;
 //! - the top-20 logits at every position of four prompts, from llama.cpp in f32.
 
-use std::io::Write;
-
 use crate::generate::first_divergence;
 use crate::model::argmax;
 use crate::reference::{self, GreedyFixture, HiddenFixture, LogitsFixture, LogitsPrompt};
@@ -64,16 +62,13 @@ impl Line {
         self.max_diff <= self.tolerance // false for NaN too
     }
 
-    fn print(&self, out: &mut dyn Write) -> std::io::Result<()> {
+    /// `  after layer  3   max |Δ|   1.23e-6  OK`
+    pub fn render(&self) -> String {
         let verdict = if self.ok() { "OK" } else { "NOT OK" };
-        let line = format!(
-            "  {:<26} max |Δ| {:>9}  {:<6}  {}",
-            self.label,
-            sci(self.max_diff),
-            verdict,
-            self.note
-        );
-        writeln!(out, "{}", line.trim_end())
+        let (label, diff, note) = (&self.label, sci(self.max_diff), &self.note);
+        format!("  {label:<26} max |Δ| {diff:>9}  {verdict:<6}  {note}")
+            .trim_end()
+            .to_string()
     }
 }
 
@@ -222,100 +217,72 @@ pub fn logits_lines(results: &[(LogitsComparison, &LogitsPrompt)], tolerance: f6
 }
 
 // ANCHOR: report
-/// The whole check, printed: per-layer hidden states, logits against llama.cpp f32
+/// The whole check as lines of text: per-layer hidden states, logits against llama.cpp f32
 /// (pass/fail) and Q4_1 (for information), greedy continuations against llama.cpp f32.
-/// Returns whether everything passed.
-pub fn run(model: &Model, refs: &References, out: &mut dyn Write) -> Result<bool, Error> {
-    let References {
-        hidden,
-        f32_logits: f32_ref,
-        f32_greedy,
-        q4_logits: q4_ref,
-    } = refs;
-    let io = |e: std::io::Error| Error::Input(format!("cannot write the report: {e}"));
+/// The `bool` says whether everything passed.
+pub fn run(model: &Model, refs: &References) -> Result<(Vec<String>, bool), Error> {
+    let mut r = Vec::new(); // the report, line by line
     let mut all_ok = true;
-    writeln!(
-        out,
-        "residual stream vs float64 numpy, prompt {} ({} tokens)",
-        short(&hidden.prompt),
-        hidden.ids.len()
-    )
-    .map_err(io)?;
-    writeln!(
-        out,
-        "  (|Δ| relative to the row's RMS, first {} dims and the norm of every position)",
-        hidden.dims
-    )
-    .map_err(io)?;
-    let mut first_bad = None;
-    for line in check_hidden(model, hidden)? {
-        if !line.ok() && first_bad.is_none() {
-            first_bad = Some(line.label.clone());
-        }
-        line.print(out).map_err(io)?;
-    }
-    if let Some(label) = first_bad {
+    let h = &refs.hidden;
+    let (prompt, n, dims) = (short(&h.prompt), h.ids.len(), h.dims);
+    r.push(format!(
+        "residual stream vs float64 numpy, prompt {prompt} ({n} tokens)"
+    ));
+    r.push(format!(
+        "  (|Δ| relative to the row's RMS, first {dims} dims and the norms)"
+    ));
+    let lines = check_hidden(model, h)?;
+    r.extend(lines.iter().map(Line::render));
+    if let Some(bad) = lines.iter().find(|line| !line.ok()) {
         all_ok = false;
-        writeln!(
-            out,
-            "  first divergence: {label}. Look at that layer's code first."
-        )
-        .map_err(io)?;
+        r.push(format!(
+            "  first divergence: {}. Look at that layer first.",
+            bad.label
+        ));
     }
 
-    writeln!(
-        out,
-        "\nlogits vs llama.cpp f32 (top-{} ids at every position)",
-        f32_ref.top_k
-    )
-    .map_err(io)?;
-    let results = check_logits(model, f32_ref)?;
+    let top_k = refs.f32_logits.top_k;
+    r.push(format!(
+        "\nlogits vs llama.cpp f32 (top-{top_k} ids at every position)"
+    ));
+    let results = check_logits(model, &refs.f32_logits)?;
     for (line, (c, _)) in logits_lines(&results, LOGIT_TOLERANCE).iter().zip(&results) {
         all_ok &= line.ok() && c.argmax_differ.is_empty(); // the argmax must agree everywhere
-        line.print(out).map_err(io)?;
+        r.push(line.render());
     }
-    if let Some(q4) = q4_ref {
-        writeln!(
-            out,
-            "\nlogits vs llama.cpp Q4_1 (for information: it rounds activations to 8 bits)"
-        )
-        .map_err(io)?;
+    if let Some(q4) = &refs.q4_logits {
+        r.push(
+            "\nlogits vs llama.cpp Q4_1 (not an oracle: it rounds activations to 8 bits)".into(),
+        );
         for line in logits_lines(&check_logits(model, q4)?, f64::INFINITY) {
-            writeln!(
-                out,
-                "  {:<26} max |Δ| {:>9}          {}",
-                line.label,
-                sci(line.max_diff),
-                line.note
-            )
-            .map_err(io)?;
+            r.push(line.render().replacen(" OK ", "    ", 1)); // no verdict to give
         }
     }
-    if let Some(greedy) = f32_greedy {
-        writeln!(out, "\ngreedy continuations vs llama.cpp f32 (by teacher forcing; the first {GREEDY_CHECKED} must agree)").map_err(io)?;
+
+    if let Some(greedy) = &refs.f32_greedy {
+        r.push(format!(
+            "\ngreedy continuations vs llama.cpp f32 (the first {GREEDY_CHECKED} must agree)"
+        ));
         for p in &greedy.prompts {
-            let n = p.ids.len();
             let verdict = match first_divergence(model, &p.prompt_ids, &p.ids)? {
-                None => format!("all {n} tokens identical  OK"),
+                None => format!("all {} tokens identical  OK", p.ids.len()),
                 Some(i) if i >= GREEDY_CHECKED => format!("first divergence at token {i}  OK"),
                 Some(i) => {
                     all_ok = false;
                     format!("first divergence at token {i}  NOT OK")
                 }
             };
-            writeln!(out, "  {:<26} {verdict}", short(&p.prompt)).map_err(io)?;
+            r.push(format!("  {:<26} {verdict}", short(&p.prompt)));
         }
     }
-    writeln!(
-        out,
+    r.push(format!(
         "\n{}",
         if all_ok {
             "all OK"
         } else {
-            "NOT OK: see the lines above"
+            "NOT OK: see above"
         }
-    )
-    .map_err(io)?;
-    Ok(all_ok)
+    ));
+    Ok((r, all_ok))
 }
 // ANCHOR_END: report

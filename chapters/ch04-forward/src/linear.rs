@@ -32,17 +32,9 @@ const W_BLOCK: usize = 64;
 /// # Panics
 /// If a slice length does not match its dimensions.
 pub fn linear(out: &mut [f32], x: &[f32], w: &[f32], seq: usize, k: usize, n: usize) {
-    assert_eq!(
-        x.len(),
-        seq * k,
-        "linear: x must be (seq, k) = ({seq}, {k})"
-    );
-    assert_eq!(w.len(), n * k, "linear: w must be (n, k) = ({n}, {k})");
-    assert_eq!(
-        out.len(),
-        seq * n,
-        "linear: out must be (seq, n) = ({seq}, {n})"
-    );
+    assert_eq!(x.len(), seq * k, "linear: x is not (seq, k) = ({seq}, {k})");
+    assert_eq!(w.len(), n * k, "linear: w is not (n, k) = ({n}, {k})");
+    assert_eq!(out.len(), seq * n, "linear: out is not ({seq}, {n})");
     let threads = rayon::current_num_threads();
     if seq >= threads {
         // Split the tokens: each thread takes a band of rows of x and out.

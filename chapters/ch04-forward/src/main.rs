@@ -224,7 +224,9 @@ fn cmd_logits(a: &Args) -> Result<(), String> {
 fn cmd_check(a: &Args) -> Result<bool, String> {
     let model = load(&model_dir(a)?)?;
     let refs = check::References::load().map_err(|e| e.to_string())?;
-    check::run(&model, &refs, &mut std::io::stdout()).map_err(|e| e.to_string())
+    let (report, ok) = check::run(&model, &refs).map_err(|e| e.to_string())?;
+    println!("{}", report.join("\n"));
+    Ok(ok)
 }
 
 // ANCHOR: cmd_bench

@@ -66,9 +66,9 @@ fn check_dims(out: &[f32], a: &[f32], b: &[f32], m: usize, k: usize, n: usize) {
 ///
 /// Why it is slow, twice over:
 /// - The inner loop is one running sum. Each addition waits for the previous one to
-///   finish (a float add takes about 4 cycles), and the compiler may not split the sum
-///   into independent SIMD lanes, because that would change the rounding. So even with
-///   every operand in the L1 cache it manages about one multiply-add every 4 cycles.
+///   finish (a float add has a latency of several cycles), and the compiler may not split
+///   the sum into independent SIMD lanes, because that would change the rounding. So even
+///   with every operand in the L1 cache it completes one multiply-add per add latency.
 /// - It reads `b[p*n + j]` for p = 0, 1, 2, ...: one float from each row of `b`, `4n`
 ///   bytes apart. Each read touches a different 64-byte cache line and uses 4 bytes of
 ///   it. The neighbouring floats are wanted again for columns `j+1, j+2, ...`, but once a
