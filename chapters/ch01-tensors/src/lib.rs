@@ -7,12 +7,14 @@
 //!   RMSNorm, softmax, SiLU — that later chapters call in their hot loops;
 //! - [`half`]: decoding f16 and bf16 by hand;
 //! - [`safetensors`]: reading model files through `mmap`, zero-copy, refusing bad files;
-//! - [`models`]: where the book's models live on disk and how to fetch them.
+//! - [`models`]: where the book's models live on disk and how to fetch them;
+//! - [`random`]: deterministic pseudo-random numbers for demos, tests and benches.
 
 mod error;
 pub mod half;
 pub mod models;
 pub mod ops;
+pub mod random;
 pub mod safetensors;
 mod storage;
 pub mod tensor;

@@ -163,15 +163,7 @@ fn demo_views(text: bool) -> Result<Value, ch01_tensors::Error> {
 
 /// Deterministic pseudo-random values in [-1, 1): a 64-bit LCG, top bits kept.
 fn random_matrix(len: usize, seed: u64) -> Vec<f32> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect()
+    ch01_tensors::random::uniform(len, seed)
 }
 
 /// Best time in seconds over repeated runs (at least 2, until ~0.25 s have passed).

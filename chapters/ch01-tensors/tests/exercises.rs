@@ -13,15 +13,7 @@ fn iota_234() -> Tensor {
 
 /// Deterministic values in [-1, 1) from a 64-bit LCG.
 fn random(len: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect()
+    ch01_tensors::random::uniform(len, seed)
 }
 
 #[test]

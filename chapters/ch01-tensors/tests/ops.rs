@@ -7,15 +7,7 @@ use ch01_tensors::ops::{self, PANEL_K, TILE_COLS, TILE_ROWS};
 
 /// Deterministic values in [-1, 1) from a 64-bit LCG (no dev-dependency needed).
 fn random(len: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect()
+    ch01_tensors::random::uniform(len, seed)
 }
 
 /// Asserts two (m, n) products agree to within the rounding error of a k-term f32 sum.

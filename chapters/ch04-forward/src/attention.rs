@@ -8,8 +8,9 @@
 //!
 //! The pieces are separate functions because chapter 5 reuses them: it keeps the `k` and
 //! `v` rows of earlier tokens instead of recomputing them. Here, in chapter 4, the keys and
-//! values a query attends over are exactly the rows computed in this call; the
-//! [`KvStore`] trait is the seam where chapter 5 plugs in its cache.
+//! values a query attends over are exactly the rows computed in this call, handed over
+//! through the [`KvStore`] trait. (Chapter 5's caches are paged or ring-shaped, which one
+//! contiguous slice cannot describe, so it reuses these functions with a store of its own.)
 
 use ch03_attention::{Mask, Pairing, RopeTable, attention};
 use rayon::prelude::*;
@@ -30,8 +31,8 @@ pub struct Qkv {
 ///
 /// `store` receives the new rows of this call (`(seq, kv_dim)` each) and returns every
 /// key and value row the queries should attend over, oldest first; the new queries are
-/// the newest of those positions. Chapter 4 keeps nothing ([`NoCache`]); chapter 5
-/// appends to a cache and returns all of it.
+/// the newest of those positions. Chapter 4 keeps nothing ([`NoCache`]); an appending
+/// cache could return all it holds.
 pub trait KvStore {
     fn store(&mut self, k: Vec<f32>, v: Vec<f32>) -> (&[f32], &[f32]);
 }

@@ -225,16 +225,9 @@ pub(crate) mod tests {
 
     /// Deterministic pseudo-random values in [-0.5, 0.5).
     fn values(n: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (0..n)
-            .map(|_| {
-                s = s
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-            })
+        ch01_tensors::random::uniform(n, seed)
+            .into_iter()
+            .map(|x| x * 0.5)
             .collect()
     }
 

@@ -61,17 +61,7 @@ mod tests {
 
     /// Deterministic pseudo-random floats in [-1, 1).
     fn noise(n: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-            })
-            .collect()
+        ch01_tensors::random::uniform(n, seed)
     }
 
     const HEADS: Heads = Heads {

@@ -10,15 +10,7 @@ use ch05_kv_cache::session::reusable;
 use ch05_kv_cache::{KvCache, KvLayout, KvStore, RingCache};
 
 fn noise(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect()
+    ch01_tensors::random::uniform(n, seed)
 }
 
 #[test]
