@@ -132,12 +132,7 @@ impl KvStore for RingCache {
 
     fn write(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
         let d = self.layout.head_dim;
-        assert_eq!(
-            k.len(),
-            self.layout.row_len(),
-            "k row is not (n_kv_heads * head_dim)"
-        );
-        assert_eq!(v.len(), k.len(), "v row is not (n_kv_heads * head_dim)");
+        self.layout.check_row(k, v);
         assert!(
             pos < self.max_pos,
             "position {pos} is past the cache ({})",

@@ -38,6 +38,16 @@ impl KvLayout {
     pub fn bytes_per_token(&self) -> usize {
         self.floats_per_token() * size_of::<f32>()
     }
+
+    /// Panics unless `k` and `v` are one token's rows for one layer: a caller bug, not bad input.
+    pub fn check_row(&self, k: &[f32], v: &[f32]) {
+        assert_eq!(
+            k.len(),
+            self.row_len(),
+            "k row is not (n_kv_heads * head_dim)"
+        );
+        assert_eq!(v.len(), k.len(), "v row is not (n_kv_heads * head_dim)");
+    }
 }
 // ANCHOR_END: layout
 

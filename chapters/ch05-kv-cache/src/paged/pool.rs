@@ -140,12 +140,7 @@ impl KvStore for PagedSeq<'_> {
 
     fn write(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
         let d = self.cache.layout.head_dim;
-        assert_eq!(
-            k.len(),
-            self.cache.layout.row_len(),
-            "k row is not (n_kv_heads * head_dim)"
-        );
-        assert_eq!(v.len(), k.len(), "v row is not (n_kv_heads * head_dim)");
+        self.cache.layout.check_row(k, v);
         for h in 0..self.cache.layout.n_kv_heads {
             let at = self.locate(layer, h, pos);
             self.cache.k[at..at + d].copy_from_slice(&k[h * d..(h + 1) * d]);
