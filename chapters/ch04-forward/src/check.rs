@@ -2,8 +2,8 @@
 //!
 //! In the spirit of llm.c's `test_gpt2.c`: when a forward pass is wrong, the final logits
 //! only say *that* it is wrong. Comparing the residual stream after every layer with an
-//! exact reference says *where*: a bug in RoPE shows up at layer 1, a wrong residual
-//! wiring at layer 1 too but differently, a bad final norm only in the logits.
+//! exact reference says *where*: a bug in RoPE or in the residual wiring shows up
+//! after layer 0, the first one, and a bad final norm only in the logits.
 //!
 //! Two references (see [`crate::reference`]):
 //! - the residual stream after each layer, from a float64 numpy forward pass;
@@ -83,6 +83,17 @@ pub fn check_hidden(model: &Model, fx: &HiddenFixture) -> Result<Vec<Line>, Erro
             fx.layers.len(),
             fx.dims,
             model.config.num_layers
+        )));
+    }
+    let seq = fx.ids.len();
+    if let Some(bad) = fx.layers.iter().find(|layer| {
+        layer.norm.len() != seq
+            || layer.first.len() != seq
+            || layer.first.iter().any(|row| row.len() != fx.dims)
+    }) {
+        return Err(Error::Fixture(format!(
+            "the hidden-state fixture's layer {} does not have {seq} rows of {} numbers and {seq} norms",
+            bad.layer, fx.dims
         )));
     }
     let mut lines = Vec::new();
@@ -286,3 +297,38 @@ pub fn run(model: &Model, refs: &References) -> Result<(Vec<String>, bool), Erro
     Ok((r, all_ok))
 }
 // ANCHOR_END: report
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Weights;
+    use crate::reference::HiddenLayer;
+    use crate::weights::tests::tiny_model;
+    use ch01_tensors::safetensors::SafeTensors;
+
+    /// A fixture with a missing row must be refused, not indexed out of bounds.
+    #[test]
+    fn short_hidden_fixture_is_an_error() {
+        let (cfg, path) = tiny_model("check", true);
+        let st = SafeTensors::open(&path).unwrap();
+        let model = Model::new(cfg.clone(), Weights::load(&st, &cfg).unwrap()).unwrap();
+        std::fs::remove_file(path).ok();
+        let layer = |l: usize, rows: usize| HiddenLayer {
+            layer: l,
+            first: vec![vec![0.0; 2]; rows],
+            norm: vec![1.0; rows],
+        };
+        let fx = |rows_of_last: usize| HiddenFixture {
+            prompt: "x".into(),
+            ids: vec![1, 2, 3],
+            dims: 2,
+            layers: (0..=cfg.num_layers)
+                .map(|l| layer(l, if l == cfg.num_layers { rows_of_last } else { 3 }))
+                .collect(),
+            last_top: Vec::new(),
+        };
+        assert!(check_hidden(&model, &fx(3)).is_ok());
+        let err = check_hidden(&model, &fx(2)).unwrap_err().to_string();
+        assert!(err.contains("does not have 3 rows"), "{err}");
+    }
+}

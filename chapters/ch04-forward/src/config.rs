@@ -175,6 +175,19 @@ impl Config {
             .into_iter()
             .map(|id| token("eos_token_id", id))
             .collect::<Result<_, _>>()?;
+        // The RoPE table holds head_dim floats per position: refuse one that cannot fit.
+        let max_position_embeddings = f
+            .optional_positive("max_position_embeddings")?
+            .unwrap_or(2048);
+        if max_position_embeddings.saturating_mul(head_dim) > MAX_ROPE_TABLE {
+            return Err(config_error(
+                "max_position_embeddings",
+                format!(
+                    "{max_position_embeddings} positions × head_dim {head_dim} is too large a RoPE table \
+                     (at most {MAX_ROPE_TABLE} numbers)"
+                ),
+            ));
+        }
 
         Ok(Config {
             hidden_size,
@@ -187,15 +200,16 @@ impl Config {
             rope_theta,
             vocab_size,
             tie_word_embeddings: f.boolean("tie_word_embeddings")?.unwrap_or(false),
-            max_position_embeddings: f
-                .optional_positive("max_position_embeddings")?
-                .unwrap_or(2048),
+            max_position_embeddings,
             bos_token_id,
             eos_token_ids,
         })
     }
     // ANCHOR_END: from_json
 }
+
+/// The most numbers the RoPE table may hold (2^28: 1 GiB of f32, 2M positions at head_dim 128).
+const MAX_ROPE_TABLE: usize = 1 << 28;
 
 fn config_error(field: &str, message: String) -> Error {
     Error::Config {

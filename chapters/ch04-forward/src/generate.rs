@@ -82,6 +82,11 @@ pub fn first_divergence(
     prompt: &[u32],
     continuation: &[u32],
 ) -> Result<Option<usize>, Error> {
+    if prompt.is_empty() {
+        return Err(Error::Input(
+            "first_divergence needs a prompt of at least one token".into(),
+        ));
+    }
     if continuation.is_empty() {
         return Ok(None);
     }
@@ -146,6 +151,11 @@ mod tests {
         let mut wrong = g.ids.clone();
         wrong[5] = (wrong[5] + 1) % 16;
         assert_eq!(first_divergence(&m, &[1, 7, 3], &wrong).unwrap(), Some(5));
+        // Without a prompt there is no position whose logits predict the first token.
+        assert!(matches!(
+            first_divergence(&m, &[], &g.ids),
+            Err(Error::Input(_))
+        ));
     }
 
     #[test]

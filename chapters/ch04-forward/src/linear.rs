@@ -106,8 +106,9 @@ mod tests {
             .collect()
     }
 
-    /// Agreement with chapter 1's `matmul_transb` for shapes that hit every path: tails
-    /// of the 8-wide and 4-row loops, one token and many, partial weight blocks.
+    /// Agreement with chapter 1's `matmul_transb` for shapes that hit every path: lengths
+    /// that leave a tail after `dot16`'s 16 lanes, one token (weight rows split between
+    /// threads) and many (tokens split), partial blocks of 64 weight rows.
     #[test]
     fn matches_chapter_1() {
         for &(seq, k, n) in &[

@@ -123,6 +123,11 @@ fn errors_name_the_field() {
         field_of(&v.to_string()),
         "hidden_size / num_attention_heads"
     );
+    // A billion positions would ask for a 256 GB RoPE table before a token is read.
+    assert_eq!(
+        field_of(&with("max_position_embeddings", Some(1_000_000_000.into()))),
+        "max_position_embeddings"
+    );
     assert_eq!(field_of("[1, 2]"), "(file)");
     assert_eq!(field_of("{ not json"), "(file)");
 }

@@ -301,6 +301,12 @@ pub fn bench_cmd(a: &Args) -> Result<(), Error> {
         }
         None => {
             let model = Model::load(&model_dir(a)?)?;
+            let max = model.config.max_position_embeddings;
+            if let Some(&p) = a.positions.iter().chain([&a.prefill]).find(|&&p| p > max) {
+                return Err(Error::Config(format!(
+                    "--positions/--prefill {p} is more than the model's context of {max} positions"
+                )));
+            }
             bench::run(&model, &a.positions, a.prefill, &mut |line| {
                 eprintln!("{line}")
             })?

@@ -121,8 +121,8 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
     if a.command.is_empty() {
         return Err("no command given (generate, compare, session, memory or bench)".into());
     }
-    if a.chunk == 0 || a.ctx == 0 || a.prefill == 0 || a.positions.contains(&0) {
-        return Err("--chunk, --ctx, --prefill and --positions must be at least 1".into());
+    if a.n == 0 || a.chunk == 0 || a.ctx == 0 || a.prefill == 0 || a.positions.contains(&0) {
+        return Err("-n, --chunk, --ctx, --prefill and --positions must be at least 1".into());
     }
     Ok(Some(a))
 }

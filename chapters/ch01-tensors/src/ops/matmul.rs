@@ -37,7 +37,7 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 // ANCHOR: matvec
 /// `out = w · x`: `w` is `(rows, cols)`, `x` is `(cols)`, `out` is `(rows)`, with
 /// `rows = out.len()` and `cols = x.len()`. Each output is the dot product of one row of
-/// `w` (contiguous in memory) with `x`: the access pattern caches like best.
+/// `w` (contiguous in memory) with `x`: the order that caches serve best.
 ///
 /// # Panics
 /// If `w.len() != out.len() * x.len()`.
