@@ -6,7 +6,8 @@
 //!
 //! Two inputs, both built deterministically from committed text:
 //! - "mixed": the chapter's corpus and every text of the llama.cpp fixture, repeated to
-//!   about 300 KB. Mostly short pieces (words), where the two merge loops are close.
+//!   about 300 KB. Mostly short pieces (words), where the naive loop is fastest and the
+//!   heap's bookkeeping does not pay for itself.
 //! - "long pieces": Chinese and Japanese sentences glued together without spaces. `\p{L}+`
 //!   takes a whole run of CJK letters as *one* piece, so pieces are hundreds of bytes long
 //!   and the naive loop's O(n²) shows.

@@ -318,3 +318,13 @@ fn smollm2_weights_are_zero_copy_views_of_the_file() {
         assert_eq!(last.to_vec(), on_disk, "{name}: view and file disagree");
     }
 }
+
+#[test]
+fn a_directory_is_refused_by_name() {
+    let dir = std::env::temp_dir();
+    let err = SafeTensors::open(&dir).unwrap_err();
+    assert!(
+        err.to_string().contains("is a directory"),
+        "opening a directory should say so, got: {err}"
+    );
+}

@@ -57,6 +57,9 @@ impl Vocab {
     /// Builds a vocabulary from `(text, kind)` in id order. If a text occurs twice, the later
     /// id wins the reverse lookup, as in llama.cpp.
     pub fn new(entries: Vec<(String, TokenKind)>) -> Result<Vocab> {
+        if entries.is_empty() {
+            return Err(Error::BadVocab("the vocabulary is empty".into()));
+        }
         if entries.len() >= u32::MAX as usize {
             return Err(Error::BadVocab(format!(
                 "{} tokens do not fit u32 ids",
@@ -120,6 +123,17 @@ impl Vocab {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_vocabulary_is_refused() {
+        let err = Vocab::new(Vec::new())
+            .err()
+            .expect("an empty vocabulary must be an error");
+        assert!(
+            err.to_string().contains("empty"),
+            "the error should say why: {err}"
+        );
+    }
 
     #[test]
     fn lookups_both_ways_and_gguf_kinds() {

@@ -9,18 +9,22 @@ Run from the workspace root, after `bash scripts/models.sh smollm2`:
 Without arguments it runs the chapter's two prompts (ids from `ch03-attention --json`).
 """
 import json
+import os
 import struct
 import sys
 from pathlib import Path
 
 import numpy as np
 
-HF = Path(__file__).resolve().parents[3] / "models/smollm2-135m-instruct/hf"
+MODELS = Path(os.environ.get("LLM_BOOK_MODELS") or Path(__file__).resolve().parents[3] / "models")
+HF = MODELS / "smollm2-135m-instruct/hf"
 PROMPTS = {
     "The quick brown fox jumps over the lazy dog because it": [504, 2365, 6354, 16438, 27003, 690, 260, 23790, 2767, 975, 357],
     "Quick brown foxes jump over the lazy dog because they": [36453, 6354, 28510, 7379, 690, 260, 23790, 2767, 975, 502],
 }
 
+if not (HF / "model.safetensors").exists():
+    sys.exit(f"error: {HF / 'model.safetensors'} is missing; run `bash scripts/models.sh smollm2`")
 f = open(HF / "model.safetensors", "rb")
 header_len = struct.unpack("<Q", f.read(8))[0]
 header = json.loads(f.read(header_len))

@@ -114,6 +114,12 @@ impl SafeTensors {
             source,
         };
         let file = File::open(path).map_err(io)?;
+        if file.metadata().map_err(io)?.is_dir() {
+            return Err(Error::Format(format!(
+                "{} is a directory, not a safetensors file",
+                path.display()
+            )));
+        }
         // SAFETY: the map is read-only, and every access below is bounds-checked against
         // its length. What mmap cannot protect against is another process truncating or
         // rewriting the file while it is mapped (reads could fault or see new bytes);
