@@ -18,6 +18,10 @@ fn data(n: usize, seed: u32) -> Vec<f32> {
     ch01_tensors::random::uniform(n, u64::from(seed))
 }
 
+/// The two kernels under comparison; they share one signature.
+type Kernel = fn(&mut [f32], &[f32], &[f32], &[f32], Heads, Mask);
+const KERNELS: [(&str, Kernel); 2] = [("two_pass", attention), ("online", attention_online)];
+
 fn smollm2() -> Heads {
     Heads::new(9, 3, 64).expect("SmolLM2's head layout")
 }
@@ -35,30 +39,20 @@ fn decode(c: &mut Criterion) {
         let mut out = vec![0.0f32; heads.q_dim()]; // (1, 9 * 64)
         // Bytes of K and V read per step: the KV cache of one layer.
         group.throughput(Throughput::Bytes((2 * seq_k * heads.kv_dim() * 4) as u64));
-        group.bench_with_input(BenchmarkId::new("two_pass", seq_k), &seq_k, |b, _| {
-            b.iter(|| {
-                attention(
-                    black_box(&mut out),
-                    black_box(&q),
-                    &k,
-                    &v,
-                    heads,
-                    Mask::Causal,
-                )
-            })
-        });
-        group.bench_with_input(BenchmarkId::new("online", seq_k), &seq_k, |b, _| {
-            b.iter(|| {
-                attention_online(
-                    black_box(&mut out),
-                    black_box(&q),
-                    &k,
-                    &v,
-                    heads,
-                    Mask::Causal,
-                )
-            })
-        });
+        for (name, kernel) in KERNELS {
+            group.bench_with_input(BenchmarkId::new(name, seq_k), &seq_k, |b, _| {
+                b.iter(|| {
+                    kernel(
+                        black_box(&mut out),
+                        black_box(&q),
+                        &k,
+                        &v,
+                        heads,
+                        Mask::Causal,
+                    )
+                })
+            });
+        }
     }
     group.finish();
 }
@@ -77,30 +71,20 @@ fn prefill(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(3));
     // Work: per head, the causal half of q·kᵀ and of w·v, 2 FLOPs per multiply-add:
     // 9 · 2 · (2 · 64) · 512·513/2 ≈ 303 MFLOP per call.
-    group.bench_function("two_pass_512x512", |b| {
-        b.iter(|| {
-            attention(
-                black_box(&mut out),
-                black_box(&q),
-                &k,
-                &v,
-                heads,
-                Mask::Causal,
-            )
-        })
-    });
-    group.bench_function("online_512x512", |b| {
-        b.iter(|| {
-            attention_online(
-                black_box(&mut out),
-                black_box(&q),
-                &k,
-                &v,
-                heads,
-                Mask::Causal,
-            )
-        })
-    });
+    for (name, kernel) in KERNELS {
+        group.bench_function(format!("{name}_512x512"), |b| {
+            b.iter(|| {
+                kernel(
+                    black_box(&mut out),
+                    black_box(&q),
+                    &k,
+                    &v,
+                    heads,
+                    Mask::Causal,
+                )
+            })
+        });
+    }
     group.finish();
 }
 
