@@ -126,9 +126,7 @@ mod tests {
 
     #[test]
     fn an_empty_vocabulary_is_refused() {
-        let err = Vocab::new(Vec::new())
-            .err()
-            .expect("an empty vocabulary must be an error");
+        let err = Vocab::new(Vec::new()).expect_err("an empty vocabulary must be an error");
         assert!(
             err.to_string().contains("empty"),
             "the error should say why: {err}"
