@@ -1,0 +1,1 @@
+//! Exercises for chapter 6 (placeholder until they are written).
