@@ -51,9 +51,15 @@ pub fn kl_divergence(p_logits: &[f32], q_logits: &[f32]) -> f64 {
 
 /// The logits at every position of `window`, from an empty cache: `(len, vocab)`.
 pub fn window_logits(model: &QModel, window: &[u32]) -> Result<Vec<f32>, Error> {
-    let engine = QEngine::new(model);
-    let mut cache = KvCache::new(engine.layout(), window.len());
-    engine.forward_all(&mut cache, window, 0)
+    QEngine::new(model).window_logits(window)
+}
+
+impl QEngine<'_> {
+    /// [`window_logits`] with this engine's kernels.
+    pub fn window_logits(&self, window: &[u32]) -> Result<Vec<f32>, Error> {
+        let mut cache = KvCache::new(self.layout(), window.len());
+        self.forward_all(&mut cache, window, 0)
+    }
 }
 
 /// Scores of one model against a reference on the same text.
@@ -81,31 +87,38 @@ pub fn reference_logits(reference: &QModel, ids: &[u32]) -> Result<Vec<Vec<f32>>
 /// Perplexity of `model` on `ids`, and its KL divergence and top-1 agreement with the
 /// reference logits `reference` (from [`reference_logits`] on the same ids).
 pub fn score(model: &QModel, reference: &[Vec<f32>], ids: &[u32]) -> Result<Scores, Error> {
-    let vocab = model.config.vocab_size;
-    let (mut nll, mut kl, mut agree, mut n) = (0.0f64, 0.0f64, 0usize, 0usize);
-    for (window, ref_logits) in ids.chunks(WINDOW).zip(reference) {
-        let logits = window_logits(model, window)?; // (len, vocab)
-        // position t - 1 predicts token t
-        for t in 1..window.len() {
-            let row = &logits[(t - 1) * vocab..t * vocab];
-            let ref_row = &ref_logits[(t - 1) * vocab..t * vocab];
-            nll += log_sum_exp(row) - row[window[t] as usize] as f64;
-            kl += kl_divergence(ref_row, row);
-            agree += usize::from(argmax(row) == argmax(ref_row));
-            n += 1;
+    QEngine::new(model).score(reference, ids)
+}
+
+impl QEngine<'_> {
+    /// [`score`] with this engine's kernels.
+    pub fn score(&self, reference: &[Vec<f32>], ids: &[u32]) -> Result<Scores, Error> {
+        let vocab = self.model.config.vocab_size;
+        let (mut nll, mut kl, mut agree, mut n) = (0.0f64, 0.0f64, 0usize, 0usize);
+        for (window, ref_logits) in ids.chunks(WINDOW).zip(reference) {
+            let logits = self.window_logits(window)?; // (len, vocab)
+            // position t - 1 predicts token t
+            for t in 1..window.len() {
+                let row = &logits[(t - 1) * vocab..t * vocab];
+                let ref_row = &ref_logits[(t - 1) * vocab..t * vocab];
+                nll += log_sum_exp(row) - row[window[t] as usize] as f64;
+                kl += kl_divergence(ref_row, row);
+                agree += usize::from(argmax(row) == argmax(ref_row));
+                n += 1;
+            }
         }
+        if n == 0 {
+            return Err(Error::Config(
+                "the text is too short to score: it needs at least two tokens".into(),
+            ));
+        }
+        Ok(Scores {
+            tokens: n,
+            perplexity: (nll / n as f64).exp(),
+            kl_mean: kl / n as f64,
+            top1_agreement: agree as f64 / n as f64,
+        })
     }
-    if n == 0 {
-        return Err(Error::Config(
-            "the text is too short to score: it needs at least two tokens".into(),
-        ));
-    }
-    Ok(Scores {
-        tokens: n,
-        perplexity: (nll / n as f64).exp(),
-        kl_mean: kl / n as f64,
-        top1_agreement: agree as f64 / n as f64,
-    })
 }
 // ANCHOR_END: score
 
@@ -133,35 +146,48 @@ pub fn greedy(
     stop_at_eos: bool,
     on_token: &mut dyn FnMut(u32),
 ) -> Result<Run, Error> {
-    let engine = QEngine::new(model);
-    let total = prompt
-        .len()
-        .checked_add(n)
-        .filter(|&t| t <= model.rope.max_pos)
-        .ok_or(Error::ContextFull {
-            limit: model.rope.max_pos,
-            needed: prompt.len().saturating_add(n),
-        })?;
-    let mut cache = KvCache::new(engine.layout(), total);
-    let start = Instant::now();
-    let mut logits = engine.forward(&mut cache, prompt, 0)?;
-    let prefill_seconds = start.elapsed().as_secs_f64();
-    let start = Instant::now();
-    let mut ids = Vec::new();
-    while ids.len() < n {
-        let next = argmax(&logits) as u32;
-        ids.push(next);
-        on_token(next);
-        if ids.len() == n || (stop_at_eos && model.config.eos_token_ids.contains(&next)) {
-            break;
+    QEngine::new(model).greedy(prompt, n, stop_at_eos, on_token)
+}
+
+impl QEngine<'_> {
+    /// [`greedy`] with this engine's kernels.
+    pub fn greedy(
+        &self,
+        prompt: &[u32],
+        n: usize,
+        stop_at_eos: bool,
+        on_token: &mut dyn FnMut(u32),
+    ) -> Result<Run, Error> {
+        let (engine, model) = (self, self.model);
+        let total = prompt
+            .len()
+            .checked_add(n)
+            .filter(|&t| t <= model.rope.max_pos)
+            .ok_or(Error::ContextFull {
+                limit: model.rope.max_pos,
+                needed: prompt.len().saturating_add(n),
+            })?;
+        let mut cache = KvCache::new(engine.layout(), total);
+        let start = Instant::now();
+        let mut logits = engine.forward(&mut cache, prompt, 0)?;
+        let prefill_seconds = start.elapsed().as_secs_f64();
+        let start = Instant::now();
+        let mut ids = Vec::new();
+        while ids.len() < n {
+            let next = argmax(&logits) as u32;
+            ids.push(next);
+            on_token(next);
+            if ids.len() == n || (stop_at_eos && model.config.eos_token_ids.contains(&next)) {
+                break;
+            }
+            logits = engine.forward(&mut cache, &[next], prompt.len() + ids.len() - 1)?;
         }
-        logits = engine.forward(&mut cache, &[next], prompt.len() + ids.len() - 1)?;
+        Ok(Run {
+            ids,
+            prefill_seconds,
+            decode_seconds: start.elapsed().as_secs_f64(),
+        })
     }
-    Ok(Run {
-        ids,
-        prefill_seconds,
-        decode_seconds: start.elapsed().as_secs_f64(),
-    })
 }
 // ANCHOR_END: greedy
 

@@ -1,8 +1,9 @@
 //! Chapter 5's cached forward pass, with [`QMatrix`] products.
 //!
 //! This is `ch05_kv_cache::forward::Engine::layer` line for line, with one change: every
-//! `linear(&mut out, x, &w.wq, seq, k, n)` of an f32 slice becomes `w.wq.matmul(&mut out,
-//! x, seq)`, which quantizes `x` and runs the integer dot products of [`crate::dot`]. The
+//! `linear(&mut out, x, &w.wq, seq, k, n)` of an f32 slice becomes
+//! `w.wq.matmul_with(self.kernels, &mut out, x, seq)`, which quantizes `x` and runs the
+//! integer dot products of [`crate::dot`] (or chapter 7's SIMD ones: [`crate::kernels`]). The
 //! attention over the cache, RoPE, RMSNorm and SwiGLU are chapter 3–5's functions, called
 //! as they are. (Chapter 5's `Engine` holds a `&Model` of f32 weights, so it cannot take
 //! these matrices; rather than make every earlier chapter generic, this chapter keeps its
@@ -16,18 +17,31 @@ use ch05_kv_cache::forward::kv_layout;
 use ch05_kv_cache::{KvLayout, KvStore};
 
 use crate::Error;
+use crate::kernels::{Kernels, Scalar};
 use crate::model::{QLayer, QModel};
 
 /// A quantized model and how to run it (every layer causal, as SmolLM2's are).
 pub struct QEngine<'m> {
     pub model: &'m QModel,
+    /// The arithmetic: chapter 6's [`Scalar`] kernels, or chapter 7's SIMD ones.
+    pub kernels: &'m dyn Kernels,
     /// The longest run of tokens pushed through the layers at once.
     pub chunk: usize,
 }
 
 impl<'m> QEngine<'m> {
+    /// With chapter 6's scalar kernels.
     pub fn new(model: &'m QModel) -> QEngine<'m> {
-        QEngine { model, chunk: 512 }
+        QEngine::with_kernels(model, &Scalar)
+    }
+
+    /// With the given kernels (chapter 7's SIMD ones).
+    pub fn with_kernels(model: &'m QModel, kernels: &'m dyn Kernels) -> QEngine<'m> {
+        QEngine {
+            model,
+            kernels,
+            chunk: 512,
+        }
     }
 
     /// The cache layout this model needs.
@@ -111,9 +125,9 @@ impl<'m> QEngine<'m> {
         let mut q = vec![0.0f32; seq * q_dim]; // (seq, q_dim)
         let mut k = vec![0.0f32; seq * kv_dim]; // (seq, kv_dim)
         let mut v = vec![0.0f32; seq * kv_dim]; // (seq, kv_dim)
-        w.wq.matmul(&mut q, &xn, seq); // NEW: QMatrix products instead of `linear`
-        w.wk.matmul(&mut k, &xn, seq);
-        w.wv.matmul(&mut v, &xn, seq);
+        w.wq.matmul_with(self.kernels, &mut q, &xn, seq); // NEW: QMatrix products instead of `linear`
+        w.wk.matmul_with(self.kernels, &mut k, &xn, seq);
+        w.wv.matmul_with(self.kernels, &mut v, &xn, seq);
         self.model
             .rope
             .apply(&mut q, cfg.n_heads, pos0, Pairing::SplitHalves);
@@ -143,18 +157,18 @@ impl<'m> QEngine<'m> {
             );
         }
         let mut o = vec![0.0f32; seq * dim]; // (seq, dim)
-        w.wo.matmul(&mut o, &heads_out, seq);
+        w.wo.matmul_with(self.kernels, &mut o, &heads_out, seq);
         ops::add_inplace(x, &o);
         // SwiGLU, as chapter 4's `ffn`, with the three products quantized.
         let xn = rmsnorm_rows(x, &w.post_norm, cfg.rms_norm_eps); // (seq, dim)
         let mut gate = vec![0.0f32; seq * ffn]; // (seq, ffn)
         let mut up = vec![0.0f32; seq * ffn]; // (seq, ffn)
-        w.w_gate.matmul(&mut gate, &xn, seq);
-        w.w_up.matmul(&mut up, &xn, seq);
+        w.w_gate.matmul_with(self.kernels, &mut gate, &xn, seq);
+        w.w_up.matmul_with(self.kernels, &mut up, &xn, seq);
         ops::silu_inplace(&mut gate);
         ops::mul_inplace(&mut gate, &up);
         let mut down = vec![0.0f32; seq * dim]; // (seq, dim)
-        w.w_down.matmul(&mut down, &gate, seq);
+        w.w_down.matmul_with(self.kernels, &mut down, &gate, seq);
         ops::add_inplace(x, &down);
     }
     // ANCHOR_END: layer
@@ -166,7 +180,7 @@ impl<'m> QEngine<'m> {
         let xn = rmsnorm_rows(x, &self.model.final_norm, cfg.rms_norm_eps);
         let head = self.model.lm_head();
         let mut logits = vec![0.0f32; rows * head.rows()]; // (rows, vocab)
-        head.matmul(&mut logits, &xn, rows);
+        head.matmul_with(self.kernels, &mut logits, &xn, rows);
         logits
     }
 }

@@ -9,6 +9,7 @@
 //! - [`int8`]: INT8 with one scale per row, for comparison;
 //! - [`search`]: choosing scales by searching for the smallest error;
 //! - [`dot`]: integer dot products of quantized weights with quantized activations;
+//! - [`kernels`]: the trait those loops sit behind, so chapter 7 can swap in SIMD ones;
 //! - [`matrix`]: [`QMatrix`], a weight matrix in any format, and `x · Wᵀ` with it;
 //! - [`model`], [`forward`]: SmolLM2 with quantized weights, driven by chapter 5's cache;
 //! - [`eval`]: perplexity, KL divergence and top-1 agreement against the f32 model.
@@ -19,6 +20,7 @@ pub mod eval;
 pub mod f16;
 pub mod forward;
 pub mod int8;
+pub mod kernels;
 pub mod matrix;
 pub mod model;
 pub mod quantize;
@@ -29,6 +31,7 @@ pub mod search;
 pub mod exercises;
 
 pub use ch05_kv_cache::Error;
+pub use kernels::{Kernels, Scalar};
 pub use matrix::{Bytes, Format, QMatrix};
 pub use model::QModel;
 pub use search::ScaleRule;

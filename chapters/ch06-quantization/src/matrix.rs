@@ -11,7 +11,7 @@ use ch04_forward::linear::linear;
 use rayon::prelude::*;
 
 use crate::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1, QK};
-use crate::dot::{dot_int8_q8_0, dot_q4_0_q8_0, dot_q4_1_q8_1, dot_q8_0_q8_0};
+use crate::kernels::{Kernels, Scalar};
 use crate::quantize::*;
 use crate::search::{ScaleRule, search_q4_0, search_q4_1, search_q8_0};
 
@@ -362,32 +362,40 @@ impl QMatrix {
     // ANCHOR: quantize_activations
     /// Quantizes the activation rows `x` (`(seq, cols)`) to the format this matrix's dot
     /// product wants: Q8_1 for Q4_1 weights (its sums), Q8_0 for the others.
-    pub fn quantize_activations(&self, x: &[f32]) -> Activations {
-        let blocks = x.as_chunks::<QK>().0; // every row is whole blocks, so blocks never straddle rows
+    pub fn quantize_activations(&self, k: &dyn Kernels, x: &[f32]) -> Activations {
+        // every row is whole blocks, so blocks never straddle rows
         match self.format {
-            Format::Q4_1 => Activations::Q8_1(blocks.iter().map(quantize_q8_1).collect()),
-            _ => Activations::Q8_0(blocks.iter().map(quantize_q8_0).collect()),
+            Format::Q4_1 => {
+                let mut a = Vec::with_capacity(x.len() / QK);
+                k.quantize_q8_1(x, &mut a);
+                Activations::Q8_1(a)
+            }
+            _ => {
+                let mut a = Vec::with_capacity(x.len() / QK);
+                k.quantize_q8_0(x, &mut a);
+                Activations::Q8_0(a)
+            }
         }
     }
     // ANCHOR_END: quantize_activations
 
     // ANCHOR: dot_row
     /// `Σ_c W[r, c] · x[t, c]`: weight row `r` against activation row `t`.
-    pub fn dot_row(&self, r: usize, acts: &Activations, t: usize) -> f32 {
+    pub fn dot_row(&self, k: &dyn Kernels, r: usize, acts: &Activations, t: usize) -> f32 {
         let nb = self.cols / QK; // blocks per row
         let w = self.row_bytes(r);
         match (&self.data, acts) {
             (Data::Int8 { scales, .. }, Activations::Q8_0(a)) => {
-                dot_int8_q8_0(w, scales[r], &a[t * nb..(t + 1) * nb])
+                k.dot_int8_q8_0(w, scales[r], &a[t * nb..(t + 1) * nb])
             }
             (Data::Blocks(_), Activations::Q8_0(a)) if self.format == Format::Q8_0 => {
-                dot_q8_0_q8_0(w, &a[t * nb..(t + 1) * nb])
+                k.dot_q8_0_q8_0(w, &a[t * nb..(t + 1) * nb])
             }
             (Data::Blocks(_), Activations::Q8_0(a)) if self.format == Format::Q4_0 => {
-                dot_q4_0_q8_0(w, &a[t * nb..(t + 1) * nb])
+                k.dot_q4_0_q8_0(w, &a[t * nb..(t + 1) * nb])
             }
             (Data::Blocks(_), Activations::Q8_1(a)) if self.format == Format::Q4_1 => {
-                dot_q4_1_q8_1(w, &a[t * nb..(t + 1) * nb])
+                k.dot_q4_1_q8_1(w, &a[t * nb..(t + 1) * nb])
             }
             _ => panic!(
                 "{} weights cannot meet these activations",
@@ -404,13 +412,18 @@ impl QMatrix {
     /// fewer tokens than threads; each output is one `dot_row` call whatever the split, so
     /// a token's outputs do not depend on what else is in the batch.
     pub fn matmul(&self, out: &mut [f32], x: &[f32], seq: usize) {
+        self.matmul_with(&Scalar, out, x, seq);
+    }
+
+    /// [`QMatrix::matmul`] with the given kernels (chapter 7 passes SIMD ones).
+    pub fn matmul_with(&self, k: &dyn Kernels, out: &mut [f32], x: &[f32], seq: usize) {
         let (rows, cols) = (self.rows, self.cols);
         assert_eq!(x.len(), seq * cols, "matmul: x is not (seq, {cols})");
         assert_eq!(out.len(), seq * rows, "matmul: out is not (seq, {rows})");
         if let Data::F32(t) = &self.data {
             return linear(out, x, t.as_slice().expect("contiguous"), seq, cols, rows);
         }
-        let acts = self.quantize_activations(x); // once per product, shared by every row
+        let acts = self.quantize_activations(k, x); // once per product, shared by every row
         let threads = rayon::current_num_threads();
         if seq >= threads {
             // Split the tokens: each thread takes a band of them, and walks the weights in
@@ -422,7 +435,7 @@ impl QMatrix {
                     for r0 in (0..rows).step_by(ROW_BLOCK) {
                         for (i, out_t) in out_band.chunks_exact_mut(rows).enumerate() {
                             for r in r0..(r0 + ROW_BLOCK).min(rows) {
-                                out_t[r] = self.dot_row(r, &acts, b * band + i);
+                                out_t[r] = self.dot_row(k, r, &acts, b * band + i);
                             }
                         }
                     }
@@ -435,7 +448,7 @@ impl QMatrix {
                     .enumerate()
                     .for_each(|(c, o)| {
                         for (i, o) in o.iter_mut().enumerate() {
-                            *o = self.dot_row(c * ROW_BLOCK + i, &acts, t);
+                            *o = self.dot_row(k, c * ROW_BLOCK + i, &acts, t);
                         }
                     });
             }

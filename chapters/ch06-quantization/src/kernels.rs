@@ -1,0 +1,61 @@
+//! The inner loops of a quantized matrix product, behind one trait.
+//!
+//! [`QMatrix::matmul_with`](crate::QMatrix::matmul_with) does the bookkeeping — quantize the
+//! activations once, walk the rows, share them between threads — and calls a [`Kernels`]
+//! for the arithmetic. This chapter's are [`Scalar`]: the plain Rust of [`crate::dot`] and
+//! [`crate::quantize`]. Chapter 7 supplies SIMD ones for the same trait, chosen at run time
+//! for the CPU, and the forward pass does not change.
+
+use crate::blocks::{BlockQ8_0, BlockQ8_1, QK};
+use crate::{dot, quantize};
+
+// ANCHOR: kernels
+/// The arithmetic a quantized matrix product needs, one implementation per instruction set.
+/// Every implementation must return exactly what [`Scalar`] returns (chapter 7's tests
+/// check it bit for bit).
+pub trait Kernels: Sync {
+    /// A short name for reports: "scalar", "avx2", …
+    fn name(&self) -> &'static str;
+    /// `Σ w·a` for a Q8_0 weight row (raw bytes) and a Q8_0 activation row.
+    fn dot_q8_0_q8_0(&self, w: &[u8], a: &[BlockQ8_0]) -> f32;
+    /// `Σ w·a` for a Q4_0 weight row and a Q8_0 activation row.
+    fn dot_q4_0_q8_0(&self, w: &[u8], a: &[BlockQ8_0]) -> f32;
+    /// `Σ w·a` for a Q4_1 weight row and a Q8_1 activation row.
+    fn dot_q4_1_q8_1(&self, w: &[u8], a: &[BlockQ8_1]) -> f32;
+    /// `Σ w·a` for an INT8 weight row with its scale and a Q8_0 activation row.
+    fn dot_int8_q8_0(&self, w: &[u8], scale: f32, a: &[BlockQ8_0]) -> f32;
+    /// Quantizes activations, `x.len()` a multiple of 32, to Q8_0 blocks.
+    fn quantize_q8_0(&self, x: &[f32], out: &mut Vec<BlockQ8_0>);
+    /// Quantizes activations to Q8_1 blocks.
+    fn quantize_q8_1(&self, x: &[f32], out: &mut Vec<BlockQ8_1>);
+}
+// ANCHOR_END: kernels
+
+/// Chapter 6's kernels: plain Rust, whatever the CPU.
+pub struct Scalar;
+
+impl Kernels for Scalar {
+    fn name(&self) -> &'static str {
+        "scalar"
+    }
+    fn dot_q8_0_q8_0(&self, w: &[u8], a: &[BlockQ8_0]) -> f32 {
+        dot::dot_q8_0_q8_0(w, a)
+    }
+    fn dot_q4_0_q8_0(&self, w: &[u8], a: &[BlockQ8_0]) -> f32 {
+        dot::dot_q4_0_q8_0(w, a)
+    }
+    fn dot_q4_1_q8_1(&self, w: &[u8], a: &[BlockQ8_1]) -> f32 {
+        dot::dot_q4_1_q8_1(w, a)
+    }
+    fn dot_int8_q8_0(&self, w: &[u8], scale: f32, a: &[BlockQ8_0]) -> f32 {
+        dot::dot_int8_q8_0(w, scale, a)
+    }
+    fn quantize_q8_0(&self, x: &[f32], out: &mut Vec<BlockQ8_0>) {
+        out.clear();
+        out.extend(x.as_chunks::<QK>().0.iter().map(quantize::quantize_q8_0));
+    }
+    fn quantize_q8_1(&self, x: &[f32], out: &mut Vec<BlockQ8_1>) {
+        out.clear();
+        out.extend(x.as_chunks::<QK>().0.iter().map(quantize::quantize_q8_1));
+    }
+}
