@@ -32,7 +32,9 @@ fn half_at(b: &[u8], i: usize) -> f32 {
 
 // ANCHOR: block_q8_0
 /// 32 values as `d · q` with `q` in −127..=127: 34 bytes, 8.5 bits per value.
+/// `repr(C)`: the fields in this order, no padding, as llama.cpp's `block_q8_0`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
 pub struct BlockQ8_0 {
     pub d: u16,       // f16 bits: the scale, max|x| / 127
     pub qs: [i8; QK], // the quants, in order
@@ -67,8 +69,10 @@ impl BlockQ8_0 {
 
 // ANCHOR: block_q8_1
 /// Q8_0 plus `s = d · Σ q`, the (quantized) sum of the block's values: 36 bytes. Only ever
-/// an activation format, the partner of Q4_1 weights (see [`crate::dot`]).
+/// an activation format, the partner of Q4_1 weights (see [`crate::dot`]). `repr(C)`, as
+/// llama.cpp's `block_q8_1`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
 pub struct BlockQ8_1 {
     pub d: u16,       // f16 bits: the scale
     pub s: u16,       // f16 bits: d · Σ qs
@@ -144,6 +148,8 @@ mod tests {
 
     #[test]
     fn sizes_are_llama_cpp_s() {
+        assert_eq!(std::mem::size_of::<BlockQ8_0>(), 34);
+        assert_eq!(std::mem::size_of::<BlockQ8_1>(), 36);
         assert_eq!(BlockQ8_0::BYTES, 34);
         assert_eq!(BlockQ8_1::BYTES, 36);
         assert_eq!(BlockQ4_0::BYTES, 18);

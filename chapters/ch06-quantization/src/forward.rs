@@ -10,15 +10,15 @@
 //! own copy of the layer loop, and chapters 7–9 build on this one.)
 
 use ch01_tensors::ops;
-use ch03_attention::{Mask, Pairing};
+use ch03_attention::{Heads, Mask, Pairing};
 use ch04_forward::layer::rmsnorm_rows;
-use ch05_kv_cache::attend::attend;
 use ch05_kv_cache::forward::kv_layout;
 use ch05_kv_cache::{KvLayout, KvStore};
 
 use crate::Error;
 use crate::kernels::{Kernels, Scalar};
 use crate::model::{QLayer, QModel};
+use rayon::prelude::*;
 
 /// A quantized model and how to run it (every layer causal, as SmolLM2's are).
 pub struct QEngine<'m> {
@@ -51,7 +51,7 @@ impl<'m> QEngine<'m> {
 
     /// Runs `ids` (positions `pos0..`) through the model, adding them to `cache`; returns
     /// the logits after the last one, `(vocab)`.
-    pub fn forward<S: KvStore + ?Sized>(
+    pub fn forward<S: KvStore + Sync + ?Sized>(
         &self,
         cache: &mut S,
         ids: &[u32],
@@ -64,7 +64,7 @@ impl<'m> QEngine<'m> {
 
     /// Like [`QEngine::forward`], but the logits of every position: `(seq, vocab)` (for
     /// perplexity, which scores each token by the logits before it).
-    pub fn forward_all<S: KvStore + ?Sized>(
+    pub fn forward_all<S: KvStore + Sync + ?Sized>(
         &self,
         cache: &mut S,
         ids: &[u32],
@@ -75,7 +75,7 @@ impl<'m> QEngine<'m> {
     }
 
     /// The residual stream after the last layer for every token of `ids`, `(seq, dim)`.
-    fn hidden<S: KvStore + ?Sized>(
+    fn hidden<S: KvStore + Sync + ?Sized>(
         &self,
         cache: &mut S,
         ids: &[u32],
@@ -105,7 +105,7 @@ impl<'m> QEngine<'m> {
 
     // ANCHOR: layer
     /// Decoder layer `l` on the rows `x` (`(seq, dim)`, positions `pos0..`), in place.
-    fn layer<S: KvStore + ?Sized>(
+    fn layer<S: KvStore + Sync + ?Sized>(
         &self,
         l: usize,
         w: &QLayer,
@@ -134,28 +134,35 @@ impl<'m> QEngine<'m> {
         self.model
             .rope
             .apply(&mut k, cfg.n_kv_heads, pos0, Pairing::SplitHalves);
-        let mut heads_out = vec![0.0f32; seq * q_dim]; // (seq, q_dim)
-        let mut scores = Vec::new();
+        // Every new token's K and V into the cache first, then every token's attention, in
+        // parallel: token t reads positions 0..=pos0+t only, all written by now. (Chapter 5
+        // went token by token so that a ring buffer never overwrites a key the chunk still
+        // needs; this engine is causal only, over a cache that holds every position.)
         for t in 0..seq {
-            let pos = pos0 + t;
-            cache.write(
-                l,
-                pos,
+            let (k_t, v_t) = (
                 &k[t * kv_dim..(t + 1) * kv_dim],
                 &v[t * kv_dim..(t + 1) * kv_dim],
             );
-            let out_t = &mut heads_out[t * q_dim..(t + 1) * q_dim];
-            attend(
-                out_t,
-                &q[t * q_dim..(t + 1) * q_dim],
-                &*cache,
-                l,
-                cfg.heads(),
-                pos,
-                Mask::Causal,
-                &mut scores,
-            );
+            cache.write(l, pos0 + t, k_t, v_t);
         }
+        let mut heads_out = vec![0.0f32; seq * q_dim]; // (seq, q_dim)
+        let cache = &*cache;
+        heads_out.par_chunks_mut(q_dim).enumerate().for_each_init(
+            Vec::new,
+            |scores, (t, out_t)| {
+                let q_t = &q[t * q_dim..(t + 1) * q_dim];
+                attend(
+                    self.kernels,
+                    out_t,
+                    q_t,
+                    cache,
+                    l,
+                    cfg.heads(),
+                    pos0 + t,
+                    scores,
+                );
+            },
+        );
         let mut o = vec![0.0f32; seq * dim]; // (seq, dim)
         w.wo.matmul_with(self.kernels, &mut o, &heads_out, seq);
         ops::add_inplace(x, &o);
@@ -184,3 +191,38 @@ impl<'m> QEngine<'m> {
         logits
     }
 }
+
+// ANCHOR: attend
+/// Chapter 5's [`attend`](ch05_kv_cache::attend::attend) for one causal query row, with the
+/// dot products and the weighted sum of values done by `k`: for [`Scalar`] kernels these
+/// are chapter 1's `dot` and the same loop, so the result is chapter 5's to the bit.
+#[allow(clippy::too_many_arguments)]
+pub fn attend<S: KvStore + ?Sized>(
+    k: &dyn Kernels,
+    out: &mut [f32],
+    q: &[f32],
+    store: &S,
+    layer: usize,
+    heads: Heads,
+    pos: usize,
+    scores: &mut Vec<f32>,
+) {
+    let d = heads.head_dim;
+    let keys = Mask::Causal.visible(pos, pos + 1); // positions 0..=pos
+    let scale = 1.0 / (d as f32).sqrt();
+    scores.resize(keys.len(), 0.0); // (visible keys)
+    for h in 0..heads.n_heads {
+        let kv = heads.kv_head(h);
+        let q_head = &q[h * d..(h + 1) * d]; // (head_dim)
+        for (s, j) in scores.iter_mut().zip(keys.clone()) {
+            *s = k.dot_f32(q_head, store.key(layer, kv, j)) * scale;
+        }
+        ch01_tensors::ops::softmax_inplace(scores);
+        let o = &mut out[h * d..(h + 1) * d]; // (head_dim)
+        o.fill(0.0);
+        for (&w, j) in scores.iter().zip(keys.clone()) {
+            k.axpy(o, w, store.value(layer, kv, j)); // o += w · v_j
+        }
+    }
+}
+// ANCHOR_END: attend

@@ -24,10 +24,33 @@ pub trait Kernels: Sync {
     fn dot_q4_1_q8_1(&self, w: &[u8], a: &[BlockQ8_1]) -> f32;
     /// `Σ w·a` for an INT8 weight row with its scale and a Q8_0 activation row.
     fn dot_int8_q8_0(&self, w: &[u8], scale: f32, a: &[BlockQ8_0]) -> f32;
+    /// Four independent Q4_1 dots, `(w[i], a[i])` for i in 0..4: rows of a matrix against one
+    /// activation row, or one row against four tokens. The same four numbers as four calls of
+    /// `dot_q4_1_q8_1`; a SIMD set does them together, so their horizontal sums share work.
+    fn dot4_q4_1_q8_1(&self, w: [&[u8]; 4], a: [&[BlockQ8_1]; 4]) -> [f32; 4] {
+        std::array::from_fn(|i| self.dot_q4_1_q8_1(w[i], a[i]))
+    }
+    /// Four independent Q8_0 dots (see [`Kernels::dot4_q4_1_q8_1`]).
+    fn dot4_q8_0_q8_0(&self, w: [&[u8]; 4], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
+        std::array::from_fn(|i| self.dot_q8_0_q8_0(w[i], a[i]))
+    }
     /// Quantizes activations, `x.len()` a multiple of 32, to Q8_0 blocks.
     fn quantize_q8_0(&self, x: &[f32], out: &mut Vec<BlockQ8_0>);
     /// Quantizes activations to Q8_1 blocks.
     fn quantize_q8_1(&self, x: &[f32], out: &mut Vec<BlockQ8_1>);
+    /// `Σ a·b` in f32, for attention's scores: chapter 1's `dot` unless overridden (a SIMD
+    /// version adds in another order, so this one is equal to [`Scalar`]'s only within
+    /// float rounding).
+    fn dot_f32(&self, a: &[f32], b: &[f32]) -> f32 {
+        ch01_tensors::ops::dot(a, b)
+    }
+    /// `y += a · x`, element by element (no reordering: every implementation gives the
+    /// same bits).
+    fn axpy(&self, y: &mut [f32], a: f32, x: &[f32]) {
+        for (y, &x) in y.iter_mut().zip(x) {
+            *y += a * x;
+        }
+    }
 }
 // ANCHOR_END: kernels
 

@@ -405,6 +405,29 @@ impl QMatrix {
     }
     // ANCHOR_END: dot_row
 
+    /// Four dots at once: weight row `r[i]` against activation row `t[i]`, for i in 0..4 (the
+    /// same numbers as four [`QMatrix::dot_row`] calls).
+    pub fn dot_rows4(
+        &self,
+        k: &dyn Kernels,
+        r: [usize; 4],
+        acts: &Activations,
+        t: [usize; 4],
+    ) -> [f32; 4] {
+        let nb = self.cols / QK;
+        match (&self.data, acts, self.format) {
+            (Data::Blocks(_), Activations::Q8_1(a), Format::Q4_1) => k.dot4_q4_1_q8_1(
+                r.map(|r| self.row_bytes(r)),
+                t.map(|t| &a[t * nb..(t + 1) * nb]),
+            ),
+            (Data::Blocks(_), Activations::Q8_0(a), Format::Q8_0) => k.dot4_q8_0_q8_0(
+                r.map(|r| self.row_bytes(r)),
+                t.map(|t| &a[t * nb..(t + 1) * nb]),
+            ),
+            _ => std::array::from_fn(|i| self.dot_row(k, r[i], acts, t[i])),
+        }
+    }
+
     // ANCHOR: matmul
     /// `out (seq, rows) = x (seq, cols) · Wᵀ`. f32 weights go through chapter 4's `linear`;
     /// the others quantize `x` once, then take one integer dot per (token, row). As in
@@ -427,28 +450,51 @@ impl QMatrix {
         let threads = rayon::current_num_threads();
         if seq >= threads {
             // Split the tokens: each thread takes a band of them, and walks the weights in
-            // blocks of rows that stay in cache while every token of the band meets them.
+            // blocks of rows that stay in cache while every token of the band meets them,
+            // four tokens at a time.
             let band = seq.div_ceil(threads);
             out.par_chunks_mut(band * rows)
                 .enumerate()
                 .for_each(|(b, out_band)| {
+                    let n = out_band.len() / rows; // tokens in this band
                     for r0 in (0..rows).step_by(ROW_BLOCK) {
-                        for (i, out_t) in out_band.chunks_exact_mut(rows).enumerate() {
-                            for r in r0..(r0 + ROW_BLOCK).min(rows) {
-                                out_t[r] = self.dot_row(k, r, &acts, b * band + i);
+                        for r in r0..(r0 + ROW_BLOCK).min(rows) {
+                            let mut i = 0;
+                            while i + 4 <= n {
+                                let t = b * band + i;
+                                let v = self.dot_rows4(k, [r; 4], &acts, [t, t + 1, t + 2, t + 3]);
+                                for (j, v) in v.into_iter().enumerate() {
+                                    out_band[(i + j) * rows + r] = v;
+                                }
+                                i += 4;
+                            }
+                            for i in i..n {
+                                out_band[i * rows + r] = self.dot_row(k, r, &acts, b * band + i);
                             }
                         }
                     }
                 });
         } else {
-            // Fewer tokens than threads: split the rows instead.
+            // Fewer tokens than threads: split the rows instead, four rows at a time.
             for (t, out_t) in out.chunks_exact_mut(rows).enumerate() {
                 out_t
                     .par_chunks_mut(ROW_BLOCK)
                     .enumerate()
                     .for_each(|(c, o)| {
-                        for (i, o) in o.iter_mut().enumerate() {
-                            *o = self.dot_row(k, c * ROW_BLOCK + i, &acts, t);
+                        let r0 = c * ROW_BLOCK;
+                        let mut quads = o.chunks_exact_mut(4);
+                        for (q, o4) in (&mut quads).enumerate() {
+                            let r = r0 + 4 * q;
+                            o4.copy_from_slice(&self.dot_rows4(
+                                k,
+                                [r, r + 1, r + 2, r + 3],
+                                &acts,
+                                [t; 4],
+                            ));
+                        }
+                        let done = o.len() / 4 * 4;
+                        for (i, o) in o[done..].iter_mut().enumerate() {
+                            *o = self.dot_row(k, r0 + done + i, &acts, t);
                         }
                     });
             }

@@ -1,0 +1,175 @@
+//! What the binary measures: the machine's read bandwidth, each kernel's throughput, and
+//! end-to-end prefill and decode in llama-bench's terms.
+//!
+//! - **pp512**: tokens per second of one 512-token prefill from an empty cache;
+//! - **tg128**: tokens per second of 128 decode steps of one token each, from an empty cache
+//!   (llama-bench generates from an empty context too).
+//!
+//! Every figure is the median of several runs, each run in a rayon pool of exactly the
+//! requested number of threads.
+
+use std::time::Instant;
+
+use ch05_kv_cache::KvCache;
+use ch06_quantization::forward::QEngine;
+use ch06_quantization::{Format, Kernels, QMatrix, QModel, ScaleRule};
+use rayon::prelude::*;
+use serde::Serialize;
+
+/// Runs `f` in a pool of `threads` threads.
+pub fn in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> Result<T, String> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| format!("thread pool: {e}"))?;
+    Ok(pool.install(f))
+}
+
+/// The median of `xs` (which must not be empty).
+pub fn median(xs: &mut [f64]) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    }
+}
+
+// ANCHOR: bandwidth
+/// Read bandwidth in GB/s: the threads sum a 256 MiB buffer (far larger than any cache),
+/// each its own contiguous part; the best of `runs`.
+pub fn read_bandwidth(threads: usize, runs: usize) -> Result<f64, String> {
+    const BYTES: usize = 256 << 20;
+    let buf: Vec<u64> = (0..BYTES / 8).map(|i| i as u64).collect(); // written once: really mapped
+    in_pool(threads, || {
+        let mut best = 0.0f64;
+        for _ in 0..runs {
+            let start = Instant::now();
+            let part = buf.len().div_ceil(threads);
+            let total: u64 = buf
+                .par_chunks(part)
+                .map(|c| {
+                    // Eight independent sums, so the loop is limited by loads, not by adds.
+                    let mut acc = [0u64; 8];
+                    for w in c.as_chunks::<8>().0 {
+                        for l in 0..8 {
+                            acc[l] = acc[l].wrapping_add(w[l]);
+                        }
+                    }
+                    acc.iter().fold(0u64, |a, &b| a.wrapping_add(b))
+                })
+                .reduce(|| 0, u64::wrapping_add);
+            std::hint::black_box(total);
+            best = best.max(BYTES as f64 / start.elapsed().as_secs_f64() / 1e9);
+        }
+        best
+    })
+}
+// ANCHOR_END: bandwidth
+
+/// One kernel's throughput on a matrix-vector product too large for the caches.
+#[derive(Clone, Debug, Serialize)]
+pub struct KernelRate {
+    pub isa: &'static str,
+    pub format: &'static str,
+    pub threads: usize,
+    /// Weight bytes streamed per second, GB/s.
+    pub gb_s: f64,
+    /// Multiply-adds per second, in billions.
+    pub gmac_s: f64,
+}
+
+/// `out = W·x` for a `(rows, 576)` matrix of `format` sized to ~`mib` MiB, timed: the median
+/// of `runs` products.
+pub fn kernel_rate(
+    k: &dyn Kernels,
+    format: Format,
+    threads: usize,
+    mib: usize,
+    runs: usize,
+) -> Result<KernelRate, String> {
+    let cols = 576;
+    let rows = (mib << 20) / format.row_bytes(cols);
+    let w: Vec<f32> = ch01_tensors::random::uniform(rows * cols, 7);
+    let m = QMatrix::quantize(&w, rows, cols, format, ScaleRule::Absmax)?;
+    drop(w);
+    let x = ch01_tensors::random::uniform(cols, 8);
+    let mut out = vec![0.0f32; rows];
+    let mut times = in_pool(threads, || {
+        m.matmul_with(k, &mut out, &x, 1); // warm-up: page in, spin up the pool
+        (0..runs)
+            .map(|_| {
+                let start = Instant::now();
+                m.matmul_with(k, &mut out, &x, 1);
+                start.elapsed().as_secs_f64()
+            })
+            .collect::<Vec<_>>()
+    })?;
+    let t = median(&mut times);
+    Ok(KernelRate {
+        isa: k.name(),
+        format: format.name(),
+        threads,
+        gb_s: m.bytes() as f64 / t / 1e9,
+        gmac_s: (rows * cols) as f64 / t / 1e9,
+    })
+}
+
+/// End-to-end speed, in llama-bench's terms.
+#[derive(Clone, Debug, Serialize)]
+pub struct EndToEnd {
+    pub isa: &'static str,
+    pub threads: usize,
+    pub pp512_tok_s: f64,
+    pub tg128_tok_s: f64,
+}
+
+// ANCHOR: e2e
+/// pp512 and tg128 of `model` with kernels `k` in a pool of `threads` threads: medians of
+/// `runs` runs of each, after one unmeasured run when `warm_up`.
+pub fn end_to_end(
+    model: &QModel,
+    k: &'static dyn Kernels,
+    threads: usize,
+    runs: usize,
+    warm_up: bool,
+) -> Result<EndToEnd, String> {
+    let engine = QEngine::with_kernels(model, k);
+    let vocab = model.config.vocab_size as u64;
+    // Token ids spread over the vocabulary, as llama-bench's random prompt is.
+    let prompt: Vec<u32> = (0..512u64)
+        .map(|i| ((i * 7919 + 13) % vocab) as u32)
+        .collect();
+    let err = |e: ch06_quantization::Error| e.to_string();
+    in_pool(threads, || -> Result<EndToEnd, String> {
+        let (mut pp, mut tg) = (Vec::new(), Vec::new());
+        let first = usize::from(!warm_up);
+        for run in first..=runs {
+            let mut cache = KvCache::new(engine.layout(), 512);
+            let start = Instant::now();
+            engine.forward(&mut cache, &prompt, 0).map_err(err)?;
+            let pp_s = start.elapsed().as_secs_f64();
+            let mut cache = KvCache::new(engine.layout(), 128);
+            let start = Instant::now();
+            let mut next = prompt[0];
+            for pos in 0..128 {
+                let logits = engine.forward(&mut cache, &[next], pos).map_err(err)?;
+                next = ch04_forward::model::argmax(&logits) as u32;
+            }
+            let tg_s = start.elapsed().as_secs_f64();
+            if run > 0 {
+                // run 0 (if any) warms the caches and the page tables
+                pp.push(512.0 / pp_s);
+                tg.push(128.0 / tg_s);
+            }
+        }
+        Ok(EndToEnd {
+            isa: k.name(),
+            threads,
+            pp512_tok_s: median(&mut pp),
+            tg128_tok_s: median(&mut tg),
+        })
+    })?
+}
+// ANCHOR_END: e2e

@@ -1,0 +1,135 @@
+//! Ours against llama.cpp's `llama-bench`, in one run: same weights, same thread count,
+//! alternating rounds, medians, ratios.
+//!
+//! llama-bench is built by `scripts/llamacpp.sh` at the version the fixtures were made with.
+//! It reads the shipped GGUF; ours runs chapter 6's in-memory Q4_1 model, whose blocks are
+//! the shipped file's bit for bit (chapter 6 tests it), so both multiply the same numbers.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use ch06_quantization::{Kernels, QModel};
+use serde::Serialize;
+
+use crate::bench::{end_to_end, median};
+
+/// The llama-bench binary that `scripts/llamacpp.sh` built, or an error saying how to build it.
+pub fn llama_bench_path() -> Result<PathBuf, String> {
+    let script = ch01_tensors::models::workspace_root().join("scripts/llamacpp.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg("--path")
+        .output()
+        .map_err(|e| format!("running {}: {e}", script.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "llama-bench is not built: run `bash scripts/llamacpp.sh` once (about 15 minutes)"
+        ));
+    }
+    Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+}
+
+/// One llama-bench run: (pp512, tg128) tokens per second.
+fn llama_bench_once(bin: &Path, gguf: &Path, threads: usize) -> Result<(f64, f64), String> {
+    let out = Command::new(bin)
+        .args(["-m"])
+        .arg(gguf)
+        .args([
+            "-p",
+            "512",
+            "-n",
+            "128",
+            "-r",
+            "1",
+            "-o",
+            "json",
+            "-t",
+            &threads.to_string(),
+        ])
+        .output()
+        .map_err(|e| format!("running {}: {e}", bin.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "llama-bench failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
+        ));
+    }
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).map_err(|e| format!("llama-bench's JSON: {e}"))?;
+    let rate = |prompt: u64, generated: u64| {
+        v.as_array()
+            .and_then(|a| {
+                a.iter().find(|t| {
+                    t["n_prompt"].as_u64() == Some(prompt) && t["n_gen"].as_u64() == Some(generated)
+                })
+            })
+            .and_then(|t| t["avg_ts"].as_f64())
+            .ok_or_else(|| {
+                format!(
+                    "llama-bench printed no {} result",
+                    if generated == 0 { "pp512" } else { "tg128" }
+                )
+            })
+    };
+    Ok((rate(512, 0)?, rate(0, 128)?))
+}
+
+/// The side-by-side result.
+#[derive(Clone, Debug, Serialize)]
+pub struct Comparison {
+    pub threads: usize,
+    pub rounds: usize,
+    pub isa: &'static str,
+    pub ours_pp512_tok_s: f64,
+    pub ours_tg128_tok_s: f64,
+    pub llama_cpp_pp512_tok_s: f64,
+    pub llama_cpp_tg128_tok_s: f64,
+    pub pp512_ratio: f64,
+    pub tg128_ratio: f64,
+    /// Every round's numbers, in order: (ours pp, ours tg, llama.cpp pp, llama.cpp tg).
+    pub per_round: Vec<[f64; 4]>,
+}
+
+// ANCHOR: compare
+/// `rounds` rounds, each llama-bench once and ours once, alternating; medians and ratios.
+pub fn compare(
+    model: &QModel,
+    k: &'static dyn Kernels,
+    gguf: &Path,
+    threads: usize,
+    rounds: usize,
+) -> Result<Comparison, String> {
+    let bin = llama_bench_path()?;
+    end_to_end(model, k, threads, 1, false)?; // warm ours up once
+    let mut per_round = Vec::new();
+    for round in 0..rounds {
+        let (lp, lt) = llama_bench_once(&bin, gguf, threads)?;
+        let ours = end_to_end(model, k, threads, 1, false)?;
+        eprintln!(
+            "round {}/{rounds}: ours pp512 {:.1} tg128 {:.1} tok/s; llama.cpp pp512 {lp:.1} tg128 {lt:.1} tok/s",
+            round + 1,
+            ours.pp512_tok_s,
+            ours.tg128_tok_s
+        );
+        per_round.push([ours.pp512_tok_s, ours.tg128_tok_s, lp, lt]);
+    }
+    let med = |i: usize| median(&mut per_round.iter().map(|r| r[i]).collect::<Vec<_>>());
+    let (op, ot, lp, lt) = (med(0), med(1), med(2), med(3));
+    Ok(Comparison {
+        threads,
+        rounds,
+        isa: k.name(),
+        ours_pp512_tok_s: op,
+        ours_tg128_tok_s: ot,
+        llama_cpp_pp512_tok_s: lp,
+        llama_cpp_tg128_tok_s: lt,
+        pp512_ratio: op / lp,
+        tg128_ratio: ot / lt,
+        per_round,
+    })
+}
+// ANCHOR_END: compare

@@ -1,0 +1,112 @@
+//! Which instructions this CPU has, found out once, at run time.
+//!
+//! The workspace is compiled for the x86-64 baseline (SSE2), so the binary runs on any
+//! x86-64 machine. Wider instructions are used only after asking the CPU (`cpuid`, through
+//! `is_x86_feature_detected!`) whether it has them; the answer picks one set of kernels for
+//! the whole run. `LLM_BOOK_ISA=scalar|avx2|avx512` forces a level, so tests and benchmarks
+//! can compare them on one machine; asking for one the CPU lacks is an error, not a crash.
+
+use std::fmt;
+
+// ANCHOR: isa
+/// An instruction-set level, from slowest to fastest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Isa {
+    /// Chapter 6's plain Rust: runs everywhere.
+    Scalar,
+    /// 256-bit integer SIMD with `vpmaddubsw` (x86-64, Haswell and later), plus FMA and F16C.
+    Avx2,
+    /// AVX-512 with VNNI's `vpdpbusd`: four byte products summed into each 32-bit lane in one
+    /// instruction (x86-64, Ice Lake / Zen 4 and later).
+    Avx512,
+}
+// ANCHOR_END: isa
+
+impl Isa {
+    /// Every level, slowest first.
+    pub const ALL: [Isa; 3] = [Isa::Scalar, Isa::Avx2, Isa::Avx512];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::Scalar => "scalar",
+            Isa::Avx2 => "avx2",
+            Isa::Avx512 => "avx512",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Isa> {
+        Isa::ALL.into_iter().find(|i| i.name() == name)
+    }
+
+    // ANCHOR: supported
+    /// Whether this CPU can run the level's kernels.
+    pub fn supported(self) -> bool {
+        match self {
+            Isa::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => {
+                is_x86_feature_detected!("avx2")
+                    && is_x86_feature_detected!("fma")
+                    && is_x86_feature_detected!("f16c")
+            }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => {
+                Isa::Avx2.supported()
+                    && is_x86_feature_detected!("avx512f")
+                    && is_x86_feature_detected!("avx512bw")
+                    && is_x86_feature_detected!("avx512vl")
+                    && is_x86_feature_detected!("avx512vnni")
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
+        }
+    }
+    // ANCHOR_END: supported
+
+    /// The fastest level this CPU supports.
+    pub fn best() -> Isa {
+        Isa::ALL
+            .into_iter()
+            .rev()
+            .find(|i| i.supported())
+            .unwrap_or(Isa::Scalar)
+    }
+
+    /// The levels this CPU supports, slowest first.
+    pub fn available() -> Vec<Isa> {
+        Isa::ALL.into_iter().filter(|i| i.supported()).collect()
+    }
+
+    /// `LLM_BOOK_ISA` if set (checked against the CPU), otherwise [`Isa::best`].
+    pub fn from_env() -> Result<Isa, String> {
+        match std::env::var("LLM_BOOK_ISA") {
+            Err(std::env::VarError::NotPresent) => Ok(Isa::best()),
+            Err(e) => Err(format!("LLM_BOOK_ISA: {e}")),
+            Ok(name) if name.is_empty() => Ok(Isa::best()),
+            Ok(name) => {
+                let isa = Isa::parse(&name).ok_or_else(|| {
+                    format!("LLM_BOOK_ISA={name:?}: expected scalar, avx2 or avx512")
+                })?;
+                if isa.supported() {
+                    Ok(isa)
+                } else {
+                    Err(format!(
+                        "LLM_BOOK_ISA={name}: this CPU cannot run {name} kernels (it has: {})",
+                        names(&Isa::available())
+                    ))
+                }
+            }
+        }
+    }
+}
+
+/// "scalar, avx2, …"
+pub fn names(isas: &[Isa]) -> String {
+    isas.iter().map(|i| i.name()).collect::<Vec<_>>().join(", ")
+}
+
+impl fmt::Display for Isa {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}

@@ -1,0 +1,419 @@
+//! AVX2 kernels: 32 bytes per register, one block of 32 quants per instruction.
+//!
+//! The workhorse is `vpmaddubsw` (`_mm256_maddubs_epi16`): it multiplies 32 **unsigned**
+//! bytes by 32 **signed** bytes and adds neighbouring pairs into 16 i16 lanes. One operand
+//! must be unsigned; for Q8_0 × Q8_0, both signed, the kernel moves the weight's sign onto
+//! the activation (`|w| · (a·sign(w)) = w · a`), which `vpsignb` does in one instruction.
+//! `vpmaddwd` against ones then adds pairs of i16 into 8 i32 lanes, and a horizontal add
+//! gives the block's integer sum — exactly the integer chapter 6 computes, so the float
+//! arithmetic after it, done in the same order as chapter 6, gives the same bits.
+//!
+//! Every function here is `#[target_feature(enable = "avx2,fma,f16c")]`: calling it on a CPU
+//! without AVX2 is undefined behaviour, which is why the only caller is [`super::Avx2`],
+//! which exists only after the CPU said yes.
+
+#![cfg(target_arch = "x86_64")]
+
+use std::arch::x86_64::*;
+
+use ch06_quantization::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1, QK};
+
+/// Sum of the 8 i32 lanes.
+#[target_feature(enable = "avx2")]
+pub(super) fn hsum_i32(v: __m256i) -> i32 {
+    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s)); // swap the 64-bit halves
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s)); // swap neighbours
+    _mm_cvtsi128_si32(s)
+}
+
+/// Two pairs of f16 scales, decoded at once with F16C's `vcvtph2ps` (exact, like chapter 1's
+/// decoder): `w2` and `a2` are each two f16 side by side (Q4_1's `d, m`; Q8_1's `d, s`),
+/// and the result is `[w.0, w.1, a.0, a.1]`.
+#[target_feature(enable = "avx2,f16c")]
+pub(super) fn halves(w2: [u8; 4], a2: [u8; 4]) -> [f32; 4] {
+    let v = _mm_cvtph_ps(_mm_set_epi32(
+        0,
+        0,
+        i32::from_le_bytes(a2),
+        i32::from_le_bytes(w2),
+    ));
+    let mut out = [0.0f32; 4];
+    // SAFETY: `out` is 4 writable f32.
+    unsafe { _mm_storeu_ps(out.as_mut_ptr(), v) };
+    out
+}
+
+/// The first four bytes of an activation block: its f16 `d` and `s` (Q8_1) as stored.
+pub(super) fn q8_1_scales(b: &BlockQ8_1) -> [u8; 4] {
+    let [d0, d1] = b.d.to_le_bytes();
+    let [s0, s1] = b.s.to_le_bytes();
+    [d0, d1, s0, s1]
+}
+
+/// The first two bytes of a Q8_0 activation block, its f16 `d`, padded to four.
+pub(super) fn q8_0_scale(b: &BlockQ8_0) -> [u8; 4] {
+    let [d0, d1] = b.d.to_le_bytes();
+    [d0, d1, 0, 0]
+}
+
+/// Sum of 32 signed-by-signed byte products, `Σ x_j·y_j`.
+#[target_feature(enable = "avx2")]
+fn dot_i8(x: __m256i, y: __m256i) -> i32 {
+    let ux = _mm256_sign_epi8(x, x); // |x|, as unsigned bytes (|−128| = 128 still fits)
+    let sy = _mm256_sign_epi8(y, x); // y with x's sign (0 where x is 0)
+    let pairs = _mm256_maddubs_epi16(ux, sy); // 16 × (|x|·sy + |x|·sy): at most 2·128·127 < 2^15
+    hsum_i32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
+}
+
+/// Sum of 32 unsigned-by-signed byte products (`x` in 0..=15 here, so no saturation).
+#[target_feature(enable = "avx2")]
+fn dot_u8_i8(x: __m256i, y: __m256i) -> i32 {
+    let pairs = _mm256_maddubs_epi16(x, y);
+    hsum_i32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
+}
+
+/// The 32 quants of a 4-bit block, one per byte, in element order: the low nibbles of the 16
+/// bytes (elements 0..16), then the high nibbles (elements 16..32).
+#[target_feature(enable = "avx2")]
+pub(super) fn unpack_nibbles(qs: &[u8; 16]) -> __m256i {
+    // SAFETY: `qs` is 16 readable bytes; loadu has no alignment requirement.
+    let bytes = unsafe { _mm_loadu_si128(qs.as_ptr().cast()) };
+    let low = _mm_and_si128(bytes, _mm_set1_epi8(0x0f));
+    let high = _mm_and_si128(_mm_srli_epi16::<4>(bytes), _mm_set1_epi8(0x0f));
+    _mm256_set_m128i(high, low)
+}
+
+/// 32 bytes from `p`.
+#[target_feature(enable = "avx2")]
+pub(super) fn load32(p: &[u8; 32]) -> __m256i {
+    // SAFETY: `p` is 32 readable bytes; loadu has no alignment requirement.
+    unsafe { _mm256_loadu_si256(p.as_ptr().cast()) }
+}
+
+pub(super) fn qs_bytes(qs: &[i8; QK]) -> &[u8; QK] {
+    // SAFETY: i8 and u8 have the same size and alignment, and every bit pattern is valid for both.
+    unsafe { &*(qs as *const [i8; QK]).cast::<[u8; QK]>() }
+}
+
+pub(super) fn sub<const N: usize, const M: usize>(b: &[u8; N], start: usize) -> &[u8; M] {
+    b[start..start + M]
+        .try_into()
+        .expect("in bounds by the block's size")
+}
+
+// ANCHOR: dot_q4_1
+/// Chapter 6's `dot_q4_1_q8_1`, 32 quants at a time: unpack the nibbles, one `vpmaddubsw`
+/// (the nibbles are the unsigned operand, no sign trick needed), one `vpmaddwd`, a horizontal
+/// add; then chapter 6's float arithmetic, in chapter 6's order.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub fn dot_q4_1_q8_1(w: &[u8], a: &[BlockQ8_1]) -> f32 {
+    let (blocks, rest) = w.as_chunks::<{ BlockQ4_1::BYTES }>();
+    assert!(
+        rest.is_empty() && blocks.len() == a.len(),
+        "row lengths differ"
+    );
+    let mut sum = 0.0f32;
+    for (wb, ab) in blocks.iter().zip(a) {
+        let q = unpack_nibbles(sub(wb, 4));
+        let sumi = dot_u8_i8(q, load32(qs_bytes(&ab.qs)));
+        let [d, m, da, s] = halves(*sub(wb, 0), q8_1_scales(ab));
+        sum += (d * da) * sumi as f32 + m * s;
+    }
+    sum
+}
+// ANCHOR_END: dot_q4_1
+
+/// Chapter 6's `dot_q4_0_q8_0`: nibbles re-centred by −8 (now signed), then the sign trick.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub fn dot_q4_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
+    let (blocks, rest) = w.as_chunks::<{ BlockQ4_0::BYTES }>();
+    assert!(
+        rest.is_empty() && blocks.len() == a.len(),
+        "row lengths differ"
+    );
+    let mut sum = 0.0f32;
+    for (wb, ab) in blocks.iter().zip(a) {
+        let q = _mm256_sub_epi8(unpack_nibbles(sub(wb, 2)), _mm256_set1_epi8(8));
+        let sumi = dot_i8(q, load32(qs_bytes(&ab.qs)));
+        let [d, _, da, _] = halves([wb[0], wb[1], 0, 0], q8_0_scale(ab));
+        sum += sumi as f32 * (d * da);
+    }
+    sum
+}
+
+/// Chapter 6's `dot_q8_0_q8_0`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub fn dot_q8_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
+    let (blocks, rest) = w.as_chunks::<{ BlockQ8_0::BYTES }>();
+    assert!(
+        rest.is_empty() && blocks.len() == a.len(),
+        "row lengths differ"
+    );
+    let mut sum = 0.0f32;
+    for (wb, ab) in blocks.iter().zip(a) {
+        let sumi = dot_i8(load32(sub(wb, 2)), load32(qs_bytes(&ab.qs)));
+        let [d, _, da, _] = halves([wb[0], wb[1], 0, 0], q8_0_scale(ab));
+        sum += sumi as f32 * (d * da);
+    }
+    sum
+}
+
+/// Chapter 6's `dot_int8_q8_0`: the row's i8 in blocks of 32, one scale at the end.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub fn dot_int8_q8_0(w: &[u8], scale: f32, a: &[BlockQ8_0]) -> f32 {
+    assert_eq!(w.len(), a.len() * QK, "row lengths differ");
+    let mut sum = 0.0f32;
+    for (wq, ab) in w.as_chunks::<QK>().0.iter().zip(a) {
+        let sumi = dot_i8(load32(wq), load32(qs_bytes(&ab.qs)));
+        let [da, ..] = halves(q8_0_scale(ab), [0; 4]);
+        sum += sumi as f32 * da;
+    }
+    sum * scale
+}
+
+// ANCHOR: quantize
+/// `x · id` rounded half away from zero (Rust's `round`, C's `roundf`), 8 lanes at a time.
+/// AVX's own rounding instruction rounds halves to even, so: truncate, and step one away
+/// from zero where the dropped fraction is at least one half (the subtraction is exact).
+#[target_feature(enable = "avx2,fma,f16c")]
+fn round_away(v: __m256) -> __m256i {
+    let t = _mm256_round_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(v);
+    let frac = _mm256_sub_ps(v, t);
+    let abs = _mm256_andnot_ps(_mm256_set1_ps(-0.0), frac);
+    let step = _mm256_and_ps(
+        _mm256_cmp_ps::<_CMP_GE_OQ>(abs, _mm256_set1_ps(0.5)),
+        _mm256_set1_ps(1.0),
+    );
+    let signed_step = _mm256_or_ps(step, _mm256_and_ps(v, _mm256_set1_ps(-0.0))); // ±1 or ±0
+    _mm256_cvttps_epi32(_mm256_add_ps(t, signed_step))
+}
+
+/// One block of activations quantized as chapter 6's `quantize_q8_0` does, bit for bit:
+/// the largest magnitude by a vector max, then `round(x · (1/d))` 8 lanes at a time.
+/// Returns `(d, quants, Σ quants)`.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn quantize_block(x: &[f32; QK]) -> (f32, [i8; QK], i32) {
+    // SAFETY: `x` is 32 readable f32; loadu has no alignment requirement.
+    let v: [__m256; 4] = std::array::from_fn(|i| unsafe { _mm256_loadu_ps(x.as_ptr().add(8 * i)) });
+    let sign = _mm256_set1_ps(-0.0);
+    let m = v.iter().fold(_mm256_setzero_ps(), |m, &vi| {
+        _mm256_max_ps(m, _mm256_andnot_ps(sign, vi))
+    });
+    let mut lanes = [0.0f32; 8];
+    // SAFETY: `lanes` is 8 writable f32.
+    unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), m) };
+    let amax = lanes.iter().fold(0.0f32, |a, &b| a.max(b)); // max is exact in any order
+    let d = amax / 127.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let mut q = [0i32; QK];
+    for (i, &vi) in v.iter().enumerate() {
+        let r = round_away(_mm256_mul_ps(vi, _mm256_set1_ps(id)));
+        // SAFETY: `q[8i..8i + 8]` is 8 writable i32.
+        unsafe { _mm256_storeu_si256(q.as_mut_ptr().add(8 * i).cast(), r) };
+    }
+    let qs: [i8; QK] = std::array::from_fn(|j| q[j] as i8); // |q| ≤ 127
+    (d, qs, q.iter().sum())
+}
+// ANCHOR_END: quantize
+
+/// Activations to Q8_0 blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub fn quantize_q8_0(x: &[f32], out: &mut Vec<BlockQ8_0>) {
+    out.clear();
+    for b in x.as_chunks::<QK>().0 {
+        let (d, qs, _) = quantize_block(b);
+        out.push(BlockQ8_0 {
+            d: ch06_quantization::f16::f32_to_f16(d),
+            qs,
+        });
+    }
+}
+
+/// Activations to Q8_1 blocks (with `s = d · Σq`).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub fn quantize_q8_1(x: &[f32], out: &mut Vec<BlockQ8_1>) {
+    use ch06_quantization::f16::f32_to_f16;
+    out.clear();
+    for b in x.as_chunks::<QK>().0 {
+        let (d, qs, sum) = quantize_block(b);
+        out.push(BlockQ8_1 {
+            d: f32_to_f16(d),
+            s: f32_to_f16(sum as f32 * d),
+            qs,
+        });
+    }
+}
+
+/// `Σ a·b` in f32 with 4 × 8 lanes of fused multiply-adds (not bit-equal to the scalar
+/// dot: a different order of additions; the tests bound the difference).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len(), "dot of slices with different lengths");
+    let (a32, a_tail) = a.as_chunks::<32>();
+    let (b32, b_tail) = b.as_chunks::<32>();
+    let mut acc = [_mm256_setzero_ps(); 4];
+    for (x, y) in a32.iter().zip(b32) {
+        for (k, acc) in acc.iter_mut().enumerate() {
+            // SAFETY: x and y are 32 f32 each; 8k + 8 ≤ 32.
+            let (xv, yv) = unsafe {
+                (
+                    _mm256_loadu_ps(x.as_ptr().add(8 * k)),
+                    _mm256_loadu_ps(y.as_ptr().add(8 * k)),
+                )
+            };
+            *acc = _mm256_fmadd_ps(xv, yv, *acc);
+        }
+    }
+    let v = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+    let mut lanes = [0.0f32; 8];
+    // SAFETY: `lanes` is 8 writable f32.
+    unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), v) };
+    lanes.iter().sum::<f32>() + a_tail.iter().zip(b_tail).map(|(x, y)| x * y).sum::<f32>()
+}
+
+/// `y += a·x`, 8 lanes at a time, multiply then add (not fused), so each element is exactly
+/// what the scalar loop computes.
+#[target_feature(enable = "avx2,fma")]
+pub fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
+    assert_eq!(y.len(), x.len(), "axpy of slices with different lengths");
+    let av = _mm256_set1_ps(a);
+    let (y8, y_tail) = y.as_chunks_mut::<8>();
+    let (x8, x_tail) = x.as_chunks::<8>();
+    for (yc, xc) in y8.iter_mut().zip(x8) {
+        // SAFETY: yc and xc are 8 f32 each.
+        unsafe {
+            let r = _mm256_add_ps(
+                _mm256_loadu_ps(yc.as_ptr()),
+                _mm256_mul_ps(av, _mm256_loadu_ps(xc.as_ptr())),
+            );
+            _mm256_storeu_ps(yc.as_mut_ptr(), r);
+        }
+    }
+    for (yv, &xv) in y_tail.iter_mut().zip(x_tail) {
+        *yv += a * xv;
+    }
+}
+
+// ANCHOR: hsum4
+/// The four sums of the 8 lanes of `p[0]`, …, `p[3]`, as one vector: two rounds of
+/// `vphaddd` and one add of the halves, instead of four separate horizontal sums.
+#[target_feature(enable = "avx2")]
+pub(super) fn hsum4_i32(p: [__m256i; 4]) -> __m128i {
+    let h = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+    _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h))
+}
+// ANCHOR_END: hsum4
+
+/// The four lanes of `v`.
+#[target_feature(enable = "avx2")]
+pub(super) fn lanes4(v: __m128) -> [f32; 4] {
+    let mut out = [0.0f32; 4];
+    // SAFETY: `out` is 4 writable f32.
+    unsafe { _mm_storeu_ps(out.as_mut_ptr(), v) };
+    out
+}
+
+/// Checks four (weight row, activation row) pairs have `nb` blocks each, and returns `nb`.
+pub(super) fn pairs_blocks<const W: usize, A>(w: &[&[u8]; 4], a: &[&[A]; 4]) -> usize {
+    let nb = a[0].len();
+    for i in 0..4 {
+        assert!(
+            w[i].len() == nb * W && a[i].len() == nb,
+            "row lengths differ"
+        );
+    }
+    nb
+}
+
+// ANCHOR: dot4_q4_1
+/// Four Q4_1 dots at once, each lane of the float arithmetic exactly chapter 6's
+/// `(d·d_a)·sumi + m·s` added to its own running sum, block by block.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub fn dot4_q4_1_q8_1(w: [&[u8]; 4], a: [&[BlockQ8_1]; 4]) -> [f32; 4] {
+    let nb = pairs_blocks::<{ BlockQ4_1::BYTES }, _>(&w, &a);
+    let (wp, ap) = (w.map(<[u8]>::as_ptr), a.map(<[BlockQ8_1]>::as_ptr));
+    let mut sum = _mm_setzero_ps();
+    for b in 0..nb {
+        // SAFETY: every weight row is nb blocks of 20 bytes and every activation row nb
+        // blocks (checked above), and b < nb; unaligned loads and reads are used throughout.
+        unsafe {
+            let wb: [*const u8; 4] = wp.map(|p| p.add(b * BlockQ4_1::BYTES));
+            let ab: [*const BlockQ8_1; 4] = ap.map(|p| p.add(b));
+            // Ask for the weights eight rows further on (the next group but one, in a
+            // matrix-vector product) while these are multiplied: the hardware prefetcher
+            // does not follow four interleaved streams far enough ahead on its own. A
+            // prefetch never faults, so an address past the matrix is harmless.
+            for p in wb {
+                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(8 * nb * BlockQ4_1::BYTES).cast());
+            }
+            let p: [__m256i; 4] = std::array::from_fn(|i| {
+                let bytes = _mm_loadu_si128(wb[i].add(4).cast());
+                let low = _mm_and_si128(bytes, _mm_set1_epi8(0x0f));
+                let high = _mm_and_si128(_mm_srli_epi16::<4>(bytes), _mm_set1_epi8(0x0f));
+                let y = _mm256_loadu_si256((&raw const (*ab[i]).qs).cast());
+                _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(_mm256_set_m128i(high, low), y),
+                    _mm256_set1_epi16(1),
+                )
+            });
+            let sumi = _mm_cvtepi32_ps(hsum4_i32(p));
+            // d, m of the four weight blocks and d, s of the four activation blocks: the first
+            // four bytes of each block (Q8_1 is repr(C): d then s).
+            let (d, m) = halves4_ptr(wb.map(|p| p.cast::<i32>()));
+            let (da, s) = halves4_ptr(ab.map(|p| p.cast::<i32>()));
+            let t = _mm_add_ps(_mm_mul_ps(_mm_mul_ps(d, da), sumi), _mm_mul_ps(m, s));
+            sum = _mm_add_ps(sum, t);
+        }
+    }
+    lanes4(sum)
+}
+// ANCHOR_END: dot4_q4_1
+
+/// [`halves4`] from four pointers to two f16 side by side.
+///
+/// # Safety
+/// Each pointer must be valid for reading 4 bytes (no alignment needed).
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn halves4_ptr(p: [*const i32; 4]) -> (__m128, __m128) {
+    // SAFETY: the caller guarantees 4 readable bytes at each pointer.
+    let x = unsafe { p.map(|p| p.read_unaligned()) };
+    let v = _mm256_cvtph_ps(_mm_set_epi32(x[3], x[2], x[1], x[0]));
+    let (lo, hi) = (_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    (
+        _mm_shuffle_ps::<0b10_00_10_00>(lo, hi),
+        _mm_shuffle_ps::<0b11_01_11_01>(lo, hi),
+    )
+}
+
+/// Four Q8_0 dots at once.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub fn dot4_q8_0_q8_0(w: [&[u8]; 4], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
+    let nb = pairs_blocks::<{ BlockQ8_0::BYTES }, _>(&w, &a);
+    let (wp, ap) = (w.map(<[u8]>::as_ptr), a.map(<[BlockQ8_0]>::as_ptr));
+    let mut sum = _mm_setzero_ps();
+    for b in 0..nb {
+        // SAFETY: every row has nb blocks (checked above) and b < nb; unaligned loads only.
+        unsafe {
+            let wb: [*const u8; 4] = wp.map(|p| p.add(b * BlockQ8_0::BYTES));
+            let ab: [*const BlockQ8_0; 4] = ap.map(|p| p.add(b));
+            for p in wb {
+                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(8 * nb * BlockQ8_0::BYTES).cast()); // as in Q4_1
+            }
+            let p: [__m256i; 4] = std::array::from_fn(|i| {
+                let x = _mm256_loadu_si256(wb[i].add(2).cast());
+                let y = _mm256_loadu_si256((&raw const (*ab[i]).qs).cast());
+                _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x)),
+                    _mm256_set1_epi16(1),
+                )
+            });
+            let sumi = _mm_cvtepi32_ps(hsum4_i32(p));
+            // Only the low f16 of each 4-byte read is a scale (d); the high one is discarded.
+            let (d, _) = halves4_ptr(wb.map(|p| p.cast::<i32>()));
+            let (da, _) = halves4_ptr(ab.map(|p| p.cast::<i32>()));
+            sum = _mm_add_ps(sum, _mm_mul_ps(sumi, _mm_mul_ps(d, da)));
+        }
+    }
+    lanes4(sum)
+}

@@ -1,0 +1,145 @@
+//! `ch07-simd-parallel`: chapter 6's quantized SmolLM2 on SIMD kernels and both cores.
+//!
+//! ```text
+//! ch07-simd-parallel                           the CPU's levels, and each kernel set on real weights
+//! ch07-simd-parallel bench [--e2e] [--json]    bandwidth, kernel GB/s, pp512 and tg128
+//! ch07-simd-parallel compare [--rounds N]      ours vs llama-bench, alternating, medians, ratios
+//! ch07-simd-parallel generate --prompt TEXT -n N
+//! ```
+
+use std::process::ExitCode;
+
+mod commands;
+
+const USAGE: &str = "\
+usage: ch07-simd-parallel [command] [options]
+
+commands:
+  levels     (the default) the instruction-set levels this CPU has, the one chosen, and every
+             level's kernels on SmolLM2's real weights: the same bits as scalar, and how fast
+  bench      the machine's read bandwidth, each kernel's GB/s and GMAC/s (1 and 2 threads),
+             and end to end on SmolLM2 Q4_1: pp512 (prefill) and tg128 (decode) tok/s
+  compare    llama.cpp's llama-bench and ours on the same weights and thread count,
+             alternating rounds; medians and ratios (build llama-bench first:
+             bash scripts/llamacpp.sh)
+  generate   greedy generation with the chosen kernels, streamed
+
+options:
+  --threads N     threads (default: 2, or the machine's cores if fewer)
+  --e2e           bench: only the end-to-end part (pp512_tok_s, tg128_tok_s)
+  --runs N        bench: runs per measurement, medians reported (default 3)
+  --rounds N      compare: rounds (default 5)
+  --prompt TEXT   generate: the prompt (default \"The capital of France is\")
+  -n N            generate: tokens to generate (default 32)
+  --json          machine-readable output
+  -h, --help      this text
+
+environment:
+  LLM_BOOK_ISA=scalar|avx2|avx512   force a kernel level (an error if the CPU lacks it)";
+
+/// Parsed command line.
+pub struct Args {
+    pub command: String,
+    pub threads: usize,
+    pub e2e: bool,
+    pub runs: usize,
+    pub rounds: usize,
+    pub prompt: Option<String>,
+    pub n: usize,
+    pub json: bool,
+}
+
+/// Upper bounds for the numeric flags: each sizes a loop or a pool.
+const MAX_THREADS: usize = 256;
+const MAX_RUNS: usize = 1000;
+const MAX_NEW_TOKENS: usize = 1 << 16;
+
+fn parse_args() -> Result<Option<Args>, lexopt::Error> {
+    use lexopt::prelude::*;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut a = Args {
+        command: String::new(),
+        threads: cores.min(2),
+        e2e: false,
+        runs: 3,
+        rounds: 5,
+        prompt: None,
+        n: 32,
+        json: false,
+    };
+    let mut seen = Vec::new();
+    let mut parser = lexopt::Parser::from_env();
+    while let Some(arg) = parser.next()? {
+        match &arg {
+            Long(name) => seen.push(format!("--{name}")),
+            Short(c) => seen.push(format!("-{c}")),
+            Value(_) => {}
+        }
+        match arg {
+            Value(cmd) if a.command.is_empty() => a.command = cmd.string()?,
+            Long("threads") => a.threads = parser.value()?.parse()?,
+            Long("e2e") => a.e2e = true,
+            Long("runs") => a.runs = parser.value()?.parse()?,
+            Long("rounds") => a.rounds = parser.value()?.parse()?,
+            Long("prompt") => a.prompt = Some(parser.value()?.string()?),
+            Short('n') => a.n = parser.value()?.parse()?,
+            Long("json") => a.json = true,
+            Short('h') | Long("help") => return Ok(None),
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    if a.command.is_empty() {
+        a.command = "levels".into();
+    }
+    let allowed: &[&str] = match a.command.as_str() {
+        "levels" => &["--json"],
+        "bench" => &["--threads", "--e2e", "--runs", "--json"],
+        "compare" => &["--threads", "--rounds", "--json"],
+        "generate" => &["--threads", "--prompt", "-n", "--json"],
+        other => {
+            return Err(
+                format!("unknown command {other:?} (levels, bench, compare or generate)").into(),
+            );
+        }
+    };
+    if let Some(flag) = seen.iter().find(|f| !allowed.contains(&f.as_str())) {
+        return Err(format!("{flag} does not go with `{}`", a.command).into());
+    }
+    if !(1..=MAX_THREADS).contains(&a.threads) {
+        return Err(format!("--threads must be between 1 and {MAX_THREADS}").into());
+    }
+    if !(1..=MAX_RUNS).contains(&a.runs) || !(1..=MAX_RUNS).contains(&a.rounds) {
+        return Err(format!("--runs and --rounds must be between 1 and {MAX_RUNS}").into());
+    }
+    if !(1..=MAX_NEW_TOKENS).contains(&a.n) {
+        return Err(format!("-n must be between 1 and {MAX_NEW_TOKENS}").into());
+    }
+    Ok(Some(a))
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("error: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match args.command.as_str() {
+        "levels" => commands::levels(&args),
+        "bench" => commands::bench(&args),
+        "compare" => commands::compare(&args),
+        _ => commands::generate(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

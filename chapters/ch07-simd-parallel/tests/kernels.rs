@@ -1,0 +1,159 @@
+//! Every SIMD kernel against chapter 6's scalar kernel, on every level this CPU has: bit for
+//! bit, on random rows and on edge cases (all zero, extremes of every quant, −128 weights,
+//! scales at f16's limits).
+
+use ch01_tensors::random::uniform;
+use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1, QK};
+use ch06_quantization::{Format, Kernels, QMatrix, Scalar, ScaleRule};
+use ch07_simd_parallel::Isa;
+use ch07_simd_parallel::kernels::for_isa;
+
+/// The SIMD levels this CPU has (the scalar level is the reference).
+fn simd_levels() -> Vec<(Isa, &'static dyn Kernels)> {
+    let levels: Vec<_> = Isa::available()
+        .into_iter()
+        .filter(|&i| i != Isa::Scalar)
+        .filter_map(|i| for_isa(i).map(|k| (i, k)))
+        .collect();
+    eprintln!(
+        "SIMD levels tested on this CPU: {:?}",
+        levels.iter().map(|(i, _)| i.name()).collect::<Vec<_>>()
+    );
+    levels
+}
+
+/// Rows of activations: random at several scales, plus edge cases.
+fn activation_rows(cols: usize) -> Vec<Vec<f32>> {
+    let mut rows: Vec<Vec<f32>> = (0..6)
+        .map(|s| {
+            uniform(cols, 100 + s)
+                .iter()
+                .map(|x| x * 10f32.powi(s as i32 - 3))
+                .collect()
+        })
+        .collect();
+    rows.push(vec![0.0; cols]);
+    rows.push(
+        (0..cols)
+            .map(|j| if j % 32 == 5 { 1000.0 } else { 1e-3 })
+            .collect(),
+    ); // one outlier a block
+    rows.push((0..cols).map(|j| (j % 7) as f32 - 3.0).collect()); // exact halves after scaling
+    rows.push(
+        (0..cols)
+            .map(|j| if j % 2 == 0 { -0.5 } else { 0.5 })
+            .collect(),
+    );
+    rows
+}
+
+#[test]
+fn activation_quantizers_equal_the_scalar_ones_bit_for_bit() {
+    for (isa, k) in simd_levels() {
+        for (i, x) in activation_rows(8 * QK).iter().enumerate() {
+            let (mut a, mut b) = (Vec::<BlockQ8_0>::new(), Vec::<BlockQ8_0>::new());
+            Scalar.quantize_q8_0(x, &mut a);
+            k.quantize_q8_0(x, &mut b);
+            assert!(
+                a == b,
+                "{isa}: Q8_0 quantization of activation row {i} differs from the scalar one"
+            );
+            let (mut a, mut b) = (Vec::<BlockQ8_1>::new(), Vec::<BlockQ8_1>::new());
+            Scalar.quantize_q8_1(x, &mut a);
+            k.quantize_q8_1(x, &mut b);
+            assert!(
+                a == b,
+                "{isa}: Q8_1 quantization of activation row {i} differs from the scalar one"
+            );
+        }
+        // halves exactly: x · (1/d) lands on k + 0.5, where roundf and round-to-even disagree
+        let mut x = vec![0.0f32; QK];
+        x[0] = 127.0;
+        x[1] = 2.5;
+        x[2] = -3.5;
+        x[3] = 0.5;
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        Scalar.quantize_q8_0(&x, &mut a);
+        k.quantize_q8_0(&x, &mut b);
+        assert_eq!(
+            (b[0].qs[1], b[0].qs[2], b[0].qs[3]),
+            (3, -4, 1),
+            "{isa}: halves must round away from zero"
+        );
+        assert!(a == b, "{isa}: halves");
+    }
+}
+
+#[test]
+fn dot_kernels_equal_the_scalar_ones_bit_for_bit() {
+    let (rows, cols) = (24, 8 * QK);
+    let mut weights: Vec<Vec<f32>> = (0..4)
+        .map(|s| {
+            uniform(rows * cols, s)
+                .iter()
+                .map(|x| x * 10f32.powi(s as i32 - 2))
+                .collect()
+        })
+        .collect();
+    weights.push(
+        (0..rows * cols)
+            .map(|j| if j % 3 == 0 { -1.0 } else { 1.0 })
+            .collect(),
+    ); // extremes of every level
+    weights.push(vec![0.0; rows * cols]);
+    weights.push((0..rows * cols).map(|j| (j % 32) as f32 * 1e-7).collect()); // f16-subnormal scales
+    for (isa, k) in simd_levels() {
+        for format in [Format::Int8, Format::Q8_0, Format::Q4_0, Format::Q4_1] {
+            for (wi, w) in weights.iter().enumerate() {
+                let m = QMatrix::quantize(w, rows, cols, format, ScaleRule::Absmax).unwrap();
+                for (xi, x) in activation_rows(cols).iter().enumerate() {
+                    let (mut ours, mut theirs) = (vec![0.0f32; rows], vec![0.0f32; rows]);
+                    m.matmul_with(&Scalar, &mut theirs, x, 1);
+                    m.matmul_with(k, &mut ours, x, 1);
+                    for r in 0..rows {
+                        assert!(
+                            ours[r].to_bits() == theirs[r].to_bits(),
+                            "{isa} {}: weights {wi}, activations {xi}, row {r}: {} vs scalar {}",
+                            format.name(),
+                            ours[r],
+                            theirs[r]
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A Q8_0 weight of −128 cannot come from the quantizer (it stops at ±127), but a file can
+/// hold one: `|−128|` must still be read as 128, not −128.
+#[test]
+fn q8_0_weights_of_minus_128_are_handled() {
+    let mut row = vec![0u8; BlockQ8_0::BYTES];
+    row[..2].copy_from_slice(&0x3c00u16.to_le_bytes()); // d = 1
+    for b in &mut row[2..] {
+        *b = 0x80; // −128
+    }
+    let a = vec![BlockQ8_0 {
+        d: 0x3c00,
+        qs: [127; QK],
+    }];
+    let expected = Scalar.dot_q8_0_q8_0(&row, &a);
+    assert_eq!(expected, -128.0 * 127.0 * 32.0);
+    for (isa, k) in simd_levels() {
+        assert_eq!(
+            k.dot_q8_0_q8_0(&row, &a),
+            expected,
+            "{isa}: weights of −128"
+        );
+    }
+}
+
+#[test]
+fn forcing_a_level_the_cpu_lacks_is_an_error() {
+    assert!(Isa::parse("avx9000").is_none());
+    assert!(for_isa(Isa::Scalar).is_some());
+    for isa in Isa::ALL {
+        assert_eq!(for_isa(isa).is_some(), isa.supported(), "{isa}");
+    }
+}
