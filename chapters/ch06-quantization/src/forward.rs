@@ -194,8 +194,9 @@ impl<'m> QEngine<'m> {
 
 // ANCHOR: attend
 /// Chapter 5's [`attend`](ch05_kv_cache::attend::attend) for one causal query row, with the
-/// dot products and the weighted sum of values done by `k`: for [`Scalar`] kernels these
-/// are chapter 1's `dot` and the same loop, so the result is chapter 5's to the bit.
+/// dot products and the weighted sum of values done by `k`. The scores' dot products add in
+/// eight lanes ([`crate::kernels::dot_f32_lanes`]) instead of chapter 1's one running sum,
+/// so they differ from chapter 5's in the last bits, and are the same on every SIMD level.
 #[allow(clippy::too_many_arguments)]
 pub fn attend<S: KvStore + ?Sized>(
     k: &dyn Kernels,

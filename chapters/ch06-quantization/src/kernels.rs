@@ -38,11 +38,10 @@ pub trait Kernels: Sync {
     fn quantize_q8_0(&self, x: &[f32], out: &mut Vec<BlockQ8_0>);
     /// Quantizes activations to Q8_1 blocks.
     fn quantize_q8_1(&self, x: &[f32], out: &mut Vec<BlockQ8_1>);
-    /// `Σ a·b` in f32, for attention's scores: chapter 1's `dot` unless overridden (a SIMD
-    /// version adds in another order, so this one is equal to [`Scalar`]'s only within
-    /// float rounding).
+    /// `Σ a·b` in f32, for attention's scores, in [`dot_f32_lanes`]'s order (which a SIMD
+    /// version can follow exactly: every level gives the same bits).
     fn dot_f32(&self, a: &[f32], b: &[f32]) -> f32 {
-        ch01_tensors::ops::dot(a, b)
+        dot_f32_lanes(a, b)
     }
     /// `y += a · x`, element by element (no reordering: every implementation gives the
     /// same bits).
@@ -53,6 +52,28 @@ pub trait Kernels: Sync {
     }
 }
 // ANCHOR_END: kernels
+
+// ANCHOR: dot_f32_lanes
+/// `Σ a·b` with eight running sums, `acc[l]` taking every element `i ≡ l (mod 8)`, each step
+/// a multiplication then an addition (not fused), added up at the end as
+/// `((acc0+acc4) + (acc2+acc6)) + ((acc1+acc5) + (acc3+acc7))`, then the tail after the last
+/// whole 8. That is exactly what one 8-lane SIMD register and the usual halving
+/// horizontal add compute, so chapter 7's AVX2 version gives the same bits; chapter 1's
+/// one-accumulator `dot` cannot be vectorised without changing its result.
+pub fn dot_f32_lanes(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len(), "dot of slices with different lengths");
+    let (a8, a_tail) = a.as_chunks::<8>();
+    let (b8, b_tail) = b.as_chunks::<8>();
+    let mut acc = [0.0f32; 8];
+    for (x, y) in a8.iter().zip(b8) {
+        for l in 0..8 {
+            acc[l] += x[l] * y[l];
+        }
+    }
+    let sum = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+    a_tail.iter().zip(b_tail).fold(sum, |s, (x, y)| s + x * y)
+}
+// ANCHOR_END: dot_f32_lanes
 
 /// Chapter 6's kernels: plain Rust, whatever the CPU.
 pub struct Scalar;

@@ -125,6 +125,39 @@ fn dot_kernels_equal_the_scalar_ones_bit_for_bit() {
     }
 }
 
+/// A batch of tokens (a prefill) goes through the four-token kernels; every output must
+/// still be the scalar one, and a token's outputs the same as when it is alone.
+#[test]
+fn batched_products_equal_the_scalar_ones_bit_for_bit() {
+    let (rows, cols, seq) = (40, 6 * QK, 11);
+    let w = uniform(rows * cols, 21);
+    let x = uniform(seq * cols, 22);
+    for (isa, k) in simd_levels() {
+        for format in [Format::Int8, Format::Q8_0, Format::Q4_0, Format::Q4_1] {
+            let m = QMatrix::quantize(&w, rows, cols, format, ScaleRule::Absmax).unwrap();
+            let (mut ours, mut theirs) = (vec![0.0f32; seq * rows], vec![0.0f32; seq * rows]);
+            m.matmul_with(&Scalar, &mut theirs, &x, seq);
+            m.matmul_with(k, &mut ours, &x, seq);
+            for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+                assert!(
+                    a.to_bits() == b.to_bits(),
+                    "{isa} {}: token {}, row {}: {a} vs scalar {b}",
+                    format.name(),
+                    i / rows,
+                    i % rows
+                );
+            }
+            let mut alone = vec![0.0f32; rows];
+            m.matmul_with(k, &mut alone, &x[5 * cols..6 * cols], 1);
+            assert!(
+                alone == ours[5 * rows..6 * rows],
+                "{isa} {}: token 5 alone differs from token 5 in the batch",
+                format.name()
+            );
+        }
+    }
+}
+
 /// A Q8_0 weight of −128 cannot come from the quantizer (it stops at ±127), but a file can
 /// hold one: `|−128|` must still be read as 128, not −128.
 #[test]
@@ -146,6 +179,27 @@ fn q8_0_weights_of_minus_128_are_handled() {
             expected,
             "{isa}: weights of −128"
         );
+    }
+}
+
+#[test]
+fn f32_dots_and_axpy_equal_the_scalar_ones_bit_for_bit() {
+    for (isa, k) in simd_levels() {
+        for n in [1, 7, 8, 9, 64, 100, 576] {
+            let (a, b) = (uniform(n, n as u64), uniform(n, 1000 + n as u64));
+            let (x, y) = (Scalar.dot_f32(&a, &b), k.dot_f32(&a, &b));
+            assert!(
+                x.to_bits() == y.to_bits(),
+                "{isa}: dot of {n} floats: {y} vs scalar {x}"
+            );
+            let (mut p, mut q) = (b.clone(), b.clone());
+            Scalar.axpy(&mut p, 0.37, &a);
+            k.axpy(&mut q, 0.37, &a);
+            assert!(
+                p == q,
+                "{isa}: axpy of {n} floats differs from the scalar one"
+            );
+        }
     }
 }
 
