@@ -202,6 +202,55 @@ pub fn compare(a: &Args) -> Result<(), String> {
     Ok(())
 }
 
+pub fn profile(a: &Args) -> Result<(), String> {
+    let (isa, k) = detect()?;
+    let (model, _) = load()?;
+    let steps = in_pool(a.threads, || -> Result<_, String> {
+        Ok([
+            ch07_simd_parallel::profile::profile(&model, k, 1, 64, a.runs)?,
+            ch07_simd_parallel::profile::profile(&model, k, 512, 0, a.runs.min(2))?,
+        ])
+    })??;
+    if a.json {
+        println!(
+            "{:#}",
+            json!({ "isa": isa.name(), "threads": a.threads, "steps": steps })
+        );
+        return Ok(());
+    }
+    for p in &steps {
+        let what = if p.tokens == 1 {
+            format!("one decode step after {} positions", p.context)
+        } else {
+            format!("a {}-token prefill", p.tokens)
+        };
+        println!("{what}, {isa} kernels, {} threads:", a.threads);
+        println!(
+            "  {:<22} {:>10} {:>7} {:>12}",
+            "op", "time", "share", "weights"
+        );
+        for o in &p.ops {
+            let gb_s = if o.weight_bytes > 0 && p.tokens == 1 {
+                format!("{:.1} GB/s", o.weight_bytes as f64 / (o.ms / 1e3) / 1e9)
+            } else {
+                String::new()
+            };
+            println!(
+                "  {:<22} {:>7.3} ms {:>6.1}% {:>12}",
+                o.op,
+                o.ms,
+                100.0 * o.ms / p.total_ms,
+                gb_s
+            );
+        }
+        println!(
+            "  {:<22} {:>7.3} ms   (the whole step timed alone: {:.3} ms)\n",
+            "sum", p.total_ms, p.forward_ms
+        );
+    }
+    Ok(())
+}
+
 pub fn generate(a: &Args) -> Result<(), String> {
     let (isa, k) = detect()?;
     let (model, tok) = load()?;

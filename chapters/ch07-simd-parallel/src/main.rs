@@ -22,12 +22,14 @@ commands:
   compare    llama.cpp's llama-bench and ours on the same weights and thread count,
              alternating rounds; medians and ratios (build llama-bench first:
              bash scripts/llamacpp.sh)
+  profile    where one decode step (after 64 positions) and one 512-token prefill spend
+             their time, op by op, against the whole step timed alone
   generate   greedy generation with the chosen kernels, streamed
 
 options:
   --threads N     threads (default: 2, or the machine's cores if fewer)
   --e2e           bench: only the end-to-end part (pp512_tok_s, tg128_tok_s)
-  --runs N        bench: runs per measurement, medians reported (default 3)
+  --runs N        bench, profile: runs per measurement (default 3)
   --rounds N      compare: rounds (default 5)
   --prompt TEXT   generate: the prompt (default \"The capital of France is\")
   -n N            generate: tokens to generate (default 32)
@@ -95,11 +97,13 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         "levels" => &["--json"],
         "bench" => &["--threads", "--e2e", "--runs", "--json"],
         "compare" => &["--threads", "--rounds", "--json"],
+        "profile" => &["--threads", "--runs", "--json"],
         "generate" => &["--threads", "--prompt", "-n", "--json"],
         other => {
-            return Err(
-                format!("unknown command {other:?} (levels, bench, compare or generate)").into(),
-            );
+            return Err(format!(
+                "unknown command {other:?} (levels, bench, compare, profile or generate)"
+            )
+            .into());
         }
     };
     if let Some(flag) = seen.iter().find(|f| !allowed.contains(&f.as_str())) {
@@ -133,6 +137,7 @@ fn main() -> ExitCode {
         "levels" => commands::levels(&args),
         "bench" => commands::bench(&args),
         "compare" => commands::compare(&args),
+        "profile" => commands::profile(&args),
         _ => commands::generate(&args),
     };
     match result {
