@@ -195,7 +195,7 @@ impl QMatrix {
                 w.len()
             ));
         }
-        if format != Format::F32 && cols % QK != 0 {
+        if format != Format::F32 && !cols.is_multiple_of(QK) {
             return Err(format!(
                 "{} needs rows of whole blocks of {QK}; these have {cols}",
                 format.name()
@@ -251,7 +251,7 @@ impl QMatrix {
         if matches!(format, Format::F32 | Format::Int8) {
             return Err(format!("{} is not a block format", format.name()));
         }
-        if cols % QK != 0 {
+        if !cols.is_multiple_of(QK) {
             return Err(format!(
                 "{} rows must be whole blocks of {QK}, not {cols} values",
                 format.name()

@@ -1,1 +1,65 @@
-//! Exercises for chapter 7 (to come).
+//! Reference solutions for chapter 7's exercises.
+#![allow(unused_variables)]
+// The AVX2 functions have one safety condition: call them only when the CPU has AVX2 (the
+// tests check `is_x86_feature_detected!` first).
+#![allow(clippy::missing_safety_doc)]
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
+
+/// Exercise 1: an AVX2 horizontal sum.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+pub fn hsum_i32(v: __m256i) -> i32 {
+    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+    _mm_cvtsi128_si32(s)
+}
+
+/// Exercise 2: the Q8_0 block dot in AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+pub fn dot_q8_0_block(w: &[i8; 32], a: &[i8; 32]) -> i32 {
+    // SAFETY: both arrays are 32 readable bytes; loadu has no alignment requirement.
+    let (wv, av) = unsafe {
+        (
+            _mm256_loadu_si256(w.as_ptr().cast()),
+            _mm256_loadu_si256(a.as_ptr().cast()),
+        )
+    };
+    let pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(av, wv));
+    hsum_i32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
+}
+
+/// Exercise 3: splitting rows across threads.
+pub fn matvec_rows_parallel(out: &mut [f32], w: &[f32], x: &[f32], threads: usize) {
+    let (rows, cols) = (out.len(), x.len());
+    let band = rows.div_ceil(threads.max(1)).max(1);
+    std::thread::scope(|s| {
+        for (b, out_band) in out.chunks_mut(band).enumerate() {
+            s.spawn(move || {
+                for (i, o) in out_band.iter_mut().enumerate() {
+                    let r = b * band + i;
+                    *o = ch01_tensors::ops::dot(&w[r * cols..(r + 1) * cols], x);
+                }
+            });
+        }
+    });
+}
+
+/// Exercise 4: rounding half away from zero with SIMD.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+pub fn round_away(v: __m256) -> __m256 {
+    let t = _mm256_round_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(v);
+    let frac = _mm256_andnot_ps(_mm256_set1_ps(-0.0), _mm256_sub_ps(v, t));
+    let step = _mm256_and_ps(
+        _mm256_cmp_ps::<_CMP_GE_OQ>(frac, _mm256_set1_ps(0.5)),
+        _mm256_set1_ps(1.0),
+    );
+    _mm256_add_ps(
+        t,
+        _mm256_or_ps(step, _mm256_and_ps(v, _mm256_set1_ps(-0.0))),
+    )
+}

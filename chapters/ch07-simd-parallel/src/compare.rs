@@ -22,9 +22,10 @@ pub fn llama_bench_path() -> Result<PathBuf, String> {
         .output()
         .map_err(|e| format!("running {}: {e}", script.display()))?;
     if !out.status.success() {
-        return Err(format!(
+        return Err(
             "llama-bench is not built: run `bash scripts/llamacpp.sh` once (about 15 minutes)"
-        ));
+                .into(),
+        );
     }
     Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
 }

@@ -13,6 +13,9 @@
 //! which exists only after the CPU said yes.
 
 #![cfg(target_arch = "x86_64")]
+// Every public function here has one safety condition, the module's: the CPU must have the
+// features its `#[target_feature]` names. It is stated once, above, not per function.
+#![allow(clippy::missing_safety_doc)]
 
 use std::arch::x86_64::*;
 

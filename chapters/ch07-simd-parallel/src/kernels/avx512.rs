@@ -10,6 +10,9 @@
 //! order — is the AVX2 kernel's.
 
 #![cfg(target_arch = "x86_64")]
+// Every public function here has one safety condition, the module's: the CPU must have the
+// features its `#[target_feature]` names. It is stated once, above, not per function.
+#![allow(clippy::missing_safety_doc)]
 
 use std::arch::x86_64::*;
 
