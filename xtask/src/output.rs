@@ -20,7 +20,7 @@ use crate::{cargo, root};
 
 /// Units after which a number is a measurement that changes from run to run.
 const UNITS: &[&str] = &[
-    "GFLOP/s", "GB/s", "MB/s", "tok/s", "tokens/s", "ns", "µs", "us", "ms", "s", "x", "×",
+    "GFLOP/s", "GMAC/s", "GB/s", "MB/s", "tok/s", "tokens/s", "ns", "µs", "us", "ms", "s", "x", "×",
 ];
 
 pub fn run(check: bool) -> Result<(), String> {

@@ -195,6 +195,27 @@ pub fn eval(a: &Args) -> Result<(), Error> {
             "llama_cpp_perplexity": llama,
         }));
     }
+    if let Some(path) = &a.markdown {
+        let mut md = String::from(
+            "| format | weights (MB) | read per token (MB) | perplexity | llama.cpp | KL (nats) | top-1 | decode |\n|---|---:|---:|---:|---:|---:|---:|---:|\n",
+        );
+        for r in &rows {
+            md += &format!(
+                "| {} | {:.1} | {:.1} | {:.3} | {} | {:.5} | {:.1}% | {:.1} tok/s |\n",
+                r["format"].as_str().unwrap_or(""),
+                r["weight_bytes"].as_f64().unwrap_or(0.0) / 1e6,
+                r["bytes_per_token"].as_f64().unwrap_or(0.0) / 1e6,
+                r["perplexity"].as_f64().unwrap_or(0.0),
+                r["llama_cpp_perplexity"]
+                    .as_f64()
+                    .map_or("-".to_string(), |p| format!("{p:.2}")),
+                r["kl_mean"].as_f64().unwrap_or(0.0),
+                100.0 * r["top1_agreement"].as_f64().unwrap_or(0.0),
+                r["decode_tok_s"].as_f64().unwrap_or(0.0),
+            );
+        }
+        write_output(path, &md)?;
+    }
     if a.json {
         match rows.as_slice() {
             [one] => println!("{one:#}"),
@@ -237,6 +258,65 @@ pub fn eval(a: &Args) -> Result<(), Error> {
             r["decode_tok_s"].as_f64().unwrap_or(0.0),
         );
     }
+    Ok(())
+}
+
+/// Writes `text` to `path`: a new file, or one that is a regular file already (never a
+/// directory, FIFO or device).
+fn write_output(path: &Path, text: &str) -> Result<(), Error> {
+    if let Ok(meta) = std::fs::symlink_metadata(path)
+        && !meta.is_file()
+    {
+        return Err(Error::Config(format!(
+            "{} exists and is not a regular file",
+            path.display()
+        )));
+    }
+    std::fs::write(path, text).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+pub fn histogram(a: &Args) -> Result<(), Error> {
+    let (dir, model, _) = load(a)?;
+    let l = &model.weights.layers[0];
+    let mut all = Vec::new();
+    for m in [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down] {
+        all.extend_from_slice(m);
+    }
+    let counts = ch06_quantization::histogram::block_histogram(&all, 64);
+    if let Some(path) = &a.svg {
+        let title = "SmolLM2 layer 0: each weight / its block's largest magnitude";
+        write_output(path, &ch06_quantization::histogram::svg(&counts, title))?;
+    }
+    let total: u64 = counts.iter().sum();
+    if a.json {
+        println!(
+            "{:#}",
+            json!({ "model": shown(&dir), "weights": total, "bins": counts })
+        );
+        return Ok(());
+    }
+    println!("model: {}", shown(&dir));
+    println!(
+        "layer 0's seven matrices, {total} weights, each divided by its block's max |x|, 64 bins over [-1, 1]:"
+    );
+    let max = counts.iter().copied().max().unwrap_or(1).max(1);
+    for (i, c) in counts.iter().enumerate().step_by(2) {
+        let c = c + counts.get(i + 1).copied().unwrap_or(0);
+        let lo = -1.0 + 2.0 * i as f64 / 64.0;
+        println!(
+            "  {lo:>+6.3} {:>8} {}",
+            c,
+            "#".repeat((c * 60 / (2 * max)) as usize)
+        );
+    }
+    let inner = counts[16..48].iter().sum::<u64>() as f64 / total.max(1) as f64;
+    println!(
+        "{:.1}% of the weights lie within half of their block's largest magnitude",
+        100.0 * inner
+    );
     Ok(())
 }
 

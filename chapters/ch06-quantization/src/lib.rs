@@ -7,6 +7,7 @@
 //! - [`blocks`]: the block layouts (Q8_0, Q8_1, Q4_0, Q4_1);
 //! - [`quantize`]: llama.cpp's rules for filling them, and reading them back;
 //! - [`int8`]: INT8 with one scale per row, for comparison;
+//! - [`histogram`]: how weights sit inside their blocks;
 //! - [`search`]: choosing scales by searching for the smallest error;
 //! - [`dot`]: integer dot products of quantized weights with quantized activations;
 //! - [`kernels`]: the trait those loops sit behind, so chapter 7 can swap in SIMD ones;
@@ -19,6 +20,7 @@ pub mod dot;
 pub mod eval;
 pub mod f16;
 pub mod forward;
+pub mod histogram;
 pub mod int8;
 pub mod kernels;
 pub mod matrix;

@@ -18,6 +18,7 @@ commands:
   eval       weight bytes, bytes read per token, perplexity on a text, KL divergence and
              top-1 agreement with the f32 model at every position, and decode tok/s
   generate   greedy generation with quantized weights, streamed; prefill and decode tok/s
+  histogram  every weight of layer 0 divided by its block's largest magnitude, counted
 
 options:
   --format F       f32, int8, q8_0, q4_0, q4_1, or (eval only) all (default q4_1)
@@ -27,6 +28,8 @@ options:
   --ids LIST       generate: token ids instead of --prompt, comma-separated
   -n N             generate: tokens to generate (default 32)
   --model DIR      model directory (default: models/smollm2-135m-instruct/hf, fetched on first use)
+  --markdown FILE  eval: also write the table as Markdown
+  --svg FILE       histogram: also draw it as an SVG chart
   --json           machine-readable output
   -h, --help       this text";
 
@@ -41,6 +44,8 @@ pub struct Args {
     pub n: usize,
     pub model: Option<std::path::PathBuf>,
     pub json: bool,
+    pub markdown: Option<std::path::PathBuf>,
+    pub svg: Option<std::path::PathBuf>,
 }
 
 /// The most tokens `generate` accepts in `-n`: SmolLM2's context is 8192 positions, and
@@ -60,6 +65,8 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         n: 32,
         model: None,
         json: false,
+        markdown: None,
+        svg: None,
     };
     let mut seen = Vec::new(); // options given, to refuse those that do not go with the command
     let mut parser = lexopt::Parser::from_env();
@@ -97,6 +104,8 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
             Short('n') => a.n = parser.value()?.parse()?,
             Long("model") => a.model = Some(parser.value()?.into()),
             Long("json") => a.json = true,
+            Long("markdown") => a.markdown = Some(parser.value()?.into()),
+            Long("svg") => a.svg = Some(parser.value()?.into()),
             Short('h') | Long("help") => return Ok(None),
             _ => return Err(arg.unexpected()),
         }
@@ -106,11 +115,23 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
     }
     let allowed: &[&str] = match a.command.as_str() {
         "tour" => &["--model", "--json"],
-        "eval" => &["--format", "--search", "--text", "--model", "--json"],
+        "eval" => &[
+            "--format",
+            "--search",
+            "--text",
+            "--model",
+            "--json",
+            "--markdown",
+        ],
+        "histogram" => &["--model", "--json", "--svg"],
         "generate" => &[
             "--format", "--search", "--prompt", "--ids", "-n", "--model", "--json",
         ],
-        other => return Err(format!("unknown command {other:?} (tour, eval or generate)").into()),
+        other => {
+            return Err(
+                format!("unknown command {other:?} (tour, eval, generate or histogram)").into(),
+            );
+        }
     };
     if let Some(flag) = seen.iter().find(|f| !allowed.contains(&f.as_str())) {
         return Err(format!("{flag} does not go with `{}`", a.command).into());
@@ -139,6 +160,7 @@ fn main() -> ExitCode {
     let result = match args.command.as_str() {
         "tour" => commands::tour(&args),
         "eval" => commands::eval(&args),
+        "histogram" => commands::histogram(&args),
         _ => commands::generate(&args),
     };
     match result {

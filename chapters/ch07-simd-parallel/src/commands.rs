@@ -116,7 +116,8 @@ pub fn bench(a: &Args) -> Result<(), String> {
         }
     }
     let mut e2e = Vec::new();
-    for level in Isa::available() {
+    // End to end on the SIMD levels (chapter 6's eval measures the scalar one).
+    for level in Isa::available().into_iter().filter(|&l| l != Isa::Scalar) {
         for &t in &threads {
             e2e.push(end_to_end(
                 &model,
@@ -134,6 +135,54 @@ pub fn bench(a: &Args) -> Result<(), String> {
         .filter_map(|b| b["gb_s"].as_f64())
         .fold(0.0, f64::max);
     let ceiling = best_bw * 1e9 / per_token;
+    if let Some(path) = &a.markdown {
+        let mut md = String::from("| measurement | threads | result |\n|---|---:|---:|\n");
+        for b in &bandwidth {
+            md += &format!(
+                "| read bandwidth, 256 MiB | {} | {:.1} GB/s |\n",
+                b["threads"],
+                b["gb_s"].as_f64().unwrap_or(0.0)
+            );
+        }
+        for k in &kernels {
+            md += &format!(
+                "| {} {} kernel, 64 MiB of weights | {} | {:.1} GB/s, {:.2} GMAC/s |\n",
+                k.isa, k.format, k.threads, k.gb_s, k.gmac_s
+            );
+        }
+        for e in &e2e {
+            md += &format!(
+                "| {} end to end: pp512 / tg128 | {} | {:.1} / {:.1} tok/s |\n",
+                e.isa, e.threads, e.pp512_tok_s, e.tg128_tok_s
+            );
+        }
+        md += &format!(
+            "| decode ceiling: {:.1} MB a token at {best_bw:.1} GB/s | | {ceiling:.0} tok/s |\n",
+            per_token / 1e6
+        );
+        write_output(path, &md)?;
+    }
+    if let Some(path) = &a.svg {
+        let mut bars: Vec<(String, f64)> = kernels
+            .iter()
+            .filter(|k| k.threads == a.threads)
+            .map(|k| (format!("{} {} kernel", k.isa, k.format), k.gb_s))
+            .collect();
+        for e in e2e.iter().filter(|e| e.threads == a.threads) {
+            bars.push((
+                format!("{} decode (tg128)", e.isa),
+                e.tg128_tok_s * per_token / 1e9,
+            ));
+        }
+        let title = format!(
+            "{} threads: weights streamed per second vs the machine's read bandwidth",
+            a.threads
+        );
+        write_output(
+            path,
+            &ch07_simd_parallel::roofline::svg(&title, &bars, best_bw),
+        )?;
+    }
     if a.json {
         println!(
             "{:#}",
@@ -174,11 +223,42 @@ pub fn bench(a: &Args) -> Result<(), String> {
     Ok(())
 }
 
+/// Writes `text` to `path`: a new file, or an existing regular file (never a directory,
+/// FIFO or device).
+fn write_output(path: &std::path::Path, text: &str) -> Result<(), String> {
+    if let Ok(meta) = std::fs::symlink_metadata(path)
+        && !meta.is_file()
+    {
+        return Err(format!(
+            "{} exists and is not a regular file",
+            path.display()
+        ));
+    }
+    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
 pub fn compare(a: &Args) -> Result<(), String> {
     let (_, best) = detect()?;
     let (model, _) = load()?;
     let gguf = models::require(&models::smollm2_gguf())?;
     let c = compare::compare(&model, best, &gguf, a.threads, a.rounds)?;
+    if let Some(path) = &a.markdown {
+        let md = format!(
+            "SmolLM2-135M Q4_1, {} threads, {} alternating rounds, medians ({} kernels):\n\n\
+             | test | ours | llama.cpp | ours / llama.cpp |\n|---|---:|---:|---:|\n\
+             | pp512 | {:.1} tok/s | {:.1} tok/s | {:.2}× |\n| tg128 | {:.1} tok/s | {:.1} tok/s | {:.2}× |\n",
+            c.threads,
+            c.rounds,
+            c.isa,
+            c.ours_pp512_tok_s,
+            c.llama_cpp_pp512_tok_s,
+            c.pp512_ratio,
+            c.ours_tg128_tok_s,
+            c.llama_cpp_tg128_tok_s,
+            c.tg128_ratio
+        );
+        write_output(path, &md)?;
+    }
     if a.json {
         println!("{:#}", json!(c));
         return Ok(());
@@ -211,6 +291,33 @@ pub fn profile(a: &Args) -> Result<(), String> {
             ch07_simd_parallel::profile::profile(&model, k, 512, 0, a.runs.min(2))?,
         ])
     })??;
+    if let Some(path) = &a.markdown {
+        let mut md = String::new();
+        for p in &steps {
+            let what = if p.tokens == 1 {
+                format!("One decode step after {} positions", p.context)
+            } else {
+                format!("A {}-token prefill", p.tokens)
+            };
+            md += &format!(
+                "{what}, {isa} kernels, {} threads:\n\n| op | time | share |\n|---|---:|---:|\n",
+                a.threads
+            );
+            for o in &p.ops {
+                md += &format!(
+                    "| {} | {:.3} ms | {:.1}% |\n",
+                    o.op,
+                    o.ms,
+                    100.0 * o.ms / p.total_ms
+                );
+            }
+            md += &format!(
+                "| **sum** | {:.3} ms | |\n| the whole step, timed alone | {:.3} ms | |\n\n",
+                p.total_ms, p.forward_ms
+            );
+        }
+        write_output(path, &md)?;
+    }
     if a.json {
         println!(
             "{:#}",

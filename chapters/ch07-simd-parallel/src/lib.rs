@@ -11,6 +11,7 @@ pub mod compare;
 pub mod isa;
 pub mod kernels;
 pub mod profile;
+pub mod roofline;
 
 /// The chapter's exercises: stubs for you to fill in (see the book's "Exercises" page).
 #[cfg_attr(feature = "solutions", path = "../solutions/exercises.rs")]

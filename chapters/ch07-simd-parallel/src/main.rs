@@ -33,6 +33,8 @@ options:
   --rounds N      compare: rounds (default 5)
   --prompt TEXT   generate: the prompt (default \"The capital of France is\")
   -n N            generate: tokens to generate (default 32)
+  --svg FILE      bench: also draw the roofline (GB/s of each kernel and of decode) as SVG
+  --markdown FILE bench, compare, profile: also write the result as a Markdown table
   --json          machine-readable output
   -h, --help      this text
 
@@ -49,6 +51,8 @@ pub struct Args {
     pub prompt: Option<String>,
     pub n: usize,
     pub json: bool,
+    pub svg: Option<std::path::PathBuf>,
+    pub markdown: Option<std::path::PathBuf>,
 }
 
 /// Upper bounds for the numeric flags: each sizes a loop or a pool.
@@ -68,6 +72,8 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         prompt: None,
         n: 32,
         json: false,
+        svg: None,
+        markdown: None,
     };
     let mut seen = Vec::new();
     let mut parser = lexopt::Parser::from_env();
@@ -86,6 +92,8 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
             Long("prompt") => a.prompt = Some(parser.value()?.string()?),
             Short('n') => a.n = parser.value()?.parse()?,
             Long("json") => a.json = true,
+            Long("svg") => a.svg = Some(parser.value()?.into()),
+            Long("markdown") => a.markdown = Some(parser.value()?.into()),
             Short('h') | Long("help") => return Ok(None),
             _ => return Err(arg.unexpected()),
         }
@@ -95,9 +103,16 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
     }
     let allowed: &[&str] = match a.command.as_str() {
         "levels" => &["--json"],
-        "bench" => &["--threads", "--e2e", "--runs", "--json"],
-        "compare" => &["--threads", "--rounds", "--json"],
-        "profile" => &["--threads", "--runs", "--json"],
+        "bench" => &[
+            "--threads",
+            "--e2e",
+            "--runs",
+            "--json",
+            "--svg",
+            "--markdown",
+        ],
+        "compare" => &["--threads", "--rounds", "--json", "--markdown"],
+        "profile" => &["--threads", "--runs", "--json", "--markdown"],
         "generate" => &["--threads", "--prompt", "-n", "--json"],
         other => {
             return Err(format!(
