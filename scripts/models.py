@@ -158,12 +158,17 @@ def fetch(model: Model) -> Path:
     """Makes sure models/<subdir>/<filename> exists with the pinned sha256."""
     final = models_dir() / model.subdir / model.filename
     say(f"==> {model.filename}")
-    if final.exists():
-        if sha256_of(final, final.name) == model.sha256:
+    if os.path.lexists(final):
+        if final.is_file() and sha256_of(final, final.name) == model.sha256:
             say(f"  already there: {final} ({mb(final.stat().st_size)}, sha256 ok)")
             return final
-        say(f"  {final} has the wrong sha256 (corrupt or an old version); fetching it again")
+        # This script only ever renames a complete, verified file into place, so whatever is
+        # there was not made by it: never overwrite someone else's file.
+        raise Failure(f"{final} exists but is not the pinned file (not a regular file, unreadable, or "
+                      f"its sha256 is not {model.sha256}); this script will not overwrite it. "
+                      f"Move it away (or delete it), then rerun `{HINT} {model.key}`")
     final.parent.mkdir(parents=True, exist_ok=True)
+    clean_stale_temporaries(final.parent)
     # Everything in progress lives in a directory of this run's own (two runs at once never
     # write the same file), on the same disk as `final` so the last step is an atomic rename.
     with tempfile.TemporaryDirectory(prefix=".download-", dir=final.parent) as tmp:
@@ -194,6 +199,24 @@ def fetch(model: Model) -> Path:
     return final
 
 
+STALE_SECONDS = 6 * 3600
+
+
+def clean_stale_temporaries(folder: Path) -> None:
+    """Removes this script's own temporaries (`.download-*` and `hf.tmp-*` directories) that a
+    killed run left behind in `folder`: only those names, only directories, and only when
+    untouched for 6 hours, so a run going on at the same time keeps its own."""
+    now = time.time()
+    for pattern in (".download-*", "hf.tmp-*"):
+        for leftover in folder.glob(pattern):
+            try:
+                if leftover.is_dir() and not leftover.is_symlink() and now - leftover.stat().st_mtime > STALE_SECONDS:
+                    shutil.rmtree(leftover)
+                    say(f"  removed {leftover.name}, left behind by an interrupted run")
+            except OSError as e:
+                say(f"  could not remove {leftover}: {e}")
+
+
 def hf_complete(hf_dir: Path) -> bool:
     """Every file is there and model.safetensors is as long as its header says (a cheap check
     that catches a truncated copy; `verify` compares every value)."""
@@ -215,16 +238,20 @@ def prepare_hf(gguf_path: Path) -> None:
     if hf_complete(hf_dir):
         say("  already there (run `bash scripts/models.sh verify` to re-check it)")
         return
-    if hf_dir.exists():
-        say(f"  {hf_dir} is incomplete or truncated; converting again")
+    if os.path.lexists(hf_dir):
+        # hf/ is only ever created by renaming a complete, checked directory into place, so an
+        # incomplete one is not ours (or was damaged since): refuse rather than delete it.
+        raise Failure(f"{hf_dir} exists but is incomplete (a file is missing, unreadable or truncated); "
+                      f"this script will not delete or overwrite it. Move it away (or delete it), "
+                      f"then rerun `{HINT} smollm2`")
+    clean_stale_temporaries(gguf_path.parent)
     tmp = Path(tempfile.mkdtemp(prefix="hf.tmp-", dir=gguf_path.parent))   # this run's own
     try:
         hf_convert.convert(gguf_path, tmp, say)
         say("  checking the converted files against the GGUF")
         hf_convert.check(gguf_path, tmp, say)
-        if not hf_complete(hf_dir):                     # another run may have finished first
-            shutil.rmtree(hf_dir, ignore_errors=True)   # an incomplete leftover, never a complete one
-            os.replace(tmp, hf_dir)
+        if not os.path.lexists(hf_dir):                 # another run may have finished first
+            os.rename(tmp, hf_dir)                      # fails rather than replace anything
     except ValueError as e:
         raise Failure(f"converting {gguf_path.name} failed: {e}") from e
     finally:

@@ -7,10 +7,12 @@
 //!   RMSNorm, softmax, SiLU — that later chapters call in their hot loops;
 //! - [`half`]: decoding f16 and bf16 by hand;
 //! - [`safetensors`]: reading model files through `mmap`, zero-copy, refusing bad files;
+//! - [`files`]: opening files strangers name: regular files only, size-capped;
 //! - [`models`]: where the book's models live on disk and how to fetch them;
 //! - [`random`]: deterministic pseudo-random numbers for demos, tests and benches.
 
 mod error;
+pub mod files;
 pub mod half;
 pub mod models;
 pub mod ops;

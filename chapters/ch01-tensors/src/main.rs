@@ -364,7 +364,7 @@ fn list_file(
         }
         if let Some(first) = tensors
             .first()
-            .filter(|t| t.shape().len() == 2 && t.shape()[1] >= 3)
+            .filter(|t| t.shape().len() == 2 && t.shape()[0] >= 1 && t.shape()[1] >= 3)
         {
             let row0 = first.row(0).narrow(0, 0, 3)?; // a view of a view of the mapped file
             println!("{}.row(0).narrow(0, 0, 3) = {row0:.5}", names[0]);

@@ -88,11 +88,25 @@ pub fn fetch(which: &str) -> Result<(), String> {
 }
 
 /// For binaries: the Hugging Face directory of SmolLM2, fetched and converted on first use.
+///
+/// Fetching happens only when the folder does not exist at all. A folder that exists but
+/// whose `model.safetensors` is missing, a dangling or looping link, or not a regular file is
+/// someone's files, and an error names it: the fetch script never replaces what it did not
+/// make.
 pub fn ensure_smollm2_hf() -> Result<PathBuf, String> {
     let dir = smollm2_hf_dir();
-    if !dir.join("model.safetensors").exists() {
+    if std::fs::symlink_metadata(&dir).is_err() {
         fetch("smollm2")?;
     }
-    require(&dir.join("model.safetensors"))?;
-    Ok(dir)
+    let file = dir.join("model.safetensors");
+    match std::fs::metadata(&file) {
+        Ok(meta) if meta.is_file() => Ok(dir),
+        Ok(_) => Err(format!("{} is not a regular file", file.display())),
+        Err(e) => Err(format!(
+            "{} cannot be read ({e}); the folder exists, so it is not fetched again over your files. \
+             Fix or move {}, then run:\n    {FETCH_HINT}",
+            file.display(),
+            dir.display()
+        )),
+    }
 }

@@ -328,3 +328,38 @@ fn a_directory_is_refused_by_name() {
         "opening a directory should say so, got: {err}"
     );
 }
+
+/// serde_json alone keeps the last of two equal keys: a file naming one tensor twice would
+/// be read as one tensor. The reader refuses it.
+#[test]
+fn a_tensor_named_twice_is_refused() {
+    let header = r#"{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}"#;
+    let msg = format_msg(open_err("duplicate_key", &raw_file(header, &[0; 8])));
+    assert!(msg.contains("appears twice"), "{msg}");
+}
+
+/// A header past 16 MiB (millions of tiny entries would cost many times that to parse) is
+/// refused before parsing.
+#[test]
+fn an_oversized_header_is_refused_before_parsing() {
+    let n = (safetensors::MAX_HEADER_BYTES + 1) as usize;
+    let mut header = String::with_capacity(n);
+    header.push('{');
+    while header.len() < n - 1 {
+        header.push(' ');
+    }
+    header.push('}');
+    let msg = format_msg(open_err("big_header", &raw_file(&header, &[])));
+    assert!(msg.contains("more than the"), "{msg}");
+}
+
+/// A FIFO or a device as the model file is refused at once, never opened for a blocking read.
+#[cfg(unix)]
+#[test]
+fn special_files_are_refused() {
+    let err = SafeTensors::open("/dev/zero")
+        .err()
+        .expect("a device is not a model file")
+        .to_string();
+    assert!(err.contains("not a regular file"), "{err}");
+}

@@ -78,10 +78,11 @@ impl Tokenizer {
     /// Loads a `tokenizer.json` file.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Tokenizer> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-            path: path.into(),
-            source,
-        })?;
+        let text = ch01_tensors::files::read_to_string(path, ch01_tensors::files::MAX_TEXT_FILE)
+            .map_err(|source| Error::Io {
+                path: path.into(),
+                source,
+            })?;
         Tokenizer::from_json_str(&text).map_err(|e| match e {
             Error::Json { message, .. } => Error::Json {
                 path: path.into(),

@@ -86,6 +86,9 @@ fn parse_args() -> Result<Args, lexopt::Error> {
     if args.command.as_deref() == Some("train") && args.file.is_none() {
         return Err("train needs a FILE to learn from".into());
     }
+    if args.merges.is_some() && args.command.as_deref() != Some("train") {
+        return Err("--merges goes with `train` only".into());
+    }
     Ok(args)
 }
 
@@ -261,7 +264,7 @@ fn describe(tok: &Tokenizer) -> String {
 
 fn show_training(args: &Args) -> Result<(), String> {
     let path = args.file.as_ref().expect("checked by parse_args");
-    let text = std::fs::read_to_string(path)
+    let text = ch01_tensors::files::read_to_string(path, ch01_tensors::files::MAX_TEXT_FILE)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let n = args.merges.unwrap_or(12);
     let trained = train(&text, n, PreTokenizer::DigitsThenGpt2).map_err(|e| e.to_string())?;

@@ -74,10 +74,11 @@ impl ModelConfig {
 
     /// Reads `config.json` from a file.
     pub fn load(path: &Path) -> Result<ModelConfig, Error> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text =
+            ch01_tensors::files::read_to_string(path, 1 << 20).map_err(|source| Error::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
         Self::from_json(&text)
     }
 }

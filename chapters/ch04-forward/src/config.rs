@@ -23,6 +23,9 @@ use serde_json::{Map, Value};
 
 use crate::Error;
 
+/// A `config.json` is a few kB; anything over 1 MiB is not one.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
 // ANCHOR: config
 /// The numbers that describe a Llama-family decoder.
 #[derive(Clone, Debug, PartialEq)]
@@ -77,12 +80,15 @@ impl Config {
         self.n_kv_heads * self.head_dim
     }
 
-    /// Reads and validates `config.json`.
+    /// Reads and validates `config.json` (a regular file of at most [`MAX_CONFIG_BYTES`]).
     pub fn load(path: &Path) -> Result<Config, Error> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text =
+            ch01_tensors::files::read_to_string(path, MAX_CONFIG_BYTES).map_err(|source| {
+                Error::Io {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            })?;
         Config::from_json(&text)
     }
 
@@ -98,12 +104,16 @@ impl Config {
             ));
         };
         let f = Fields(obj);
+        // Only what this forward pass implements: Qwen2's q/k/v biases and Mistral's
+        // sliding window would load and then give wrong logits silently.
         if let Some(kind) = f.string("model_type")?
-            && !matches!(kind.as_str(), "llama" | "mistral" | "qwen2")
+            && kind != "llama"
         {
             return Err(config_error(
                 "model_type",
-                format!("{kind:?} is not a Llama-family model"),
+                format!(
+                    "{kind:?} is not supported: this chapter implements the Llama architecture only"
+                ),
             ));
         }
         if !matches!(obj.get("rope_scaling"), None | Some(Value::Null)) {

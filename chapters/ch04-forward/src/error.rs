@@ -26,6 +26,9 @@ pub enum Error {
         found: Vec<usize>,
         meaning: &'static str,
     },
+    /// The file holds tensors the config does not call for (e.g. 30 layers in the file, 29
+    /// in the config): a config for another checkpoint, refused rather than half-used.
+    UnusedTensors { count: usize, first: String },
     /// From chapter 1: opening or reading the safetensors file.
     Tensors(ch01_tensors::Error),
     /// From chapter 3: building the RoPE table or the head layout.
@@ -56,6 +59,11 @@ impl fmt::Display for Error {
             } => write!(
                 f,
                 "tensor {name:?} has shape {found:?}, expected {expected:?} = {meaning}"
+            ),
+            Error::UnusedTensors { count, first } => write!(
+                f,
+                "model.safetensors has {count} tensor(s) the config does not call for, such as {first:?}: \
+                 the config and the weights are for different models"
             ),
             Error::Tensors(e) => write!(f, "{e}"),
             Error::Attention(e) => write!(f, "{e}"),

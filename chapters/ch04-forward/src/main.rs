@@ -110,6 +110,9 @@ fn parse_args() -> Result<Args, lexopt::Error> {
     if a.lengths.is_empty() || a.lengths.contains(&0) {
         return Err("--lengths must be positive".into());
     }
+    if a.n == 0 {
+        return Err("-n must be at least 1 (as in chapter 5)".into());
+    }
     Ok(a)
 }
 
@@ -131,6 +134,14 @@ fn cmd_generate(a: &Args) -> Result<(), String> {
     let text = Text::load(&dir, model.config.bos_token_id).map_err(|e| e.to_string())?;
     let prompt = a.prompt.as_deref().unwrap_or(DEFAULT_PROMPT);
     let ids = text.encode(prompt);
+    let limit = model.config.max_position_embeddings;
+    if ids.len().saturating_add(a.n) > limit {
+        return Err(format!(
+            "the prompt's {} tokens and -n {} need more than the model's {limit} positions",
+            ids.len(),
+            a.n
+        ));
+    }
     let mut out = std::io::stdout();
     if !a.json {
         let c = &model.config;

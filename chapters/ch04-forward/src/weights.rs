@@ -88,7 +88,7 @@ impl Weights {
         );
         let take =
             |name: &str, shape: &[usize], meaning: &'static str| param(st, name, shape, meaning);
-        let mut layers = Vec::with_capacity(cfg.num_layers);
+        let mut layers = Vec::new(); // grown layer by layer: num_layers comes from a file
         for l in 0..cfg.num_layers {
             let p = format!("model.layers.{l}");
             layers.push(LayerWeights {
@@ -148,7 +148,7 @@ impl Weights {
                 "(vocab_size, hidden_size)",
             )?)
         };
-        Ok(Weights {
+        let weights = Weights {
             embed: take(
                 "model.embed_tokens.weight",
                 &[cfg.vocab_size, dim],
@@ -157,9 +157,55 @@ impl Weights {
             layers,
             final_norm: take("model.norm.weight", &[dim], "(hidden_size)")?,
             lm_head,
-        })
+        };
+        // Every tensor in the file must be one of those: a tensor nobody asked for means the
+        // config describes another model (fewer layers, a bias this code does not apply).
+        let unused: Vec<&str> = st
+            .names()
+            .into_iter()
+            .filter(|n| !is_weight_name(n, cfg.num_layers))
+            .collect();
+        if let Some(first) = unused.first() {
+            return Err(Error::UnusedTensors {
+                count: unused.len(),
+                first: first.to_string(),
+            });
+        }
+        Ok(weights)
     }
     // ANCHOR_END: load
+}
+
+/// Whether `name` is a tensor of a Llama with `layers` layers (`lm_head.weight` included: a
+/// tied model may still carry a copy, which it ignores, as Hugging Face does).
+fn is_weight_name(name: &str, layers: usize) -> bool {
+    const LAYER: [&str; 9] = [
+        "input_layernorm.weight",
+        "self_attn.q_proj.weight",
+        "self_attn.k_proj.weight",
+        "self_attn.v_proj.weight",
+        "self_attn.o_proj.weight",
+        "post_attention_layernorm.weight",
+        "mlp.gate_proj.weight",
+        "mlp.up_proj.weight",
+        "mlp.down_proj.weight",
+    ];
+    if matches!(
+        name,
+        "model.embed_tokens.weight" | "model.norm.weight" | "lm_head.weight"
+    ) {
+        return true;
+    }
+    let Some(rest) = name.strip_prefix("model.layers.") else {
+        return false;
+    };
+    let Some((index, tail)) = rest.split_once('.') else {
+        return false;
+    };
+    index
+        .parse::<usize>()
+        .is_ok_and(|l| l < layers && index == l.to_string())
+        && LAYER.contains(&tail)
 }
 
 /// One tensor, checked against `shape` from the header before anything is read.
@@ -292,6 +338,22 @@ pub(crate) mod tests {
         let w = Weights::load(&SafeTensors::open(&path).unwrap(), &cfg).unwrap();
         assert!(w.lm_head.is_none());
         assert!(w.lm_head().tensor().shares_storage(w.embed.tensor()));
+        std::fs::remove_file(path).ok();
+    }
+
+    #[test]
+    fn a_config_with_fewer_layers_than_the_file_is_refused() {
+        let (cfg, path) = tiny_model("fewer", true);
+        let mut fewer = cfg.clone();
+        fewer.num_layers = 1; // the file has 2
+        let err = Weights::load(&SafeTensors::open(&path).unwrap(), &fewer)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("9 tensor(s) the config does not call for")
+                && err.contains("model.layers.1."),
+            "{err}"
+        );
         std::fs::remove_file(path).ok();
     }
 

@@ -92,3 +92,40 @@ fn logits_json_on_smollm2() {
         stderr(&bad)
     );
 }
+
+/// The data-loss case from the bad-input probe: a models folder whose `hf/model.safetensors`
+/// is a dangling link. The binary must not fetch (the fetch script used to delete the whole
+/// `hf/` folder and replace it); it must fail, name the file, and leave the folder alone.
+#[cfg(unix)]
+#[test]
+fn an_unreadable_model_file_is_an_error_and_nothing_is_deleted() {
+    let root = std::env::temp_dir().join(format!("ch04-dangling-{}", std::process::id()));
+    let hf = root.join("smollm2-135m-instruct/hf");
+    std::fs::create_dir_all(&hf).unwrap();
+    std::fs::write(hf.join("config.json"), "{\"mine\": true}").unwrap();
+    std::os::unix::fs::symlink(root.join("nowhere"), hf.join("model.safetensors")).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_ch04-forward"))
+        .args(["generate", "-n", "1"])
+        .env("LLM_BOOK_MODELS", &root)
+        .output()
+        .expect("run ch04-forward");
+    let kept = std::fs::read_to_string(hf.join("config.json"));
+    std::fs::remove_dir_all(&root).ok();
+    assert_eq!(o.status.code(), Some(1), "stderr: {}", stderr(&o));
+    assert!(
+        stderr(&o).contains("model.safetensors cannot be read"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(
+        kept.ok().as_deref(),
+        Some("{\"mine\": true}"),
+        "the user's config.json must survive"
+    );
+}
+
+#[test]
+fn n_of_zero_is_a_usage_error() {
+    let o = run(&["generate", "-n", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}

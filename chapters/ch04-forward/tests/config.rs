@@ -112,6 +112,15 @@ fn errors_name_the_field() {
         field_of(&with("model_type", Some("bert".into()))),
         "model_type"
     );
+    // Llama's relatives are refused too: Qwen2 adds q/k/v biases, Mistral a sliding window,
+    // and neither is implemented here.
+    for kind in ["qwen2", "mistral"] {
+        assert_eq!(
+            field_of(&with("model_type", Some(kind.into()))),
+            "model_type",
+            "{kind}"
+        );
+    }
     assert_eq!(field_of(&with("head_dim", Some(63.into()))), "head_dim");
     assert_eq!(
         field_of(&with("num_key_value_heads", Some(2.into()))),

@@ -29,6 +29,14 @@ fn load(a: &Args) -> Result<(PathBuf, Model, Tokenizer), Error> {
     let model = Model::load(&dir)?;
     let tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
         .map_err(|e| Error::Tokenizer(e.to_string()))?;
+    if tokenizer.vocab_size() < model.config.vocab_size {
+        // Otherwise ids the model can choose would have no text (chapter 4 refuses too).
+        return Err(Error::Tokenizer(format!(
+            "tokenizer.json has {} tokens but the model's vocabulary has {}",
+            tokenizer.vocab_size(),
+            model.config.vocab_size
+        )));
+    }
     Ok((dir, model, tokenizer))
 }
 
@@ -291,10 +299,11 @@ pub fn memory_report(a: &Args) -> Result<(), Error> {
 pub fn bench_cmd(a: &Args) -> Result<(), Error> {
     let report = match &a.from {
         Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-                path: path.clone(),
-                source,
-            })?;
+            let text =
+                ch01_tensors::files::read_to_string(path, 1 << 20).map_err(|source| Error::Io {
+                    path: path.clone(),
+                    source,
+                })?;
             serde_json::from_str(&text).map_err(|e| {
                 Error::Config(format!("{}: not a bench report: {e}", path.display()))
             })?

@@ -45,8 +45,9 @@ pub fn cached_greedy<S: KvStore>(
     let eos = engine.model.config.eos_token_ids.clone();
     let mut session = Session::new(engine, cache);
     let mut out = Timed {
-        ids: Vec::with_capacity(n),
-        step_seconds: Vec::with_capacity(n),
+        // never more than the cache can hold, whatever `n` says
+        ids: Vec::with_capacity(n.min(session.cache().max_positions())),
+        step_seconds: Vec::with_capacity(n.min(session.cache().max_positions())),
     };
     let mut feed = prompt.to_vec(); // the prompt first, then each chosen token alone
     while out.ids.len() < n {
@@ -71,7 +72,7 @@ pub fn uncached_greedy(
     n: usize,
     on_token: &mut dyn FnMut(u32),
 ) -> Result<Timed, Error> {
-    let mut step_seconds = Vec::with_capacity(n);
+    let mut step_seconds = Vec::with_capacity(n.min(model.rope.max_pos));
     let mut last = Instant::now();
     let g = greedy(model, prompt, n, Stop::Never, &mut |id| {
         step_seconds.push(last.elapsed().as_secs_f64()); // one whole forward pass + argmax

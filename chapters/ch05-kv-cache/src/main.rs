@@ -124,6 +124,13 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
     if a.n == 0 || a.chunk == 0 || a.ctx == 0 || a.prefill == 0 || a.positions.contains(&0) {
         return Err("-n, --chunk, --ctx, --prefill and --positions must be at least 1".into());
     }
+    if a.n > a.ctx {
+        return Err(format!(
+            "-n {} is more tokens than the cache holds (--ctx {})",
+            a.n, a.ctx
+        )
+        .into());
+    }
     Ok(Some(a))
 }
 fn main() -> ExitCode {

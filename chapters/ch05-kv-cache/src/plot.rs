@@ -51,7 +51,22 @@ pub fn line_chart(
     x_ticks: &[f64],
     series: &[Series],
 ) -> String {
-    let all = || series.iter().flat_map(|s| s.points.iter().copied());
+    // A log scale shows only finite positive numbers; anything else (a rate of 0 from a
+    // hand-edited report, a subnormal, NaN) is left out rather than trusted: the grid below
+    // is one line per power of ten between the extremes, which a 0 would make endless.
+    let drawable = |&(x, y): &(f64, f64)| {
+        x.is_finite() && y.is_finite() && x >= f64::MIN_POSITIVE && y >= f64::MIN_POSITIVE
+    };
+    let all = || {
+        series
+            .iter()
+            .flat_map(|s| s.points.iter().copied())
+            .filter(drawable)
+            .chain(
+                std::iter::once((1.0, 1.0))
+                    .filter(|_| !series.iter().flat_map(|s| s.points.iter()).any(drawable)),
+            )
+    };
     let (x_lo, x_hi) = all().fold((f64::MAX, f64::MIN), |(lo, hi), (x, _)| {
         (lo.min(x), hi.max(x))
     });
@@ -76,9 +91,9 @@ pub fn line_chart(
         W / 2.0,
         esc(title)
     );
-    // Grid and y labels: one line per decade.
-    let mut y = y_lo;
-    while y <= y_hi * 1.0001 {
+    // Grid and y labels: one line per decade (at most ~620: the range of an f64).
+    for e in (y_lo.log10().round() as i32)..=(y_hi.log10().round() as i32) {
+        let y = 10f64.powi(e);
         let yy = py(y);
         let _ = writeln!(
             s,
@@ -92,7 +107,6 @@ pub fn line_chart(
             yy + 4.0,
             tick_label(y)
         );
-        y *= 10.0;
     }
     for &x in x_ticks {
         let xx = px(x);
@@ -140,6 +154,7 @@ pub fn line_chart(
         let pts: Vec<String> = ser
             .points
             .iter()
+            .filter(|p| drawable(p))
             .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y)))
             .collect();
         let _ = writeln!(
@@ -148,7 +163,7 @@ pub fn line_chart(
             pts.join(" "),
             ser.color
         );
-        for &(x, y) in &ser.points {
+        for &(x, y) in ser.points.iter().filter(|p| drawable(p)) {
             let _ = writeln!(
                 s,
                 r#"<circle cx="{:.1}" cy="{:.1}" r="4" fill="{}"/>"#,
@@ -205,5 +220,30 @@ mod tests {
         for label in [">0.1<", ">1<", ">10<", ">100<"] {
             assert!(svg.contains(label), "missing y tick {label}");
         }
+    }
+
+    /// A rate of 0, a subnormal or NaN (from a hand-edited `--from` report) once made the
+    /// decade loop run until memory ran out; such points are now left out, in bounded time.
+    #[test]
+    fn zero_subnormal_and_nan_rates_are_left_out() {
+        for bad in [0.0, 1e-310, f64::NAN, f64::INFINITY, -3.0] {
+            let series = [Series {
+                name: "x".into(),
+                color: "#000",
+                points: vec![(16.0, bad), (64.0, 20.0)],
+            }];
+            let svg = line_chart("t", "positions", "tokens/s", &[16.0, 64.0], &series);
+            assert_eq!(
+                svg.matches("<circle").count(),
+                1,
+                "only the drawable point, for {bad}"
+            );
+        }
+        let all_bad = [Series {
+            name: "x".into(),
+            color: "#000",
+            points: vec![(16.0, 0.0)],
+        }];
+        assert!(line_chart("t", "x", "y", &[16.0], &all_bad).ends_with("</svg>\n"));
     }
 }

@@ -69,7 +69,7 @@ impl<'m, S: KvStore> Session<'m, S> {
                 "generate needs a prompt first: call extend".into(),
             ));
         }
-        let mut new = Vec::with_capacity(n);
+        let mut new = Vec::with_capacity(n.min(self.cache.max_positions()));
         for _ in 0..n {
             let next = argmax(&self.logits) as u32;
             new.push(next);

@@ -27,7 +27,6 @@ use memmap2::Mmap;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -113,13 +112,8 @@ impl SafeTensors {
             path: path.to_path_buf(),
             source,
         };
-        let file = File::open(path).map_err(io)?;
-        if file.metadata().map_err(io)?.is_dir() {
-            return Err(Error::Format(format!(
-                "{} is a directory, not a safetensors file",
-                path.display()
-            )));
-        }
+        // A regular file only: a FIFO would block the open, a device cannot be mapped.
+        let file = crate::files::open_regular(path).map_err(io)?;
         // SAFETY: the map is read-only, and every access below is bounds-checked against
         // its length. What mmap cannot protect against is another process truncating or
         // rewriting the file while it is mapped (reads could fault or see new bytes);
@@ -202,6 +196,42 @@ impl fmt::Debug for SafeTensors {
     }
 }
 
+/// The largest header accepted: 16 MiB. Parsing costs many times the header's size in
+/// memory, so a header of millions of tiny entries is refused before it is parsed.
+pub const MAX_HEADER_BYTES: u64 = 16 << 20;
+
+/// A JSON object whose keys must all differ: serde_json alone keeps the last of two equal
+/// keys, so a file could name one tensor twice and have the reader see only one of them.
+struct UniqueKeys(BTreeMap<String, serde_json::Value>);
+
+impl<'de> serde::Deserialize<'de> for UniqueKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = UniqueKeys;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object with distinct keys")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<UniqueKeys, A::Error> {
+                let mut out = BTreeMap::new();
+                while let Some((key, value)) = map.next_entry::<String, serde_json::Value>()? {
+                    if out.contains_key(&key) {
+                        return Err(serde::de::Error::custom(format!(
+                            "the key {key:?} appears twice"
+                        )));
+                    }
+                    out.insert(key, value);
+                }
+                Ok(UniqueKeys(out))
+            }
+        }
+        d.deserialize_map(Visitor)
+    }
+}
+
 // ANCHOR: parse_header
 /// Reads and checks the header of a whole file's bytes. Returns where the data section
 /// starts and the validated entries.
@@ -221,10 +251,17 @@ fn parse_header(file: &[u8]) -> Result<(usize, BTreeMap<String, TensorInfo>), Er
             file.len()
         )));
     }
+    if n > MAX_HEADER_BYTES {
+        return Err(Error::Format(format!(
+            "header length {n} is more than the {MAX_HEADER_BYTES} bytes this reader accepts \
+             (a real model's header is a few hundred kB)"
+        )));
+    }
     let data_start = 8 + n as usize;
     let data_len = file.len() - data_start;
-    let json: BTreeMap<String, serde_json::Value> = serde_json::from_slice(&file[8..data_start])
+    let json: UniqueKeys = serde_json::from_slice(&file[8..data_start])
         .map_err(|e| Error::Format(format!("header is not a JSON object of tensors: {e}")))?;
+    let json = json.0;
 
     let mut tensors = BTreeMap::new();
     for (name, value) in json {
