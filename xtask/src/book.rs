@@ -105,13 +105,46 @@ fn check_page(page: &Path, text: &str, problems: &mut Vec<String>) {
             }
         }
     }
-    // Rust code reaches the book only through includes, so it always compiles.
+    // Rust code reaches the book only through includes, so it always compiles; and every
+    // listing has a caption naming the file it comes from, on the line before its fence:
+    // `<span class="filename">Filename: chapters/…/file.rs (anchor)</span>`.
     let mut in_rust = false;
+    let mut caption = String::new(); // the caption of the open Rust block
+    let mut previous = ""; // the last non-empty line outside a block
     for (lineno, line) in text.lines().enumerate() {
         let trimmed = line.trim_start();
         if let Some(info) = trimmed.strip_prefix("```") {
             in_rust = !in_rust && info.trim_start().starts_with("rust");
+            if in_rust {
+                caption = previous
+                    .strip_prefix("<span class=\"filename\">Filename: ")
+                    .unwrap_or("")
+                    .to_string();
+                if caption.is_empty() {
+                    problems.push(format!(
+                        "{name}:{}: a listing without a caption; put <span class=\"filename\">Filename: \
+                         chapters/…/file.rs (anchor)</span> on the line before it",
+                        lineno + 1
+                    ));
+                }
+            }
             continue;
+        }
+        if !in_rust && !trimmed.is_empty() {
+            previous = trimmed;
+        }
+        if in_rust
+            && !caption.is_empty()
+            && let Some(file) = trimmed
+                .strip_prefix("{{#include ")
+                .and_then(|r| r.split(':').next())
+                .and_then(|f| f.rsplit('/').next())
+            && !caption.contains(file)
+        {
+            problems.push(format!(
+                "{name}:{}: the caption {caption:?} does not name {file}",
+                lineno + 1
+            ));
         }
         if in_rust && !trimmed.is_empty() && !trimmed.starts_with("{{#") {
             problems.push(format!(

@@ -142,14 +142,31 @@ fn parse_libtest(stdout: &str) -> BTreeMap<String, Outcome> {
 }
 
 /// Keeps the message of a panic, without the `thread … panicked at` line and backtrace note.
+/// An `assert_eq!` failure starts with "assertion `left == right` failed: " and puts the
+/// test's own message after it; the message in the reader's terms comes first here, and
+/// the two values after it.
 fn summarize_panic(text: &str) -> String {
-    let lines: Vec<&str> = text
+    let mut lines: Vec<String> = text
         .lines()
         .filter(|l| {
             !l.starts_with("thread '") && !l.starts_with("note: run with") && !l.trim().is_empty()
         })
         .take(6)
+        .map(str::to_string)
         .collect();
+    for prefix in [
+        "assertion `left == right` failed",
+        "assertion `left != right` failed",
+    ] {
+        if let Some(first) = lines.first_mut()
+            && let Some(rest) = first.strip_prefix(prefix)
+        {
+            *first = match rest.strip_prefix(": ") {
+                Some(message) => message.to_string(),
+                None => "two values that should agree do not".to_string(),
+            };
+        }
+    }
     lines.join("\n      ")
 }
 
@@ -324,6 +341,12 @@ mod tests {
         assert_eq!(
             map["ex1_transpose"].message,
             "not yet implemented: exercise 1"
+        );
+        let out = "test ex3_x ... FAILED\n\nfailures:\n\n---- ex3_x stdout ----\n\nthread 'ex3_x' panicked at x.rs:1:1:\n\
+            assertion `left == right` failed: row 2 lets token 2 see token 3\n  left: 1\n right: 0\n\nfailures:\n";
+        assert_eq!(
+            parse_libtest(out)["ex3_x"].message,
+            "row 2 lets token 2 see token 3\n        left: 1\n       right: 0"
         );
         assert_eq!(number("ex12_x"), 12);
     }

@@ -14,12 +14,14 @@ use std::time::Instant;
 
 const USAGE: &str = "\
 usage: ch01-tensors [--size N]... [--sizes A,B,...] [--model PATH] [--fetch] [--json]
+       ch01-tensors --mine [--size N]...
 
   --size N         matmul size to benchmark (N×N · N×N); repeatable. Default: 256 and 512
   --sizes A,B,...  several sizes at once, e.g. --sizes 128,256,512
   --model PATH     safetensors file to load (default: SmolLM2's model.safetensors)
   --fetch          fetch and convert SmolLM2 first if it is missing (runs scripts/models.sh)
   --json           print every number as one JSON object instead of text
+  --mine           exercise 3: time YOUR matmul_ikj (src/exercises.rs) against the chapter's
   -h, --help       this help";
 
 const MAX_SIZE: usize = 2048; // the naive kernel needs about a minute at 2048
@@ -29,6 +31,7 @@ struct Args {
     model: Option<PathBuf>,
     fetch: bool,
     json: bool,
+    mine: bool,
 }
 
 fn parse_args() -> Result<Args, lexopt::Error> {
@@ -38,6 +41,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         model: None,
         fetch: false,
         json: false,
+        mine: false,
     };
     let mut parser = lexopt::Parser::from_env();
     while let Some(arg) = parser.next()? {
@@ -51,6 +55,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             Long("model") => args.model = Some(parser.value()?.into()),
             Long("fetch") => args.fetch = true,
             Long("json") => args.json = true,
+            Long("mine") => args.mine = true,
             Short('h') | Long("help") => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -91,6 +96,9 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    if args.mine {
+        return time_mine(&args.sizes);
+    }
     let text = !args.json;
     let views = demo_views(text)?;
     let matmul = demo_matmul(&args.sizes, text)?;
@@ -178,6 +186,47 @@ fn best_time(mut f: impl FnMut()) -> f64 {
         runs += 1;
     }
     best
+}
+
+/// Exercise 3's check in numbers: the reader's `exercises::matmul_ikj` beside the chapter's,
+/// on the same matrices, with their results compared. A stub that still says `todo!()` is
+/// reported as such, not as a crash.
+fn time_mine(sizes: &[usize]) -> Result<(), Box<dyn std::error::Error>> {
+    println!("exercise 3: your matmul_ikj (src/exercises.rs) against the chapter's, GFLOP/s");
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {})); // the todo!() message is ours to say
+    let probe = std::panic::catch_unwind(|| {
+        let mut out = [0.0f32; 1];
+        ch01_tensors::exercises::matmul_ikj(&mut out, &[1.0], &[1.0], 1, 1, 1);
+    });
+    std::panic::set_hook(default_hook);
+    if probe.is_err() {
+        return Err("your matmul_ikj is not written yet (it still panics with todo!()): fill it in, then run this again".into());
+    }
+    for &n in sizes {
+        let (a, b) = (random_matrix(n * n, 1), random_matrix(n * n, 2));
+        let flops = 2.0 * (n as f64).powi(3);
+        let (mut ours, mut yours) = (vec![0.0; n * n], vec![0.0; n * n]);
+        let t_ours = best_time(|| ops::matmul_ikj(&mut ours, &a, &b, n, n, n));
+        let t_yours =
+            best_time(|| ch01_tensors::exercises::matmul_ikj(&mut yours, &a, &b, n, n, n));
+        let scale = ours.iter().fold(0.0f32, |m, v| m.max(v.abs())).max(1.0);
+        let agree = ours
+            .iter()
+            .zip(&yours)
+            .all(|(x, y)| (x - y).abs() <= 1e-4 * scale);
+        println!(
+            "n = {n}   chapter {:.2} GFLOP/s | yours {:.2} GFLOP/s | results {}",
+            flops / t_ours / 1e9,
+            flops / t_yours / 1e9,
+            if agree {
+                "agree"
+            } else {
+                "DIFFER: run `cargo xtask exercises ch01`"
+            }
+        );
+    }
+    Ok(())
 }
 
 type Kernel = fn(&mut [f32], &[f32], &[f32], usize, usize, usize);

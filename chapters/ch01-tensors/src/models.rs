@@ -52,6 +52,18 @@ pub fn gemma3_gguf() -> PathBuf {
     models_dir().join("gemma-3-270m/gemma-3-270m-q4_k_m.gguf")
 }
 
+/// A path as the binaries print it: relative to the workspace when it is inside it
+/// (`models/smollm2-135m-instruct/hf`), absolute otherwise, so every chapter's output names
+/// the same file the same way.
+pub fn shown(path: &Path) -> String {
+    let root = workspace_root().canonicalize().unwrap_or_default();
+    let full = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    full.strip_prefix(&root)
+        .unwrap_or(&full)
+        .display()
+        .to_string()
+}
+
 /// The command a person runs to fetch and prepare the models.
 pub const FETCH_HINT: &str = "cargo xtask fetch-models   (or: bash scripts/models.sh all)";
 

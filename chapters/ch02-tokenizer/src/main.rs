@@ -23,11 +23,14 @@ usage: ch02-tokenizer [--tokenizer PATH] [--text TEXT] [--json]
        ch02-tokenizer encode [--tokenizer PATH] [--special]   < text
        ch02-tokenizer decode [--tokenizer PATH]               < [ids]
        ch02-tokenizer train [--merges N] [--json] FILE
+       ch02-tokenizer parity [--tokenizer PATH]
 
   (no command)      show how a sentence is cut into tokens, with their ids
   encode            read UTF-8 text from stdin, print its token ids as a JSON array
   decode            read a JSON array of token ids from stdin, print the text
   train             learn N byte-level BPE merges from FILE and show them
+  parity            encode every case of fixtures/reference/tokenizer-smollm2.json and count
+                    how many give llama.cpp's ids (exit 1 if any does not)
   --tokenizer PATH  a tokenizer.json (default: SmolLM2's, in the models directory)
   --text TEXT       the sentence for the demo
   --special         parse special tokens such as <|im_start|> in the text
@@ -72,7 +75,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             }
             Value(v) if args.command.is_none() => {
                 let v = v.string()?;
-                if !["encode", "decode", "train"].contains(&v.as_str()) {
+                if !["encode", "decode", "train", "parity"].contains(&v.as_str()) {
                     return Err(format!("unknown command {v:?}").into());
                 }
                 args.command = Some(v);
@@ -104,6 +107,7 @@ fn main() -> ExitCode {
         Some("encode") => load(&args, false).and_then(|t| encode(&t, args.special)),
         Some("decode") => load(&args, false).and_then(|t| decode(&t)),
         Some("train") => show_training(&args),
+        Some("parity") => load(&args, false).and_then(|t| parity(&t)),
         _ => load(&args, true).and_then(|t| demo(&t, &args)),
     };
     match result {
@@ -259,6 +263,46 @@ fn describe(tok: &Tokenizer) -> String {
             format!("byte-level BPE, {} merges, {split}", merges.len())
         }
         ch02_tokenizer::Model::SentencePiece(_) => "SentencePiece BPE".into(),
+    }
+}
+
+/// Every case of llama.cpp's tokenizer fixture, both ways: how many ids agree.
+fn parity(tok: &Tokenizer) -> Result<(), String> {
+    let path =
+        ch01_tensors::models::workspace_root().join("fixtures/reference/tokenizer-smollm2.json");
+    let text = ch01_tensors::files::read_to_string(&path, ch01_tensors::files::MAX_TEXT_FILE)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let json: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let cases = json["cases"].as_array().ok_or("the fixture has no cases")?;
+    let ids = |v: &serde_json::Value| -> Vec<TokenId> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_u64())
+                    .map(|x| x as TokenId)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (mut plain, mut special) = (0, 0);
+    for c in cases {
+        let t = c["text"].as_str().unwrap_or("");
+        plain += usize::from(tok.encode(t, false) == ids(&c["ids"]));
+        special += usize::from(tok.encode(t, true) == ids(&c["ids_special"]));
+    }
+    println!(
+        "{plain}/{} cases match llama.cpp (special tokens as text)",
+        cases.len()
+    );
+    println!(
+        "{special}/{} cases match llama.cpp (with special tokens parsed)",
+        cases.len()
+    );
+    if plain == cases.len() && special == cases.len() {
+        Ok(())
+    } else {
+        Err("some cases differ from llama.cpp; `cargo test -p ch02-tokenizer --test parity` says where".into())
     }
 }
 

@@ -130,4 +130,30 @@ mod tests {
             assert_eq!(is_letter(c), by_table, "{c:?}");
         }
     }
+
+    /// Maximal runs of `text` whose characters all do, or all do not, satisfy `class`.
+    fn runs(text: &str, class: impl Fn(char) -> bool) -> Vec<&str> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        let mut prev: Option<bool> = None;
+        for (i, c) in text.char_indices() {
+            if prev.is_some_and(|p| p != class(c)) {
+                out.push(&text[start..i]);
+                start = i;
+            }
+            prev = Some(class(c));
+        }
+        if start < text.len() {
+            out.push(&text[start..]);
+        }
+        out
+    }
+
+    /// The book's Devanagari example, checked: \p{L} cuts नमस्ते at both combining marks,
+    /// `is_alphabetic` (which counts the vowel sign े but not the virama ्) at the virama only.
+    #[test]
+    fn namaste_splits_differently_under_the_two_definitions() {
+        assert_eq!(runs("नमस्ते", is_letter), vec!["नमस", "्", "त", "े"]);
+        assert_eq!(runs("नमस्ते", char::is_alphabetic), vec!["नमस", "्", "ते"]);
+    }
 }

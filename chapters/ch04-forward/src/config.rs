@@ -92,7 +92,6 @@ impl Config {
         Config::from_json(&text)
     }
 
-    // ANCHOR: from_json
     /// Parses and validates the text of a `config.json`.
     pub fn from_json(text: &str) -> Result<Config, Error> {
         let value: Value = serde_json::from_str(text)
@@ -123,6 +122,7 @@ impl Config {
             ));
         }
 
+        // ANCHOR: from_json
         let hidden_size = f.positive("hidden_size")?;
         let n_heads = f.positive("num_attention_heads")?;
         let n_kv_heads = f
@@ -152,6 +152,7 @@ impl Config {
                 format!("RoPE rotates pairs, so head_dim must be even, got {head_dim}"),
             ));
         }
+        // ANCHOR_END: from_json
         let rms_norm_eps = f.number("rms_norm_eps")?.unwrap_or(1e-6);
         if !(rms_norm_eps > 0.0 && rms_norm_eps < 1.0) {
             return Err(config_error(
@@ -215,7 +216,6 @@ impl Config {
             eos_token_ids,
         })
     }
-    // ANCHOR_END: from_json
 }
 
 /// The most numbers the RoPE table may hold (2^28: 1 GiB of f32, 2M positions at head_dim 128).

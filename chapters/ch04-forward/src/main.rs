@@ -147,7 +147,7 @@ fn cmd_generate(a: &Args) -> Result<(), String> {
         let c = &model.config;
         println!(
             "model: {} ({} layers, dim {}, {} heads / {} KV heads, vocab {})",
-            dir.canonicalize().unwrap_or(dir.clone()).display(),
+            ch01_tensors::models::shown(&dir),
             c.num_layers,
             c.hidden_size,
             c.n_heads,

@@ -86,16 +86,6 @@ fn the_prompt(a: &Args, tok: &Tokenizer) -> Result<Vec<u32>, Error> {
     }
 }
 
-/// A path for printing: relative to the workspace when inside it.
-fn shown(path: &Path) -> String {
-    let root = models::workspace_root().canonicalize().unwrap_or_default();
-    let full = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-    full.strip_prefix(&root)
-        .unwrap_or(&full)
-        .display()
-        .to_string()
-}
-
 pub fn generate(a: &Args) -> Result<(), Error> {
     let (dir, model, tok) = load(a)?;
     let prompt = the_prompt(a, &tok)?;
@@ -105,7 +95,7 @@ pub fn generate(a: &Args) -> Result<(), Error> {
     if !a.json {
         println!(
             "model: {} ({} layers, {} bytes of KV cache per token)",
-            shown(&dir),
+            models::shown(&dir),
             layout.n_layers,
             layout.bytes_per_token()
         );
@@ -292,7 +282,7 @@ pub fn session(a: &Args) -> Result<(), Error> {
 pub fn memory_report(a: &Args) -> Result<(), Error> {
     let dir = model_dir(a)?;
     let cfg = ch04_forward::Config::load(&dir.join("config.json"))?;
-    print!("{}", memory::report(&shown(&dir), &cfg));
+    print!("{}", memory::report(&models::shown(&dir), &cfg));
     Ok(())
 }
 

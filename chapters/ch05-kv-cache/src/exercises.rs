@@ -40,9 +40,11 @@ pub fn physical_slot(table: &[usize], block_size: usize, pos: usize) -> usize {
 /// Return the values `v_j` summed with the weights `softmax over j of q·k_j / √head_dim`:
 /// `head_dim` floats.
 ///
-/// Hint: for each `j` in `0..len`, find slot `s` (exercise 2); the key is
-/// `k_pool[s*head_dim..(s+1)*head_dim]`. Collect the scores, apply
-/// `ch01_tensors::ops::softmax_inplace`, then sum `w_j · v_j`.
+/// Hint: nothing about attention changes, only where the rows are: the pools are not in
+/// position order, so position `j`'s key is at the slot the block table gives (your
+/// exercise 2), `k_pool[s*head_dim..(s+1)*head_dim]`. Once each row is found this is chapter
+/// 3's single-query attention: scale by `1/√head_dim` before the softmax. See "A paged
+/// cache" in the chapter.
 pub fn paged_attention(
     q: &[f32],
     k_pool: &[f32],

@@ -38,16 +38,6 @@ fn load(a: &Args) -> Result<(PathBuf, Model, Tokenizer), Error> {
     Ok((dir, model, tok))
 }
 
-/// A path for printing: relative to the workspace when inside it.
-fn shown(path: &Path) -> String {
-    let root = models::workspace_root().canonicalize().unwrap_or_default();
-    let full = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-    full.strip_prefix(&root)
-        .unwrap_or(&full)
-        .display()
-        .to_string()
-}
-
 fn rule(a: &Args) -> ScaleRule {
     if a.search {
         ScaleRule::Search
@@ -108,12 +98,12 @@ pub fn tour(a: &Args) -> Result<(), Error> {
     if a.json {
         println!(
             "{:#}",
-            json!({ "model": shown(&dir), "tensor": "model.layers.0.self_attn.q_proj.weight", "row": 0,
+            json!({ "model": models::shown(&dir), "tensor": "model.layers.0.self_attn.q_proj.weight", "row": 0,
                                   "values": row.len(), "rms": rms, "first_values": &row[..4], "formats": report })
         );
         return Ok(());
     }
-    println!("model: {}", shown(&dir));
+    println!("model: {}", models::shown(&dir));
     println!(
         "row 0 of model.layers.0.self_attn.q_proj.weight: {} values, rms {rms:.5}",
         row.len()
@@ -223,10 +213,10 @@ pub fn eval(a: &Args) -> Result<(), Error> {
         }
         return Ok(());
     }
-    println!("model: {}", shown(&dir));
+    println!("model: {}", models::shown(&dir));
     println!(
         "text: {} ({} tokens, windows of 256; {} scored)",
-        shown(&text_path),
+        models::shown(&text_path),
         ids.len(),
         rows[0]["tokens"]
     );
@@ -294,11 +284,11 @@ pub fn histogram(a: &Args) -> Result<(), Error> {
     if a.json {
         println!(
             "{:#}",
-            json!({ "model": shown(&dir), "weights": total, "bins": counts })
+            json!({ "model": models::shown(&dir), "weights": total, "bins": counts })
         );
         return Ok(());
     }
-    println!("model: {}", shown(&dir));
+    println!("model: {}", models::shown(&dir));
     println!(
         "layer 0's seven matrices, {total} weights, each divided by its block's max |x|, 64 bins over [-1, 1]:"
     );
@@ -336,7 +326,7 @@ pub fn generate(a: &Args) -> Result<(), Error> {
     if !a.json {
         println!(
             "model: {} with {} weights ({:.1} MB)",
-            shown(&dir),
+            models::shown(&dir),
             format.name(),
             qm.weight_bytes() as f64 / 1e6
         );

@@ -121,6 +121,7 @@ fn q4_1_logits_are_close_to_llama_cpp_q4_1() {
     let m = quantized(Format::Q4_1);
     let vocab = m.config.vocab_size;
     let (mut agree, mut positions, mut worst) = (0, 0, 0.0f64);
+    let mut misses = Vec::new(); // (prompt, position, llama.cpp's margin between its top two)
     for p in &fx.prompts {
         let logits = window_logits(&m, &p.ids).unwrap();
         let c = check::compare_logits(&logits, vocab, p);
@@ -131,6 +132,12 @@ fn q4_1_logits_are_close_to_llama_cpp_q4_1() {
             c.positions,
             c.max_diff
         );
+        for &t in &c.argmax_differ {
+            let top = &p.positions[t].top;
+            let margin = f64::from(top[0].1) - f64::from(top[1].1);
+            eprintln!("  miss at position {t}: llama.cpp's top two are {:.3} apart", margin);
+            misses.push((check::short(&p.prompt), t, margin));
+        }
         agree += c.argmax_agree;
         positions += c.positions;
         worst = worst.max(c.max_diff);
@@ -143,15 +150,17 @@ fn q4_1_logits_are_close_to_llama_cpp_q4_1() {
     // difference at 1.2–1.4 (the chat prompt, whose special tokens make outlier activations
     // that share 8-bit blocks with small ones): rounding noise, amplified through 30
     // layers, at the size chapter 4 measured for f32 against this run (0.96). The bound is
-    // that measurement with room, not a guarantee; argmax must agree nearly everywhere.
-    assert!(
-        worst < 2.0,
-        "top-20 logits differ from llama.cpp's Q4_1 run by up to {worst:.3}"
-    );
-    assert!(
-        agree * 100 >= positions * 97,
-        "argmax agrees at only {agree} of {positions} positions"
-    );
+    // that measurement with room, not a guarantee.
+    assert!(worst < 2.0, "top-20 logits differ from llama.cpp's Q4_1 run by up to {worst:.3}");
+    // A different top token is allowed only where llama.cpp itself nearly had a tie: its top
+    // two closer than the noise measured above.
+    for (prompt, t, margin) in &misses {
+        assert!(
+            *margin < worst,
+            "prompt {prompt}, position {t}: our top token differs from llama.cpp's, whose top two are {margin:.3} \
+             apart, more than the {worst:.3} the two runs differ by anywhere: not a near-tie"
+        );
+    }
 }
 
 #[test]
