@@ -23,6 +23,23 @@ use serde_json::{Map, Value};
 
 use crate::Error;
 
+/// The largest value each size field may take. Real models are far below these (SmolLM2:
+/// 30 layers, 9 heads of 64, hidden 576, vocabulary 49 152, 8 192 positions); the bounds
+/// make every product of them that a later chapter computes (a KV cache's bytes: 2 × layers
+/// × KV heads × head_dim × positions × 4 < 2^56) fit in 64 bits, so no arithmetic on a
+/// config can wrap, and no allocation is sized by an absurd number.
+fn max_of(key: &str) -> u64 {
+    match key {
+        "num_hidden_layers" => 1 << 10,
+        "num_attention_heads" | "num_key_value_heads" => 1 << 10,
+        "head_dim" => 1 << 12,
+        "hidden_size" => 1 << 16,
+        "intermediate_size" => 1 << 20,
+        "vocab_size" | "max_position_embeddings" => 1 << 21,
+        _ => u64::from(u32::MAX),
+    }
+}
+
 /// A `config.json` is a few kB; anything over 1 MiB is not one.
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
@@ -255,9 +272,13 @@ impl Fields<'_> {
         match self.optional_integer(key)? {
             None => Ok(None),
             Some(0) => Err(config_error(key, "must be at least 1, found 0".into())),
-            Some(n) if n > u32::MAX as u64 => {
-                Err(config_error(key, format!("{n} is absurdly large")))
-            }
+            Some(n) if n > max_of(key) => Err(config_error(
+                key,
+                format!(
+                    "{n} is more than this book's engine accepts ({})",
+                    max_of(key)
+                ),
+            )),
             Some(n) => Ok(Some(n as usize)),
         }
     }

@@ -112,6 +112,15 @@ fn errors_name_the_field() {
         field_of(&with("model_type", Some("bert".into()))),
         "model_type"
     );
+    // Sizes that would make later arithmetic wrap, or an allocation absurd, are refused where
+    // they enter: 2^32 − 1 layers once made chapter 4 try to allocate 2.4 TB.
+    for (key, n) in [
+        ("num_hidden_layers", 4294967295u64),
+        ("num_attention_heads", 1 << 20),
+        ("vocab_size", 1 << 40),
+    ] {
+        assert_eq!(field_of(&with(key, Some(n.into()))), key, "{key} = {n}");
+    }
     // Llama's relatives are refused too: Qwen2 adds q/k/v biases, Mistral a sliding window,
     // and neither is implemented here.
     for kind in ["qwen2", "mistral"] {

@@ -135,7 +135,10 @@ fn q4_1_logits_are_close_to_llama_cpp_q4_1() {
         for &t in &c.argmax_differ {
             let top = &p.positions[t].top;
             let margin = f64::from(top[0].1) - f64::from(top[1].1);
-            eprintln!("  miss at position {t}: llama.cpp's top two are {:.3} apart", margin);
+            eprintln!(
+                "  miss at position {t}: llama.cpp's top two are {:.3} apart",
+                margin
+            );
             misses.push((check::short(&p.prompt), t, margin));
         }
         agree += c.argmax_agree;
@@ -151,7 +154,10 @@ fn q4_1_logits_are_close_to_llama_cpp_q4_1() {
     // that share 8-bit blocks with small ones): rounding noise, amplified through 30
     // layers, at the size chapter 4 measured for f32 against this run (0.96). The bound is
     // that measurement with room, not a guarantee.
-    assert!(worst < 2.0, "top-20 logits differ from llama.cpp's Q4_1 run by up to {worst:.3}");
+    assert!(
+        worst < 2.0,
+        "top-20 logits differ from llama.cpp's Q4_1 run by up to {worst:.3}"
+    );
     // A different top token is allowed only where llama.cpp itself nearly had a tie: its top
     // two closer than the noise measured above.
     for (prompt, t, margin) in &misses {
