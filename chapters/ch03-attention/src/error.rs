@@ -60,3 +60,12 @@ impl From<ch02_tokenizer::Error> for Error {
         Error::Tokenizer(e)
     }
 }
+
+impl From<crate::config::Error> for Error {
+    fn from(e: crate::config::Error) -> Self {
+        match e {
+            crate::config::Error::Io { path, source } => Error::Io { path, source },
+            other => Error::Config(other.to_string()),
+        }
+    }
+}

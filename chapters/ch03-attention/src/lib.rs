@@ -1,5 +1,6 @@
 //! Chapter 3: attention, the heart of the transformer, built from chapter 1's tensors.
 //!
+//! - [`config`]: the book's one validated `config.json` parser (chapter 4 re-exports it).
 //! - [`rope`]: rotary position embeddings, both pairings, any base θ.
 //! - [`mask`]: causal and sliding-window masks, as predicates and as additive matrices.
 //! - [`sdpa`]: one head of scaled dot-product attention, written like the formula.
@@ -9,6 +10,7 @@
 //! - [`summary`], [`heatmap`]: what the binary prints and draws.
 
 pub mod attention;
+pub mod config;
 pub mod error;
 pub mod heatmap;
 pub mod mask;

@@ -13,7 +13,6 @@ use std::path::Path;
 use ch01_tensors::Tensor;
 use ch01_tensors::ops;
 use ch01_tensors::safetensors::SafeTensors;
-use serde_json::Value;
 
 use crate::Error;
 use crate::attention::{Heads, attention_weights};
@@ -37,49 +36,29 @@ pub struct ModelConfig {
     pub vocab_size: usize,
 }
 
+impl From<&crate::config::Config> for ModelConfig {
+    fn from(c: &crate::config::Config) -> ModelConfig {
+        ModelConfig {
+            hidden_size: c.hidden_size,
+            num_layers: c.num_layers,
+            heads: c.heads(),
+            rms_norm_eps: c.rms_norm_eps,
+            rope_theta: c.rope_theta,
+            vocab_size: c.vocab_size,
+        }
+    }
+}
+
 impl ModelConfig {
-    /// Reads the fields from the text of a `config.json`.
+    /// Reads the fields from the text of a `config.json`, through the book's one validated
+    /// parser ([`crate::config::Config`]): a bad field is an error naming it, never a default.
     pub fn from_json(text: &str) -> Result<ModelConfig, Error> {
-        let v: Value = serde_json::from_str(text)
-            .map_err(|e| Error::Config(format!("config.json is not valid JSON: {e}")))?;
-        let int = |key: &str| -> Result<usize, Error> {
-            v.get(key)
-                .and_then(Value::as_u64)
-                .map(|n| n as usize)
-                .ok_or_else(|| Error::Config(format!("config.json has no integer {key:?}")))
-        };
-        let float = |key: &str| -> Result<f32, Error> {
-            v.get(key)
-                .and_then(Value::as_f64)
-                .map(|x| x as f32)
-                .ok_or_else(|| Error::Config(format!("config.json has no number {key:?}")))
-        };
-        let hidden_size = int("hidden_size")?;
-        let n_heads = int("num_attention_heads")?;
-        let n_kv_heads = int("num_key_value_heads").unwrap_or(n_heads);
-        let head_dim = match int("head_dim") {
-            Ok(d) => d,
-            Err(_) if n_heads > 0 => hidden_size / n_heads,
-            Err(e) => return Err(e),
-        };
-        Ok(ModelConfig {
-            hidden_size,
-            num_layers: int("num_hidden_layers")?,
-            heads: Heads::new(n_heads, n_kv_heads, head_dim)?,
-            rms_norm_eps: float("rms_norm_eps")?,
-            rope_theta: float("rope_theta").unwrap_or(10_000.0),
-            vocab_size: int("vocab_size")?,
-        })
+        Ok(ModelConfig::from(&crate::config::Config::from_json(text)?))
     }
 
     /// Reads `config.json` from a file.
     pub fn load(path: &Path) -> Result<ModelConfig, Error> {
-        let text =
-            ch01_tensors::files::read_to_string(path, 1 << 20).map_err(|source| Error::Io {
-                path: path.to_path_buf(),
-                source,
-            })?;
-        Self::from_json(&text)
+        Ok(ModelConfig::from(&crate::config::Config::load(path)?))
     }
 }
 

@@ -9,7 +9,7 @@
 //! The pieces are separate functions because chapter 5 reuses them: it keeps the `k` and
 //! `v` rows of earlier tokens instead of recomputing them. Here, in chapter 4, the keys and
 //! values a query attends over are exactly the rows computed in this call, handed over
-//! through the [`KvStore`] trait. (Chapter 5's caches are paged or ring-shaped, which one
+//! through the [`KvRows`] trait. (Chapter 5's caches are paged or ring-shaped, which one
 //! contiguous slice cannot describe, so it reuses these functions with a store of its own.)
 
 use ch03_attention::{Mask, Pairing, RopeTable, attention};
@@ -33,7 +33,7 @@ pub struct Qkv {
 /// key and value row the queries should attend over, oldest first; the new queries are
 /// the newest of those positions. Chapter 4 keeps nothing ([`NoCache`]); an appending
 /// cache could return all it holds.
-pub trait KvStore {
+pub trait KvRows {
     fn store(&mut self, k: Vec<f32>, v: Vec<f32>) -> (&[f32], &[f32]);
 }
 
@@ -45,7 +45,7 @@ pub struct NoCache {
     v: Vec<f32>, // (seq, kv_dim): this call's values
 }
 
-impl KvStore for NoCache {
+impl KvRows for NoCache {
     fn store(&mut self, k: Vec<f32>, v: Vec<f32>) -> (&[f32], &[f32]) {
         (self.k, self.v) = (k, v);
         (&self.k, &self.v)
@@ -119,7 +119,7 @@ pub fn attention_block(
     rope: &RopeTable,
     xn: &[f32],
     pos0: usize,
-    kv: &mut dyn KvStore,
+    kv: &mut dyn KvRows,
 ) -> Vec<f32> {
     let (dim, q_dim) = (cfg.hidden_size, cfg.q_dim());
     let seq = xn.len() / dim;

@@ -96,3 +96,14 @@ impl From<ch03_attention::Error> for Error {
         Error::Attention(e)
     }
 }
+
+impl From<ch03_attention::config::Error> for Error {
+    fn from(e: ch03_attention::config::Error) -> Self {
+        match e {
+            ch03_attention::config::Error::Io { path, source } => Error::Io { path, source },
+            ch03_attention::config::Error::Config { field, message } => {
+                Error::Config { field, message }
+            }
+        }
+    }
+}

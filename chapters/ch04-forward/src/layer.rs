@@ -15,7 +15,7 @@ use ch01_tensors::ops;
 use ch03_attention::RopeTable;
 
 use crate::Config;
-use crate::attention::{KvStore, attention_block};
+use crate::attention::{KvRows, attention_block};
 use crate::ffn::ffn;
 use crate::weights::LayerWeights;
 
@@ -41,7 +41,7 @@ pub fn layer_forward(
     rope: &RopeTable,
     x: &mut [f32],
     pos0: usize,
-    kv: &mut dyn KvStore,
+    kv: &mut dyn KvRows,
 ) {
     let eps = cfg.rms_norm_eps;
     // Attention sublayer: x += Attn(RMSNorm(x))

@@ -24,7 +24,7 @@ fn with(key: &str, value: Option<Value>) -> String {
 }
 
 fn field_of(text: &str) -> String {
-    match Config::from_json(text) {
+    match Config::from_json(text).map_err(Error::from) {
         Err(Error::Config { field, .. }) => field,
         other => panic!("expected a config error, got {other:?}"),
     }

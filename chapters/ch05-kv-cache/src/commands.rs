@@ -281,7 +281,8 @@ pub fn session(a: &Args) -> Result<(), Error> {
 
 pub fn memory_report(a: &Args) -> Result<(), Error> {
     let dir = model_dir(a)?;
-    let cfg = ch04_forward::Config::load(&dir.join("config.json"))?;
+    let cfg =
+        ch04_forward::Config::load(&dir.join("config.json")).map_err(ch04_forward::Error::from)?;
     print!("{}", memory::report(&models::shown(&dir), &cfg));
     Ok(())
 }
