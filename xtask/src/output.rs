@@ -79,15 +79,33 @@ pub fn run(check: bool) -> Result<(), String> {
     }
 }
 
-/// Runs `cargo run --release -q <args>` and returns its stdout, paths normalised.
-fn produce(args: &str) -> Result<String, String> {
+/// Runs `cargo run --release -q <args>` and returns its stdout, paths normalised. Arguments
+/// are split on spaces; everything after ` <<< ` is fed to the program's standard input
+/// (for commands that read stdin, like `ch02-tokenizer encode`).
+fn produce(line: &str) -> Result<String, String> {
+    use std::io::Write;
+    let (args, input) = match line.split_once(" <<< ") {
+        Some((args, input)) => (args, Some(input)),
+        None => (line, None),
+    };
     let args: Vec<&str> = args.split_whitespace().collect();
     eprintln!("  running: cargo run --release -q {}", args.join(" "));
-    let output = cargo()
+    let mut child = cargo()
         .args(["run", "--release", "-q"])
         .args(&args)
         .env("NO_COLOR", "1")
-        .output()
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("could not run cargo: {e}"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(input.unwrap_or("").as_bytes())
+            .map_err(|e| format!("could not write the input: {e}"))?;
+    } // dropped here: the program sees the end of its input
+    let output = child
+        .wait_with_output()
         .map_err(|e| format!("could not run cargo: {e}"))?;
     if !output.status.success() {
         return Err(format!(

@@ -79,8 +79,10 @@ pub fn check_hidden(model: &Model, fx: &HiddenFixture) -> Result<Vec<Line>, Erro
     let dim = model.config.hidden_size;
     if fx.layers.len() != model.config.num_layers + 1 || fx.dims > dim {
         return Err(Error::Fixture(format!(
-            "the hidden-state fixture has {} layers of {} dims; this model has {} + 1 of {dim}",
-            fx.layers.len(),
+            "the hidden-state fixture (fixtures/reference/hidden-smollm2-f64.json) is for SmolLM2-135M: \
+             the embedding and {} layers, {} dims compared; this model has the embedding and {} layers \
+             of {dim} dims, so it is not the model the fixture was made from",
+            fx.layers.len().saturating_sub(1),
             fx.dims,
             model.config.num_layers
         )));
