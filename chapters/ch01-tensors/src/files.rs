@@ -89,6 +89,20 @@ pub fn read_to_string(path: &Path, max: u64) -> io::Result<String> {
     Ok(text)
 }
 
+/// Writes `text` to `path`, a new file or an existing regular one: never through a directory,
+/// FIFO or device a stranger named (a FIFO would block the write forever).
+pub fn write_output(path: &Path, text: &str) -> io::Result<()> {
+    if let Ok(meta) = std::fs::symlink_metadata(path)
+        && !meta.is_file()
+    {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} exists and is not a regular file", path.display()),
+        ));
+    }
+    std::fs::write(path, text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,6 +128,12 @@ mod tests {
         );
         assert_eq!(read_to_string(&path, 100).unwrap(), "0123456789abc");
         std::fs::remove_file(path).ok();
+    }
+
+    #[test]
+    fn output_is_never_written_through_a_directory() {
+        let err = write_output(Path::new("/"), "x").unwrap_err().to_string();
+        assert!(err.contains("not a regular file"), "{err}");
     }
 
     #[cfg(unix)]

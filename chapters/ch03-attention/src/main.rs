@@ -173,7 +173,7 @@ fn run(args: &Args) -> Result<(), Error> {
 }
 
 fn write_file(path: &Path, text: &str) -> Result<(), Error> {
-    std::fs::write(path, text).map_err(|source| Error::Io {
+    ch01_tensors::files::write_output(path, text).map_err(|source| Error::Io {
         path: path.to_path_buf(),
         source,
     })

@@ -241,8 +241,12 @@ pub(crate) mod tests {
     /// written to a temporary safetensors file; returns its config and path.
     pub(crate) fn tiny_model(tag: &str, tied: bool) -> (Config, PathBuf) {
         let cfg = tiny_config(tied);
+        // One file per call: tests run in parallel, and two calls with the same tag must not
+        // write, read and delete the same path.
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let path = std::env::temp_dir().join(format!(
-            "ch04-tiny-{tag}-{}.safetensors",
+            "ch04-tiny-{tag}-{}-{n}.safetensors",
             std::process::id()
         ));
         let tensors = tiny_tensors(&cfg);

@@ -251,18 +251,9 @@ pub fn eval(a: &Args) -> Result<(), Error> {
     Ok(())
 }
 
-/// Writes `text` to `path`: a new file, or one that is a regular file already (never a
-/// directory, FIFO or device).
+/// [`ch01_tensors::files::write_output`], with this chapter's error.
 fn write_output(path: &Path, text: &str) -> Result<(), Error> {
-    if let Ok(meta) = std::fs::symlink_metadata(path)
-        && !meta.is_file()
-    {
-        return Err(Error::Config(format!(
-            "{} exists and is not a regular file",
-            path.display()
-        )));
-    }
-    std::fs::write(path, text).map_err(|source| Error::Io {
+    ch01_tensors::files::write_output(path, text).map_err(|source| Error::Io {
         path: path.to_path_buf(),
         source,
     })

@@ -223,18 +223,9 @@ pub fn bench(a: &Args) -> Result<(), String> {
     Ok(())
 }
 
-/// Writes `text` to `path`: a new file, or an existing regular file (never a directory,
-/// FIFO or device).
+/// [`ch01_tensors::files::write_output`], with this binary's error.
 fn write_output(path: &std::path::Path, text: &str) -> Result<(), String> {
-    if let Ok(meta) = std::fs::symlink_metadata(path)
-        && !meta.is_file()
-    {
-        return Err(format!(
-            "{} exists and is not a regular file",
-            path.display()
-        ));
-    }
-    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+    ch01_tensors::files::write_output(path, text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 pub fn compare(a: &Args) -> Result<(), String> {
