@@ -272,10 +272,12 @@ pub fn histogram(a: &Args) -> Result<(), Error> {
         write_output(path, &ch06_quantization::histogram::svg(&counts, title))?;
     }
     let total: u64 = counts.iter().sum();
+    let distinct = ch06_quantization::histogram::most_distinct_per_block(&all);
     if a.json {
         println!(
             "{:#}",
-            json!({ "model": models::shown(&dir), "weights": total, "bins": counts })
+            json!({ "model": models::shown(&dir), "weights": total, "bins": counts,
+                    "most_distinct_per_block": distinct })
         );
         return Ok(());
     }
@@ -298,6 +300,7 @@ pub fn histogram(a: &Args) -> Result<(), Error> {
         "{:.1}% of the weights lie within half of their block's largest magnitude",
         100.0 * inner
     );
+    println!("at most {distinct} distinct values in any block of 32");
     Ok(())
 }
 

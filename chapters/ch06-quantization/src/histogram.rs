@@ -24,6 +24,20 @@ pub fn block_histogram(w: &[f32], bins: usize) -> Vec<u64> {
 }
 // ANCHOR_END: histogram
 
+/// The most distinct values found in any whole block of 32 of `w` (values compared by their
+/// bits, so `-0.0` and `0.0` count as two). Weights dequantized from a 4-bit format have at
+/// most 16.
+pub fn most_distinct_per_block(w: &[f32]) -> usize {
+    let mut most = 0;
+    for block in w.chunks_exact(32) {
+        let mut bits: Vec<u32> = block.iter().map(|v| v.to_bits()).collect();
+        bits.sort_unstable();
+        bits.dedup();
+        most = most.max(bits.len());
+    }
+    most
+}
+
 /// The histogram as an SVG bar chart (`counts` over [−1, 1]), with the sixteen levels a
 /// Q4_0 block could use marked below the axis.
 pub fn svg(counts: &[u64], title: &str) -> String {
@@ -88,6 +102,27 @@ mod tests {
             block_histogram(&[0.0; 32], 4),
             vec![0; 4],
             "an all-zero block is skipped"
+        );
+    }
+
+    #[test]
+    fn distinct_values_are_counted_per_block() {
+        let mut w: Vec<f32> = (0..32).map(|i| (i % 4) as f32).collect();
+        w.extend((0..32).map(|i| i as f32 * 0.5));
+        assert_eq!(
+            most_distinct_per_block(&w),
+            32,
+            "the second block has 32 values"
+        );
+        assert_eq!(
+            most_distinct_per_block(&w[..32]),
+            4,
+            "the first block has 4"
+        );
+        assert_eq!(
+            most_distinct_per_block(&w[..31]),
+            0,
+            "no whole block, nothing counted"
         );
     }
 }

@@ -4,6 +4,7 @@
 //! ch06-quantization                                  a tour: one row of layer 0 in every format
 //! ch06-quantization eval --format q4_1 [--json]      bytes, perplexity, KL, top-1, decode tok/s
 //! ch06-quantization generate --format q4_1 --prompt TEXT -n N
+//! ch06-quantization histogram [--svg FILE]           layer 0's weights / their block's max |x|
 //! ```
 
 use std::process::ExitCode;
