@@ -431,8 +431,8 @@ impl QMatrix {
     // ANCHOR: matmul
     /// `out (seq, rows) = x (seq, cols) · Wᵀ`. f32 weights go through chapter 4's `linear`;
     /// the others quantize `x` once, then take one integer dot per (token, row). As in
-    /// chapter 4, rayon splits the tokens between threads, or the rows when there are
-    /// fewer tokens than threads; each output is one `dot_row` call whatever the split, so
+    /// chapter 4, rayon splits the tokens between threads, or the rows when there are too
+    /// few tokens to give each thread four; each output is one `dot_row` call whatever the split, so
     /// a token's outputs do not depend on what else is in the batch.
     pub fn matmul(&self, out: &mut [f32], x: &[f32], seq: usize) {
         self.matmul_with(&Scalar, out, x, seq);
@@ -448,10 +448,10 @@ impl QMatrix {
         }
         let acts = self.quantize_activations(k, x); // once per product, shared by every row
         let threads = rayon::current_num_threads();
-        if seq >= threads {
-            // Split the tokens: each thread takes a band of them, and walks the weights in
-            // blocks of rows that stay in cache while every token of the band meets them,
-            // four tokens at a time.
+        if seq >= 4 * threads {
+            // Split the tokens: each thread takes a band of at least four of them, and walks
+            // the weights in blocks of rows that stay in cache while every token of the band
+            // meets them, four tokens at a time.
             let band = seq.div_ceil(threads);
             out.par_chunks_mut(band * rows)
                 .enumerate()
@@ -475,7 +475,8 @@ impl QMatrix {
                     }
                 });
         } else {
-            // Fewer tokens than threads: split the rows instead, four rows at a time.
+            // Too few tokens to give every thread four (a decode step has one): split the
+            // rows instead, four rows at a time.
             for (t, out_t) in out.chunks_exact_mut(rows).enumerate() {
                 out_t
                     .par_chunks_mut(ROW_BLOCK)

@@ -1,0 +1,1 @@
+//! Solutions to chapter 8's exercises.

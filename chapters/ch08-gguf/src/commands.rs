@@ -1,0 +1,373 @@
+//! The binary's commands.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use ch01_tensors::models;
+use ch02_tokenizer::StreamDecoder;
+use ch02_tokenizer::show::visible;
+use ch04_forward::model::argmax;
+use ch05_kv_cache::KvCache;
+use ch06_quantization::forward::QEngine;
+use ch07_simd_parallel::bench::in_pool;
+use ch07_simd_parallel::kernels::detect;
+use ch08_gguf::gguf::{Array, Value};
+use ch08_gguf::{GgufFile, hexdump, memory};
+use serde_json::{Value as Json, json};
+
+use crate::Args;
+
+/// The file to read: `--model`, or the default SmolLM2 GGUF (fetched on first use).
+fn model_path(a: &Args) -> Result<PathBuf, String> {
+    match &a.model {
+        Some(p) => Ok(p.clone()),
+        None => {
+            let p = models::smollm2_gguf();
+            if !p.exists() {
+                models::fetch("smollm2")?;
+            }
+            models::require(&p)
+        }
+    }
+}
+
+fn open_model(a: &Args) -> Result<ch08_gguf::Loaded, String> {
+    ch08_gguf::load(&model_path(a)?).map_err(|e| e.to_string())
+}
+
+/// A metadata value for people: arrays longer than 6 shown by their first elements.
+fn show_value(v: &Value) -> String {
+    fn first<T: std::fmt::Debug>(v: &[T]) -> String {
+        let shown: Vec<String> = v.iter().take(6).map(|x| format!("{x:?}")).collect();
+        let more = if v.len() > 6 { ", …" } else { "" };
+        format!("[{}{more}]", shown.join(", "))
+    }
+    match v {
+        Value::String(s) if s.chars().count() > 60 => {
+            format!("{:?}… ({} bytes)", s.chars().take(60).collect::<String>(), s.len())
+        }
+        Value::String(s) => format!("{s:?}"),
+        Value::Array(a) => {
+            let items = match a {
+                Array::String(v) => first(v),
+                Array::I32(v) => first(v),
+                Array::F32(v) => first(v),
+                Array::U32(v) => first(v),
+                Array::U8(v) => first(v),
+                Array::I8(v) => first(v),
+                Array::U16(v) => first(v),
+                Array::I16(v) => first(v),
+                Array::U64(v) => first(v),
+                Array::I64(v) => first(v),
+                Array::F64(v) => first(v),
+                Array::Bool(v) => first(v),
+                Array::Array(v) => format!("[{} arrays]", v.len()),
+            };
+            format!("{} × {}: {items}", a.len(), a.type_name())
+        }
+        Value::F32(x) => format!("{x:e}"),
+        Value::F64(x) => format!("{x:e}"),
+        Value::Bool(b) => b.to_string(),
+        other => other.as_i128().map_or_else(|| format!("{other:?}"), |n| n.to_string()),
+    }
+}
+
+/// A metadata value as JSON: scalars as they are, arrays as their type, length and first
+/// elements.
+fn json_value(v: &Value) -> Json {
+    match v {
+        Value::String(s) => json!(s),
+        Value::Bool(b) => json!(b),
+        Value::F32(x) => json!(x),
+        Value::F64(x) => json!(x),
+        Value::Array(a) => json!({"type": a.type_name(), "len": a.len(), "shown": show_value(v)}),
+        other => other.as_i128().map_or(Json::Null, |n| json!(n as f64)),
+    }
+}
+
+// ANCHOR: inspect
+/// `inspect`: the header, the metadata and the tensor table of a file.
+pub fn inspect(a: &Args) -> Result<(), String> {
+    let path = model_path(a)?;
+    let f = GgufFile::open(&path).map_err(|e| e.to_string())?;
+    let g = &f.gguf;
+    // Bytes and parameters per tensor type.
+    let mut types: BTreeMap<&str, (usize, u64, u64)> = BTreeMap::new();
+    for t in &g.tensors {
+        let e = types.entry(t.ty.name()).or_default();
+        *e = (e.0 + 1, e.1 + t.elements(), e.2 + t.size);
+    }
+    let params: u64 = g.tensors.iter().map(|t| t.elements()).sum();
+    if a.json {
+        let metadata: serde_json::Map<String, Json> = g
+            .metadata
+            .iter()
+            .map(|(k, v)| (k.clone(), json_value(v)))
+            .collect();
+        let types: Vec<Json> = types
+            .iter()
+            .map(|(ty, (n, p, b))| json!({"type": ty, "tensors": n, "parameters": p, "bytes": b}))
+            .collect();
+        let mut out = json!({
+            "file": models::shown(&path), "version": g.version, "file_bytes": g.file_len,
+            "alignment": g.alignment, "data_offset": g.data_offset,
+            "tensor_count": g.tensors.len(), "parameters": params,
+            "metadata": metadata, "types": types,
+        });
+        if a.tensors {
+            out["tensors"] = g
+                .tensors
+                .iter()
+                .map(|t| json!({"name": t.name, "type": t.ty.name(), "dims": t.dims,
+                                "offset": t.offset, "bytes": t.size}))
+                .collect();
+        }
+        println!("{out:#}");
+        return Ok(());
+    }
+    println!(
+        "{}: GGUF v{}, {} bytes; {} metadata keys, {} tensors; data section at byte {} (alignment {})",
+        models::shown(&path),
+        g.version,
+        g.file_len,
+        g.metadata.len(),
+        g.tensors.len(),
+        g.data_offset,
+        g.alignment
+    );
+    println!("\nmetadata:");
+    for (k, v) in &g.metadata {
+        println!("  {k:<42} {}", show_value(v));
+    }
+    println!("\ntensor types:");
+    for (ty, (n, p, b)) in &types {
+        println!(
+            "  {ty:<6} {n:>4} tensors {:>12} parameters {:>12} bytes  ({:.2} bits per weight)",
+            p,
+            b,
+            *b as f64 * 8.0 / *p as f64
+        );
+    }
+    println!(
+        "  total  {:>4} tensors {params:>12} parameters {:>12} bytes",
+        g.tensors.len(),
+        g.tensors.iter().map(|t| t.size).sum::<u64>()
+    );
+    if a.tensors {
+        println!("\n  {:<28} {:<6} {:<16} {:>12} {:>10}", "name", "type", "dims (ggml)", "offset", "bytes");
+        for t in &g.tensors {
+            println!(
+                "  {:<28} {:<6} {:<16} {:>12} {:>10}",
+                t.name,
+                t.ty.name(),
+                format!("{:?}", t.dims),
+                t.offset,
+                t.size
+            );
+        }
+    }
+    Ok(())
+}
+// ANCHOR_END: inspect
+
+/// `hex`: the first bytes of the file, annotated.
+pub fn hex(a: &Args) -> Result<(), String> {
+    let path = model_path(a)?;
+    let f = GgufFile::open(&path).map_err(|e| e.to_string())?;
+    let fields = hexdump::walk(f.bytes(), a.keys).map_err(|e| e.to_string())?;
+    print!("{}", hexdump::render(&fields));
+    Ok(())
+}
+
+/// `tokenize`: ids of a text with the file's tokenizer (no BOS, like the fixtures).
+pub fn tokenize(a: &Args) -> Result<(), String> {
+    let path = model_path(a)?;
+    let f = GgufFile::open(&path).map_err(|e| e.to_string())?;
+    let tok = ch08_gguf::tokenizer(&f.gguf).map_err(|e| e.to_string())?;
+    let text = match &a.text {
+        Some(t) => t.clone(),
+        None => read_stdin()?,
+    };
+    let ids = tok.tokenizer.encode(&text, a.special);
+    if a.json {
+        println!("{}", json!({ "ids": ids }));
+        return Ok(());
+    }
+    for &id in &ids {
+        let piece = tok.tokenizer.piece(id).map_err(|e| e.to_string())?;
+        println!("{id:>7}  {}", visible(piece));
+    }
+    println!("{} tokens", ids.len());
+    Ok(())
+}
+
+/// Standard input as text, at most `MAX_TEXT_FILE` bytes of UTF-8.
+fn read_stdin() -> Result<String, String> {
+    use std::io::Read;
+    let max = ch01_tensors::files::MAX_TEXT_FILE;
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("reading standard input: {e}"))?;
+    if bytes.len() as u64 > max {
+        return Err(format!("standard input is longer than {max} bytes"));
+    }
+    String::from_utf8(bytes).map_err(|e| format!("standard input is not UTF-8: {e}"))
+}
+
+/// `logits`: the logits after every position of `--ids`, all positions in one pass.
+pub fn logits(a: &Args) -> Result<(), String> {
+    let (_, k) = detect()?;
+    let m = open_model(a)?;
+    let ids = a.ids.clone().unwrap_or_default();
+    let engine = QEngine::with_kernels(&m.model, k);
+    let mut cache = KvCache::new(engine.layout(), ids.len());
+    let logits = in_pool(a.threads, || engine.forward_all(&mut cache, &ids, 0))?
+        .map_err(|e| e.to_string())?;
+    let vocab = m.model.lm_head().rows();
+    let mut positions = Vec::new();
+    for row in logits.chunks_exact(vocab) {
+        let mut order: Vec<usize> = (0..vocab).collect();
+        // Highest first; equal logits keep the lower id first, like argmax.
+        order.sort_by(|&i, &j| row[j].total_cmp(&row[i]).then(i.cmp(&j)));
+        let top: Vec<(usize, f32)> = order.iter().take(a.top).map(|&i| (i, row[i])).collect();
+        positions.push((argmax(row), top));
+    }
+    if a.json {
+        let positions: Vec<_> = positions
+            .iter()
+            .map(|(am, top)| json!({"argmax": am, "top": top}))
+            .collect();
+        println!("{}", json!({"ids": ids, "positions": positions}));
+        return Ok(());
+    }
+    for (t, (am, top)) in positions.iter().enumerate() {
+        let top: Vec<String> = top.iter().map(|(i, l)| format!("{i}:{l:.3}")).collect();
+        println!("position {t:3} (id {:6}): argmax {am:6}   top {}", ids[t], top.join(" "));
+    }
+    Ok(())
+}
+
+// ANCHOR: generate
+/// `generate`: greedy, streamed, from the file alone.
+pub fn generate(a: &Args) -> Result<(), String> {
+    let (isa, k) = detect()?;
+    let m = open_model(a)?;
+    let tok = &m.tokenizer;
+    let prompt = match (&a.ids, &a.prompt) {
+        (Some(ids), _) => ids.clone(),
+        (None, text) => tok.encode_prompt(text.as_deref().unwrap_or("The capital of France is"), true),
+    };
+    if prompt.is_empty() {
+        return Err("the prompt is empty: the model needs at least one token".into());
+    }
+    let engine = QEngine::with_kernels(&m.model, k);
+    let mut dec = StreamDecoder::new(&tok.tokenizer);
+    if !a.json {
+        print!("{}", tok.tokenizer.decode(&prompt).map_err(|e| e.to_string())?);
+    }
+    let mut out = std::io::stdout();
+    let run = in_pool(a.threads, || {
+        engine.greedy(&prompt, a.n, true, &mut |id| {
+            if !a.json {
+                let _ = write!(out, "{}", dec.push(id).unwrap_or_default());
+                let _ = out.flush();
+            }
+        })
+    })?
+    .map_err(|e| e.to_string())?;
+    let text = tok.tokenizer.decode(&run.ids).unwrap_or_default();
+    if a.json {
+        println!(
+            "{:#}",
+            json!({ "prompt_ids": prompt, "generated_ids": run.ids, "text": text,
+                    "isa": isa.name(), "threads": a.threads,
+                    "prefill_tok_s": prompt.len() as f64 / run.prefill_seconds.max(1e-9),
+                    "decode_tok_s": run.decode_tok_s() })
+        );
+        return Ok(());
+    }
+    println!(
+        "\n---\n{} prompt tokens, {} generated; decode {:.1} tok/s ({isa} kernels, {} threads)",
+        prompt.len(),
+        run.ids.len(),
+        run.decode_tok_s(),
+        a.threads
+    );
+    Ok(())
+}
+// ANCHOR_END: generate
+
+// ANCHOR: load
+/// `load`: each step from a path to the first token, with its time and what it made
+/// resident: the process's memory, and how much of the file is in the page cache.
+pub fn load(a: &Args) -> Result<(), String> {
+    let path = model_path(a)?;
+    if a.cold {
+        memory::evict(&path).map_err(|e| format!("{}: {e}", models::shown(&path)))?;
+    }
+    let (_, k) = detect()?;
+    let mut steps: Vec<(&str, f64, memory::Usage)> = Vec::new();
+    let start = Instant::now();
+    let mut mark = |name, file: Option<&GgufFile>| {
+        steps.push((name, start.elapsed().as_secs_f64(), memory::usage(file)));
+    };
+    mark("start", None);
+    let file = GgufFile::open(&path).map_err(|e| e.to_string())?;
+    mark("open + parse header", Some(&file));
+    let model = ch08_gguf::load_llama(&file).map_err(|e| e.to_string())?;
+    mark("weights (views)", Some(&file));
+    let tok = ch08_gguf::tokenizer(&file.gguf).map_err(|e| e.to_string())?;
+    mark("tokenizer", Some(&file));
+    let prompt = tok.encode_prompt("The capital of France is", true);
+    let engine = QEngine::with_kernels(&model, k);
+    let mut cache = KvCache::new(engine.layout(), prompt.len());
+    let logits = in_pool(a.threads, || engine.forward(&mut cache, &prompt, 0))?
+        .map_err(|e| e.to_string())?;
+    let first = argmax(&logits);
+    mark("first token", Some(&file));
+    let file_mb = file.gguf.file_len as f64 / 1e6;
+    if a.json {
+        let steps: Vec<Json> = steps
+            .iter()
+            .map(|(name, t, u)| json!({"step": name, "seconds": t, "rss_bytes": u.rss,
+                                       "rss_file_bytes": u.rss_file, "rss_anon_bytes": u.rss_anon,
+                                       "file_cached_bytes": u.file_cached}))
+            .collect();
+        println!(
+            "{:#}",
+            json!({"file": models::shown(&path), "file_bytes": file.gguf.file_len, "cold": a.cold,
+                   "first_token": first, "steps": steps})
+        );
+        return Ok(());
+    }
+    println!(
+        "{} ({file_mb:.1} MB), {} start:",
+        models::shown(&path),
+        if a.cold { "cold (evicted from the page cache)" } else { "warm" }
+    );
+    println!(
+        "  {:<22} {:>10} {:>10} {:>10} {:>10} {:>14}",
+        "step", "ms", "RSS MB", "file MB", "anon MB", "file cached MB"
+    );
+    for (name, t, u) in &steps {
+        println!(
+            "  {name:<22} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>14}",
+            t * 1e3,
+            u.rss as f64 / 1e6,
+            u.rss_file as f64 / 1e6,
+            u.rss_anon as f64 / 1e6,
+            u.file_cached
+                .map_or("–".to_string(), |b| format!("{:.1}", b as f64 / 1e6))
+        );
+    }
+    println!(
+        "  first token: {first} {:?}",
+        String::from_utf8_lossy(tok.tokenizer.piece(first as u32).unwrap_or_default())
+    );
+    Ok(())
+}
+// ANCHOR_END: load

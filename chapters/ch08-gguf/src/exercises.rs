@@ -1,0 +1,1 @@
+//! Exercises for chapter 8 (see the book's "Exercises" section of the chapter).

@@ -1,0 +1,212 @@
+//! `ch08-gguf`: a GGUF file read in place: its header, its tokenizer, its model.
+//!
+//! ```text
+//! ch08-gguf [inspect] [FILE] [--tensors] [--json]    header, metadata, tensor table
+//! ch08-gguf hex [FILE] [--keys N]                    the first bytes, field by field
+//! ch08-gguf tokenize [--model FILE] [--special] [--json] [-- TEXT]   (or stdin)
+//! ch08-gguf logits [--model FILE] --ids 1,2,3 [--top K] [--json]
+//! ch08-gguf generate [--model FILE] [--prompt TEXT | --ids IDS] [-n N] [--json]
+//! ch08-gguf load [--model FILE] [--cold] [--json]    load time, first token, memory
+//! ```
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+mod commands;
+
+const USAGE: &str = "\
+usage: ch08-gguf [command] [options]
+
+commands:
+  inspect [FILE]   (the default) version, metadata (long arrays summarised), bytes per tensor type,
+                   parameters; with --tensors, every tensor (name, type, shape, offset, bytes)
+  hex [FILE]       the file's first bytes, each field annotated (--keys N: metadata entries)
+  tokenize -- TEXT the token ids of TEXT (or of standard input), with the tokenizer stored
+                   in the file
+  logits           the logits after each of --ids (top K of each, and the argmax)
+  generate         greedy generation, streamed, from --prompt TEXT or --ids IDS
+  load             open the file, build the model, run one token: the time and memory of
+                   each step (--cold: evict the file from the page cache first)
+
+options:
+  --model FILE     the GGUF file (default: SmolLM2-135M-Instruct Q4_1, fetched on first use)
+  --tensors        inspect: list every tensor
+  --keys N         hex: metadata entries to walk (default 4)
+  --special        tokenize: parse special tokens such as <|im_start|> in TEXT
+  --ids IDS        comma-separated token ids
+  --top K          logits: how many of the highest logits to show per position (default 5)
+  --prompt TEXT    generate: the prompt (default \"The capital of France is\")
+  -n N             generate: tokens to generate (default 32)
+  --threads N      threads (default: 2, or the machine's cores if fewer)
+  --cold           load: drop the file from the page cache before opening it
+  --json           machine-readable output
+  -h, --help       this text";
+
+/// Parsed command line.
+pub struct Args {
+    pub command: String,
+    pub model: Option<PathBuf>,
+    pub tensors: bool,
+    pub keys: usize,
+    pub special: bool,
+    pub ids: Option<Vec<u32>>,
+    pub top: usize,
+    pub prompt: Option<String>,
+    pub text: Option<String>,
+    pub n: usize,
+    pub threads: usize,
+    pub cold: bool,
+    pub json: bool,
+}
+
+/// Upper bounds for numeric flags: each sizes a loop, an allocation or a pool.
+const MAX_THREADS: usize = 256;
+const MAX_NEW_TOKENS: usize = 1 << 16;
+const MAX_TOP: usize = 1000;
+const MAX_KEYS: usize = 64;
+const MAX_IDS: usize = 1 << 16;
+
+fn parse_ids(s: &str) -> Result<Vec<u32>, String> {
+    let ids: Vec<u32> = s
+        .split(',')
+        .map(|t| {
+            t.trim()
+                .parse::<u32>()
+                .map_err(|_| format!("--ids: {t:?} is not a token id"))
+        })
+        .take(MAX_IDS + 1)
+        .collect::<Result<_, _>>()?;
+    if ids.len() > MAX_IDS {
+        return Err(format!("--ids: more than {MAX_IDS} ids"));
+    }
+    Ok(ids)
+}
+
+fn parse_args() -> Result<Option<Args>, lexopt::Error> {
+    use lexopt::prelude::*;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut a = Args {
+        command: String::new(),
+        model: None,
+        tensors: false,
+        keys: 4,
+        special: false,
+        ids: None,
+        top: 5,
+        prompt: None,
+        text: None,
+        n: 32,
+        threads: cores.min(2),
+        cold: false,
+        json: false,
+    };
+    let mut seen = Vec::new();
+    let mut parser = lexopt::Parser::from_env();
+    let mut positional = Vec::new();
+    while let Some(arg) = parser.next()? {
+        match &arg {
+            Long(name) => seen.push(format!("--{name}")),
+            Short(c) => seen.push(format!("-{c}")),
+            Value(_) => {}
+        }
+        match arg {
+            Value(v) if a.command.is_empty() => a.command = v.string()?,
+            Value(v) => positional.push(v.string()?),
+            Long("model") => a.model = Some(parser.value()?.into()),
+            Long("tensors") => a.tensors = true,
+            Long("keys") => a.keys = parser.value()?.parse()?,
+            Long("special") => a.special = true,
+            Long("ids") => a.ids = Some(parse_ids(&parser.value()?.string()?)?),
+            Long("top") => a.top = parser.value()?.parse()?,
+            Long("prompt") => a.prompt = Some(parser.value()?.string()?),
+            Short('n') => a.n = parser.value()?.parse()?,
+            Long("threads") => a.threads = parser.value()?.parse()?,
+            Long("cold") => a.cold = true,
+            Long("json") => a.json = true,
+            Short('h') | Long("help") => return Ok(None),
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    if a.command.is_empty() {
+        a.command = "inspect".into();
+    }
+    let allowed: &[&str] = match a.command.as_str() {
+        "inspect" => &["--tensors", "--json"],
+        "hex" => &["--keys"],
+        "tokenize" => &["--model", "--special", "--json"],
+        "logits" => &["--model", "--ids", "--top", "--json", "--threads"],
+        "generate" => &["--model", "--prompt", "--ids", "-n", "--json", "--threads"],
+        "load" => &["--model", "--cold", "--json", "--threads"],
+        other => {
+            return Err(format!(
+                "unknown command {other:?} (inspect, hex, tokenize, logits, generate or load)"
+            )
+            .into());
+        }
+    };
+    if let Some(flag) = seen.iter().find(|f| !allowed.contains(&f.as_str())) {
+        return Err(format!("{flag} does not go with `{}`", a.command).into());
+    }
+    match (a.command.as_str(), positional.len()) {
+        ("inspect" | "hex", 0) => {}
+        ("inspect" | "hex", 1) => a.model = Some(positional.remove(0).into()),
+        ("tokenize", 1) => a.text = Some(positional.remove(0)),
+        ("tokenize", 0) => {} // read from standard input
+        ("tokenize", _) => return Err("tokenize takes one TEXT (after --), or reads stdin".into()),
+        (_, 0) => {}
+        (cmd, _) => {
+            return Err(format!("unexpected argument {:?} for `{cmd}`", positional[0]).into());
+        }
+    }
+    if a.command == "generate" && a.prompt.is_some() && a.ids.is_some() {
+        return Err("generate takes --prompt TEXT or --ids IDS, not both".into());
+    }
+    if a.command == "logits" && a.ids.is_none() {
+        return Err("logits needs --ids 1,2,3".into());
+    }
+    if a.ids.as_ref().is_some_and(Vec::is_empty) {
+        return Err("--ids is empty".into());
+    }
+    if !(1..=MAX_THREADS).contains(&a.threads) {
+        return Err(format!("--threads must be between 1 and {MAX_THREADS}").into());
+    }
+    if !(1..=MAX_NEW_TOKENS).contains(&a.n) {
+        return Err(format!("-n must be between 1 and {MAX_NEW_TOKENS}").into());
+    }
+    if !(1..=MAX_TOP).contains(&a.top) {
+        return Err(format!("--top must be between 1 and {MAX_TOP}").into());
+    }
+    if a.keys > MAX_KEYS {
+        return Err(format!("--keys must be at most {MAX_KEYS}").into());
+    }
+    Ok(Some(a))
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("error: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match args.command.as_str() {
+        "inspect" => commands::inspect(&args),
+        "hex" => commands::hex(&args),
+        "tokenize" => commands::tokenize(&args),
+        "logits" => commands::logits(&args),
+        "generate" => commands::generate(&args),
+        _ => commands::load(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! A Llama-architecture model whose weights stay in the mapped file.
+//!
+//! Chapter 6's [`QModel`] holds [`QMatrix`]es over [`Bytes`]; here those bytes are windows
+//! on the mapping, so "loading" a matrix is checking its type and shape and recording where
+//! it is. Two things are copied: the norm gains (f32 vectors, 141 kB in all), and the query
+//! and key matrices, whose rows llama.cpp's converter reordered (see [`unpermute_rows`]).
+
+use ch01_tensors::Tensor;
+use ch03_attention::RopeTable;
+use ch06_quantization::{Bytes, Format, QMatrix, QModel, model::QLayer};
+use rayon::prelude::*;
+
+use crate::config::config;
+use crate::error::{Error, Result};
+use crate::file::GgufFile;
+use crate::gguf::TensorInfo;
+use crate::types::GgmlType;
+
+/// The chapter 6 format that holds a ggml type's blocks, if there is one.
+pub fn format_of(ty: GgmlType) -> Option<Format> {
+    match ty {
+        GgmlType::F32 => Some(Format::F32),
+        GgmlType::Q4_0 => Some(Format::Q4_0),
+        GgmlType::Q4_1 => Some(Format::Q4_1),
+        GgmlType::Q8_0 => Some(Format::Q8_0),
+        _ => None,
+    }
+}
+
+// ANCHOR: unpermute
+/// Undoes llama.cpp's reordering of a query or key matrix's rows.
+///
+/// Chapter 3 rotates each head's coordinate `i` with coordinate `i + head_dim/2` (the
+/// Hugging Face pairing). llama.cpp rotates adjacent coordinates `2i` and `2i + 1`, so its
+/// converter moves the rows of `W_q` and `W_k`: within each head, the row that produces
+/// coordinate `j·head_dim/2 + i` (half `j`, 0 or 1) is stored at `2i + j`. Reading row
+/// `2i + j` back into place `j·head_dim/2 + i` gives chapter 3's order. Rows are whole
+/// runs of blocks, so this moves bytes and never touches a value.
+pub fn unpermute_rows(data: &[u8], row_bytes: usize, head_dim: usize) -> Vec<u8> {
+    let mut out = vec![0u8; data.len()];
+    let half = head_dim / 2;
+    for (r, dst) in out.chunks_exact_mut(row_bytes).enumerate() {
+        let (head, within) = (r / head_dim, r % head_dim);
+        let (j, i) = (within / half, within % half);
+        let src = head * head_dim + 2 * i + j;
+        dst.copy_from_slice(&data[src * row_bytes..(src + 1) * row_bytes]);
+    }
+    out
+}
+// ANCHOR_END: unpermute
+
+/// How a matrix is taken from the file.
+#[derive(Clone, Copy, PartialEq)]
+enum Rows {
+    AsStored,
+    /// Query or key: un-permute the rows of heads of this size.
+    Unpermute(usize),
+}
+
+// ANCHOR: matrix
+/// Tensor `name` as a `(rows, cols)` matrix: the shape is checked (ggml stores it as
+/// `[cols, rows]`), then the blocks are used in place.
+fn matrix(f: &GgufFile, name: &str, rows: usize, cols: usize, how: Rows) -> Result<QMatrix> {
+    let t = f.info(name)?;
+    check_dims(t, &[cols, rows])?;
+    let format = format_of(t.ty).ok_or_else(|| Error::Tensor {
+        name: name.into(),
+        message: format!("type {} is not one chapter 6 implements (F32, Q4_0, Q4_1, Q8_0)", t.ty),
+    })?;
+    let bad = |message: String| Error::Tensor {
+        name: name.into(),
+        message,
+    };
+    if format == Format::F32 {
+        let mut values = f.f32s(t)?;
+        if let Rows::Unpermute(hd) = how {
+            let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+            values = unpermute_rows(&bytes, cols * 4, hd)
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
+                .collect();
+        }
+        let tensor = Tensor::from_vec(values, &[rows, cols]).map_err(|e| bad(e.to_string()))?;
+        return QMatrix::from_f32(tensor).map_err(bad);
+    }
+    let bytes = match how {
+        Rows::AsStored => f.shared(t), // zero copy: a window on the mapping
+        Rows::Unpermute(hd) => Bytes::from_vec(unpermute_rows(
+            f.data(t),
+            format.row_bytes(cols),
+            hd,
+        )),
+    };
+    QMatrix::from_blocks(format, rows, cols, bytes).map_err(bad)
+}
+// ANCHOR_END: matrix
+
+fn check_dims(t: &TensorInfo, want: &[usize]) -> Result<()> {
+    let want: Vec<u64> = want.iter().map(|&d| d as u64).collect();
+    if t.dims != want {
+        return Err(Error::Tensor {
+            name: t.name.clone(),
+            message: format!(
+                "shape {:?} (ggml order), but the metadata implies {want:?}",
+                t.dims
+            ),
+        });
+    }
+    Ok(())
+}
+
+fn vector(f: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>> {
+    let t = f.info(name)?;
+    check_dims(t, &[len])?;
+    f.f32s(t)
+}
+
+// ANCHOR: load
+/// SmolLM2 (or any `llama` model chapter 6's formats can hold) from an open GGUF file.
+pub fn load_llama(f: &GgufFile) -> Result<QModel> {
+    let cfg = config(&f.gguf)?;
+    let (dim, q_dim, kv_dim, ffn, hd) = (
+        cfg.hidden_size,
+        cfg.q_dim(),
+        cfg.kv_dim(),
+        cfg.intermediate_size,
+        cfg.head_dim,
+    );
+    let layers = (0..cfg.num_layers)
+        .into_par_iter()
+        .map(|l| {
+            let name = |t: &str| format!("blk.{l}.{t}.weight");
+            let m = |t: &str, rows, cols, how| matrix(f, &name(t), rows, cols, how);
+            Ok(QLayer {
+                input_norm: vector(f, &name("attn_norm"), dim)?,
+                wq: m("attn_q", q_dim, dim, Rows::Unpermute(hd))?,
+                wk: m("attn_k", kv_dim, dim, Rows::Unpermute(hd))?,
+                wv: m("attn_v", kv_dim, dim, Rows::AsStored)?,
+                wo: m("attn_output", dim, q_dim, Rows::AsStored)?,
+                post_norm: vector(f, &name("ffn_norm"), dim)?,
+                w_gate: m("ffn_gate", ffn, dim, Rows::AsStored)?,
+                w_up: m("ffn_up", ffn, dim, Rows::AsStored)?,
+                w_down: m("ffn_down", dim, ffn, Rows::AsStored)?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let embed = matrix(f, "token_embd.weight", cfg.vocab_size, dim, Rows::AsStored)?;
+    let lm_head = if cfg.tie_word_embeddings {
+        None
+    } else {
+        Some(matrix(f, "output.weight", cfg.vocab_size, dim, Rows::AsStored)?)
+    };
+    let expected = 2 + usize::from(lm_head.is_some()) + 9 * cfg.num_layers;
+    if f.gguf.tensors.len() != expected {
+        return Err(Error::Unsupported(format!(
+            "{} tensors in the file; a llama model of {} layers has {expected} (extra tensors \
+             would be ignored, and may mean an architecture this chapter does not implement)",
+            f.gguf.tensors.len(),
+            cfg.num_layers
+        )));
+    }
+    let rope = RopeTable::new(hd, cfg.max_position_embeddings, cfg.rope_theta)
+        .map_err(|e| Error::Unsupported(e.to_string()))?;
+    // Chapter 6 labels a model by its layers' format (the first layer's, here).
+    let format = layers
+        .first()
+        .map_or(Format::F32, |l: &QLayer| l.w_up.format());
+    Ok(QModel {
+        config: cfg,
+        format,
+        embed,
+        layers,
+        final_norm: vector(f, "output_norm.weight", dim)?,
+        lm_head,
+        rope,
+    })
+}
+// ANCHOR_END: load

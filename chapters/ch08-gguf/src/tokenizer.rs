@@ -1,0 +1,128 @@
+//! Chapter 2's tokenizers, built from `tokenizer.ggml.*` metadata instead of a
+//! `tokenizer.json`.
+//!
+//! | key | holds |
+//! |---|---|
+//! | `tokenizer.ggml.model` | `gpt2` (byte-level BPE) or `llama` (SentencePiece) |
+//! | `tokenizer.ggml.tokens` | every token's text, in id order |
+//! | `tokenizer.ggml.token_type` | llama.cpp's kind of each token (normal, control, byte, …) |
+//! | `tokenizer.ggml.merges` | BPE only: `"left right"` strings in rank order |
+//! | `tokenizer.ggml.scores` | SentencePiece only: one score per token |
+//! | `tokenizer.ggml.pre` | BPE only: the pre-tokenizer's name (`smollm`) |
+//! | `tokenizer.ggml.bos_token_id`, `add_bos_token` | the start token, and whether to add it |
+
+use ch02_tokenizer::{PreTokenizer, TokenKind, Tokenizer};
+
+use crate::error::{Error, Result};
+use crate::gguf::Gguf;
+
+/// A tokenizer and what the file says about framing a prompt.
+pub struct GgufTokenizer {
+    pub tokenizer: Tokenizer,
+    /// `tokenizer.ggml.bos_token_id`.
+    pub bos: Option<u32>,
+    /// Put BOS in front of a prompt (`tokenizer.ggml.add_bos_token`; llama.cpp's default is
+    /// true for SentencePiece models and false for BPE ones).
+    pub add_bos: bool,
+}
+
+impl GgufTokenizer {
+    /// `text` as ids, with BOS in front if the file asks for it.
+    pub fn encode_prompt(&self, text: &str, parse_special: bool) -> Vec<u32> {
+        let mut ids = Vec::new();
+        if self.add_bos
+            && let Some(b) = self.bos
+        {
+            ids.push(b);
+        }
+        ids.extend(self.tokenizer.encode(text, parse_special));
+        ids
+    }
+}
+
+// ANCHOR: tokenizer
+/// The tokenizer described by `g`'s metadata.
+pub fn tokenizer(g: &Gguf) -> Result<GgufTokenizer> {
+    let model = g.str("tokenizer.ggml.model")?;
+    let tokens = g.strings("tokenizer.ggml.tokens")?;
+    let kinds = match g.opt_ints("tokenizer.ggml.token_type")? {
+        None => vec![TokenKind::Normal; tokens.len()],
+        Some(types) if types.len() == tokens.len() => types
+            .iter()
+            .map(|&t| TokenKind::from_gguf(i32::try_from(t).unwrap_or(1)))
+            .collect(),
+        Some(types) => {
+            return Err(Error::Metadata {
+                key: "tokenizer.ggml.token_type".into(),
+                message: format!("{} types for {} tokens", types.len(), tokens.len()),
+            });
+        }
+    };
+    let entries: Vec<(String, TokenKind)> = tokens.iter().cloned().zip(kinds).collect();
+    let bad = |e: ch02_tokenizer::Error| Error::Tokenizer(e.to_string());
+    let tokenizer = match model {
+        "gpt2" => {
+            let pre_name = g.opt_str("tokenizer.ggml.pre")?.unwrap_or("default");
+            let pre = PreTokenizer::from_gguf_name(pre_name).ok_or_else(|| {
+                Error::Unsupported(format!(
+                    "pre-tokenizer {pre_name:?} (tokenizer.ggml.pre); chapter 2 implements smollm and gpt2"
+                ))
+            })?;
+            let merges = g
+                .strings("tokenizer.ggml.merges")?
+                .iter()
+                .enumerate()
+                .map(|(rank, m)| split_merge(rank, m))
+                .collect::<Result<Vec<_>>>()?;
+            Tokenizer::byte_level_bpe(entries, &merges, pre).map_err(bad)?
+        }
+        "llama" => {
+            let scores = g
+                .opt_f32s("tokenizer.ggml.scores")?
+                .ok_or_else(|| Error::Metadata {
+                    key: "tokenizer.ggml.scores".into(),
+                    message: "missing (a SentencePiece vocabulary needs scores)".into(),
+                })?;
+            let prefix = g.opt_bool("tokenizer.ggml.add_space_prefix")?.unwrap_or(true);
+            Tokenizer::sentencepiece(entries, scores.to_vec(), prefix).map_err(bad)?
+        }
+        other => {
+            return Err(Error::Unsupported(format!(
+                "tokenizer model {other:?} (tokenizer.ggml.model); chapter 2 implements gpt2 and llama"
+            )));
+        }
+    };
+    let bos = match g.opt_u64("tokenizer.ggml.bos_token_id")? {
+        Some(id) if id < tokens.len() as u64 => Some(id as u32),
+        Some(id) => {
+            return Err(Error::Metadata {
+                key: "tokenizer.ggml.bos_token_id".into(),
+                message: format!("{id} is outside the vocabulary of {}", tokens.len()),
+            });
+        }
+        None => None,
+    };
+    let add_bos = g
+        .opt_bool("tokenizer.ggml.add_bos_token")?
+        .unwrap_or(model == "llama");
+    Ok(GgufTokenizer {
+        tokenizer,
+        bos,
+        add_bos,
+    })
+}
+
+/// `"Ġ t"` → `("Ġ", "t")`. The separator is the first space after the first character, as
+/// llama.cpp reads it (a token never starts with a space in a byte-level vocabulary, but
+/// the first character is skipped all the same).
+fn split_merge(rank: usize, m: &str) -> Result<(String, String)> {
+    let first = m.chars().next().map_or(0, char::len_utf8);
+    match m[first..].find(' ') {
+        Some(at) => Ok((m[..first + at].to_string(), m[first + at + 1..].to_string())),
+        None => Err(Error::Metadata {
+            key: "tokenizer.ggml.merges".into(),
+            message: format!("merge {rank} ({m:?}) is not two tokens separated by a space"),
+        }),
+    }
+}
+// ANCHOR_END: tokenizer
