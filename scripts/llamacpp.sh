@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Build llama.cpp's `llama-bench` at the version the fixtures were made with, for the
-# side-by-side benchmarks of chapters 7 and 9. Run once; CI never runs it.
+# Build llama.cpp's `llama-bench` (and `llama-completion`, for load-time and memory
+# comparisons) at the version the fixtures were made with, for the side-by-side benchmarks
+# of chapters 7 to 9. Run once; CI never runs it.
 #
 #   bash scripts/llamacpp.sh          # build (or say where the existing build is)
 #   bash scripts/llamacpp.sh --path   # print the binary's path if it is built, else fail
@@ -10,7 +11,8 @@
 # from pip too, into the project's virtual environment. Everything lands in
 # $LLM_BOOK_LLAMACPP (default: .llamacpp/ at the repository root, git-ignored):
 #   .llamacpp/src/      the unpacked source package
-#   .llamacpp/build/    the cmake build; the binary is build/bin/llama-bench
+#   .llamacpp/build/    the cmake build; the binaries are build/bin/llama-bench and
+#                       build/bin/llama-completion
 #
 # Built for this CPU (GGML_NATIVE) like a user's own build, without AMX: the KVM guests
 # this book is measured on hide AMX, and a binary that uses it dies with SIGILL.
@@ -22,6 +24,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dest="${LLM_BOOK_LLAMACPP:-$root/.llamacpp}"
 venv="${LLM_BOOK_VENV:-$root/.venv}"
 bin="$dest/build/bin/llama-bench"
+completion="$dest/build/bin/llama-completion"
 stamp="$dest/build/.built-from"
 
 if [[ "${1:-}" == "--path" ]]; then
@@ -36,8 +39,8 @@ elif [[ $# -gt 0 ]]; then
     exit 2
 fi
 
-if [[ -x "$bin" && "$(cat "$stamp" 2>/dev/null)" == "llama-cpp-python==$LLAMA_CPP_PYTHON" ]]; then
-    echo "llama-bench is already built: $bin"
+if [[ -x "$bin" && -x "$completion" && "$(cat "$stamp" 2>/dev/null)" == "llama-cpp-python==$LLAMA_CPP_PYTHON" ]]; then
+    echo "llama-bench and llama-completion are already built: $bin"
     exit 0
 fi
 if [[ -e "$dest" && ! -d "$dest" ]]; then
@@ -80,7 +83,7 @@ cmake -S "$src/vendor/llama.cpp" -B "$dest/build" -G Ninja \
     -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF \
     -DGGML_AMX_BF16=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
     -DLLAMA_BUILD_SERVER=OFF -DBUILD_SHARED_LIBS=OFF >/dev/null
-echo "==> building llama-bench (about 10-15 minutes on 2 cores)"
-cmake --build "$dest/build" --target llama-bench -j "$(nproc)"
+echo "==> building llama-bench and llama-completion (about 10-15 minutes on 2 cores)"
+cmake --build "$dest/build" --target llama-bench llama-completion -j "$(nproc)"
 echo "llama-cpp-python==$LLAMA_CPP_PYTHON" >"$stamp"
 echo "built: $bin"

@@ -1,1 +1,68 @@
-//! Solutions to chapter 8's exercises.
+//! Reference solutions for chapter 8's exercises.
+
+/// Exercise 1: read a metadata string.
+pub fn read_string(buf: &[u8], pos: usize) -> Option<(String, usize)> {
+    let rest = buf.get(pos..)?;
+    let len = u64::from_le_bytes(rest.get(..8)?.try_into().ok()?);
+    let body = &rest[8..];
+    if len > body.len() as u64 {
+        return None;
+    }
+    let len = len as usize;
+    let text = std::str::from_utf8(&body[..len]).ok()?;
+    Some((text.to_string(), pos + 8 + len))
+}
+
+/// Exercise 2: a tensor's size in bytes, with overflow checks.
+pub fn tensor_bytes(dims: &[u64], block_values: u64, block_bytes: u64) -> Option<u64> {
+    let row = *dims.first()?;
+    if block_values == 0 || !row.is_multiple_of(block_values) {
+        return None;
+    }
+    let elements = dims.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))?;
+    (elements / block_values).checked_mul(block_bytes)
+}
+
+/// Exercise 3: where a tensor's data starts.
+pub fn tensor_start(header_end: u64, alignment: u64, offset: u64) -> Option<u64> {
+    if !alignment.is_power_of_two() || !offset.is_multiple_of(alignment) {
+        return None;
+    }
+    header_end
+        .checked_next_multiple_of(alignment)?
+        .checked_add(offset)
+}
+
+/// Exercise 4: undo llama.cpp's Q/K row order.
+pub fn stored_row(r: usize, head_dim: usize) -> usize {
+    let half = head_dim / 2;
+    let (head, within) = (r / head_dim, r % head_dim);
+    let (j, i) = (within / half, within % half);
+    head * head_dim + 2 * i + j
+}
+
+/// Exercise 5: the vocabulary from metadata.
+pub fn vocab_entries(
+    tokens: &[String],
+    types: &[i32],
+) -> Result<Vec<(String, ch02_tokenizer::TokenKind)>, String> {
+    if tokens.len() != types.len() {
+        return Err(format!(
+            "{} tokens but {} token types",
+            tokens.len(),
+            types.len()
+        ));
+    }
+    tokens
+        .iter()
+        .zip(types)
+        .enumerate()
+        .map(|(id, (text, &ty))| {
+            if (1..=6).contains(&ty) {
+                Ok((text.clone(), ch02_tokenizer::TokenKind::from_gguf(ty)))
+            } else {
+                Err(format!("token {id} ({text:?}) has type {ty}, not one of 1..=6"))
+            }
+        })
+        .collect()
+}

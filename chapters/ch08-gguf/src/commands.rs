@@ -112,7 +112,7 @@ pub fn inspect(a: &Args) -> Result<(), String> {
             .collect();
         let mut out = json!({
             "file": models::shown(&path), "version": g.version, "file_bytes": g.file_len,
-            "alignment": g.alignment, "data_offset": g.data_offset,
+            "alignment": g.alignment, "header_end": g.header_end, "data_offset": g.data_offset,
             "tensor_count": g.tensors.len(), "parameters": params,
             "metadata": metadata, "types": types,
         });
@@ -128,12 +128,14 @@ pub fn inspect(a: &Args) -> Result<(), String> {
         return Ok(());
     }
     println!(
-        "{}: GGUF v{}, {} bytes; {} metadata keys, {} tensors; data section at byte {} (alignment {})",
+        "{}: GGUF v{}, {} bytes; {} metadata keys, {} tensors; header ends at byte {}, \
+         data section at byte {} (alignment {})",
         models::shown(&path),
         g.version,
         g.file_len,
         g.metadata.len(),
         g.tensors.len(),
+        g.header_end,
         g.data_offset,
         g.alignment
     );
@@ -316,7 +318,7 @@ pub fn load(a: &Args) -> Result<(), String> {
         steps.push((name, start.elapsed().as_secs_f64(), memory::usage(file)));
     };
     mark("start", None);
-    let file = GgufFile::open(&path).map_err(|e| e.to_string())?;
+    let file = GgufFile::open_with(&path, a.access).map_err(|e| e.to_string())?;
     mark("open + parse header", Some(&file));
     let model = ch08_gguf::load_llama(&file).map_err(|e| e.to_string())?;
     mark("weights (views)", Some(&file));
@@ -340,14 +342,16 @@ pub fn load(a: &Args) -> Result<(), String> {
         println!(
             "{:#}",
             json!({"file": models::shown(&path), "file_bytes": file.gguf.file_len, "cold": a.cold,
+                   "access": format!("{:?}", a.access).to_lowercase(),
                    "first_token": first, "steps": steps})
         );
         return Ok(());
     }
     println!(
-        "{} ({file_mb:.1} MB), {} start:",
+        "{} ({file_mb:.1} MB), {} start, {:?} access:",
         models::shown(&path),
-        if a.cold { "cold (evicted from the page cache)" } else { "warm" }
+        if a.cold { "cold (evicted from the page cache)" } else { "warm" },
+        a.access
     );
     println!(
         "  {:<22} {:>10} {:>10} {:>10} {:>10} {:>14}",

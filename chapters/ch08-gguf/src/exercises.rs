@@ -1,1 +1,80 @@
-//! Exercises for chapter 8 (see the book's "Exercises" section of the chapter).
+//! Exercises for chapter 8. Fill in each `todo!()`, then run `cargo xtask exercises ch08`
+//! (or `cargo test -p ch08-gguf --features exercises --test exercises`). Every input here
+//! comes from a file, so every exercise is also about refusing a bad one.
+#![allow(unused_variables)]
+
+/// Exercise 1: read a metadata string.
+///
+/// A GGUF string at byte `pos` of `buf` is a little-endian u64 length, then that many bytes
+/// of UTF-8. Return the string and the offset just after it; return `None` if the length or
+/// the bytes run past the end of `buf`, or the bytes are not UTF-8. Never panic, whatever
+/// the length says (think of 2^64 − 1).
+///
+/// Hint: `buf.get(pos..)` and `get(..8)` fail softly where indexing would panic; compare the
+/// length with what remains *before* converting it to `usize` or adding it to anything.
+/// `std::str::from_utf8`. See "A reader that checks first".
+pub fn read_string(buf: &[u8], pos: usize) -> Option<(String, usize)> {
+    // TODO: length, bounds check, bytes, UTF-8.
+    todo!("exercise 1: read a metadata string")
+}
+
+/// Exercise 2: a tensor's size in bytes, with overflow checks.
+///
+/// A tensor of `dims` (ggml order: `dims[0]` is the row length) in a type that packs
+/// `block_values` values into `block_bytes` bytes takes
+/// `elements / block_values × block_bytes` bytes. Return `None` when `dims` is empty, a row
+/// is not a whole number of blocks, or any product overflows a u64.
+///
+/// Hint: `u64::checked_mul` in a `try_fold`, and `is_multiple_of`. Q4_1 is 32 values in 20
+/// bytes: `[576, 1536]` takes 1536 × 18 × 20 = 552 960 bytes. See "Sizes that cannot
+/// overflow".
+pub fn tensor_bytes(dims: &[u64], block_values: u64, block_bytes: u64) -> Option<u64> {
+    // TODO: row check, element count, bytes: every step checked.
+    todo!("exercise 2: a tensor's byte size")
+}
+
+/// Exercise 3: where a tensor's data starts.
+///
+/// The tensor descriptions end at byte `header_end`; the data section starts at the next
+/// multiple of `alignment`; a tensor's data is at `offset` from there. Return the absolute
+/// position, or `None` if `alignment` is not a power of two, `offset` is not a multiple of
+/// it, or the sum overflows.
+///
+/// Hint: `u64::checked_next_multiple_of`, `is_power_of_two`, `checked_add`. A header that
+/// ends at byte 1 785 652 with alignment 32 has 12 bytes of padding (SmolLM2's happens to end
+/// at 1 785 664, on a boundary, and has none). See "The data section".
+pub fn tensor_start(header_end: u64, alignment: u64, offset: u64) -> Option<u64> {
+    // TODO: align up, check the offset, add.
+    todo!("exercise 3: a tensor's data offset")
+}
+
+/// Exercise 4: undo llama.cpp's Q/K row order.
+///
+/// llama.cpp stores the query row that chapter 3 calls `r` (in head `r / head_dim`, half
+/// `j`, index `i` within the half: `r = head·head_dim + j·head_dim/2 + i`) at row
+/// `head·head_dim + 2i + j`. Return the stored row that holds chapter 3's row `r`.
+///
+/// Hint: split `r` into head, half and index with `/` and `%`; for `head_dim = 4` the rows
+/// come from `[0, 2, 1, 3]`. See "Two pairings, one file".
+pub fn stored_row(r: usize, head_dim: usize) -> usize {
+    // TODO: head, half, index → stored row.
+    todo!("exercise 4: un-permute a Q/K row")
+}
+
+/// Exercise 5: the vocabulary from metadata.
+///
+/// `tokenizer.ggml.tokens` holds each token's text and `tokenizer.ggml.token_type` its kind
+/// (1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte). Pair them up as
+/// chapter 2's `Tokenizer` constructors take them; return an error that says both lengths
+/// when the arrays differ in length, and one that names the token when a type is outside
+/// 1..=6.
+///
+/// Hint: `ch02_tokenizer::TokenKind::from_gguf` maps a known type; check the range first,
+/// since it reads unknown numbers as normal. See "The tokenizer is in the file".
+pub fn vocab_entries(
+    tokens: &[String],
+    types: &[i32],
+) -> Result<Vec<(String, ch02_tokenizer::TokenKind)>, String> {
+    // TODO: lengths, ranges, pairs.
+    todo!("exercise 5: the vocabulary from metadata")
+}

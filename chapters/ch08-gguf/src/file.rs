@@ -23,9 +23,14 @@ pub struct GgufFile {
 }
 
 impl GgufFile {
-    // ANCHOR: open
-    /// Opens, maps and parses `path`.
+    /// Opens, maps and parses `path`, leaving the kernel's read-ahead as it is.
     pub fn open(path: &Path) -> Result<GgufFile> {
+        GgufFile::open_with(path, Access::Normal)
+    }
+
+    // ANCHOR: open
+    /// Opens, maps and parses `path`, telling the kernel how the mapping will be read.
+    pub fn open_with(path: &Path, access: Access) -> Result<GgufFile> {
         let io = |source| Error::Io {
             path: path.to_path_buf(),
             source,
@@ -45,6 +50,7 @@ impl GgufFile {
         // while it is mapped could make a read fault or change under us; we accept that for
         // a file we were asked to load.
         let map = unsafe { Mmap::map(&file) }.map_err(io)?;
+        access.advise(&map);
         let gguf = Gguf::parse(&map)?;
         Ok(GgufFile {
             path: path.to_path_buf(),
@@ -53,6 +59,7 @@ impl GgufFile {
         })
     }
     // ANCHOR_END: open
+
 
     /// The whole file.
     pub fn bytes(&self) -> &[u8] {
@@ -99,3 +106,47 @@ impl GgufFile {
             .collect())
     }
 }
+
+// ANCHOR: advise
+/// How the program is going to touch the mapping, passed to the kernel with `madvise`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// The default: on a page fault the kernel also reads the pages around it.
+    Normal,
+    /// No read-around: a fault reads its own page and no more, so what is in memory is what
+    /// was touched. (The header, which the parser walks from the start, is still asked for
+    /// ahead: its first 4 MiB.)
+    Random,
+    /// Start reading the whole file in the background now.
+    WillNeed,
+}
+
+impl Access {
+    pub fn parse(name: &str) -> Option<Access> {
+        match name {
+            "normal" => Some(Access::Normal),
+            "random" => Some(Access::Random),
+            "willneed" => Some(Access::WillNeed),
+            _ => None,
+        }
+    }
+
+    fn advise(self, map: &Mmap) {
+        // Advice only: if the kernel refuses, reads are slower or faster, never different.
+        #[cfg(unix)]
+        {
+            use memmap2::Advice;
+            match self {
+                Access::Normal => {}
+                Access::Random => {
+                    let _ = map.advise(Advice::Random);
+                    let _ = map.advise_range(Advice::WillNeed, 0, map.len().min(4 << 20));
+                }
+                Access::WillNeed => {
+                    let _ = map.advise(Advice::WillNeed);
+                }
+            }
+        }
+    }
+}
+// ANCHOR_END: advise

@@ -394,6 +394,9 @@ pub struct Gguf {
     /// Tensor descriptions in file order.
     pub tensors: Vec<TensorInfo>,
     pub alignment: u64,
+    /// Where the tensor descriptions end (the data section starts at the next multiple of
+    /// the alignment).
+    pub header_end: u64,
     /// Where the data section starts, from the start of the file.
     pub data_offset: u64,
     /// The file's length.
@@ -470,7 +473,8 @@ impl Gguf {
             }
             tensors.push(t);
         }
-        let data_offset = r.offset().next_multiple_of(alignment);
+        let header_end = r.offset();
+        let data_offset = header_end.next_multiple_of(alignment);
         let file_len = file.len() as u64;
         check_places(&tensors, data_offset, file_len)?;
         Ok(Gguf {
@@ -478,6 +482,7 @@ impl Gguf {
             metadata,
             tensors,
             alignment,
+            header_end,
             data_offset,
             file_len,
             keys,

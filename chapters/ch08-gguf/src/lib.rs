@@ -24,7 +24,7 @@ pub mod types;
 pub mod exercises;
 
 pub use error::{Error, Result};
-pub use file::GgufFile;
+pub use file::{Access, GgufFile};
 pub use gguf::{Array, Gguf, TensorInfo, Value};
 pub use model::load_llama;
 pub use tokenizer::{GgufTokenizer, tokenizer};

@@ -39,6 +39,8 @@ options:
   -n N             generate: tokens to generate (default 32)
   --threads N      threads (default: 2, or the machine's cores if fewer)
   --cold           load: drop the file from the page cache before opening it
+  --access HOW     load: normal (the default), random (no read-ahead: only what is touched
+                   is read) or willneed (read the whole file now, in the background)
   --json           machine-readable output
   -h, --help       this text";
 
@@ -56,6 +58,7 @@ pub struct Args {
     pub n: usize,
     pub threads: usize,
     pub cold: bool,
+    pub access: ch08_gguf::Access,
     pub json: bool,
 }
 
@@ -98,6 +101,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         n: 32,
         threads: cores.min(2),
         cold: false,
+        access: ch08_gguf::Access::Normal,
         json: false,
     };
     let mut seen = Vec::new();
@@ -122,6 +126,12 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
             Short('n') => a.n = parser.value()?.parse()?,
             Long("threads") => a.threads = parser.value()?.parse()?,
             Long("cold") => a.cold = true,
+            Long("access") => {
+                let v = parser.value()?.string()?;
+                a.access = ch08_gguf::Access::parse(&v).ok_or_else(|| {
+                    format!("--access must be normal, random or willneed, not {v:?}")
+                })?;
+            }
             Long("json") => a.json = true,
             Short('h') | Long("help") => return Ok(None),
             _ => return Err(arg.unexpected()),
@@ -136,7 +146,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         "tokenize" => &["--model", "--special", "--json"],
         "logits" => &["--model", "--ids", "--top", "--json", "--threads"],
         "generate" => &["--model", "--prompt", "--ids", "-n", "--json", "--threads"],
-        "load" => &["--model", "--cold", "--json", "--threads"],
+        "load" => &["--model", "--cold", "--access", "--json", "--threads"],
         other => {
             return Err(format!(
                 "unknown command {other:?} (inspect, hex, tokenize, logits, generate or load)"

@@ -1,0 +1,144 @@
+#![cfg(feature = "exercises")]
+//! One test per exercise, each against hand-made cases and the chapter's own code.
+
+use ch02_tokenizer::TokenKind;
+use ch08_gguf::exercises::*;
+
+fn gguf_string(len: u64, body: &[u8]) -> Vec<u8> {
+    let mut v = len.to_le_bytes().to_vec();
+    v.extend_from_slice(body);
+    v
+}
+
+#[test]
+fn ex1_read_a_metadata_string() {
+    let mut buf = b"xx".to_vec();
+    buf.extend(gguf_string(5, b"llama"));
+    buf.extend(gguf_string(0, b""));
+    let got = read_string(&buf, 2);
+    assert!(
+        got == Some(("llama".into(), 15)),
+        "at byte 2 of {buf:?} is the string \"llama\" (length 5, then 5 bytes), ending at byte 15; you returned {got:?}"
+    );
+    let got = read_string(&buf, 15);
+    assert!(
+        got == Some((String::new(), 23)),
+        "an empty string is just its 8-byte length: expected (\"\", 23), you returned {got:?}"
+    );
+    for (what, bytes, pos) in [
+        ("a length longer than the bytes left", gguf_string(6, b"llama"), 0),
+        ("a length of 2^64 - 1", gguf_string(u64::MAX, b"llama"), 0),
+        ("a length of 2^63", gguf_string(1 << 63, b"x"), 0),
+        ("only 7 bytes of length", vec![5, 0, 0, 0, 0, 0, 0], 0),
+        ("a position past the end", gguf_string(1, b"a"), 100),
+        ("bytes that are not UTF-8", gguf_string(2, &[0xc3, 0x28]), 0),
+    ] {
+        let got = read_string(&bytes, pos);
+        assert!(got.is_none(), "{what} must give None, you returned {got:?}");
+    }
+}
+
+#[test]
+fn ex2_a_tensor_s_byte_size() {
+    let cases: [(&[u64], u64, u64, Option<u64>, &str); 7] = [
+        (&[576, 1536], 32, 20, Some(552_960), "a Q4_1 (1536, 576) matrix"),
+        (&[576, 49152], 32, 34, Some(30_081_024), "SmolLM2's Q8_0 embedding"),
+        (&[576], 1, 4, Some(2304), "an F32 norm of 576"),
+        (&[33, 2], 32, 34, None, "a Q8_0 row of 33 values (not whole blocks)"),
+        (&[], 1, 4, None, "a tensor with no dimensions"),
+        (&[1 << 32, 1 << 32, 2], 1, 1, None, "2^65 values (the element count overflows)"),
+        (&[1 << 40, 1 << 20], 1, 1 << 8, None, "2^60 values × 256 bytes (the byte count overflows)"),
+    ];
+    for (dims, bv, bb, want, what) in cases {
+        let got = tensor_bytes(dims, bv, bb);
+        assert!(
+            got == want,
+            "{what}: dims {dims:?}, {bv} values per {bb}-byte block: expected {want:?}, you returned {got:?}"
+        );
+    }
+    // Agrees with the chapter's own GgmlType::byte_size on the real types.
+    for id in [0u32, 2, 3, 8, 12, 14] {
+        let ty = ch08_gguf::GgmlType::from_id(id).unwrap();
+        let dims = [256, 7, 3];
+        let want = ty.byte_size("t", &dims).ok();
+        let got = tensor_bytes(&dims, ty.block_values(), ty.block_bytes());
+        assert!(got == want, "{ty} {dims:?}: expected {want:?}, you returned {got:?}");
+    }
+}
+
+#[test]
+fn ex3_a_tensor_s_data_offset() {
+    let cases = [
+        (1_785_652, 32, 0, Some(1_785_664), "a header that needs 12 bytes of padding"),
+        (1_785_664, 32, 0, Some(1_785_664), "SmolLM2's first tensor (no padding)"),
+        (1_785_652, 32, 30_081_024, Some(1_785_664 + 30_081_024), "a later tensor"),
+        (64, 32, 0, Some(64), "a header that ends on a boundary needs no padding"),
+        (65, 64, 128, Some(256), "alignment 64"),
+        (100, 24, 0, None, "alignment 24 (not a power of two)"),
+        (100, 0, 0, None, "alignment 0"),
+        (100, 32, 16, None, "an offset of 16 with alignment 32"),
+        (u64::MAX - 3, 32, 0, None, "a header end whose padding overflows"),
+        (64, 32, u64::MAX - 31, None, "an offset whose sum overflows"),
+    ];
+    for (end, align, off, want, what) in cases {
+        let got = tensor_start(end, align, off);
+        assert!(
+            got == want,
+            "{what}: header ends at {end}, alignment {align}, offset {off}: expected {want:?}, you returned {got:?}"
+        );
+    }
+}
+
+#[test]
+fn ex4_un_permute_q_and_k_rows() {
+    let got: Vec<usize> = (0..4).map(|r| stored_row(r, 4)).collect();
+    assert!(
+        got == [0, 2, 1, 3],
+        "head_dim 4: chapter 3's rows 0..4 are stored at [0, 2, 1, 3], you returned {got:?}"
+    );
+    let got: Vec<usize> = (8..16).map(|r| stored_row(r, 8)).collect();
+    assert!(
+        got == [8, 10, 12, 14, 9, 11, 13, 15],
+        "the second head of 8 (rows 8..16): expected [8, 10, 12, 14, 9, 11, 13, 15], you returned {got:?}"
+    );
+    // Against the chapter's byte-level version, on SmolLM2's query shape (9 heads of 64).
+    let rows = 576;
+    let stored: Vec<u8> = (0..rows).flat_map(|r| (r as u16).to_le_bytes()).collect();
+    let fixed = ch08_gguf::model::unpermute_rows(&stored, 2, 64);
+    for r in 0..rows {
+        let want = u16::from_le_bytes([fixed[2 * r], fixed[2 * r + 1]]) as usize;
+        let got = stored_row(r, 64);
+        assert!(got == want, "head_dim 64, row {r}: stored at {want}, you returned {got}");
+    }
+}
+
+#[test]
+fn ex5_the_vocabulary_from_metadata() {
+    let tokens: Vec<String> = ["<unk>", "<s>", "a", "<0x0A>", "<pad>", "<|x|>"]
+        .map(String::from)
+        .to_vec();
+    let got = vocab_entries(&tokens, &[2, 3, 1, 6, 5, 4]);
+    let want = vec![
+        ("<unk>".to_string(), TokenKind::Unknown),
+        ("<s>".to_string(), TokenKind::Control),
+        ("a".to_string(), TokenKind::Normal),
+        ("<0x0A>".to_string(), TokenKind::Byte),
+        ("<pad>".to_string(), TokenKind::Unused),
+        ("<|x|>".to_string(), TokenKind::UserDefined),
+    ];
+    assert!(got == Ok(want.clone()), "types [2, 3, 1, 6, 5, 4]: expected {want:?}, you returned {got:?}");
+    match vocab_entries(&tokens, &[1, 1, 1]) {
+        Err(e) => assert!(
+            e.contains('6') && e.contains('3'),
+            "6 tokens but 3 types: your error should say both numbers, it says {e:?}"
+        ),
+        Ok(v) => panic!("6 tokens but 3 types must be an error, you returned {v:?}"),
+    }
+    match vocab_entries(&tokens, &[1, 1, 9, 1, 1, 1]) {
+        Err(e) => assert!(
+            e.contains("\"a\"") || e.contains(" 2"),
+            "token 2 (\"a\") has type 9: your error should name the token, it says {e:?}"
+        ),
+        Ok(v) => panic!("a token type of 9 must be an error, you returned {v:?}"),
+    }
+}
