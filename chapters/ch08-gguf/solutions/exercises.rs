@@ -61,7 +61,9 @@ pub fn vocab_entries(
             if (1..=6).contains(&ty) {
                 Ok((text.clone(), ch02_tokenizer::TokenKind::from_gguf(ty)))
             } else {
-                Err(format!("token {id} ({text:?}) has type {ty}, not one of 1..=6"))
+                Err(format!(
+                    "token {id} ({text:?}) has type {ty}, not one of 1..=6"
+                ))
             }
         })
         .collect()

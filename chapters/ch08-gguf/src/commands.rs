@@ -46,7 +46,11 @@ fn show_value(v: &Value) -> String {
     }
     match v {
         Value::String(s) if s.chars().count() > 60 => {
-            format!("{:?}… ({} bytes)", s.chars().take(60).collect::<String>(), s.len())
+            format!(
+                "{:?}… ({} bytes)",
+                s.chars().take(60).collect::<String>(),
+                s.len()
+            )
         }
         Value::String(s) => format!("{s:?}"),
         Value::Array(a) => {
@@ -70,7 +74,9 @@ fn show_value(v: &Value) -> String {
         Value::F32(x) => format!("{x:e}"),
         Value::F64(x) => format!("{x:e}"),
         Value::Bool(b) => b.to_string(),
-        other => other.as_i128().map_or_else(|| format!("{other:?}"), |n| n.to_string()),
+        other => other
+            .as_i128()
+            .map_or_else(|| format!("{other:?}"), |n| n.to_string()),
     }
 }
 
@@ -120,8 +126,10 @@ pub fn inspect(a: &Args) -> Result<(), String> {
             out["tensors"] = g
                 .tensors
                 .iter()
-                .map(|t| json!({"name": t.name, "type": t.ty.name(), "dims": t.dims,
-                                "offset": t.offset, "bytes": t.size}))
+                .map(|t| {
+                    json!({"name": t.name, "type": t.ty.name(), "dims": t.dims,
+                                "offset": t.offset, "bytes": t.size})
+                })
                 .collect();
         }
         println!("{out:#}");
@@ -158,7 +166,10 @@ pub fn inspect(a: &Args) -> Result<(), String> {
         g.tensors.iter().map(|t| t.size).sum::<u64>()
     );
     if a.tensors {
-        println!("\n  {:<28} {:<6} {:<16} {:>12} {:>10}", "name", "type", "dims (ggml)", "offset", "bytes");
+        println!(
+            "\n  {:<28} {:<6} {:<16} {:>12} {:>10}",
+            "name", "type", "dims (ggml)", "offset", "bytes"
+        );
         for t in &g.tensors {
             println!(
                 "  {:<28} {:<6} {:<16} {:>12} {:>10}",
@@ -248,7 +259,11 @@ pub fn logits(a: &Args) -> Result<(), String> {
     }
     for (t, (am, top)) in positions.iter().enumerate() {
         let top: Vec<String> = top.iter().map(|(i, l)| format!("{i}:{l:.3}")).collect();
-        println!("position {t:3} (id {:6}): argmax {am:6}   top {}", ids[t], top.join(" "));
+        println!(
+            "position {t:3} (id {:6}): argmax {am:6}   top {}",
+            ids[t],
+            top.join(" ")
+        );
     }
     Ok(())
 }
@@ -261,7 +276,9 @@ pub fn generate(a: &Args) -> Result<(), String> {
     let tok = &m.tokenizer;
     let prompt = match (&a.ids, &a.prompt) {
         (Some(ids), _) => ids.clone(),
-        (None, text) => tok.encode_prompt(text.as_deref().unwrap_or("The capital of France is"), true),
+        (None, text) => {
+            tok.encode_prompt(text.as_deref().unwrap_or("The capital of France is"), true)
+        }
     };
     if prompt.is_empty() {
         return Err("the prompt is empty: the model needs at least one token".into());
@@ -269,7 +286,10 @@ pub fn generate(a: &Args) -> Result<(), String> {
     let engine = QEngine::with_kernels(&m.model, k);
     let mut dec = StreamDecoder::new(&tok.tokenizer);
     if !a.json {
-        print!("{}", tok.tokenizer.decode(&prompt).map_err(|e| e.to_string())?);
+        print!(
+            "{}",
+            tok.tokenizer.decode(&prompt).map_err(|e| e.to_string())?
+        );
     }
     let mut out = std::io::stdout();
     let run = in_pool(a.threads, || {
@@ -335,9 +355,11 @@ pub fn load(a: &Args) -> Result<(), String> {
     if a.json {
         let steps: Vec<Json> = steps
             .iter()
-            .map(|(name, t, u)| json!({"step": name, "seconds": t, "rss_bytes": u.rss,
+            .map(|(name, t, u)| {
+                json!({"step": name, "seconds": t, "rss_bytes": u.rss,
                                        "rss_file_bytes": u.rss_file, "rss_anon_bytes": u.rss_anon,
-                                       "file_cached_bytes": u.file_cached}))
+                                       "file_cached_bytes": u.file_cached})
+            })
             .collect();
         println!(
             "{:#}",
@@ -350,7 +372,11 @@ pub fn load(a: &Args) -> Result<(), String> {
     println!(
         "{} ({file_mb:.1} MB), {} start, {:?} access:",
         models::shown(&path),
-        if a.cold { "cold (evicted from the page cache)" } else { "warm" },
+        if a.cold {
+            "cold (evicted from the page cache)"
+        } else {
+            "warm"
+        },
         a.access
     );
     println!(

@@ -61,11 +61,14 @@ pub fn config(g: &Gguf) -> Result<Config> {
     // A model that rotates only part of each head is not what chapter 3's RoPE does.
     if let Some(rot) = g.opt_u64(&format!("{arch}.rope.dimension_count"))? {
         let dim = obj.get("hidden_size").and_then(Value::as_u64).unwrap_or(0);
-        let heads = obj.get("num_attention_heads").and_then(Value::as_u64).unwrap_or(0);
+        let heads = obj
+            .get("num_attention_heads")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
         let head_dim = obj
             .get("head_dim")
             .and_then(Value::as_u64)
-            .unwrap_or(if heads == 0 { 0 } else { dim / heads });
+            .unwrap_or(dim.checked_div(heads).unwrap_or(0));
         if rot != head_dim {
             return Err(Error::Unsupported(format!(
                 "{arch}.rope.dimension_count is {rot} but heads have {head_dim} dimensions (partial RoPE)"

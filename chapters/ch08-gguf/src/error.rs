@@ -7,7 +7,10 @@ use std::path::PathBuf;
 #[derive(Debug)]
 pub enum Error {
     /// The file could not be opened or mapped.
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// The file ends before `what` does.
     Truncated {
         what: String,

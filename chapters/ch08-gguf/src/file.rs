@@ -60,7 +60,6 @@ impl GgufFile {
     }
     // ANCHOR_END: open
 
-
     /// The whole file.
     pub fn bytes(&self) -> &[u8] {
         &self.map
@@ -85,8 +84,12 @@ impl GgufFile {
     /// alive, so a `QMatrix` can use the weights where they lie.
     pub fn shared(&self, t: &TensorInfo) -> Bytes {
         let owner: Arc<dyn AsRef<[u8]> + Send + Sync> = self.map.clone();
-        Bytes::slice_of(owner, self.gguf.absolute_offset(t) as usize, t.size as usize)
-            .expect("Gguf::parse checked that every tensor lies inside the file")
+        Bytes::slice_of(
+            owner,
+            self.gguf.absolute_offset(t) as usize,
+            t.size as usize,
+        )
+        .expect("Gguf::parse checked that every tensor lies inside the file")
     }
     // ANCHOR_END: shared
 

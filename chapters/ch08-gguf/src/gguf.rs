@@ -325,7 +325,10 @@ fn read_array(r: &mut Reader, what: &str, depth: usize) -> Result<Array> {
         ));
     }
     let ty = value_type(r.u32(what)?, what)?;
-    let n = r.count(VALUE_TYPES[ty as usize].1, &format!("the element count of {what}"))?;
+    let n = r.count(
+        VALUE_TYPES[ty as usize].1,
+        &format!("the element count of {what}"),
+    )?;
     macro_rules! fixed {
         ($variant:ident, $t:ty) => {{
             const W: usize = std::mem::size_of::<$t>();
@@ -522,7 +525,9 @@ fn read_tensor_info(r: &mut Reader, i: usize, alignment: u64) -> Result<TensorIn
     }
     let n_dims = r.u32(&name)? as usize;
     if !(1..=MAX_DIMS).contains(&n_dims) {
-        return Err(err(format!("{n_dims} dimensions; ggml has 1 to {MAX_DIMS}")));
+        return Err(err(format!(
+            "{n_dims} dimensions; ggml has 1 to {MAX_DIMS}"
+        )));
     }
     let mut dims = Vec::with_capacity(n_dims);
     for d in 0..n_dims {
@@ -533,8 +538,11 @@ fn read_tensor_info(r: &mut Reader, i: usize, alignment: u64) -> Result<TensorIn
         dims.push(n);
     }
     let type_id = r.u32(&name)?;
-    let ty = GgmlType::from_id(type_id)
-        .ok_or_else(|| err(format!("type {type_id} is not a ggml type this reader knows")))?;
+    let ty = GgmlType::from_id(type_id).ok_or_else(|| {
+        err(format!(
+            "type {type_id} is not a ggml type this reader knows"
+        ))
+    })?;
     let offset = r.u64(&name)?;
     if !offset.is_multiple_of(alignment) {
         return Err(err(format!(
@@ -553,12 +561,14 @@ fn read_tensor_info(r: &mut Reader, i: usize, alignment: u64) -> Result<TensorIn
 
 /// Every tensor lies inside the data section, and no two overlap.
 fn check_places(tensors: &[TensorInfo], data_offset: u64, file_len: u64) -> Result<()> {
-    let data_len = file_len.checked_sub(data_offset).ok_or_else(|| Error::Truncated {
-        what: "the padding before the data section".into(),
-        offset: file_len,
-        need: data_offset - file_len,
-        have: 0,
-    })?;
+    let data_len = file_len
+        .checked_sub(data_offset)
+        .ok_or_else(|| Error::Truncated {
+            what: "the padding before the data section".into(),
+            offset: file_len,
+            need: data_offset - file_len,
+            have: 0,
+        })?;
     let mut by_offset: Vec<&TensorInfo> = tensors.iter().collect();
     by_offset.sort_by_key(|t| t.offset);
     let mut end_of_previous: Option<(&str, u64)> = None;

@@ -82,7 +82,12 @@ fn say(out: &mut [Field], meaning: String) {
 pub fn render(fields: &[Field]) -> String {
     let mut s = String::new();
     for f in fields {
-        let shown: Vec<String> = f.bytes.iter().take(12).map(|b| format!("{b:02x}")).collect();
+        let shown: Vec<String> = f
+            .bytes
+            .iter()
+            .take(12)
+            .map(|b| format!("{b:02x}"))
+            .collect();
         let more = if f.bytes.len() > 12 { " …" } else { "" };
         s.push_str(&format!(
             "{:08x}  {:<38} {}\n",

@@ -78,5 +78,7 @@ pub fn evict(path: &Path) -> std::io::Result<()> {
 
 #[cfg(not(target_os = "linux"))]
 pub fn evict(_path: &Path) -> std::io::Result<()> {
-    Err(std::io::Error::other("evicting a file from the page cache needs Linux"))
+    Err(std::io::Error::other(
+        "evicting a file from the page cache needs Linux",
+    ))
 }

@@ -91,7 +91,10 @@ impl Gguf {
             Array::String(v) => Ok(v),
             a => Err(Error::Metadata {
                 key: key.to_string(),
-                message: format!("expected an array of string, found an array of {}", a.type_name()),
+                message: format!(
+                    "expected an array of string, found an array of {}",
+                    a.type_name()
+                ),
             }),
         }
     }
@@ -112,7 +115,10 @@ impl Gguf {
             other => {
                 return Err(Error::Metadata {
                     key: key.to_string(),
-                    message: format!("expected an array of integers, found an array of {}", other.type_name()),
+                    message: format!(
+                        "expected an array of integers, found an array of {}",
+                        other.type_name()
+                    ),
                 });
             }
         };
@@ -126,7 +132,10 @@ impl Gguf {
             Some(Array::F32(v)) => Ok(Some(v)),
             Some(a) => Err(Error::Metadata {
                 key: key.to_string(),
-                message: format!("expected an array of f32, found an array of {}", a.type_name()),
+                message: format!(
+                    "expected an array of f32, found an array of {}",
+                    a.type_name()
+                ),
             }),
         }
     }

@@ -65,7 +65,10 @@ fn matrix(f: &GgufFile, name: &str, rows: usize, cols: usize, how: Rows) -> Resu
     check_dims(t, &[cols, rows])?;
     let format = format_of(t.ty).ok_or_else(|| Error::Tensor {
         name: name.into(),
-        message: format!("type {} is not one chapter 6 implements (F32, Q4_0, Q4_1, Q8_0)", t.ty),
+        message: format!(
+            "type {} is not one chapter 6 implements (F32, Q4_0, Q4_1, Q8_0)",
+            t.ty
+        ),
     })?;
     let bad = |message: String| Error::Tensor {
         name: name.into(),
@@ -85,11 +88,9 @@ fn matrix(f: &GgufFile, name: &str, rows: usize, cols: usize, how: Rows) -> Resu
     }
     let bytes = match how {
         Rows::AsStored => f.shared(t), // zero copy: a window on the mapping
-        Rows::Unpermute(hd) => Bytes::from_vec(unpermute_rows(
-            f.data(t),
-            format.row_bytes(cols),
-            hd,
-        )),
+        Rows::Unpermute(hd) => {
+            Bytes::from_vec(unpermute_rows(f.data(t), format.row_bytes(cols), hd))
+        }
     };
     QMatrix::from_blocks(format, rows, cols, bytes).map_err(bad)
 }
@@ -148,7 +149,13 @@ pub fn load_llama(f: &GgufFile) -> Result<QModel> {
     let lm_head = if cfg.tie_word_embeddings {
         None
     } else {
-        Some(matrix(f, "output.weight", cfg.vocab_size, dim, Rows::AsStored)?)
+        Some(matrix(
+            f,
+            "output.weight",
+            cfg.vocab_size,
+            dim,
+            Rows::AsStored,
+        )?)
     };
     let expected = 2 + usize::from(lm_head.is_some()) + 9 * cfg.num_layers;
     if f.gguf.tensors.len() != expected {

@@ -83,7 +83,9 @@ pub fn tokenizer(g: &Gguf) -> Result<GgufTokenizer> {
                     key: "tokenizer.ggml.scores".into(),
                     message: "missing (a SentencePiece vocabulary needs scores)".into(),
                 })?;
-            let prefix = g.opt_bool("tokenizer.ggml.add_space_prefix")?.unwrap_or(true);
+            let prefix = g
+                .opt_bool("tokenizer.ggml.add_space_prefix")?
+                .unwrap_or(true);
             Tokenizer::sentencepiece(entries, scores.to_vec(), prefix).map_err(bad)?
         }
         other => {

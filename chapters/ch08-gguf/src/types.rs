@@ -93,7 +93,9 @@ impl GgmlType {
             name: name.to_string(),
             message,
         };
-        let row = *dims.first().ok_or_else(|| err("it has no dimensions".into()))?;
+        let row = *dims
+            .first()
+            .ok_or_else(|| err("it has no dimensions".into()))?;
         if !row.is_multiple_of(self.block_values()) {
             return Err(err(format!(
                 "rows of {row} values are not whole {} blocks of {}",

@@ -26,7 +26,11 @@ fn ex1_read_a_metadata_string() {
         "an empty string is just its 8-byte length: expected (\"\", 23), you returned {got:?}"
     );
     for (what, bytes, pos) in [
-        ("a length longer than the bytes left", gguf_string(6, b"llama"), 0),
+        (
+            "a length longer than the bytes left",
+            gguf_string(6, b"llama"),
+            0,
+        ),
         ("a length of 2^64 - 1", gguf_string(u64::MAX, b"llama"), 0),
         ("a length of 2^63", gguf_string(1 << 63, b"x"), 0),
         ("only 7 bytes of length", vec![5, 0, 0, 0, 0, 0, 0], 0),
@@ -38,16 +42,49 @@ fn ex1_read_a_metadata_string() {
     }
 }
 
+/// (dims, values per block, bytes per block, expected bytes, what the case is).
+type SizeCase = (&'static [u64], u64, u64, Option<u64>, &'static str);
+
 #[test]
 fn ex2_a_tensor_s_byte_size() {
-    let cases: [(&[u64], u64, u64, Option<u64>, &str); 7] = [
-        (&[576, 1536], 32, 20, Some(552_960), "a Q4_1 (1536, 576) matrix"),
-        (&[576, 49152], 32, 34, Some(30_081_024), "SmolLM2's Q8_0 embedding"),
+    let cases: [SizeCase; 7] = [
+        (
+            &[576, 1536],
+            32,
+            20,
+            Some(552_960),
+            "a Q4_1 (1536, 576) matrix",
+        ),
+        (
+            &[576, 49152],
+            32,
+            34,
+            Some(30_081_024),
+            "SmolLM2's Q8_0 embedding",
+        ),
         (&[576], 1, 4, Some(2304), "an F32 norm of 576"),
-        (&[33, 2], 32, 34, None, "a Q8_0 row of 33 values (not whole blocks)"),
+        (
+            &[33, 2],
+            32,
+            34,
+            None,
+            "a Q8_0 row of 33 values (not whole blocks)",
+        ),
         (&[], 1, 4, None, "a tensor with no dimensions"),
-        (&[1 << 32, 1 << 32, 2], 1, 1, None, "2^65 values (the element count overflows)"),
-        (&[1 << 40, 1 << 20], 1, 1 << 8, None, "2^60 values × 256 bytes (the byte count overflows)"),
+        (
+            &[1 << 32, 1 << 32, 2],
+            1,
+            1,
+            None,
+            "2^65 values (the element count overflows)",
+        ),
+        (
+            &[1 << 40, 1 << 20],
+            1,
+            1 << 8,
+            None,
+            "2^60 values × 256 bytes (the byte count overflows)",
+        ),
     ];
     for (dims, bv, bb, want, what) in cases {
         let got = tensor_bytes(dims, bv, bb);
@@ -62,22 +99,55 @@ fn ex2_a_tensor_s_byte_size() {
         let dims = [256, 7, 3];
         let want = ty.byte_size("t", &dims).ok();
         let got = tensor_bytes(&dims, ty.block_values(), ty.block_bytes());
-        assert!(got == want, "{ty} {dims:?}: expected {want:?}, you returned {got:?}");
+        assert!(
+            got == want,
+            "{ty} {dims:?}: expected {want:?}, you returned {got:?}"
+        );
     }
 }
 
 #[test]
 fn ex3_a_tensor_s_data_offset() {
     let cases = [
-        (1_785_652, 32, 0, Some(1_785_664), "a header that needs 12 bytes of padding"),
-        (1_785_664, 32, 0, Some(1_785_664), "SmolLM2's first tensor (no padding)"),
-        (1_785_652, 32, 30_081_024, Some(1_785_664 + 30_081_024), "a later tensor"),
-        (64, 32, 0, Some(64), "a header that ends on a boundary needs no padding"),
+        (
+            1_785_652,
+            32,
+            0,
+            Some(1_785_664),
+            "a header that needs 12 bytes of padding",
+        ),
+        (
+            1_785_664,
+            32,
+            0,
+            Some(1_785_664),
+            "SmolLM2's first tensor (no padding)",
+        ),
+        (
+            1_785_652,
+            32,
+            30_081_024,
+            Some(1_785_664 + 30_081_024),
+            "a later tensor",
+        ),
+        (
+            64,
+            32,
+            0,
+            Some(64),
+            "a header that ends on a boundary needs no padding",
+        ),
         (65, 64, 128, Some(256), "alignment 64"),
         (100, 24, 0, None, "alignment 24 (not a power of two)"),
         (100, 0, 0, None, "alignment 0"),
         (100, 32, 16, None, "an offset of 16 with alignment 32"),
-        (u64::MAX - 3, 32, 0, None, "a header end whose padding overflows"),
+        (
+            u64::MAX - 3,
+            32,
+            0,
+            None,
+            "a header end whose padding overflows",
+        ),
         (64, 32, u64::MAX - 31, None, "an offset whose sum overflows"),
     ];
     for (end, align, off, want, what) in cases {
@@ -108,7 +178,10 @@ fn ex4_un_permute_q_and_k_rows() {
     for r in 0..rows {
         let want = u16::from_le_bytes([fixed[2 * r], fixed[2 * r + 1]]) as usize;
         let got = stored_row(r, 64);
-        assert!(got == want, "head_dim 64, row {r}: stored at {want}, you returned {got}");
+        assert!(
+            got == want,
+            "head_dim 64, row {r}: stored at {want}, you returned {got}"
+        );
     }
 }
 
@@ -126,7 +199,10 @@ fn ex5_the_vocabulary_from_metadata() {
         ("<pad>".to_string(), TokenKind::Unused),
         ("<|x|>".to_string(), TokenKind::UserDefined),
     ];
-    assert!(got == Ok(want.clone()), "types [2, 3, 1, 6, 5, 4]: expected {want:?}, you returned {got:?}");
+    assert!(
+        got == Ok(want.clone()),
+        "types [2, 3, 1, 6, 5, 4]: expected {want:?}, you returned {got:?}"
+    );
     match vocab_entries(&tokens, &[1, 1, 1]) {
         Err(e) => assert!(
             e.contains('6') && e.contains('3'),

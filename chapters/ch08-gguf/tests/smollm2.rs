@@ -192,10 +192,21 @@ fn greedy_text_follows_llama_cpp_until_a_near_tie() {
     let (_, k) = ch07_simd_parallel::kernels::detect().unwrap();
     let engine = QEngine::with_kernels(m, k);
     for p in &fx.prompts {
-        let run = engine.greedy(&p.prompt_ids, p.ids.len(), false, &mut |_| {}).unwrap();
-        let same = run.ids.iter().zip(&p.ids).take_while(|(a, b)| a == b).count();
+        let run = engine
+            .greedy(&p.prompt_ids, p.ids.len(), false, &mut |_| {})
+            .unwrap();
+        let same = run
+            .ids
+            .iter()
+            .zip(&p.ids)
+            .take_while(|(a, b)| a == b)
+            .count();
         if same == p.ids.len() {
-            eprintln!("{:<26} {same}/{} tokens equal", check::short(&p.prompt), p.ids.len());
+            eprintln!(
+                "{:<26} {same}/{} tokens equal",
+                check::short(&p.prompt),
+                p.ids.len()
+            );
             continue;
         }
         // The prefixes agree up to `same`, so these are the logits both runs chose from.
