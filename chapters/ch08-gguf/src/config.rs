@@ -30,7 +30,11 @@ pub const KEYS: &[(&str, &str)] = &[
 // ANCHOR_END: keys
 
 /// The architectures this chapter runs.
-pub const ARCHITECTURES: &[&str] = &["llama"];
+pub const ARCHITECTURES: &[&str] = &["llama", "gemma3"];
+
+/// The most positions a model is set up for, whatever its file allows (Gemma-3 says
+/// 32 768): the RoPE tables and the KV cache are sized by it.
+pub const MAX_CONTEXT: u64 = 8192;
 
 // ANCHOR: config
 /// Chapter 4's `Config` for the model in `g`.
@@ -42,7 +46,6 @@ pub fn config(g: &Gguf) -> Result<Config> {
         )));
     }
     let mut obj = Map::new();
-    obj.insert("model_type".into(), json!(arch));
     for (key, field) in KEYS {
         let key = format!("{arch}.{key}");
         let value = match g.get(&key) {
@@ -51,6 +54,11 @@ pub fn config(g: &Gguf) -> Result<Config> {
             Some(_) => json!(g.opt_f64(&key)?),
         };
         obj.insert(field.to_string(), value);
+    }
+    if let Some(n) = obj.get("max_position_embeddings").and_then(Value::as_u64)
+        && n > MAX_CONTEXT
+    {
+        obj.insert("max_position_embeddings".into(), json!(MAX_CONTEXT));
     }
     // Older files have no vocab_size key: the vocabulary's length says it.
     if !obj.contains_key("vocab_size")

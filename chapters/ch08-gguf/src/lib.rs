@@ -8,11 +8,16 @@
 //!   all from the one file;
 //! - [`hexdump`]: the first bytes of a file, annotated.
 
+pub mod arch;
 pub mod config;
+pub mod engine;
 pub mod error;
 pub mod file;
 pub mod gguf;
 pub mod hexdump;
+pub mod kquant;
+pub mod ksimd;
+pub mod matrix;
 pub mod memory;
 pub mod metadata;
 pub mod model;

@@ -51,7 +51,7 @@ pub fn unpermute_rows(data: &[u8], row_bytes: usize, head_dim: usize) -> Vec<u8>
 
 /// How a matrix is taken from the file.
 #[derive(Clone, Copy, PartialEq)]
-enum Rows {
+pub(crate) enum Rows {
     AsStored,
     /// Query or key: un-permute the rows of heads of this size.
     Unpermute(usize),
@@ -60,7 +60,7 @@ enum Rows {
 // ANCHOR: matrix
 /// Tensor `name` as a `(rows, cols)` matrix: the shape is checked (ggml stores it as
 /// `[cols, rows]`), then the blocks are used in place.
-fn matrix(f: &GgufFile, name: &str, rows: usize, cols: usize, how: Rows) -> Result<QMatrix> {
+pub(crate) fn matrix(f: &GgufFile, name: &str, rows: usize, cols: usize, how: Rows) -> Result<QMatrix> {
     let t = f.info(name)?;
     check_dims(t, &[cols, rows])?;
     let format = format_of(t.ty).ok_or_else(|| Error::Tensor {
@@ -96,7 +96,7 @@ fn matrix(f: &GgufFile, name: &str, rows: usize, cols: usize, how: Rows) -> Resu
 }
 // ANCHOR_END: matrix
 
-fn check_dims(t: &TensorInfo, want: &[usize]) -> Result<()> {
+pub(crate) fn check_dims(t: &TensorInfo, want: &[usize]) -> Result<()> {
     let want: Vec<u64> = want.iter().map(|&d| d as u64).collect();
     if t.dims != want {
         return Err(Error::Tensor {
@@ -110,7 +110,7 @@ fn check_dims(t: &TensorInfo, want: &[usize]) -> Result<()> {
     Ok(())
 }
 
-fn vector(f: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>> {
+pub(crate) fn vector(f: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>> {
     let t = f.info(name)?;
     check_dims(t, &[len])?;
     f.f32s(t)

@@ -16,11 +16,44 @@ use ch02_tokenizer::{PreTokenizer, TokenKind, Tokenizer};
 use crate::error::{Error, Result};
 use crate::gguf::Gguf;
 
+// ANCHOR: eog
+/// Texts that end a generation in some model family. llama.cpp treats a token with one of
+/// these texts as a control token whatever type the file gives it (its vocabulary loader
+/// warns "control-looking token ... will be overridden"), so with special-token parsing off
+/// it is never matched in text. Gemma-3's file types `</s>` user-defined; llama.cpp, and
+/// this reader, treat it as control.
+pub const END_OF_GENERATION: &[&str] = &[
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "</s>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "[EOS]",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+];
+// ANCHOR_END: eog
+
 /// A tokenizer and what the file says about framing a prompt.
 pub struct GgufTokenizer {
     pub tokenizer: Tokenizer,
     /// `tokenizer.ggml.bos_token_id`.
     pub bos: Option<u32>,
+    /// Every token that ends a generation: the file's EOS and every [`END_OF_GENERATION`]
+    /// token in the vocabulary (Gemma's `<end_of_turn>`, SmolLM2's `<|im_end|>`).
+    pub end_ids: Vec<u32>,
     /// Put BOS in front of a prompt (`tokenizer.ggml.add_bos_token`; llama.cpp's default is
     /// true for SentencePiece models and false for BPE ones).
     pub add_bos: bool,
@@ -58,7 +91,20 @@ pub fn tokenizer(g: &Gguf) -> Result<GgufTokenizer> {
             });
         }
     };
-    let entries: Vec<(String, TokenKind)> = tokens.iter().cloned().zip(kinds).collect();
+    let mut end_ids = Vec::new();
+    let entries: Vec<(String, TokenKind)> = tokens
+        .iter()
+        .zip(kinds)
+        .enumerate()
+        .map(|(id, (text, kind))| {
+            if END_OF_GENERATION.contains(&text.as_str()) {
+                end_ids.push(id as u32);
+                (text.clone(), TokenKind::Control)
+            } else {
+                (text.clone(), kind)
+            }
+        })
+        .collect();
     let bad = |e: ch02_tokenizer::Error| Error::Tokenizer(e.to_string());
     let tokenizer = match model {
         "gpt2" => {
@@ -104,12 +150,19 @@ pub fn tokenizer(g: &Gguf) -> Result<GgufTokenizer> {
         }
         None => None,
     };
+    if let Some(eos) = g.opt_u64("tokenizer.ggml.eos_token_id")?
+        && eos < tokens.len() as u64
+        && !end_ids.contains(&(eos as u32))
+    {
+        end_ids.push(eos as u32);
+    }
     let add_bos = g
         .opt_bool("tokenizer.ggml.add_bos_token")?
         .unwrap_or(model == "llama");
     Ok(GgufTokenizer {
         tokenizer,
         bos,
+        end_ids,
         add_bos,
     })
 }

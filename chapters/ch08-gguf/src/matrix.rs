@@ -1,0 +1,205 @@
+//! A weight matrix in whatever format the file holds it: chapter 6's [`QMatrix`] for F32,
+//! Q8_0, Q4_0 and Q4_1, or a [`KMatrix`] for Q5_0, Q4_K and Q6_K.
+
+use ch06_quantization::blocks::BlockQ8_0;
+use ch06_quantization::{Bytes, Kernels, QMatrix};
+use rayon::prelude::*;
+
+use crate::kquant::{self, BlockQ8K, QK_K, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES};
+use crate::ksimd::KKernels;
+
+/// The block formats of [`crate::kquant`] (named as llama.cpp names them).
+#[allow(non_camel_case_types)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KFormat {
+    Q5_0,
+    Q4_K,
+    Q6_K,
+}
+
+impl KFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            KFormat::Q5_0 => "Q5_0",
+            KFormat::Q4_K => "Q4_K",
+            KFormat::Q6_K => "Q6_K",
+        }
+    }
+    /// (values, bytes) per block.
+    pub fn block(self) -> (usize, usize) {
+        match self {
+            KFormat::Q5_0 => (32, Q5_0_BYTES),
+            KFormat::Q4_K => (QK_K, Q4_K_BYTES),
+            KFormat::Q6_K => (QK_K, Q6_K_BYTES),
+        }
+    }
+}
+
+/// A matrix of Q5_0, Q4_K or Q6_K rows, in place in the file.
+pub struct KMatrix {
+    pub format: KFormat,
+    pub rows: usize,
+    pub cols: usize,
+    data: Bytes,
+}
+
+/// One token's activations, quantized for a format.
+pub enum KActs {
+    Q8_0(Vec<BlockQ8_0>),
+    Q8K(Vec<BlockQ8K>),
+}
+
+impl KMatrix {
+    /// `bytes` must hold exactly `rows` rows of `cols` values.
+    pub fn new(format: KFormat, rows: usize, cols: usize, data: Bytes) -> Result<KMatrix, String> {
+        let (bv, bb) = format.block();
+        if !cols.is_multiple_of(bv) {
+            return Err(format!("{} rows must be whole blocks of {bv}, not {cols}", format.name()));
+        }
+        let need = rows.checked_mul(cols / bv * bb);
+        if need != Some(data.as_slice().len()) {
+            return Err(format!(
+                "a ({rows}, {cols}) {} matrix takes {need:?} bytes, not {}",
+                format.name(),
+                data.as_slice().len()
+            ));
+        }
+        Ok(KMatrix {
+            format,
+            rows,
+            cols,
+            data,
+        })
+    }
+
+    pub fn row_len(&self) -> usize {
+        let (bv, bb) = self.format.block();
+        self.cols / bv * bb
+    }
+
+    pub fn row_bytes(&self, r: usize) -> &[u8] {
+        let n = self.row_len();
+        &self.data.as_slice()[r * n..(r + 1) * n]
+    }
+
+    pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
+        let w = self.row_bytes(r);
+        let (bv, bb) = self.format.block();
+        for (b, o) in w.chunks_exact(bb).zip(out.chunks_exact_mut(bv)) {
+            match self.format {
+                KFormat::Q5_0 => kquant::dequantize_q5_0(b, o.try_into().expect("32")),
+                KFormat::Q4_K => kquant::dequantize_q4_k(b, o.try_into().expect("256")),
+                KFormat::Q6_K => kquant::dequantize_q6_k(b, o.try_into().expect("256")),
+            }
+        }
+    }
+
+    /// One token's activations (`cols` values) in the format this matrix multiplies with.
+    pub fn quantize(&self, k: &dyn Kernels, x: &[f32]) -> KActs {
+        match self.format {
+            KFormat::Q5_0 => {
+                let mut out = Vec::new();
+                k.quantize_q8_0(x, &mut out);
+                KActs::Q8_0(out)
+            }
+            _ => KActs::Q8K(
+                x.chunks_exact(QK_K)
+                    .map(|c| kquant::quantize_q8_k(c.try_into().expect("256")))
+                    .collect(),
+            ),
+        }
+    }
+
+    pub fn dot(&self, kk: &dyn KKernels, r: usize, a: &KActs) -> f32 {
+        let w = self.row_bytes(r);
+        match (self.format, a) {
+            (KFormat::Q5_0, KActs::Q8_0(a)) => kk.dot_q5_0(w, a),
+            (KFormat::Q4_K, KActs::Q8K(a)) => kk.dot_q4_k(w, a),
+            (KFormat::Q6_K, KActs::Q8K(a)) => kk.dot_q6_k(w, a),
+            _ => unreachable!("quantize made the activations for this format"),
+        }
+    }
+
+    // ANCHOR: kmatmul
+    /// `out (seq, rows) = x (seq, cols) · Wᵀ`, split like chapter 6's: bands of at least
+    /// four tokens per thread in a prefill, blocks of 64 rows in a decode step. Each output
+    /// is one `dot` whatever the split.
+    pub fn matmul(&self, k: &dyn Kernels, kk: &dyn KKernels, out: &mut [f32], x: &[f32], seq: usize) {
+        let (rows, cols) = (self.rows, self.cols);
+        let acts: Vec<KActs> = x
+            .par_chunks_exact(cols)
+            .map(|t| self.quantize(k, t))
+            .collect();
+        let threads = rayon::current_num_threads();
+        if seq >= 4 * threads {
+            let band = seq.div_ceil(threads);
+            out.par_chunks_mut(band * rows)
+                .enumerate()
+                .for_each(|(b, out_band)| {
+                    let n = out_band.len() / rows;
+                    for r0 in (0..rows).step_by(64) {
+                        for r in r0..(r0 + 64).min(rows) {
+                            for i in 0..n {
+                                out_band[i * rows + r] = self.dot(kk, r, &acts[b * band + i]);
+                            }
+                        }
+                    }
+                });
+        } else {
+            for (t, out_t) in out.chunks_exact_mut(rows).enumerate() {
+                out_t.par_chunks_mut(64).enumerate().for_each(|(c, o)| {
+                    for (i, o) in o.iter_mut().enumerate() {
+                        *o = self.dot(kk, c * 64 + i, &acts[t]);
+                    }
+                });
+            }
+        }
+    }
+    // ANCHOR_END: kmatmul
+}
+
+/// A matrix of any format the engine runs.
+pub enum Matrix {
+    Q(QMatrix),
+    K(KMatrix),
+}
+
+impl Matrix {
+    pub fn rows(&self) -> usize {
+        match self {
+            Matrix::Q(m) => m.rows(),
+            Matrix::K(m) => m.rows,
+        }
+    }
+    pub fn cols(&self) -> usize {
+        match self {
+            Matrix::Q(m) => m.cols(),
+            Matrix::K(m) => m.cols,
+        }
+    }
+    pub fn format_name(&self) -> &'static str {
+        match self {
+            Matrix::Q(m) => m.format().name(),
+            Matrix::K(m) => m.format.name(),
+        }
+    }
+    /// Bytes of weights.
+    pub fn bytes(&self) -> usize {
+        match self {
+            Matrix::Q(m) => m.bytes(),
+            Matrix::K(m) => m.rows * m.row_len(),
+        }
+    }
+    pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
+        match self {
+            Matrix::Q(m) => m.dequantize_row(r, out),
+            Matrix::K(m) => m.dequantize_row(r, out),
+        }
+    }
+    pub fn matmul(&self, k: &dyn Kernels, kk: &dyn KKernels, out: &mut [f32], x: &[f32], seq: usize) {
+        match self {
+            Matrix::Q(m) => m.matmul_with(k, out, x, seq),
+            Matrix::K(m) => m.matmul(k, kk, out, x, seq),
+        }
+    }
+}
