@@ -30,8 +30,8 @@ pub fn llama_bench_path() -> Result<PathBuf, String> {
     Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
 }
 
-/// One llama-bench run: (pp512, tg128) tokens per second.
-fn llama_bench_once(bin: &Path, gguf: &Path, threads: usize) -> Result<(f64, f64), String> {
+/// One llama-bench run of `gguf`: (pp512, tg128) tokens per second.
+pub fn llama_bench_once(bin: &Path, gguf: &Path, threads: usize) -> Result<(f64, f64), String> {
     let out = Command::new(bin)
         .args(["-m"])
         .arg(gguf)

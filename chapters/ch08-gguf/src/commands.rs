@@ -10,9 +10,7 @@ use ch02_tokenizer::StreamDecoder;
 use ch02_tokenizer::show::visible;
 use ch04_forward::model::argmax;
 use ch05_kv_cache::KvCache;
-use ch06_quantization::forward::QEngine;
 use ch07_simd_parallel::bench::in_pool;
-use ch07_simd_parallel::kernels::detect;
 use ch08_gguf::gguf::{Array, Value};
 use ch08_gguf::{GgufFile, hexdump, memory};
 use serde_json::{Value as Json, json};
@@ -233,10 +231,9 @@ fn read_stdin() -> Result<String, String> {
 
 /// `logits`: the logits after every position of `--ids`, all positions in one pass.
 pub fn logits(a: &Args) -> Result<(), String> {
-    let (_, k) = detect()?;
     let m = open_model(a)?;
     let ids = a.ids.clone().unwrap_or_default();
-    let engine = QEngine::with_kernels(&m.model, k);
+    let engine = m.engine()?;
     let mut cache = KvCache::new(engine.layout(), ids.len());
     let logits = in_pool(a.threads, || engine.forward_all(&mut cache, &ids, 0))?
         .map_err(|e| e.to_string())?;
@@ -271,7 +268,6 @@ pub fn logits(a: &Args) -> Result<(), String> {
 // ANCHOR: generate
 /// `generate`: greedy, streamed, from the file alone.
 pub fn generate(a: &Args) -> Result<(), String> {
-    let (isa, k) = detect()?;
     let m = open_model(a)?;
     let tok = &m.tokenizer;
     let prompt = match (&a.ids, &a.prompt) {
@@ -283,7 +279,8 @@ pub fn generate(a: &Args) -> Result<(), String> {
     if prompt.is_empty() {
         return Err("the prompt is empty: the model needs at least one token".into());
     }
-    let engine = QEngine::with_kernels(&m.model, k);
+    let engine = m.engine()?;
+    let isa = engine.kernels.name();
     let mut dec = StreamDecoder::new(&tok.tokenizer);
     if !a.json {
         print!(
@@ -306,7 +303,7 @@ pub fn generate(a: &Args) -> Result<(), String> {
         println!(
             "{:#}",
             json!({ "prompt_ids": prompt, "generated_ids": run.ids, "text": text,
-                    "isa": isa.name(), "threads": a.threads,
+                    "isa": isa, "threads": a.threads,
                     "prefill_tok_s": prompt.len() as f64 / run.prefill_seconds.max(1e-9),
                     "decode_tok_s": run.decode_tok_s() })
         );
@@ -331,7 +328,7 @@ pub fn load(a: &Args) -> Result<(), String> {
     if a.cold {
         memory::evict(&path).map_err(|e| format!("{}: {e}", models::shown(&path)))?;
     }
-    let (_, k) = detect()?;
+    let (k, kk) = ch08_gguf::kernels()?;
     let mut steps: Vec<(&str, f64, memory::Usage)> = Vec::new();
     let start = Instant::now();
     let mut mark = |name, file: Option<&GgufFile>| {
@@ -340,12 +337,12 @@ pub fn load(a: &Args) -> Result<(), String> {
     mark("start", None);
     let file = GgufFile::open_with(&path, a.access).map_err(|e| e.to_string())?;
     mark("open + parse header", Some(&file));
-    let model = ch08_gguf::load_llama(&file).map_err(|e| e.to_string())?;
+    let model = ch08_gguf::arch::load_model(&file).map_err(|e| e.to_string())?;
     mark("weights (views)", Some(&file));
     let tok = ch08_gguf::tokenizer(&file.gguf).map_err(|e| e.to_string())?;
     mark("tokenizer", Some(&file));
     let prompt = tok.encode_prompt("The capital of France is", true);
-    let engine = QEngine::with_kernels(&model, k);
+    let engine = ch08_gguf::engine::Engine::new(&model, k, kk);
     let mut cache = KvCache::new(engine.layout(), prompt.len());
     let logits = in_pool(a.threads, || engine.forward(&mut cache, &prompt, 0))?
         .map_err(|e| e.to_string())?;
@@ -401,3 +398,75 @@ pub fn load(a: &Args) -> Result<(), String> {
     Ok(())
 }
 // ANCHOR_END: load
+
+/// `bench`: pp512 and tg128 of the file.
+pub fn bench(a: &Args) -> Result<(), String> {
+    let m = open_model(a)?;
+    let engine = m.engine()?;
+    let r = ch08_gguf::bench::end_to_end(&engine, a.threads, a.runs)?;
+    let mb = m.model.bytes_read_per_token() as f64 / 1e6;
+    if a.json {
+        println!(
+            "{:#}",
+            json!({"file": models::shown(&m.file.path), "architecture": m.model.family.name,
+                   "isa": r.isa, "threads": r.threads, "pp512_tok_s": r.pp512_tok_s,
+                   "tg128_tok_s": r.tg128_tok_s, "mb_read_per_token": mb,
+                   "lm_head_mb": m.model.lm_head().bytes() as f64 / 1e6})
+        );
+        return Ok(());
+    }
+    println!(
+        "{} ({}, {mb:.1} MB of weights read per token, {:.1} MB of them the LM head), {} kernels, {} threads:",
+        models::shown(&m.file.path),
+        m.model.family.name,
+        m.model.lm_head().bytes() as f64 / 1e6,
+        r.isa,
+        r.threads
+    );
+    println!("  pp512 {:.1} tok/s   tg128 {:.1} tok/s", r.pp512_tok_s, r.tg128_tok_s);
+    Ok(())
+}
+
+/// `compare`: llama-bench and ours on the same file, alternating.
+pub fn compare(a: &Args) -> Result<(), String> {
+    let m = open_model(a)?;
+    let engine = m.engine()?;
+    let c = ch08_gguf::bench::compare(&engine, &m.file.path, a.threads, a.rounds)?;
+    let name = m
+        .file
+        .path
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let title = format!(
+        "{name}, {} threads, {} alternating rounds, medians ({} kernels):",
+        c.threads, c.rounds, c.isa
+    );
+    if let Some(path) = &a.markdown {
+        let md = format!(
+            "{title}\n\n| test | ours | llama.cpp | ours / llama.cpp |\n|---|---:|---:|---:|\n\
+             | pp512 | {:.1} tok/s | {:.1} tok/s | {:.2}× |\n| tg128 | {:.1} tok/s | {:.1} tok/s | {:.2}× |\n",
+            c.ours_pp512_tok_s,
+            c.llama_cpp_pp512_tok_s,
+            c.pp512_ratio,
+            c.ours_tg128_tok_s,
+            c.llama_cpp_tg128_tok_s,
+            c.tg128_ratio
+        );
+        ch01_tensors::files::write_output(path, &md).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&c).map_err(|e| e.to_string())?);
+        return Ok(());
+    }
+    println!("{title}");
+    println!("  test             ours      llama.cpp    ratio");
+    println!(
+        "  pp512   {:>9.1} tok/s {:>9.1} tok/s   {:.2}x",
+        c.ours_pp512_tok_s, c.llama_cpp_pp512_tok_s, c.pp512_ratio
+    );
+    println!(
+        "  tg128   {:>9.1} tok/s {:>9.1} tok/s   {:.2}x",
+        c.ours_tg128_tok_s, c.llama_cpp_tg128_tok_s, c.tg128_ratio
+    );
+    Ok(())
+}

@@ -9,6 +9,7 @@
 //! - [`hexdump`]: the first bytes of a file, annotated.
 
 pub mod arch;
+pub mod bench;
 pub mod config;
 pub mod engine;
 pub mod error;
@@ -39,14 +40,15 @@ pub use types::GgmlType;
 /// parsed file.
 pub struct Loaded {
     pub file: GgufFile,
-    pub model: ch06_quantization::QModel,
+    pub model: engine::Model,
     pub tokenizer: GgufTokenizer,
 }
 
-/// Opens `path` and builds everything from it.
+// ANCHOR: load
+/// Opens `path` and builds everything from it, whichever architecture it holds.
 pub fn load(path: &std::path::Path) -> Result<Loaded> {
     let file = GgufFile::open(path)?;
-    let model = load_llama(&file)?;
+    let mut model = arch::load_model(&file)?;
     let tokenizer = tokenizer(&file.gguf)?;
     if tokenizer.tokenizer.vocab_size() != model.config.vocab_size {
         return Err(Error::Metadata {
@@ -58,9 +60,38 @@ pub fn load(path: &std::path::Path) -> Result<Loaded> {
             ),
         });
     }
+    // Stop at every end-of-generation token, not only the file's EOS (Gemma's chat turns
+    // end with <end_of_turn>).
+    for &id in &tokenizer.end_ids {
+        if !model.config.eos_token_ids.contains(&id) {
+            model.config.eos_token_ids.push(id);
+        }
+    }
     Ok(Loaded {
         file,
         model,
         tokenizer,
     })
+}
+// ANCHOR_END: load
+
+/// The fastest kernels this CPU has (chapter 7's dispatch, and this chapter's K-quant
+/// kernels at the same level), or the level `LLM_BOOK_ISA` forces.
+pub fn kernels() -> std::result::Result<
+    (
+        &'static dyn ch06_quantization::Kernels,
+        &'static dyn ksimd::KKernels,
+    ),
+    String,
+> {
+    let (isa, k) = ch07_simd_parallel::kernels::detect()?;
+    Ok((k, ksimd::for_isa(isa)))
+}
+
+impl Loaded {
+    /// An engine over this model with `kernels()`.
+    pub fn engine(&self) -> std::result::Result<engine::Engine<'_>, String> {
+        let (k, kk) = kernels()?;
+        Ok(engine::Engine::new(&self.model, k, kk))
+    }
 }

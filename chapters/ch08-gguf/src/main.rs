@@ -7,6 +7,8 @@
 //! ch08-gguf logits [--model FILE] --ids 1,2,3 [--top K] [--json]
 //! ch08-gguf generate [--model FILE] [--prompt TEXT | --ids IDS] [-n N] [--json]
 //! ch08-gguf load [--model FILE] [--cold] [--json]    load time, first token, memory
+//! ch08-gguf bench [--model FILE] [--json]            pp512 and tg128
+//! ch08-gguf compare [--model FILE] [--rounds N]      ours vs llama-bench on the same file
 //! ```
 
 use std::path::PathBuf;
@@ -27,6 +29,10 @@ commands:
   generate         greedy generation, streamed, from --prompt TEXT or --ids IDS
   load             open the file, build the model, run one token: the time and memory of
                    each step (--cold: evict the file from the page cache first)
+  bench            pp512 (prefill) and tg128 (decode) tok/s of the file, llama-bench's tests
+  compare          llama.cpp's llama-bench and ours on the same file and thread count,
+                   alternating rounds; medians and ratios (build it first:
+                   bash scripts/llamacpp.sh)
 
 options:
   --model FILE     the GGUF file (default: SmolLM2-135M-Instruct Q4_1, fetched on first use)
@@ -41,6 +47,9 @@ options:
   --cold           load: drop the file from the page cache before opening it
   --access HOW     load: normal (the default), random (no read-ahead: only what is touched
                    is read) or willneed (read the whole file now, in the background)
+  --runs N         bench: runs per measurement (default 3)
+  --rounds N       compare: rounds (default 5)
+  --markdown FILE  compare: also write the result as a Markdown table
   --json           machine-readable output
   -h, --help       this text";
 
@@ -59,6 +68,9 @@ pub struct Args {
     pub threads: usize,
     pub cold: bool,
     pub access: ch08_gguf::Access,
+    pub runs: usize,
+    pub rounds: usize,
+    pub markdown: Option<PathBuf>,
     pub json: bool,
 }
 
@@ -68,6 +80,7 @@ const MAX_NEW_TOKENS: usize = 1 << 16;
 const MAX_TOP: usize = 1000;
 const MAX_KEYS: usize = 64;
 const MAX_IDS: usize = 1 << 16;
+const MAX_RUNS: usize = 1000;
 
 fn parse_ids(s: &str) -> Result<Vec<u32>, String> {
     let ids: Vec<u32> = s
@@ -102,6 +115,9 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         threads: cores.min(2),
         cold: false,
         access: ch08_gguf::Access::Normal,
+        runs: 3,
+        rounds: 5,
+        markdown: None,
         json: false,
     };
     let mut seen = Vec::new();
@@ -132,6 +148,9 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
                     format!("--access must be normal, random or willneed, not {v:?}")
                 })?;
             }
+            Long("runs") => a.runs = parser.value()?.parse()?,
+            Long("rounds") => a.rounds = parser.value()?.parse()?,
+            Long("markdown") => a.markdown = Some(parser.value()?.into()),
             Long("json") => a.json = true,
             Short('h') | Long("help") => return Ok(None),
             _ => return Err(arg.unexpected()),
@@ -147,9 +166,11 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         "logits" => &["--model", "--ids", "--top", "--json", "--threads"],
         "generate" => &["--model", "--prompt", "--ids", "-n", "--json", "--threads"],
         "load" => &["--model", "--cold", "--access", "--json", "--threads"],
+        "bench" => &["--model", "--runs", "--json", "--threads"],
+        "compare" => &["--model", "--rounds", "--markdown", "--json", "--threads"],
         other => {
             return Err(format!(
-                "unknown command {other:?} (inspect, hex, tokenize, logits, generate or load)"
+                "unknown command {other:?} (inspect, hex, tokenize, logits, generate, load, bench or compare)"
             )
             .into());
         }
@@ -186,6 +207,9 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
     if !(1..=MAX_TOP).contains(&a.top) {
         return Err(format!("--top must be between 1 and {MAX_TOP}").into());
     }
+    if !(1..=MAX_RUNS).contains(&a.runs) || !(1..=MAX_RUNS).contains(&a.rounds) {
+        return Err(format!("--runs and --rounds must be between 1 and {MAX_RUNS}").into());
+    }
     if a.keys > MAX_KEYS {
         return Err(format!("--keys must be at most {MAX_KEYS}").into());
     }
@@ -210,6 +234,8 @@ fn main() -> ExitCode {
         "tokenize" => commands::tokenize(&args),
         "logits" => commands::logits(&args),
         "generate" => commands::generate(&args),
+        "bench" => commands::bench(&args),
+        "compare" => commands::compare(&args),
         _ => commands::load(&args),
     };
     match result {

@@ -13,7 +13,6 @@ use ch04_forward::check;
 use ch04_forward::model::argmax;
 use ch04_forward::reference::{self, GreedyFixture, LogitsFixture};
 use ch05_kv_cache::KvCache;
-use ch06_quantization::eval::window_logits;
 use ch06_quantization::forward::QEngine;
 use ch06_quantization::{Format, QModel, ScaleRule};
 use ch08_gguf::Loaded;
@@ -65,9 +64,16 @@ fn in_memory_q4_1() -> QModel {
     QModel::quantize(&model, Format::Q4_1, ScaleRule::Absmax).unwrap()
 }
 
+/// Chapter 6's model type read from the file (`load_llama`): the same blocks as chapter 7's.
+fn file_q4_1() -> QModel {
+    let path = models::require(&models::smollm2_gguf()).unwrap_or_else(|e| panic!("{e}"));
+    let f = ch08_gguf::GgufFile::open(&path).unwrap();
+    ch08_gguf::load_llama(&f).unwrap()
+}
+
 #[test]
 fn the_file_s_weights_give_chapter_7_s_logits_bit_for_bit() {
-    let ours = &loaded().model;
+    let ours = &file_q4_1();
     let theirs = in_memory_q4_1();
     // Every matrix the same bytes: the zero-copy views, and the un-permuted Q and K.
     for (l, (a, b)) in ours.layers.iter().zip(&theirs.layers).enumerate() {
@@ -100,6 +106,12 @@ fn the_file_s_weights_give_chapter_7_s_logits_bit_for_bit() {
         a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
         "logits from the GGUF differ from chapter 7's in-memory Q4_1 model"
     );
+    // And this chapter's engine, the one that also runs Gemma, gives the same bits.
+    let c = loaded().engine().unwrap().window_logits(&ids).unwrap();
+    assert!(
+        a.iter().zip(&c).all(|(x, y)| x.to_bits() == y.to_bits()),
+        "the two-family engine's logits differ from chapter 7's on SmolLM2"
+    );
 }
 
 #[test]
@@ -107,11 +119,12 @@ fn logits_match_llama_cpp_on_the_same_file() {
     let fx: LogitsFixture =
         reference::load_named("logits-smollm2-q4_1.json").unwrap_or_else(|e| panic!("{e}"));
     let m = &loaded().model;
+    let e = loaded().engine().unwrap();
     let vocab = m.config.vocab_size;
     let (mut agree, mut positions, mut worst) = (0, 0, 0.0f64);
     let mut misses = Vec::new();
     for p in &fx.prompts {
-        let logits = window_logits(m, &p.ids).unwrap();
+        let logits = e.window_logits(&p.ids).unwrap();
         let c = check::compare_logits(&logits, vocab, p);
         eprintln!(
             "{:<26} argmax {}/{}, max |Δ logit| over top-20 {:.3}",
@@ -151,12 +164,13 @@ fn teacher_forced_on_llama_cpp_s_greedy_text() {
     let fx: GreedyFixture =
         reference::load_named("greedy-smollm2-q4_1.json").unwrap_or_else(|e| panic!("{e}"));
     let m = &loaded().model;
+    let e = loaded().engine().unwrap();
     let vocab = m.config.vocab_size;
     let (mut agree, mut total) = (0, 0);
     for p in &fx.prompts {
         let mut ids = p.prompt_ids.clone();
         ids.extend(&p.ids);
-        let logits = window_logits(m, &ids).unwrap();
+        let logits = e.window_logits(&ids).unwrap();
         for (j, &want) in p.ids.iter().enumerate() {
             let row = &logits[(p.prompt_ids.len() - 1 + j) * vocab..][..vocab];
             let got = argmax(row);
@@ -189,8 +203,7 @@ fn greedy_text_follows_llama_cpp_until_a_near_tie() {
     let fx: GreedyFixture =
         reference::load_named("greedy-smollm2-q4_1.json").unwrap_or_else(|e| panic!("{e}"));
     let m = &loaded().model;
-    let (_, k) = ch07_simd_parallel::kernels::detect().unwrap();
-    let engine = QEngine::with_kernels(m, k);
+    let engine = loaded().engine().unwrap();
     for p in &fx.prompts {
         let run = engine
             .greedy(&p.prompt_ids, p.ids.len(), false, &mut |_| {})
@@ -212,7 +225,7 @@ fn greedy_text_follows_llama_cpp_until_a_near_tie() {
         // The prefixes agree up to `same`, so these are the logits both runs chose from.
         let mut ids = p.prompt_ids.clone();
         ids.extend(&p.ids[..same]);
-        let logits = window_logits(m, &ids).unwrap();
+        let logits = engine.window_logits(&ids).unwrap();
         let row = &logits[logits.len() - m.config.vocab_size..];
         let (ours, theirs) = (run.ids[same] as usize, p.ids[same] as usize);
         let margin = row[ours] - row[theirs];

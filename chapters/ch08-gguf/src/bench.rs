@@ -1,0 +1,80 @@
+//! pp512 and tg128 of any model this chapter runs, and the race with llama-bench on the
+//! same file: chapter 7's measurement, with the file's own weights.
+
+use std::path::Path;
+use std::time::Instant;
+
+use ch05_kv_cache::KvCache;
+use ch07_simd_parallel::bench::{EndToEnd, in_pool, median};
+use ch07_simd_parallel::compare::{Comparison, llama_bench_once, llama_bench_path};
+
+use crate::engine::Engine;
+
+// ANCHOR: e2e
+/// pp512 and tg128 in llama-bench's terms (a 512-token prompt from an empty cache; 128
+/// decode steps from an empty cache), medians of `runs`, after one unmeasured run.
+pub fn end_to_end(engine: &Engine, threads: usize, runs: usize) -> Result<EndToEnd, String> {
+    let vocab = engine.model.config.vocab_size as u64;
+    let prompt: Vec<u32> = (0..512u64).map(|i| ((i * 7919 + 13) % vocab) as u32).collect();
+    let err = |e: crate::Error| e.to_string();
+    in_pool(threads, || -> Result<EndToEnd, String> {
+        let (mut pp, mut tg) = (Vec::new(), Vec::new());
+        for run in 0..=runs {
+            let mut cache = KvCache::new(engine.layout(), 512);
+            let start = Instant::now();
+            engine.forward(&mut cache, &prompt, 0).map_err(err)?;
+            let pp_s = start.elapsed().as_secs_f64();
+            let mut cache = KvCache::new(engine.layout(), 128);
+            let start = Instant::now();
+            let mut next = prompt[0];
+            for pos in 0..128 {
+                let logits = engine.forward(&mut cache, &[next], pos).map_err(err)?;
+                next = ch04_forward::model::argmax(&logits) as u32;
+            }
+            let tg_s = start.elapsed().as_secs_f64();
+            if run > 0 {
+                pp.push(512.0 / pp_s);
+                tg.push(128.0 / tg_s);
+            }
+        }
+        Ok(EndToEnd {
+            isa: engine.kernels.name(),
+            threads,
+            pp512_tok_s: median(&mut pp),
+            tg128_tok_s: median(&mut tg),
+        })
+    })?
+}
+// ANCHOR_END: e2e
+
+/// `rounds` rounds, llama-bench then ours on the same file, alternating; medians, ratios.
+pub fn compare(engine: &Engine, gguf: &Path, threads: usize, rounds: usize) -> Result<Comparison, String> {
+    let bin = llama_bench_path()?;
+    end_to_end(engine, threads, 1)?; // warm up once
+    let mut per_round = Vec::new();
+    for round in 0..rounds {
+        let (lp, lt) = llama_bench_once(&bin, gguf, threads)?;
+        let ours = end_to_end(engine, threads, 1)?;
+        eprintln!(
+            "round {}/{rounds}: ours pp512 {:.1} tg128 {:.1} tok/s; llama.cpp pp512 {lp:.1} tg128 {lt:.1} tok/s",
+            round + 1,
+            ours.pp512_tok_s,
+            ours.tg128_tok_s
+        );
+        per_round.push([ours.pp512_tok_s, ours.tg128_tok_s, lp, lt]);
+    }
+    let med = |i: usize| median(&mut per_round.iter().map(|r| r[i]).collect::<Vec<_>>());
+    let (op, ot, lp, lt) = (med(0), med(1), med(2), med(3));
+    Ok(Comparison {
+        threads,
+        rounds,
+        isa: engine.kernels.name(),
+        ours_pp512_tok_s: op,
+        ours_tg128_tok_s: ot,
+        llama_cpp_pp512_tok_s: lp,
+        llama_cpp_tg128_tok_s: lt,
+        pp512_ratio: op / lp,
+        tg128_ratio: ot / lt,
+        per_round,
+    })
+}
