@@ -1,0 +1,107 @@
+//! The K-quant kernels: every SIMD level this CPU has gives the scalar kernel's bits, on
+//! random blocks and on Gemma-3's real rows; and the whole model gives the same logits on
+//! every level and thread count.
+
+use ch01_tensors::models;
+use ch06_quantization::blocks::BlockQ8_0;
+use ch06_quantization::f16::f32_to_f16;
+use ch07_simd_parallel::Isa;
+use ch08_gguf::kquant::*;
+use ch08_gguf::ksimd::{KKernels, ScalarK, for_isa};
+use proptest::prelude::*;
+
+fn levels() -> Vec<(Isa, &'static dyn KKernels)> {
+    Isa::available()
+        .into_iter()
+        .map(|isa| (isa, for_isa(isa)))
+        .collect()
+}
+
+/// Random bytes with every f16 scale set to a finite value (random scale bytes can be NaN).
+fn block(bytes: &[u8], len: usize, halves: &[usize], seed: u32) -> Vec<u8> {
+    let mut b = bytes[..len].to_vec();
+    for (i, &at) in halves.iter().enumerate() {
+        let v = ((seed.wrapping_mul(2654435761).wrapping_add(i as u32) % 1000) as f32 + 1.0) * 1e-5;
+        b[at..at + 2].copy_from_slice(&f32_to_f16(v).to_le_bytes());
+    }
+    b
+}
+
+fn acts(values: &[i8], d: f32) -> Vec<BlockQ8K> {
+    values
+        .chunks_exact(QK_K)
+        .map(|c| {
+            let qs: [i8; QK_K] = c.try_into().unwrap();
+            let mut bsums = [0i16; 16];
+            for (s, g) in bsums.iter_mut().zip(qs.chunks_exact(16)) {
+                *s = g.iter().map(|&q| i16::from(q)).sum();
+            }
+            BlockQ8K { d, qs, bsums }
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+
+    #[test]
+    fn simd_equals_scalar_bit_for_bit(
+        raw in proptest::collection::vec(any::<u8>(), 2 * Q6_K_BYTES),
+        q8 in proptest::collection::vec(any::<i8>(), 2 * QK_K),
+        seed in any::<u32>(),
+    ) {
+        // Two super-blocks of each K format; eight Q5_0 blocks.
+        let q4k: Vec<u8> = [block(&raw, Q4_K_BYTES, &[0, 2], seed), block(&raw[Q4_K_BYTES..], Q4_K_BYTES, &[0, 2], seed + 1)].concat();
+        let q6k: Vec<u8> = [block(&raw, Q6_K_BYTES, &[208], seed), block(&raw[Q6_K_BYTES..], Q6_K_BYTES, &[208], seed + 1)].concat();
+        let q50: Vec<u8> = (0..8).flat_map(|i| block(&raw[i * Q5_0_BYTES..], Q5_0_BYTES, &[0], seed + i as u32)).collect();
+        let a = acts(&q8, 0.013);
+        // -128 is a legal Q8_0 quant but never a Q8_K one (their rule clamps to ±127).
+        let a8: Vec<BlockQ8_0> = q8[..256]
+            .chunks_exact(32)
+            .enumerate()
+            .map(|(i, c)| BlockQ8_0 { d: f32_to_f16(0.01 + i as f32 * 1e-3), qs: c.try_into().unwrap() })
+            .collect();
+        for (isa, k) in levels() {
+            prop_assert_eq!(k.dot_q4_k(&q4k, &a).to_bits(), ScalarK.dot_q4_k(&q4k, &a).to_bits(), "Q4_K on {:?}", isa);
+            prop_assert_eq!(k.dot_q6_k(&q6k, &a).to_bits(), ScalarK.dot_q6_k(&q6k, &a).to_bits(), "Q6_K on {:?}", isa);
+            prop_assert_eq!(k.dot_q5_0(&q50, &a8).to_bits(), ScalarK.dot_q5_0(&q50, &a8).to_bits(), "Q5_0 on {:?}", isa);
+        }
+    }
+}
+
+#[test]
+fn extreme_quants_are_exact_too() {
+    // Every quant at its largest, every activation at ±127: the integer sums at their widest.
+    let q4k = block(&[0xff; Q4_K_BYTES], Q4_K_BYTES, &[0, 2], 1);
+    let q6k = block(&[0xff; Q6_K_BYTES], Q6_K_BYTES, &[208], 2);
+    for v in [127i8, -127] {
+        let a = acts(&[v; QK_K], 0.5);
+        for (isa, k) in levels() {
+            assert_eq!(k.dot_q4_k(&q4k, &a).to_bits(), ScalarK.dot_q4_k(&q4k, &a).to_bits(), "Q4_K {isa:?}");
+            assert_eq!(k.dot_q6_k(&q6k, &a).to_bits(), ScalarK.dot_q6_k(&q6k, &a).to_bits(), "Q6_K {isa:?}");
+        }
+    }
+}
+
+#[test]
+fn gemma_logits_are_the_same_on_every_level_and_thread_count() {
+    let path = models::require(&models::gemma3_gguf()).unwrap_or_else(|e| panic!("{e}"));
+    let f = ch08_gguf::GgufFile::open(&path).unwrap();
+    let model = ch08_gguf::arch::load_model(&f).unwrap();
+    let ids = [2u32, 818, 5279, 529, 7001, 563, 236761, 107, 4923];
+    let mut reference: Option<Vec<f32>> = None;
+    for isa in Isa::available() {
+        let k = ch07_simd_parallel::kernels::for_isa(isa).unwrap();
+        let e = ch08_gguf::engine::Engine::new(&model, k, for_isa(isa));
+        for threads in [1, 2] {
+            let got = ch07_simd_parallel::bench::in_pool(threads, || e.window_logits(&ids).unwrap()).unwrap();
+            match &reference {
+                None => reference = Some(got),
+                Some(r) => assert!(
+                    r.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "Gemma-3 logits on {isa:?} with {threads} threads differ from the first level's"
+                ),
+            }
+        }
+    }
+}
