@@ -120,10 +120,28 @@ impl KMatrix {
         }
     }
 
+    /// Row `r` against four tokens' activations: four `dot`s, bit for bit, with each weight
+    /// block unpacked once.
+    pub fn dot4(&self, kk: &dyn KKernels, r: usize, a: [&KActs; 4]) -> [f32; 4] {
+        let w = self.row_bytes(r);
+        match (self.format, a) {
+            (KFormat::Q5_0, [KActs::Q8_0(a0), KActs::Q8_0(a1), KActs::Q8_0(a2), KActs::Q8_0(a3)]) => {
+                kk.dot4_q5_0(w, [a0, a1, a2, a3])
+            }
+            (KFormat::Q4_K, [KActs::Q8K(a0), KActs::Q8K(a1), KActs::Q8K(a2), KActs::Q8K(a3)]) => {
+                kk.dot4_q4_k(w, [a0, a1, a2, a3])
+            }
+            (KFormat::Q6_K, [KActs::Q8K(a0), KActs::Q8K(a1), KActs::Q8K(a2), KActs::Q8K(a3)]) => {
+                kk.dot4_q6_k(w, [a0, a1, a2, a3])
+            }
+            _ => unreachable!("quantize made the activations for this format"),
+        }
+    }
+
     // ANCHOR: kmatmul
     /// `out (seq, rows) = x (seq, cols) · Wᵀ`, split like chapter 6's: bands of at least
-    /// four tokens per thread in a prefill, blocks of 64 rows in a decode step. Each output
-    /// is one `dot` whatever the split.
+    /// four tokens per thread in a prefill (four tokens per weight row at a time), blocks
+    /// of 64 rows in a decode step. Each output equals one `dot` whatever the split.
     pub fn matmul(&self, k: &dyn Kernels, kk: &dyn KKernels, out: &mut [f32], x: &[f32], seq: usize) {
         let (rows, cols) = (self.rows, self.cols);
         let acts: Vec<KActs> = x
@@ -139,7 +157,16 @@ impl KMatrix {
                     let n = out_band.len() / rows;
                     for r0 in (0..rows).step_by(64) {
                         for r in r0..(r0 + 64).min(rows) {
-                            for i in 0..n {
+                            let mut i = 0;
+                            while i + 4 <= n {
+                                let t = b * band + i;
+                                let v = self.dot4(kk, r, std::array::from_fn(|j| &acts[t + j]));
+                                for (j, v) in v.into_iter().enumerate() {
+                                    out_band[(i + j) * rows + r] = v;
+                                }
+                                i += 4;
+                            }
+                            for i in i..n {
                                 out_band[i * rows + r] = self.dot(kk, r, &acts[b * band + i]);
                             }
                         }

@@ -18,10 +18,10 @@ fn levels() -> Vec<(Isa, &'static dyn KKernels)> {
 }
 
 /// Random bytes with every f16 scale set to a finite value (random scale bytes can be NaN).
-fn block(bytes: &[u8], len: usize, halves: &[usize], seed: u32) -> Vec<u8> {
+fn block(bytes: &[u8], len: usize, halves: &[usize], seed: usize) -> Vec<u8> {
     let mut b = bytes[..len].to_vec();
     for (i, &at) in halves.iter().enumerate() {
-        let v = ((seed.wrapping_mul(2654435761).wrapping_add(i as u32) % 1000) as f32 + 1.0) * 1e-5;
+        let v = ((seed.wrapping_mul(2654435761).wrapping_add(i) % 1000) as f32 + 1.0) * 1e-5;
         b[at..at + 2].copy_from_slice(&f32_to_f16(v).to_le_bytes());
     }
     b
@@ -48,12 +48,12 @@ proptest! {
     fn simd_equals_scalar_bit_for_bit(
         raw in proptest::collection::vec(any::<u8>(), 2 * Q6_K_BYTES),
         q8 in proptest::collection::vec(any::<i8>(), 2 * QK_K),
-        seed in any::<u32>(),
+        seed in 0usize..1_000_000,
     ) {
         // Two super-blocks of each K format; eight Q5_0 blocks.
         let q4k: Vec<u8> = [block(&raw, Q4_K_BYTES, &[0, 2], seed), block(&raw[Q4_K_BYTES..], Q4_K_BYTES, &[0, 2], seed + 1)].concat();
         let q6k: Vec<u8> = [block(&raw, Q6_K_BYTES, &[208], seed), block(&raw[Q6_K_BYTES..], Q6_K_BYTES, &[208], seed + 1)].concat();
-        let q50: Vec<u8> = (0..8).flat_map(|i| block(&raw[i * Q5_0_BYTES..], Q5_0_BYTES, &[0], seed + i as u32)).collect();
+        let q50: Vec<u8> = (0..8).flat_map(|i| block(&raw[i * Q5_0_BYTES..], Q5_0_BYTES, &[0], seed + i)).collect();
         let a = acts(&q8, 0.013);
         // -128 is a legal Q8_0 quant but never a Q8_K one (their rule clamps to ±127).
         let a8: Vec<BlockQ8_0> = q8[..256]
@@ -102,6 +102,32 @@ fn gemma_logits_are_the_same_on_every_level_and_thread_count() {
                     "Gemma-3 logits on {isa:?} with {threads} threads differ from the first level's"
                 ),
             }
+        }
+    }
+}
+
+#[test]
+fn four_token_kernels_equal_one_token_kernels() {
+    let raw: Vec<u8> = (0..4 * Q6_K_BYTES).map(|i| (i * 37 % 251) as u8).collect();
+    let q4k = [block(&raw, Q4_K_BYTES, &[0, 2], 3), block(&raw[300..], Q4_K_BYTES, &[0, 2], 4)].concat();
+    let q6k = [block(&raw, Q6_K_BYTES, &[208], 5), block(&raw[400..], Q6_K_BYTES, &[208], 6)].concat();
+    let q50: Vec<u8> = (0..8).flat_map(|i| block(&raw[i * 30..], Q5_0_BYTES, &[0], 7 + i)).collect();
+    let tokens: Vec<Vec<i8>> = (0..4)
+        .map(|t| (0..2 * QK_K).map(|i| ((i * 13 + t * 71) % 255) as i8).collect())
+        .collect();
+    let a: Vec<Vec<BlockQ8K>> = tokens.iter().map(|q| acts(q, 0.02)).collect();
+    let a8: Vec<Vec<BlockQ8_0>> = tokens
+        .iter()
+        .map(|q| q[..256].chunks_exact(32).map(|c| BlockQ8_0 { d: f32_to_f16(0.01), qs: c.try_into().unwrap() }).collect())
+        .collect();
+    for (isa, k) in levels() {
+        let four = k.dot4_q4_k(&q4k, std::array::from_fn(|t| &a[t][..]));
+        let four6 = k.dot4_q6_k(&q6k, std::array::from_fn(|t| &a[t][..]));
+        let four5 = k.dot4_q5_0(&q50, std::array::from_fn(|t| &a8[t][..]));
+        for t in 0..4 {
+            assert_eq!(four[t].to_bits(), ScalarK.dot_q4_k(&q4k, &a[t]).to_bits(), "Q4_K token {t} {isa:?}");
+            assert_eq!(four6[t].to_bits(), ScalarK.dot_q6_k(&q6k, &a[t]).to_bits(), "Q6_K token {t} {isa:?}");
+            assert_eq!(four5[t].to_bits(), ScalarK.dot_q5_0(&q50, &a8[t]).to_bits(), "Q5_0 token {t} {isa:?}");
         }
     }
 }
