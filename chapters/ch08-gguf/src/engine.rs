@@ -19,7 +19,7 @@ use ch04_forward::layer::rmsnorm_rows;
 use ch05_kv_cache::forward::kv_layout;
 use ch05_kv_cache::{KvCache, KvLayout, KvStore};
 use ch06_quantization::Kernels;
-use ch06_quantization::f16::round_f16;
+use ch06_quantization::f16::{f16_to_f32_fast, f32_to_f16, round_f16};
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
@@ -353,10 +353,22 @@ pub fn gelu_f16(x: f32) -> f32 {
     } else if x >= 10.0 {
         x
     } else {
-        let x = round_f16(x);
-        let g = 0.5 * x * (1.0 + (0.797_884_6_f32 * x * (1.0 + 0.044715 * x * x)).tanh());
-        round_f16(g)
+        gelu_table()[usize::from(f32_to_f16(x))]
     }
+}
+
+/// GELU of every f16 value, rounded to f16 (and stored as the f32 it rounds to): 256 kB,
+/// made once.
+fn gelu_table() -> &'static [f32] {
+    static TABLE: std::sync::OnceLock<Vec<f32>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        (0..=u16::MAX)
+            .map(|bits| {
+                let x = f16_to_f32_fast(bits);
+                round_f16(0.5 * x * (1.0 + (0.797_884_6_f32 * x * (1.0 + 0.044715 * x * x)).tanh()))
+            })
+            .collect()
+    })
 }
 // ANCHOR_END: gelu
 
