@@ -68,3 +68,15 @@ pub fn vocab_entries(
         })
         .collect()
 }
+
+/// Exercise 6: unpack a Q4_K scale and min.
+pub fn q4_k_scale_min(j: usize, s: &[u8; 12]) -> (u8, u8) {
+    if j < 4 {
+        (s[j] & 63, s[j + 4] & 63)
+    } else {
+        (
+            (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4),
+            (s[j + 4] >> 4) | ((s[j] >> 6) << 4),
+        )
+    }
+}

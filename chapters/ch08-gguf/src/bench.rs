@@ -47,6 +47,23 @@ pub fn end_to_end(engine: &Engine, threads: usize, runs: usize) -> Result<EndToE
 }
 // ANCHOR_END: e2e
 
+/// Milliseconds the final norm and LM head take for one token (median of `runs`): the
+/// largest single read of a decode step.
+pub fn lm_head_ms(engine: &Engine, threads: usize, runs: usize) -> Result<f64, String> {
+    let x = vec![0.5f32; engine.model.config.hidden_size];
+    in_pool(threads, || {
+        let mut t: Vec<f64> = (0..=runs)
+            .map(|_| {
+                let start = Instant::now();
+                std::hint::black_box(engine.head(&x));
+                start.elapsed().as_secs_f64() * 1e3
+            })
+            .skip(1)
+            .collect();
+        median(&mut t)
+    })
+}
+
 /// `rounds` rounds, llama-bench then ours on the same file, alternating; medians, ratios.
 pub fn compare(engine: &Engine, gguf: &Path, threads: usize, rounds: usize) -> Result<Comparison, String> {
     let bin = llama_bench_path()?;

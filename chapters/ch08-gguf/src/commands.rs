@@ -404,6 +404,8 @@ pub fn bench(a: &Args) -> Result<(), String> {
     let m = open_model(a)?;
     let engine = m.engine()?;
     let r = ch08_gguf::bench::end_to_end(&engine, a.threads, a.runs)?;
+    let head_ms = ch08_gguf::bench::lm_head_ms(&engine, a.threads, 5 * a.runs)?;
+    let head_share = head_ms / (1e3 / r.tg128_tok_s);
     let mb = m.model.bytes_read_per_token() as f64 / 1e6;
     if a.json {
         println!(
@@ -411,7 +413,8 @@ pub fn bench(a: &Args) -> Result<(), String> {
             json!({"file": models::shown(&m.file.path), "architecture": m.model.family.name,
                    "isa": r.isa, "threads": r.threads, "pp512_tok_s": r.pp512_tok_s,
                    "tg128_tok_s": r.tg128_tok_s, "mb_read_per_token": mb,
-                   "lm_head_mb": m.model.lm_head().bytes() as f64 / 1e6})
+                   "lm_head_mb": m.model.lm_head().bytes() as f64 / 1e6,
+                   "lm_head_ms": head_ms, "lm_head_share_of_decode": head_share})
         );
         return Ok(());
     }
@@ -424,6 +427,11 @@ pub fn bench(a: &Args) -> Result<(), String> {
         r.threads
     );
     println!("  pp512 {:.1} tok/s   tg128 {:.1} tok/s", r.pp512_tok_s, r.tg128_tok_s);
+    println!(
+        "  LM head alone: {head_ms:.2} ms a token, {:.0}% of a decode step, {:.1} GB/s",
+        100.0 * head_share,
+        m.model.lm_head().bytes() as f64 / head_ms / 1e6
+    );
     Ok(())
 }
 

@@ -78,3 +78,17 @@ pub fn vocab_entries(
     // TODO: lengths, ranges, pairs.
     todo!("exercise 5: the vocabulary from metadata")
 }
+
+/// Exercise 6: unpack a Q4_K scale and min.
+///
+/// A Q4_K super-block keeps eight (scale, min) pairs of 6 bits each in 12 bytes `s`. Pairs
+/// 0–3: scale in the low 6 bits of `s[j]`, min in the low 6 bits of `s[j + 4]`. Pairs 4–7:
+/// the low 4 bits of scale and min are the low and high nibble of `s[j + 4]`, and their top
+/// 2 bits are the top 2 bits of `s[j − 4]` (scale) and `s[j]` (min). Return pair `j`.
+///
+/// Hint: `& 63`, `& 0x0f`, `>> 4`, `>> 6` and `<< 4`. Pairs 4–7 reuse the two spare bits of
+/// each of bytes 0–7. See "The K-quant super-block".
+pub fn q4_k_scale_min(j: usize, s: &[u8; 12]) -> (u8, u8) {
+    // TODO: two cases, j < 4 and j >= 4.
+    todo!("exercise 6: unpack a Q4_K scale and min")
+}

@@ -138,6 +138,17 @@ impl KMatrix {
         }
     }
 
+    /// Rows `r..r + 4` against one token: four `dot`s, bit for bit.
+    pub fn rows4(&self, kk: &dyn KKernels, r: usize, a: &KActs) -> [f32; 4] {
+        let w: [&[u8]; 4] = std::array::from_fn(|i| self.row_bytes(r + i));
+        match (self.format, a) {
+            (KFormat::Q5_0, KActs::Q8_0(a)) => kk.rows4_q5_0(w, a),
+            (KFormat::Q4_K, KActs::Q8K(a)) => kk.rows4_q4_k(w, a),
+            (KFormat::Q6_K, KActs::Q8K(a)) => kk.rows4_q6_k(w, a),
+            _ => unreachable!("quantize made the activations for this format"),
+        }
+    }
+
     // ANCHOR: kmatmul
     /// `out (seq, rows) = x (seq, cols) · Wᵀ`, split like chapter 6's: bands of at least
     /// four tokens per thread in a prefill (four tokens per weight row at a time), blocks
@@ -175,8 +186,13 @@ impl KMatrix {
         } else {
             for (t, out_t) in out.chunks_exact_mut(rows).enumerate() {
                 out_t.par_chunks_mut(64).enumerate().for_each(|(c, o)| {
-                    for (i, o) in o.iter_mut().enumerate() {
-                        *o = self.dot(kk, c * 64 + i, &acts[t]);
+                    let mut quads = o.chunks_exact_mut(4);
+                    for (q, o4) in (&mut quads).enumerate() {
+                        o4.copy_from_slice(&self.rows4(kk, c * 64 + 4 * q, &acts[t]));
+                    }
+                    let done = o.len() / 4 * 4;
+                    for (i, o) in o[done..].iter_mut().enumerate() {
+                        *o = self.dot(kk, c * 64 + done + i, &acts[t]);
                     }
                 });
             }

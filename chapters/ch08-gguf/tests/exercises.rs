@@ -218,3 +218,39 @@ fn ex5_the_vocabulary_from_metadata() {
         Ok(v) => panic!("a token type of 9 must be an error, you returned {v:?}"),
     }
 }
+
+#[test]
+fn ex6_unpack_a_q4_k_scale_and_min() {
+    // Pack eight known pairs by hand, the way llama.cpp's quantizer does, then unpack them.
+    let pairs: [(u8, u8); 8] = [(1, 2), (63, 0), (17, 40), (5, 63), (33, 9), (62, 48), (0, 31), (47, 16)];
+    let mut s = [0u8; 12];
+    for (j, &(sc, m)) in pairs.iter().enumerate() {
+        if j < 4 {
+            s[j] = sc;
+            s[j + 4] = m;
+        } else {
+            s[j + 4] = (sc & 0x0f) | ((m & 0x0f) << 4);
+            s[j - 4] |= (sc >> 4) << 6;
+            s[j] |= (m >> 4) << 6;
+        }
+    }
+    for (j, &want) in pairs.iter().enumerate() {
+        let got = q4_k_scale_min(j, &s);
+        assert!(
+            got == want,
+            "pair {j} of the packed bytes {s:?}: expected (scale, min) {want:?}, you returned {got:?}"
+        );
+    }
+    // Against the chapter's own unpacking, on every byte pattern of one byte at a time.
+    for at in 0..12 {
+        for v in [0x00u8, 0x3f, 0x40, 0xc0, 0xff, 0x5a] {
+            let mut s = [0x21u8; 12];
+            s[at] = v;
+            for j in 0..8 {
+                let want = ch08_gguf::kquant::scale_min_k4(j, &s);
+                let got = q4_k_scale_min(j, &s);
+                assert!(got == want, "bytes {s:?}, pair {j}: expected {want:?}, you returned {got:?}");
+            }
+        }
+    }
+}

@@ -131,3 +131,27 @@ fn four_token_kernels_equal_one_token_kernels() {
         }
     }
 }
+
+#[test]
+fn four_row_kernels_equal_one_row_kernels() {
+    let raw: Vec<u8> = (0..16 * Q6_K_BYTES).map(|i| (i * 53 % 249) as u8).collect();
+    let rows = |len: usize, halves: &[usize], n: usize| -> Vec<Vec<u8>> {
+        (0..4)
+            .map(|r| (0..n).flat_map(|b| block(&raw[(r * n + b) * 37..], len, halves, r * 10 + b)).collect())
+            .collect()
+    };
+    let (q4k, q6k, q50) = (rows(Q4_K_BYTES, &[0, 2], 2), rows(Q6_K_BYTES, &[208], 2), rows(Q5_0_BYTES, &[0], 8));
+    let q: Vec<i8> = (0..2 * QK_K).map(|i| ((i * 29) % 255) as i8).collect();
+    let a = acts(&q, 0.03);
+    let a8: Vec<BlockQ8_0> = q[..256].chunks_exact(32).map(|c| BlockQ8_0 { d: f32_to_f16(0.02), qs: c.try_into().unwrap() }).collect();
+    for (isa, k) in levels() {
+        let r4 = k.rows4_q4_k(std::array::from_fn(|r| &q4k[r][..]), &a);
+        let r6 = k.rows4_q6_k(std::array::from_fn(|r| &q6k[r][..]), &a);
+        let r5 = k.rows4_q5_0(std::array::from_fn(|r| &q50[r][..]), &a8);
+        for r in 0..4 {
+            assert_eq!(r4[r].to_bits(), ScalarK.dot_q4_k(&q4k[r], &a).to_bits(), "Q4_K row {r} {isa:?}");
+            assert_eq!(r6[r].to_bits(), ScalarK.dot_q6_k(&q6k[r], &a).to_bits(), "Q6_K row {r} {isa:?}");
+            assert_eq!(r5[r].to_bits(), ScalarK.dot_q5_0(&q50[r], &a8).to_bits(), "Q5_0 row {r} {isa:?}");
+        }
+    }
+}
