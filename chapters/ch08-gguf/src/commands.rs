@@ -283,10 +283,12 @@ pub fn generate(a: &Args) -> Result<(), String> {
     let isa = engine.kernels.name();
     let mut dec = StreamDecoder::new(&tok.tokenizer);
     if !a.json {
-        print!(
-            "{}",
-            tok.tokenizer.decode(&prompt).map_err(|e| e.to_string())?
-        );
+        // The prompt as text, without the BOS the file asks for (its text is "<bos>").
+        let shown = match prompt.split_first() {
+            Some((&first, rest)) if Some(first) == tok.bos && tok.add_bos => rest,
+            _ => &prompt[..],
+        };
+        print!("{}", tok.tokenizer.decode(shown).map_err(|e| e.to_string())?);
     }
     let mut out = std::io::stdout();
     let run = in_pool(a.threads, || {
@@ -406,6 +408,20 @@ pub fn bench(a: &Args) -> Result<(), String> {
     let r = ch08_gguf::bench::end_to_end(&engine, a.threads, a.runs)?;
     let head_ms = ch08_gguf::bench::lm_head_ms(&engine, a.threads, 5 * a.runs)?;
     let head_share = head_ms / (1e3 / r.tg128_tok_s);
+    // The tokenizer on the committed perplexity text, 20 times: its vocabulary is what
+    // differs most between the two families (49 152 BPE tokens, 262 144 SentencePiece ones).
+    let text = ch01_tensors::files::read_to_string(
+        &models::workspace_root().join("fixtures/reference/perplexity-text.txt"),
+        ch01_tensors::files::MAX_TEXT_FILE,
+    )
+    .map_err(|e| format!("fixtures/reference/perplexity-text.txt: {e}"))?;
+    let start = Instant::now();
+    let mut n_tokens = 0;
+    for _ in 0..20 {
+        n_tokens = std::hint::black_box(m.tokenizer.tokenizer.encode(&text, false)).len();
+    }
+    let encode_s = start.elapsed().as_secs_f64() / 20.0;
+    let encode_mb_s = text.len() as f64 / encode_s / 1e6;
     let mb = m.model.bytes_read_per_token() as f64 / 1e6;
     if a.json {
         println!(
@@ -414,7 +430,9 @@ pub fn bench(a: &Args) -> Result<(), String> {
                    "isa": r.isa, "threads": r.threads, "pp512_tok_s": r.pp512_tok_s,
                    "tg128_tok_s": r.tg128_tok_s, "mb_read_per_token": mb,
                    "lm_head_mb": m.model.lm_head().bytes() as f64 / 1e6,
-                   "lm_head_ms": head_ms, "lm_head_share_of_decode": head_share})
+                   "lm_head_ms": head_ms, "lm_head_share_of_decode": head_share,
+                   "encode_mb_s": encode_mb_s, "encode_tokens": n_tokens,
+                   "vocab": m.model.config.vocab_size})
         );
         return Ok(());
     }
@@ -431,6 +449,12 @@ pub fn bench(a: &Args) -> Result<(), String> {
         "  LM head alone: {head_ms:.2} ms a token, {:.0}% of a decode step, {:.1} GB/s",
         100.0 * head_share,
         m.model.lm_head().bytes() as f64 / head_ms / 1e6
+    );
+    println!(
+        "  tokenizer ({} tokens): the perplexity text, {} bytes, to {n_tokens} ids in {:.2} ms ({encode_mb_s:.1} MB/s)",
+        m.model.config.vocab_size,
+        text.len(),
+        encode_s * 1e3
     );
     Ok(())
 }

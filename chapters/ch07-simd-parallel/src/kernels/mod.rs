@@ -44,7 +44,7 @@ pub fn detect() -> Result<(Isa, &'static dyn Kernels), String> {
 }
 // ANCHOR_END: dispatch
 
-/// AVX2 + FMA kernels. The private field means only [`for_isa`] makes one, after checking.
+/// AVX2 kernels (with F16C for the scales). The private field means only [`for_isa`] makes one, after checking.
 #[cfg(target_arch = "x86_64")]
 pub struct Avx2(());
 
