@@ -26,7 +26,10 @@ fn any_matrix(f: &GgufFile, name: &str, rows: usize, cols: usize, how: Rows) -> 
     };
     check_dims(t, &[cols, rows])?;
     if how != Rows::AsStored {
-        return Err(Error::Unsupported(format!("reordering the rows of a {} tensor", t.ty)));
+        return Err(Error::Unsupported(format!(
+            "reordering the rows of a {} tensor",
+            t.ty
+        )));
     }
     KMatrix::new(k, rows, cols, f.shared(t))
         .map(Matrix::K)
@@ -61,15 +64,23 @@ pub fn load_model(f: &GgufFile) -> Result<Model> {
         (Family::llama(), Rows::Unpermute(hd)) // see model::unpermute_rows
     };
     let max_pos = cfg.max_position_embeddings;
-    let mut ropes = vec![RopeTable::new(hd, max_pos, cfg.rope_theta).map_err(|e| Error::Unsupported(e.to_string()))?];
+    let mut ropes = vec![
+        RopeTable::new(hd, max_pos, cfg.rope_theta)
+            .map_err(|e| Error::Unsupported(e.to_string()))?,
+    ];
     let window = if gemma {
         let w = g.u64("gemma3.attention.sliding_window")?;
-        let w = usize::try_from(w).ok().filter(|&w| w > 0).ok_or_else(|| Error::Metadata {
-            key: "gemma3.attention.sliding_window".into(),
-            message: format!("{w} is not a window"),
-        })?;
+        let w = usize::try_from(w)
+            .ok()
+            .filter(|&w| w > 0)
+            .ok_or_else(|| Error::Metadata {
+                key: "gemma3.attention.sliding_window".into(),
+                message: format!("{w} is not a window"),
+            })?;
         let base = g.opt_f64("gemma3.rope.freq_base_swa")?.unwrap_or(10_000.0) as f32;
-        ropes.push(RopeTable::new(hd, max_pos, base).map_err(|e| Error::Unsupported(e.to_string()))?);
+        ropes.push(
+            RopeTable::new(hd, max_pos, base).map_err(|e| Error::Unsupported(e.to_string()))?,
+        );
         Some(w)
     } else {
         None
@@ -79,7 +90,11 @@ pub fn load_model(f: &GgufFile) -> Result<Model> {
         let name = |t: &str| format!("blk.{l}.{t}.weight");
         let m = |t: &str, rows, cols, how| any_matrix(f, &name(t), rows, cols, how);
         let opt = |t: &str, len| -> Result<Option<Vec<f32>>> {
-            if gemma { vector(f, &name(t), len).map(Some) } else { Ok(None) }
+            if gemma {
+                vector(f, &name(t), len).map(Some)
+            } else {
+                Ok(None)
+            }
         };
         let sliding = gemma && l % 6 != 5;
         layers.push(Layer {
@@ -104,7 +119,13 @@ pub fn load_model(f: &GgufFile) -> Result<Model> {
     let lm_head = if cfg.tie_word_embeddings {
         None
     } else {
-        Some(any_matrix(f, "output.weight", cfg.vocab_size, dim, Rows::AsStored)?)
+        Some(any_matrix(
+            f,
+            "output.weight",
+            cfg.vocab_size,
+            dim,
+            Rows::AsStored,
+        )?)
     };
     let per_layer = if gemma { 13 } else { 9 };
     let expected = 2 + usize::from(lm_head.is_some()) + per_layer * cfg.num_layers;

@@ -15,7 +15,9 @@ use crate::engine::Engine;
 /// decode steps from an empty cache), medians of `runs`, after one unmeasured run.
 pub fn end_to_end(engine: &Engine, threads: usize, runs: usize) -> Result<EndToEnd, String> {
     let vocab = engine.model.config.vocab_size as u64;
-    let prompt: Vec<u32> = (0..512u64).map(|i| ((i * 7919 + 13) % vocab) as u32).collect();
+    let prompt: Vec<u32> = (0..512u64)
+        .map(|i| ((i * 7919 + 13) % vocab) as u32)
+        .collect();
     let err = |e: crate::Error| e.to_string();
     in_pool(threads, || -> Result<EndToEnd, String> {
         let (mut pp, mut tg) = (Vec::new(), Vec::new());
@@ -65,7 +67,12 @@ pub fn lm_head_ms(engine: &Engine, threads: usize, runs: usize) -> Result<f64, S
 }
 
 /// `rounds` rounds, llama-bench then ours on the same file, alternating; medians, ratios.
-pub fn compare(engine: &Engine, gguf: &Path, threads: usize, rounds: usize) -> Result<Comparison, String> {
+pub fn compare(
+    engine: &Engine,
+    gguf: &Path,
+    threads: usize,
+    rounds: usize,
+) -> Result<Comparison, String> {
     let bin = llama_bench_path()?;
     end_to_end(engine, threads, 1)?; // warm up once
     let mut per_round = Vec::new();

@@ -288,7 +288,10 @@ pub fn generate(a: &Args) -> Result<(), String> {
             Some((&first, rest)) if Some(first) == tok.bos && tok.add_bos => rest,
             _ => &prompt[..],
         };
-        print!("{}", tok.tokenizer.decode(shown).map_err(|e| e.to_string())?);
+        print!(
+            "{}",
+            tok.tokenizer.decode(shown).map_err(|e| e.to_string())?
+        );
     }
     let mut out = std::io::stdout();
     let run = in_pool(a.threads, || {
@@ -444,7 +447,10 @@ pub fn bench(a: &Args) -> Result<(), String> {
         r.isa,
         r.threads
     );
-    println!("  pp512 {:.1} tok/s   tg128 {:.1} tok/s", r.pp512_tok_s, r.tg128_tok_s);
+    println!(
+        "  pp512 {:.1} tok/s   tg128 {:.1} tok/s",
+        r.pp512_tok_s, r.tg128_tok_s
+    );
     println!(
         "  LM head alone: {head_ms:.2} ms a token, {:.0}% of a decode step, {:.1} GB/s",
         100.0 * head_share,
@@ -484,10 +490,14 @@ pub fn compare(a: &Args) -> Result<(), String> {
             c.llama_cpp_tg128_tok_s,
             c.tg128_ratio
         );
-        ch01_tensors::files::write_output(path, &md).map_err(|e| format!("{}: {e}", path.display()))?;
+        ch01_tensors::files::write_output(path, &md)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&c).map_err(|e| e.to_string())?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&c).map_err(|e| e.to_string())?
+        );
         return Ok(());
     }
     println!("{title}");

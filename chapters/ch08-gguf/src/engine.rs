@@ -119,9 +119,11 @@ impl Model {
     /// Every matrix, the embedding first.
     pub fn matrices(&self) -> impl Iterator<Item = &Matrix> {
         std::iter::once(&self.embed)
-            .chain(self.layers.iter().flat_map(|l| {
-                [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down]
-            }))
+            .chain(
+                self.layers
+                    .iter()
+                    .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down]),
+            )
             .chain(self.lm_head.as_ref())
     }
 
@@ -160,7 +162,11 @@ impl Run {
 }
 
 impl<'m> Engine<'m> {
-    pub fn new(model: &'m Model, kernels: &'m dyn Kernels, kkernels: &'m dyn KKernels) -> Engine<'m> {
+    pub fn new(
+        model: &'m Model,
+        kernels: &'m dyn Kernels,
+        kkernels: &'m dyn KKernels,
+    ) -> Engine<'m> {
         Engine {
             model,
             kernels,
@@ -199,19 +205,34 @@ impl<'m> Engine<'m> {
 
     /// Runs `ids` (positions `pos0..`) through the model, adding them to `cache`; returns the
     /// logits after the last one, `(vocab)`.
-    pub fn forward<S: KvStore + Sync + ?Sized>(&self, cache: &mut S, ids: &[u32], pos0: usize) -> Result<Vec<f32>> {
+    pub fn forward<S: KvStore + Sync + ?Sized>(
+        &self,
+        cache: &mut S,
+        ids: &[u32],
+        pos0: usize,
+    ) -> Result<Vec<f32>> {
         let h = self.hidden(cache, ids, pos0)?;
         let dim = self.model.config.hidden_size;
         Ok(self.head(&h[h.len() - dim..]))
     }
 
     /// The logits of every position, `(seq, vocab)`.
-    pub fn forward_all<S: KvStore + Sync + ?Sized>(&self, cache: &mut S, ids: &[u32], pos0: usize) -> Result<Vec<f32>> {
+    pub fn forward_all<S: KvStore + Sync + ?Sized>(
+        &self,
+        cache: &mut S,
+        ids: &[u32],
+        pos0: usize,
+    ) -> Result<Vec<f32>> {
         let h = self.hidden(cache, ids, pos0)?;
         Ok(self.head(&h))
     }
 
-    fn hidden<S: KvStore + Sync + ?Sized>(&self, cache: &mut S, ids: &[u32], pos0: usize) -> Result<Vec<f32>> {
+    fn hidden<S: KvStore + Sync + ?Sized>(
+        &self,
+        cache: &mut S,
+        ids: &[u32],
+        pos0: usize,
+    ) -> Result<Vec<f32>> {
         if ids.is_empty() {
             return Err(Error::Model(ch06_quantization::Error::Config(
                 "forward needs at least one token".into(),
@@ -238,9 +259,21 @@ impl<'m> Engine<'m> {
 
     // ANCHOR: layer
     /// Decoder layer `l` on the rows `x` (`(seq, dim)`, positions `pos0..`), in place.
-    fn layer<S: KvStore + Sync + ?Sized>(&self, l: usize, w: &Layer, cache: &mut S, x: &mut [f32], pos0: usize) {
+    fn layer<S: KvStore + Sync + ?Sized>(
+        &self,
+        l: usize,
+        w: &Layer,
+        cache: &mut S,
+        x: &mut [f32],
+        pos0: usize,
+    ) {
         let (cfg, fam) = (&self.model.config, &self.model.family);
-        let (dim, q_dim, kv_dim, ffn) = (cfg.hidden_size, cfg.q_dim(), cfg.kv_dim(), cfg.intermediate_size);
+        let (dim, q_dim, kv_dim, ffn) = (
+            cfg.hidden_size,
+            cfg.q_dim(),
+            cfg.kv_dim(),
+            cfg.intermediate_size,
+        );
         let eps = cfg.rms_norm_eps;
         let seq = x.len() / dim;
         let xn = rmsnorm_rows(x, &w.attn_norm, eps);
@@ -264,10 +297,23 @@ impl<'m> Engine<'m> {
         }
         let mut heads_out = vec![0.0f32; seq * q_dim];
         let cache = &*cache;
-        heads_out.par_chunks_mut(q_dim).enumerate().for_each_init(Vec::new, |scores, (t, out_t)| {
-            let q_t = &q[t * q_dim..(t + 1) * q_dim];
-            attend(self.kernels, out_t, q_t, cache, l, cfg.heads(), pos0 + t, w.window, scores);
-        });
+        heads_out.par_chunks_mut(q_dim).enumerate().for_each_init(
+            Vec::new,
+            |scores, (t, out_t)| {
+                let q_t = &q[t * q_dim..(t + 1) * q_dim];
+                attend(
+                    self.kernels,
+                    out_t,
+                    q_t,
+                    cache,
+                    l,
+                    cfg.heads(),
+                    pos0 + t,
+                    w.window,
+                    scores,
+                );
+            },
+        );
         let mut o = vec![0.0f32; seq * dim];
         self.matmul(&w.wo, &mut o, &heads_out, seq);
         if let Some(n) = &w.post_attn_norm {
@@ -305,7 +351,13 @@ impl<'m> Engine<'m> {
     }
 
     /// Greedy decoding: prefill `prompt`, then up to `n` tokens, calling `on_token` with each.
-    pub fn greedy(&self, prompt: &[u32], n: usize, stop_at_eos: bool, on_token: &mut dyn FnMut(u32)) -> Result<Run> {
+    pub fn greedy(
+        &self,
+        prompt: &[u32],
+        n: usize,
+        stop_at_eos: bool,
+        on_token: &mut dyn FnMut(u32),
+    ) -> Result<Run> {
         let m = self.model;
         let total = prompt
             .len()

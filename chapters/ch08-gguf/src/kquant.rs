@@ -141,7 +141,11 @@ pub fn dot_q4_k_q8_k(b: &[u8], a: &BlockQ8K) -> f32 {
 fn q6_k_quant(ql: &[u8], qh: &[u8], l: usize) -> i32 {
     let (half, w) = (l / 128, l % 128);
     let (ql, qh) = (&ql[half * 64..], &qh[half * 32..]);
-    let low = if w < 64 { ql[w] & 0x0f } else { ql[w - 64] >> 4 };
+    let low = if w < 64 {
+        ql[w] & 0x0f
+    } else {
+        ql[w - 64] >> 4
+    };
     let high = (qh[w % 32] >> (2 * (w / 32))) & 3;
     i32::from(low | (high << 4))
 }
@@ -159,11 +163,11 @@ pub fn dequantize_q6_k(b: &[u8], out: &mut [f32; QK_K]) {
 pub fn dot_q6_k_q8_k(b: &[u8], a: &BlockQ8K) -> f32 {
     let (ql, qh, sc, d) = (&b[..128], &b[128..192], &b[192..208], half(b, 208));
     let mut sum = 0i32;
-    for g in 0..16 {
+    for (g, &scale) in sc.iter().enumerate() {
         let dot: i32 = (g * 16..(g + 1) * 16)
             .map(|l| (q6_k_quant(ql, qh, l) - 32) * i32::from(a.qs[l]))
             .sum();
-        sum += i32::from(sc[g] as i8) * dot;
+        sum += i32::from(scale as i8) * dot;
     }
     d * a.d * sum as f32
 }
@@ -174,7 +178,11 @@ pub fn dot_q6_k_q8_k(b: &[u8], a: &BlockQ8K) -> f32 {
 /// nibbles first), and bit `j` of the 32-bit `qh` on top.
 fn q5_0_quant(b: &[u8], j: usize) -> i32 {
     let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
-    let nib = if j < 16 { b[6 + j] & 0x0f } else { b[6 + j - 16] >> 4 };
+    let nib = if j < 16 {
+        b[6 + j] & 0x0f
+    } else {
+        b[6 + j - 16] >> 4
+    };
     i32::from(nib | (((qh >> j) & 1) as u8) << 4) - 16
 }
 
@@ -188,9 +196,7 @@ pub fn dequantize_q5_0(b: &[u8], out: &mut [f32; 32]) {
 
 /// `Σ w·a` over one Q5_0 block and one Q8_0 block.
 pub fn dot_q5_0_q8_0(b: &[u8], a: &BlockQ8_0) -> f32 {
-    let dot: i32 = (0..32)
-        .map(|j| q5_0_quant(b, j) * i32::from(a.qs[j]))
-        .sum();
+    let dot: i32 = (0..32).map(|j| q5_0_quant(b, j) * i32::from(a.qs[j])).sum();
     half(b, 0) * f16(a.d) * dot as f32
 }
 // ANCHOR_END: q5_0
@@ -200,10 +206,14 @@ mod tests {
     use super::*;
 
     fn random_block(len: usize, seed: u64) -> Vec<u8> {
-        let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let mut s = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (0..len)
             .map(|_| {
-                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 (s >> 33) as u8
             })
             .collect()
@@ -232,14 +242,20 @@ mod tests {
             dequantize_q4_k(&b, &mut w);
             let want: f64 = w.iter().zip(&deq_a).map(|(x, y)| f64::from(x * y)).sum();
             let got = dot_q4_k_q8_k(&b, &a);
-            assert!((f64::from(got) - want).abs() < 1e-3 * want.abs().max(1.0), "q4_k {got} {want}");
+            assert!(
+                (f64::from(got) - want).abs() < 1e-3 * want.abs().max(1.0),
+                "q4_k {got} {want}"
+            );
 
             let mut b = random_block(Q6_K_BYTES, seed + 200);
             tame(&mut b, 208, 0.002);
             dequantize_q6_k(&b, &mut w);
             let want: f64 = w.iter().zip(&deq_a).map(|(x, y)| f64::from(x * y)).sum();
             let got = dot_q6_k_q8_k(&b, &a);
-            assert!((f64::from(got) - want).abs() < 1e-3 * want.abs().max(1.0), "q6_k {got} {want}");
+            assert!(
+                (f64::from(got) - want).abs() < 1e-3 * want.abs().max(1.0),
+                "q6_k {got} {want}"
+            );
         }
     }
 
@@ -250,7 +266,10 @@ mod tests {
         let a = quantize_q8_k(&x);
         assert_eq!(a.qs[3], -127);
         assert!((a.d * -127.0 - 9.0).abs() < 1e-6);
-        assert_eq!(a.bsums[0], a.qs[..16].iter().map(|&q| i16::from(q)).sum::<i16>());
+        assert_eq!(
+            a.bsums[0],
+            a.qs[..16].iter().map(|&q| i16::from(q)).sum::<i16>()
+        );
         assert_eq!(quantize_q8_k(&[0.0; QK_K]).d, 0.0);
     }
 }

@@ -186,7 +186,10 @@ pub mod avx2 {
     /// `R` Q4_K rows against `T` tokens (1 × 1, 1 × 4 for a prefill, 4 × 1 for a decode step):
     /// each weight block is unpacked once for its `T` tokens.
     #[target_feature(enable = "avx2")]
-    unsafe fn q4_k<const R: usize, const T: usize>(w: [&[u8]; R], a: [&[BlockQ8K]; T]) -> [[f32; T]; R] {
+    unsafe fn q4_k<const R: usize, const T: usize>(
+        w: [&[u8]; R],
+        a: [&[BlockQ8K]; T],
+    ) -> [[f32; T]; R] {
         let low = _mm256_set1_epi8(0x0f);
         let mut acc = [[0.0f32; T]; R];
         let blocks = w[0].len() / Q4_K_BYTES;
@@ -208,7 +211,8 @@ pub mod avx2 {
                         let qs = &a[t][i].qs;
                         // scale · (q·a pairs), summed in i32 lanes: exact, as the scalar sum.
                         let p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load(qs, 64 * c)), s0);
-                        let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load(qs, 64 * c + 32)), s1);
+                        let p1 =
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load(qs, 64 * c + 32)), s1);
                         sums[r][t] = _mm256_add_epi32(sums[r][t], _mm256_add_epi32(p0, p1));
                     }
                 }
@@ -220,7 +224,10 @@ pub mod avx2 {
                 for t in 0..T {
                     let a = &a[t][i];
                     let sum_m: i32 = (0..8)
-                        .map(|s| i32::from(sm[r][s].1) * (i32::from(a.bsums[2 * s]) + i32::from(a.bsums[2 * s + 1])))
+                        .map(|s| {
+                            i32::from(sm[r][s].1)
+                                * (i32::from(a.bsums[2 * s]) + i32::from(a.bsums[2 * s + 1]))
+                        })
                         .sum();
                     acc[r][t] += d * a.d * totals[r][t] as f32 - dmin * a.d * sum_m as f32;
                 }
@@ -232,7 +239,10 @@ pub mod avx2 {
 
     /// `R` Q6_K rows against `T` tokens.
     #[target_feature(enable = "avx2")]
-    unsafe fn q6_k<const R: usize, const T: usize>(w: [&[u8]; R], a: [&[BlockQ8K]; T]) -> [[f32; T]; R] {
+    unsafe fn q6_k<const R: usize, const T: usize>(
+        w: [&[u8]; R],
+        a: [&[BlockQ8K]; T],
+    ) -> [[f32; T]; R] {
         let low = _mm256_set1_epi8(0x0f);
         let three = _mm256_set1_epi8(3);
         let mut acc = [[0.0f32; T]; R];
@@ -255,9 +265,18 @@ pub mod avx2 {
                     // The four runs of 32 values of this half, unsigned 0..64.
                     let runs = [
                         _mm256_or_si256(_mm256_and_si256(ql0, low), two_bits(qh)),
-                        _mm256_or_si256(_mm256_and_si256(ql1, low), two_bits(_mm256_srli_epi16::<2>(qh))),
-                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(ql0), low), two_bits(_mm256_srli_epi16::<4>(qh))),
-                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(ql1), low), two_bits(_mm256_srli_epi16::<6>(qh))),
+                        _mm256_or_si256(
+                            _mm256_and_si256(ql1, low),
+                            two_bits(_mm256_srli_epi16::<2>(qh)),
+                        ),
+                        _mm256_or_si256(
+                            _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), low),
+                            two_bits(_mm256_srli_epi16::<4>(qh)),
+                        ),
+                        _mm256_or_si256(
+                            _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), low),
+                            two_bits(_mm256_srli_epi16::<6>(qh)),
+                        ),
                     ];
                     for (run, q) in runs.into_iter().enumerate() {
                         let base = 128 * h + 32 * run;
@@ -268,7 +287,10 @@ pub mod avx2 {
                             _mm_set1_epi16(i16::from(sc[g] as i8)),
                         );
                         for t in 0..T {
-                            let p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, load(&a[t][i].qs, base)), s);
+                            let p = _mm256_madd_epi16(
+                                _mm256_maddubs_epi16(q, load(&a[t][i].qs, base)),
+                                s,
+                            );
                             sums[r][t] = _mm256_add_epi32(sums[r][t], p);
                         }
                     }
@@ -281,7 +303,9 @@ pub mod avx2 {
                 for t in 0..T {
                     let a = &a[t][i];
                     // Σ_g s_g·Σ(q − 32)·a = Σ_g s_g·Σ q·a − 32·Σ_g s_g·Σ a
-                    let offset: i32 = (0..16).map(|g| i32::from(sc[g] as i8) * i32::from(a.bsums[g])).sum();
+                    let offset: i32 = (0..16)
+                        .map(|g| i32::from(sc[g] as i8) * i32::from(a.bsums[g]))
+                        .sum();
                     acc[r][t] += d * a.d * (totals[r][t] - 32 * offset) as f32;
                 }
             }
@@ -291,12 +315,15 @@ pub mod avx2 {
 
     /// `R` Q5_0 rows against `T` tokens.
     #[target_feature(enable = "avx2")]
-    unsafe fn q5_0<const R: usize, const T: usize>(w: [&[u8]; R], a: [&[BlockQ8_0]; T]) -> [[f32; T]; R] {
+    unsafe fn q5_0<const R: usize, const T: usize>(
+        w: [&[u8]; R],
+        a: [&[BlockQ8_0]; T],
+    ) -> [[f32; T]; R] {
         let low = _mm_set1_epi8(0x0f);
         // Byte k of the 32 gets bit k of qh: spread qh's bytes, then test one bit per lane.
         let spread = _mm256_setr_epi8(
-            0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3,
-            3, 3,
+            0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3,
+            3, 3, 3,
         );
         let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
         let sixteen = _mm256_set1_epi8(16);
@@ -316,7 +343,10 @@ pub mod avx2 {
                 let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
                 // SAFETY: 16 nibble bytes at 6..22 of a 22-byte block.
                 let nib = unsafe { _mm_loadu_si128(b.as_ptr().add(6).cast()) };
-                let q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16::<4>(nib), low), _mm_and_si128(nib, low));
+                let q = _mm256_set_m128i(
+                    _mm_and_si128(_mm_srli_epi16::<4>(nib), low),
+                    _mm_and_si128(nib, low),
+                );
                 let h = _mm256_shuffle_epi8(_mm256_set1_epi32(qh as i32), spread);
                 let h = _mm256_cmpeq_epi8(_mm256_and_si256(h, bit), bit);
                 let q = _mm256_or_si256(q, _mm256_and_si256(h, sixteen)); // 0..32
@@ -325,7 +355,10 @@ pub mod avx2 {
                     // |a| unsigned (−128 becomes the byte 128, read right), q given a's sign:
                     // |a|·(q·sign a) = q·a, and q (at most 16 in size) never overflows a byte.
                     sums[r][t] = _mm256_madd_epi16(
-                        _mm256_maddubs_epi16(_mm256_sign_epi8(av[t], av[t]), _mm256_sign_epi8(q, av[t])),
+                        _mm256_maddubs_epi16(
+                            _mm256_sign_epi8(av[t], av[t]),
+                            _mm256_sign_epi8(q, av[t]),
+                        ),
                         ones,
                     );
                 }
@@ -336,8 +369,12 @@ pub mod avx2 {
                 // Four (row, token) pairs at once: the same three roundings per lane as the
                 // scalar `acc += dw · da · dot`, in four lanes.
                 let flat: [__m256i; 4] = std::array::from_fn(|k| sums[k / T][k % T]);
-                let h = _mm256_hadd_epi32(_mm256_hadd_epi32(flat[0], flat[1]), _mm256_hadd_epi32(flat[2], flat[3]));
-                let dots = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h));
+                let h = _mm256_hadd_epi32(
+                    _mm256_hadd_epi32(flat[0], flat[1]),
+                    _mm256_hadd_epi32(flat[2], flat[3]),
+                );
+                let dots =
+                    _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h));
                 let ws = _mm_setr_ps(dw(0), dw(1 % R), dw(2 % R), dw(3 % R));
                 let as_ = _mm_setr_ps(da(0), da(1 % T), da(2 % T), da(3 % T));
                 acc4 = _mm_add_ps(acc4, _mm_mul_ps(_mm_mul_ps(ws, as_), _mm_cvtepi32_ps(dots)));

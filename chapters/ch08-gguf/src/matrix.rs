@@ -5,7 +5,7 @@ use ch06_quantization::blocks::BlockQ8_0;
 use ch06_quantization::{Bytes, Kernels, QMatrix};
 use rayon::prelude::*;
 
-use crate::kquant::{self, BlockQ8K, QK_K, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES};
+use crate::kquant::{self, BlockQ8K, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, QK_K};
 use crate::ksimd::KKernels;
 
 /// The block formats of [`crate::kquant`] (named as llama.cpp names them).
@@ -54,7 +54,10 @@ impl KMatrix {
     pub fn new(format: KFormat, rows: usize, cols: usize, data: Bytes) -> Result<KMatrix, String> {
         let (bv, bb) = format.block();
         if !cols.is_multiple_of(bv) {
-            return Err(format!("{} rows must be whole blocks of {bv}, not {cols}", format.name()));
+            return Err(format!(
+                "{} rows must be whole blocks of {bv}, not {cols}",
+                format.name()
+            ));
         }
         let need = rows.checked_mul(cols / bv * bb);
         if need != Some(data.as_slice().len()) {
@@ -125,15 +128,33 @@ impl KMatrix {
     pub fn dot4(&self, kk: &dyn KKernels, r: usize, a: [&KActs; 4]) -> [f32; 4] {
         let w = self.row_bytes(r);
         match (self.format, a) {
-            (KFormat::Q5_0, [KActs::Q8_0(a0), KActs::Q8_0(a1), KActs::Q8_0(a2), KActs::Q8_0(a3)]) => {
-                kk.dot4_q5_0(w, [a0, a1, a2, a3])
-            }
-            (KFormat::Q4_K, [KActs::Q8K(a0), KActs::Q8K(a1), KActs::Q8K(a2), KActs::Q8K(a3)]) => {
-                kk.dot4_q4_k(w, [a0, a1, a2, a3])
-            }
-            (KFormat::Q6_K, [KActs::Q8K(a0), KActs::Q8K(a1), KActs::Q8K(a2), KActs::Q8K(a3)]) => {
-                kk.dot4_q6_k(w, [a0, a1, a2, a3])
-            }
+            (
+                KFormat::Q5_0,
+                [
+                    KActs::Q8_0(a0),
+                    KActs::Q8_0(a1),
+                    KActs::Q8_0(a2),
+                    KActs::Q8_0(a3),
+                ],
+            ) => kk.dot4_q5_0(w, [a0, a1, a2, a3]),
+            (
+                KFormat::Q4_K,
+                [
+                    KActs::Q8K(a0),
+                    KActs::Q8K(a1),
+                    KActs::Q8K(a2),
+                    KActs::Q8K(a3),
+                ],
+            ) => kk.dot4_q4_k(w, [a0, a1, a2, a3]),
+            (
+                KFormat::Q6_K,
+                [
+                    KActs::Q8K(a0),
+                    KActs::Q8K(a1),
+                    KActs::Q8K(a2),
+                    KActs::Q8K(a3),
+                ],
+            ) => kk.dot4_q6_k(w, [a0, a1, a2, a3]),
             _ => unreachable!("quantize made the activations for this format"),
         }
     }
@@ -153,7 +174,14 @@ impl KMatrix {
     /// `out (seq, rows) = x (seq, cols) · Wᵀ`, split like chapter 6's: bands of at least
     /// four tokens per thread in a prefill (four tokens per weight row at a time), blocks
     /// of 64 rows in a decode step. Each output equals one `dot` whatever the split.
-    pub fn matmul(&self, k: &dyn Kernels, kk: &dyn KKernels, out: &mut [f32], x: &[f32], seq: usize) {
+    pub fn matmul(
+        &self,
+        k: &dyn Kernels,
+        kk: &dyn KKernels,
+        out: &mut [f32],
+        x: &[f32],
+        seq: usize,
+    ) {
         let (rows, cols) = (self.rows, self.cols);
         let acts: Vec<KActs> = x
             .par_chunks_exact(cols)
@@ -239,7 +267,14 @@ impl Matrix {
             Matrix::K(m) => m.dequantize_row(r, out),
         }
     }
-    pub fn matmul(&self, k: &dyn Kernels, kk: &dyn KKernels, out: &mut [f32], x: &[f32], seq: usize) {
+    pub fn matmul(
+        &self,
+        k: &dyn Kernels,
+        kk: &dyn KKernels,
+        out: &mut [f32],
+        x: &[f32],
+        seq: usize,
+    ) {
         match self {
             Matrix::Q(m) => m.matmul_with(k, out, x, seq),
             Matrix::K(m) => m.matmul(k, kk, out, x, seq),

@@ -60,7 +60,13 @@ pub(crate) enum Rows {
 // ANCHOR: matrix
 /// Tensor `name` as a `(rows, cols)` matrix: the shape is checked (ggml stores it as
 /// `[cols, rows]`), then the blocks are used in place.
-pub(crate) fn matrix(f: &GgufFile, name: &str, rows: usize, cols: usize, how: Rows) -> Result<QMatrix> {
+pub(crate) fn matrix(
+    f: &GgufFile,
+    name: &str,
+    rows: usize,
+    cols: usize,
+    how: Rows,
+) -> Result<QMatrix> {
     let t = f.info(name)?;
     check_dims(t, &[cols, rows])?;
     let format = format_of(t.ty).ok_or_else(|| Error::Tensor {

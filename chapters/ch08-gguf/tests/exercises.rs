@@ -222,7 +222,16 @@ fn ex5_the_vocabulary_from_metadata() {
 #[test]
 fn ex6_unpack_a_q4_k_scale_and_min() {
     // Pack eight known pairs by hand, the way llama.cpp's quantizer does, then unpack them.
-    let pairs: [(u8, u8); 8] = [(1, 2), (63, 0), (17, 40), (5, 63), (33, 9), (62, 48), (0, 31), (47, 16)];
+    let pairs: [(u8, u8); 8] = [
+        (1, 2),
+        (63, 0),
+        (17, 40),
+        (5, 63),
+        (33, 9),
+        (62, 48),
+        (0, 31),
+        (47, 16),
+    ];
     let mut s = [0u8; 12];
     for (j, &(sc, m)) in pairs.iter().enumerate() {
         if j < 4 {
@@ -249,7 +258,10 @@ fn ex6_unpack_a_q4_k_scale_and_min() {
             for j in 0..8 {
                 let want = ch08_gguf::kquant::scale_min_k4(j, &s);
                 let got = q4_k_scale_min(j, &s);
-                assert!(got == want, "bytes {s:?}, pair {j}: expected {want:?}, you returned {got:?}");
+                assert!(
+                    got == want,
+                    "bytes {s:?}, pair {j}: expected {want:?}, you returned {got:?}"
+                );
             }
         }
     }

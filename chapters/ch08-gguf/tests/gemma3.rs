@@ -69,13 +69,25 @@ fn every_format_dequantizes_as_the_gguf_package_does() {
 fn dequantize(ty: &str, bytes: &[u8], out: &mut [f32]) {
     use ch08_gguf::kquant::*;
     match ty {
-        "Q4_K" => bytes.chunks_exact(Q4_K_BYTES).zip(out.chunks_exact_mut(QK_K)).for_each(|(b, o)| dequantize_q4_k(b, o.try_into().unwrap())),
-        "Q6_K" => bytes.chunks_exact(Q6_K_BYTES).zip(out.chunks_exact_mut(QK_K)).for_each(|(b, o)| dequantize_q6_k(b, o.try_into().unwrap())),
-        "Q5_0" => bytes.chunks_exact(Q5_0_BYTES).zip(out.chunks_exact_mut(32)).for_each(|(b, o)| dequantize_q5_0(b, o.try_into().unwrap())),
-        "Q8_0" => bytes.chunks_exact(34).zip(out.chunks_exact_mut(32)).for_each(|(b, o)| {
-            let blk = ch06_quantization::blocks::BlockQ8_0::from_bytes(b.try_into().unwrap());
-            ch06_quantization::quantize::dequantize_q8_0(&blk, o.try_into().unwrap())
-        }),
+        "Q4_K" => bytes
+            .chunks_exact(Q4_K_BYTES)
+            .zip(out.chunks_exact_mut(QK_K))
+            .for_each(|(b, o)| dequantize_q4_k(b, o.try_into().unwrap())),
+        "Q6_K" => bytes
+            .chunks_exact(Q6_K_BYTES)
+            .zip(out.chunks_exact_mut(QK_K))
+            .for_each(|(b, o)| dequantize_q6_k(b, o.try_into().unwrap())),
+        "Q5_0" => bytes
+            .chunks_exact(Q5_0_BYTES)
+            .zip(out.chunks_exact_mut(32))
+            .for_each(|(b, o)| dequantize_q5_0(b, o.try_into().unwrap())),
+        "Q8_0" => bytes
+            .chunks_exact(34)
+            .zip(out.chunks_exact_mut(32))
+            .for_each(|(b, o)| {
+                let blk = ch06_quantization::blocks::BlockQ8_0::from_bytes(b.try_into().unwrap());
+                ch06_quantization::quantize::dequantize_q8_0(&blk, o.try_into().unwrap())
+            }),
         other => panic!("no dequantizer for {other}"),
     }
 }
@@ -169,14 +181,32 @@ fn greedy_text_follows_llama_cpp_until_a_near_tie() {
                 agree += 1;
             } else {
                 let margin = row[got] - row[want as usize];
-                eprintln!("{}: token {j}: ours {got}, llama.cpp {want}, {margin:.3} apart", check::short(&p.prompt));
-                assert!(margin < 0.5, "{}: token {j}: not a near-tie ({margin:.3})", check::short(&p.prompt));
+                eprintln!(
+                    "{}: token {j}: ours {got}, llama.cpp {want}, {margin:.3} apart",
+                    check::short(&p.prompt)
+                );
+                assert!(
+                    margin < 0.5,
+                    "{}: token {j}: not a near-tie ({margin:.3})",
+                    check::short(&p.prompt)
+                );
             }
         }
         // Free-running.
-        let run = e.greedy(&p.prompt_ids, p.ids.len(), false, &mut |_| {}).unwrap();
-        let same = run.ids.iter().zip(&p.ids).take_while(|(a, b)| a == b).count();
-        eprintln!("{:<26} free-running: {same}/{} tokens equal", check::short(&p.prompt), p.ids.len());
+        let run = e
+            .greedy(&p.prompt_ids, p.ids.len(), false, &mut |_| {})
+            .unwrap();
+        let same = run
+            .ids
+            .iter()
+            .zip(&p.ids)
+            .take_while(|(a, b)| a == b)
+            .count();
+        eprintln!(
+            "{:<26} free-running: {same}/{} tokens equal",
+            check::short(&p.prompt),
+            p.ids.len()
+        );
     }
     eprintln!("Gemma-3 teacher-forced: {agree}/{total} next tokens equal llama.cpp's");
     assert!(agree * 100 >= total * 95, "only {agree}/{total}");
@@ -185,14 +215,24 @@ fn greedy_text_follows_llama_cpp_until_a_near_tie() {
 #[test]
 fn perplexity_is_within_1_percent_of_llama_cpp_s() {
     let g = gemma();
-    let text = std::fs::read_to_string(models::workspace_root().join("fixtures/reference/perplexity-text.txt")).unwrap();
+    let text = std::fs::read_to_string(
+        models::workspace_root().join("fixtures/reference/perplexity-text.txt"),
+    )
+    .unwrap();
     let ids = g.tok.tokenizer.encode(&text, false);
     let fx: Value = serde_json::from_str(
-        &std::fs::read_to_string(models::workspace_root().join("fixtures/reference/perplexity.json")).unwrap(),
+        &std::fs::read_to_string(
+            models::workspace_root().join("fixtures/reference/perplexity.json"),
+        )
+        .unwrap(),
     )
     .unwrap();
     let theirs = &fx["models"]["gemma3-q4_k_m"];
-    assert_eq!(theirs["text_tokens"].as_u64(), Some(ids.len() as u64), "the text tokenizes differently");
+    assert_eq!(
+        theirs["text_tokens"].as_u64(),
+        Some(ids.len() as u64),
+        "the text tokenizes differently"
+    );
     let e = engine(&g.model);
     let bos = g.tok.bos.filter(|_| g.tok.add_bos);
     let (mut nll, mut scored) = (0.0f64, 0usize);
@@ -203,7 +243,12 @@ fn perplexity_is_within_1_percent_of_llama_cpp_s() {
         for pos in 1..window.len() {
             let row = &logits[(pos - 1) * vocab..pos * vocab];
             let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) as f64;
-            let logz = row.iter().map(|&v| (v as f64 - max).exp()).sum::<f64>().ln() + max;
+            let logz = row
+                .iter()
+                .map(|&v| (v as f64 - max).exp())
+                .sum::<f64>()
+                .ln()
+                + max;
             nll += logz - row[window[pos] as usize] as f64;
             scored += 1;
         }
@@ -212,5 +257,8 @@ fn perplexity_is_within_1_percent_of_llama_cpp_s() {
     let want = theirs["perplexity"].as_f64().unwrap();
     eprintln!("Gemma-3 perplexity {ppl:.4} (llama.cpp {want}), {scored} tokens scored");
     assert_eq!(Some(scored as u64), theirs["scored_tokens"].as_u64());
-    assert!((ppl / want - 1.0).abs() < 0.01, "perplexity {ppl:.4} vs llama.cpp's {want}");
+    assert!(
+        (ppl / want - 1.0).abs() < 0.01,
+        "perplexity {ppl:.4} vs llama.cpp's {want}"
+    );
 }

@@ -77,8 +77,16 @@ fn extreme_quants_are_exact_too() {
     for v in [127i8, -127] {
         let a = acts(&[v; QK_K], 0.5);
         for (isa, k) in levels() {
-            assert_eq!(k.dot_q4_k(&q4k, &a).to_bits(), ScalarK.dot_q4_k(&q4k, &a).to_bits(), "Q4_K {isa:?}");
-            assert_eq!(k.dot_q6_k(&q6k, &a).to_bits(), ScalarK.dot_q6_k(&q6k, &a).to_bits(), "Q6_K {isa:?}");
+            assert_eq!(
+                k.dot_q4_k(&q4k, &a).to_bits(),
+                ScalarK.dot_q4_k(&q4k, &a).to_bits(),
+                "Q4_K {isa:?}"
+            );
+            assert_eq!(
+                k.dot_q6_k(&q6k, &a).to_bits(),
+                ScalarK.dot_q6_k(&q6k, &a).to_bits(),
+                "Q6_K {isa:?}"
+            );
         }
     }
 }
@@ -94,7 +102,9 @@ fn gemma_logits_are_the_same_on_every_level_and_thread_count() {
         let k = ch07_simd_parallel::kernels::for_isa(isa).unwrap();
         let e = ch08_gguf::engine::Engine::new(&model, k, for_isa(isa));
         for threads in [1, 2] {
-            let got = ch07_simd_parallel::bench::in_pool(threads, || e.window_logits(&ids).unwrap()).unwrap();
+            let got =
+                ch07_simd_parallel::bench::in_pool(threads, || e.window_logits(&ids).unwrap())
+                    .unwrap();
             match &reference {
                 None => reference = Some(got),
                 Some(r) => assert!(
@@ -109,25 +119,59 @@ fn gemma_logits_are_the_same_on_every_level_and_thread_count() {
 #[test]
 fn four_token_kernels_equal_one_token_kernels() {
     let raw: Vec<u8> = (0..4 * Q6_K_BYTES).map(|i| (i * 37 % 251) as u8).collect();
-    let q4k = [block(&raw, Q4_K_BYTES, &[0, 2], 3), block(&raw[300..], Q4_K_BYTES, &[0, 2], 4)].concat();
-    let q6k = [block(&raw, Q6_K_BYTES, &[208], 5), block(&raw[400..], Q6_K_BYTES, &[208], 6)].concat();
-    let q50: Vec<u8> = (0..8).flat_map(|i| block(&raw[i * 30..], Q5_0_BYTES, &[0], 7 + i)).collect();
+    let q4k = [
+        block(&raw, Q4_K_BYTES, &[0, 2], 3),
+        block(&raw[300..], Q4_K_BYTES, &[0, 2], 4),
+    ]
+    .concat();
+    let q6k = [
+        block(&raw, Q6_K_BYTES, &[208], 5),
+        block(&raw[400..], Q6_K_BYTES, &[208], 6),
+    ]
+    .concat();
+    let q50: Vec<u8> = (0..8)
+        .flat_map(|i| block(&raw[i * 30..], Q5_0_BYTES, &[0], 7 + i))
+        .collect();
     let tokens: Vec<Vec<i8>> = (0..4)
-        .map(|t| (0..2 * QK_K).map(|i| ((i * 13 + t * 71) % 255) as i8).collect())
+        .map(|t| {
+            (0..2 * QK_K)
+                .map(|i| ((i * 13 + t * 71) % 255) as i8)
+                .collect()
+        })
         .collect();
     let a: Vec<Vec<BlockQ8K>> = tokens.iter().map(|q| acts(q, 0.02)).collect();
     let a8: Vec<Vec<BlockQ8_0>> = tokens
         .iter()
-        .map(|q| q[..256].chunks_exact(32).map(|c| BlockQ8_0 { d: f32_to_f16(0.01), qs: c.try_into().unwrap() }).collect())
+        .map(|q| {
+            q[..256]
+                .chunks_exact(32)
+                .map(|c| BlockQ8_0 {
+                    d: f32_to_f16(0.01),
+                    qs: c.try_into().unwrap(),
+                })
+                .collect()
+        })
         .collect();
     for (isa, k) in levels() {
         let four = k.dot4_q4_k(&q4k, std::array::from_fn(|t| &a[t][..]));
         let four6 = k.dot4_q6_k(&q6k, std::array::from_fn(|t| &a[t][..]));
         let four5 = k.dot4_q5_0(&q50, std::array::from_fn(|t| &a8[t][..]));
         for t in 0..4 {
-            assert_eq!(four[t].to_bits(), ScalarK.dot_q4_k(&q4k, &a[t]).to_bits(), "Q4_K token {t} {isa:?}");
-            assert_eq!(four6[t].to_bits(), ScalarK.dot_q6_k(&q6k, &a[t]).to_bits(), "Q6_K token {t} {isa:?}");
-            assert_eq!(four5[t].to_bits(), ScalarK.dot_q5_0(&q50, &a8[t]).to_bits(), "Q5_0 token {t} {isa:?}");
+            assert_eq!(
+                four[t].to_bits(),
+                ScalarK.dot_q4_k(&q4k, &a[t]).to_bits(),
+                "Q4_K token {t} {isa:?}"
+            );
+            assert_eq!(
+                four6[t].to_bits(),
+                ScalarK.dot_q6_k(&q6k, &a[t]).to_bits(),
+                "Q6_K token {t} {isa:?}"
+            );
+            assert_eq!(
+                four5[t].to_bits(),
+                ScalarK.dot_q5_0(&q50, &a8[t]).to_bits(),
+                "Q5_0 token {t} {isa:?}"
+            );
         }
     }
 }
@@ -137,21 +181,47 @@ fn four_row_kernels_equal_one_row_kernels() {
     let raw: Vec<u8> = (0..16 * Q6_K_BYTES).map(|i| (i * 53 % 249) as u8).collect();
     let rows = |len: usize, halves: &[usize], n: usize| -> Vec<Vec<u8>> {
         (0..4)
-            .map(|r| (0..n).flat_map(|b| block(&raw[(r * n + b) * 37..], len, halves, r * 10 + b)).collect())
+            .map(|r| {
+                (0..n)
+                    .flat_map(|b| block(&raw[(r * n + b) * 37..], len, halves, r * 10 + b))
+                    .collect()
+            })
             .collect()
     };
-    let (q4k, q6k, q50) = (rows(Q4_K_BYTES, &[0, 2], 2), rows(Q6_K_BYTES, &[208], 2), rows(Q5_0_BYTES, &[0], 8));
+    let (q4k, q6k, q50) = (
+        rows(Q4_K_BYTES, &[0, 2], 2),
+        rows(Q6_K_BYTES, &[208], 2),
+        rows(Q5_0_BYTES, &[0], 8),
+    );
     let q: Vec<i8> = (0..2 * QK_K).map(|i| ((i * 29) % 255) as i8).collect();
     let a = acts(&q, 0.03);
-    let a8: Vec<BlockQ8_0> = q[..256].chunks_exact(32).map(|c| BlockQ8_0 { d: f32_to_f16(0.02), qs: c.try_into().unwrap() }).collect();
+    let a8: Vec<BlockQ8_0> = q[..256]
+        .chunks_exact(32)
+        .map(|c| BlockQ8_0 {
+            d: f32_to_f16(0.02),
+            qs: c.try_into().unwrap(),
+        })
+        .collect();
     for (isa, k) in levels() {
         let r4 = k.rows4_q4_k(std::array::from_fn(|r| &q4k[r][..]), &a);
         let r6 = k.rows4_q6_k(std::array::from_fn(|r| &q6k[r][..]), &a);
         let r5 = k.rows4_q5_0(std::array::from_fn(|r| &q50[r][..]), &a8);
         for r in 0..4 {
-            assert_eq!(r4[r].to_bits(), ScalarK.dot_q4_k(&q4k[r], &a).to_bits(), "Q4_K row {r} {isa:?}");
-            assert_eq!(r6[r].to_bits(), ScalarK.dot_q6_k(&q6k[r], &a).to_bits(), "Q6_K row {r} {isa:?}");
-            assert_eq!(r5[r].to_bits(), ScalarK.dot_q5_0(&q50[r], &a8).to_bits(), "Q5_0 row {r} {isa:?}");
+            assert_eq!(
+                r4[r].to_bits(),
+                ScalarK.dot_q4_k(&q4k[r], &a).to_bits(),
+                "Q4_K row {r} {isa:?}"
+            );
+            assert_eq!(
+                r6[r].to_bits(),
+                ScalarK.dot_q6_k(&q6k[r], &a).to_bits(),
+                "Q6_K row {r} {isa:?}"
+            );
+            assert_eq!(
+                r5[r].to_bits(),
+                ScalarK.dot_q5_0(&q50[r], &a8).to_bits(),
+                "Q5_0 row {r} {isa:?}"
+            );
         }
     }
 }
