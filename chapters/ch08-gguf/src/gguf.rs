@@ -34,6 +34,10 @@ pub const MAX_DIMS: usize = 4;
 pub const MAX_DEPTH: usize = 8;
 /// The alignment when `general.alignment` is absent.
 pub const DEFAULT_ALIGNMENT: u64 = 32;
+/// The most metadata entries or tensors room is made for before they are read. A count
+/// has passed the check against the bytes left, but in a file of gigabytes that still
+/// allows hundreds of millions; past this, the lists grow as entries really arrive.
+const MAX_RESERVE: usize = 4096;
 
 // ANCHOR: reader
 /// A cursor over the file's bytes that never reads past the end: every read checks first,
@@ -114,7 +118,7 @@ impl<'a> Reader<'a> {
         let n = self.u64(what)?;
         if n > self.remaining() / min_bytes.max(1) {
             return Err(Error::Truncated {
-                what: format!("{what} ({n})"),
+                what: format!("{what} ({n} items of at least {min_bytes} bytes each)"),
                 offset: at,
                 need: n.saturating_mul(min_bytes),
                 have: self.remaining(),
@@ -439,8 +443,8 @@ impl Gguf {
         let n_tensors = r.count(32, "the tensor count")?;
         let n_kv = r.count(13, "the metadata count")?;
 
-        let mut metadata = Vec::with_capacity(n_kv);
-        let mut keys = HashMap::with_capacity(n_kv);
+        let mut metadata = Vec::with_capacity(n_kv.min(MAX_RESERVE));
+        let mut keys = HashMap::with_capacity(n_kv.min(MAX_RESERVE));
         for i in 0..n_kv {
             let key = r.string(&format!("metadata key {i}"))?.to_string();
             let ty = value_type(r.u32(&key)?, &key)?;
@@ -464,8 +468,8 @@ impl Gguf {
             }
         };
 
-        let mut tensors = Vec::with_capacity(n_tensors);
-        let mut names = HashMap::with_capacity(n_tensors);
+        let mut tensors = Vec::with_capacity(n_tensors.min(MAX_RESERVE));
+        let mut names = HashMap::with_capacity(n_tensors.min(MAX_RESERVE));
         for i in 0..n_tensors {
             let t = read_tensor_info(&mut r, i, alignment)?;
             if names.insert(t.name.clone(), i).is_some() {
