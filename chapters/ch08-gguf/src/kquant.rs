@@ -173,6 +173,23 @@ pub fn dot_q6_k_q8_k(b: &[u8], a: &BlockQ8K) -> f32 {
 }
 // ANCHOR_END: q6_k
 
+/// A Q8_0 block with its f16 scale widened to f32: done once per token when the
+/// activations are quantized, instead of once for every row that meets them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Q8_0Wide {
+    pub d: f32,
+    pub qs: [i8; 32],
+}
+
+impl From<&BlockQ8_0> for Q8_0Wide {
+    fn from(b: &BlockQ8_0) -> Q8_0Wide {
+        Q8_0Wide {
+            d: f16(b.d),
+            qs: b.qs,
+        }
+    }
+}
+
 // ANCHOR: q5_0
 /// The 5-bit quant `j` (0..32) of a Q5_0 block, in −16..16: a nibble as in Q4_0 (low
 /// nibbles first), and bit `j` of the 32-bit `qh` on top.
@@ -195,9 +212,9 @@ pub fn dequantize_q5_0(b: &[u8], out: &mut [f32; 32]) {
 }
 
 /// `Σ w·a` over one Q5_0 block and one Q8_0 block.
-pub fn dot_q5_0_q8_0(b: &[u8], a: &BlockQ8_0) -> f32 {
+pub fn dot_q5_0_q8_0(b: &[u8], a: &Q8_0Wide) -> f32 {
     let dot: i32 = (0..32).map(|j| q5_0_quant(b, j) * i32::from(a.qs[j])).sum();
-    half(b, 0) * f16(a.d) * dot as f32
+    half(b, 0) * a.d * dot as f32
 }
 // ANCHOR_END: q5_0
 

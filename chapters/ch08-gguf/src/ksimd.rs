@@ -5,10 +5,9 @@
 //! contribution is computed from exact integer sums with the same float operations as the
 //! scalar code, so every level returns the same bits.
 
-use ch06_quantization::blocks::BlockQ8_0;
 use ch07_simd_parallel::Isa;
 
-use crate::kquant::{self, BlockQ8K, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES};
+use crate::kquant::{self, BlockQ8K, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide};
 
 /// Row dot products for the K-quant formats and Q5_0.
 pub trait KKernels: Sync {
@@ -18,7 +17,7 @@ pub trait KKernels: Sync {
     /// A Q6_K row (blocks of 210 bytes) with its Q8_K activations.
     fn dot_q6_k(&self, w: &[u8], a: &[BlockQ8K]) -> f32;
     /// A Q5_0 row (blocks of 22 bytes) with its Q8_0 activations.
-    fn dot_q5_0(&self, w: &[u8], a: &[BlockQ8_0]) -> f32;
+    fn dot_q5_0(&self, w: &[u8], a: &[Q8_0Wide]) -> f32;
     /// One row with four tokens' activations: four `dot_q4_k` results, bit for bit. SIMD
     /// kernels unpack each weight block once for the four.
     fn dot4_q4_k(&self, w: &[u8], a: [&[BlockQ8K]; 4]) -> [f32; 4] {
@@ -27,7 +26,7 @@ pub trait KKernels: Sync {
     fn dot4_q6_k(&self, w: &[u8], a: [&[BlockQ8K]; 4]) -> [f32; 4] {
         a.map(|a| self.dot_q6_k(w, a))
     }
-    fn dot4_q5_0(&self, w: &[u8], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
+    fn dot4_q5_0(&self, w: &[u8], a: [&[Q8_0Wide]; 4]) -> [f32; 4] {
         a.map(|a| self.dot_q5_0(w, a))
     }
     /// Four rows with one token's activations (a decode step): four `dot_*` results.
@@ -37,7 +36,7 @@ pub trait KKernels: Sync {
     fn rows4_q6_k(&self, w: [&[u8]; 4], a: &[BlockQ8K]) -> [f32; 4] {
         w.map(|w| self.dot_q6_k(w, a))
     }
-    fn rows4_q5_0(&self, w: [&[u8]; 4], a: &[BlockQ8_0]) -> [f32; 4] {
+    fn rows4_q5_0(&self, w: [&[u8]; 4], a: &[Q8_0Wide]) -> [f32; 4] {
         w.map(|w| self.dot_q5_0(w, a))
     }
 }
@@ -59,7 +58,7 @@ impl KKernels for ScalarK {
             .zip(a)
             .fold(0.0, |acc, (b, a)| acc + kquant::dot_q6_k_q8_k(b, a))
     }
-    fn dot_q5_0(&self, w: &[u8], a: &[BlockQ8_0]) -> f32 {
+    fn dot_q5_0(&self, w: &[u8], a: &[Q8_0Wide]) -> f32 {
         w.chunks_exact(Q5_0_BYTES)
             .zip(a)
             .fold(0.0, |acc, (b, a)| acc + kquant::dot_q5_0_q8_0(b, a))
@@ -100,7 +99,7 @@ pub mod avx2 {
             // SAFETY: as above.
             (unsafe { q6_k::<1, 1>([w], [a]) })[0][0]
         }
-        fn dot_q5_0(&self, w: &[u8], a: &[BlockQ8_0]) -> f32 {
+        fn dot_q5_0(&self, w: &[u8], a: &[Q8_0Wide]) -> f32 {
             // SAFETY: as above.
             (unsafe { q5_0::<1, 1>([w], [a]) })[0][0]
         }
@@ -112,7 +111,7 @@ pub mod avx2 {
             // SAFETY: as above.
             (unsafe { q6_k::<1, 4>([w], a) })[0]
         }
-        fn dot4_q5_0(&self, w: &[u8], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
+        fn dot4_q5_0(&self, w: &[u8], a: [&[Q8_0Wide]; 4]) -> [f32; 4] {
             // SAFETY: as above.
             (unsafe { q5_0::<1, 4>([w], a) })[0]
         }
@@ -124,7 +123,7 @@ pub mod avx2 {
             // SAFETY: as above.
             (unsafe { q6_k::<4, 1>(w, [a]) }).map(|r| r[0])
         }
-        fn rows4_q5_0(&self, w: [&[u8]; 4], a: &[BlockQ8_0]) -> [f32; 4] {
+        fn rows4_q5_0(&self, w: [&[u8]; 4], a: &[Q8_0Wide]) -> [f32; 4] {
             // SAFETY: as above.
             (unsafe { q5_0::<4, 1>(w, [a]) }).map(|r| r[0])
         }
@@ -317,7 +316,7 @@ pub mod avx2 {
     #[target_feature(enable = "avx2")]
     unsafe fn q5_0<const R: usize, const T: usize>(
         w: [&[u8]; R],
-        a: [&[BlockQ8_0]; T],
+        a: [&[Q8_0Wide]; T],
     ) -> [[f32; T]; R] {
         let low = _mm_set1_epi8(0x0f);
         // Byte k of the 32 gets bit k of qh: spread qh's bytes, then test one bit per lane.
@@ -364,7 +363,7 @@ pub mod avx2 {
                 }
             }
             let dw = |r: usize| f16(w[r], i * Q5_0_BYTES);
-            let da = |t: usize| ch06_quantization::f16::f16_to_f32_fast(a[t][i].d);
+            let da = |t: usize| a[t][i].d;
             if R * T == 4 {
                 // Four (row, token) pairs at once: the same three roundings per lane as the
                 // scalar `acc += dw · da · dot`, in four lanes.

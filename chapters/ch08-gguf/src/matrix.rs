@@ -1,7 +1,7 @@
 //! A weight matrix in whatever format the file holds it: chapter 6's [`QMatrix`] for F32,
 //! Q8_0, Q4_0 and Q4_1, or a [`KMatrix`] for Q5_0, Q4_K and Q6_K.
 
-use ch06_quantization::blocks::BlockQ8_0;
+use crate::kquant::Q8_0Wide;
 use ch06_quantization::{Bytes, Kernels, QMatrix};
 use rayon::prelude::*;
 
@@ -45,7 +45,7 @@ pub struct KMatrix {
 
 /// One token's activations, quantized for a format.
 pub enum KActs {
-    Q8_0(Vec<BlockQ8_0>),
+    Q8_0(Vec<Q8_0Wide>),
     Q8K(Vec<BlockQ8K>),
 }
 
@@ -103,7 +103,7 @@ impl KMatrix {
             KFormat::Q5_0 => {
                 let mut out = Vec::new();
                 k.quantize_q8_0(x, &mut out);
-                KActs::Q8_0(out)
+                KActs::Q8_0(out.iter().map(Q8_0Wide::from).collect())
             }
             _ => KActs::Q8K(
                 x.chunks_exact(QK_K)

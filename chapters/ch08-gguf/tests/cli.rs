@@ -27,9 +27,23 @@ fn bad_flags_are_usage_errors() {
         &["load", "--access", "sideways"],
     ] {
         let o = run(args);
-        assert_eq!(o.status.code(), Some(2), "{args:?} should be a usage error, got {:?}: {}", o.status, stderr(&o));
-        assert!(stderr(&o).starts_with("error: "), "{args:?}: {}", stderr(&o));
-        assert!(!stderr(&o).contains("panicked"), "{args:?} panicked: {}", stderr(&o));
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{args:?} should be a usage error, got {:?}: {}",
+            o.status,
+            stderr(&o)
+        );
+        assert!(
+            stderr(&o).starts_with("error: "),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+        assert!(
+            !stderr(&o).contains("panicked"),
+            "{args:?} panicked: {}",
+            stderr(&o)
+        );
     }
 }
 
@@ -40,7 +54,11 @@ fn bad_files_are_clear_errors() {
     let not_gguf = dir.join("not.gguf");
     std::fs::write(&not_gguf, b"this is not a model file, only some text in it").unwrap();
     let truncated = dir.join("truncated.gguf");
-    std::fs::write(&truncated, b"GGUF\x03\x00\x00\x00\x10\x01\x00\x00\x00\x00\x00\x00\x21\x00").unwrap();
+    std::fs::write(
+        &truncated,
+        b"GGUF\x03\x00\x00\x00\x10\x01\x00\x00\x00\x00\x00\x00\x21\x00",
+    )
+    .unwrap();
     let cases: [(&str, &str); 4] = [
         (dir.join("missing.gguf").to_str().unwrap(), "No such file"),
         (not_gguf.to_str().unwrap(), "not a GGUF file"),
@@ -49,10 +67,23 @@ fn bad_files_are_clear_errors() {
     ]
     .map(|(p, m)| (Box::leak(p.to_string().into_boxed_str()) as &str, m));
     for (path, want) in cases {
-        for args in [vec!["inspect", path], vec!["generate", "--model", path, "-n", "1"]] {
+        for args in [
+            vec!["inspect", path],
+            vec!["generate", "--model", path, "-n", "1"],
+        ] {
             let o = run(&args);
-            assert_eq!(o.status.code(), Some(1), "{args:?}: {:?} {}", o.status, stderr(&o));
-            assert!(stderr(&o).contains(want), "{args:?}: expected {want:?} in {:?}", stderr(&o));
+            assert_eq!(
+                o.status.code(),
+                Some(1),
+                "{args:?}: {:?} {}",
+                o.status,
+                stderr(&o)
+            );
+            assert!(
+                stderr(&o).contains(want),
+                "{args:?}: expected {want:?} in {:?}",
+                stderr(&o)
+            );
         }
     }
     std::fs::remove_file(&not_gguf).unwrap();

@@ -56,10 +56,10 @@ proptest! {
         let q50: Vec<u8> = (0..8).flat_map(|i| block(&raw[i * Q5_0_BYTES..], Q5_0_BYTES, &[0], seed + i)).collect();
         let a = acts(&q8, 0.013);
         // -128 is a legal Q8_0 quant but never a Q8_K one (their rule clamps to ±127).
-        let a8: Vec<BlockQ8_0> = q8[..256]
+        let a8: Vec<Q8_0Wide> = q8[..256]
             .chunks_exact(32)
             .enumerate()
-            .map(|(i, c)| BlockQ8_0 { d: f32_to_f16(0.01 + i as f32 * 1e-3), qs: c.try_into().unwrap() })
+            .map(|(i, c)| Q8_0Wide::from(&BlockQ8_0 { d: f32_to_f16(0.01 + i as f32 * 1e-3), qs: c.try_into().unwrap() }))
             .collect();
         for (isa, k) in levels() {
             prop_assert_eq!(k.dot_q4_k(&q4k, &a).to_bits(), ScalarK.dot_q4_k(&q4k, &a).to_bits(), "Q4_K on {:?}", isa);
@@ -140,13 +140,13 @@ fn four_token_kernels_equal_one_token_kernels() {
         })
         .collect();
     let a: Vec<Vec<BlockQ8K>> = tokens.iter().map(|q| acts(q, 0.02)).collect();
-    let a8: Vec<Vec<BlockQ8_0>> = tokens
+    let a8: Vec<Vec<Q8_0Wide>> = tokens
         .iter()
         .map(|q| {
             q[..256]
                 .chunks_exact(32)
-                .map(|c| BlockQ8_0 {
-                    d: f32_to_f16(0.01),
+                .map(|c| Q8_0Wide {
+                    d: 0.01,
                     qs: c.try_into().unwrap(),
                 })
                 .collect()
@@ -195,10 +195,10 @@ fn four_row_kernels_equal_one_row_kernels() {
     );
     let q: Vec<i8> = (0..2 * QK_K).map(|i| ((i * 29) % 255) as i8).collect();
     let a = acts(&q, 0.03);
-    let a8: Vec<BlockQ8_0> = q[..256]
+    let a8: Vec<Q8_0Wide> = q[..256]
         .chunks_exact(32)
-        .map(|c| BlockQ8_0 {
-            d: f32_to_f16(0.02),
+        .map(|c| Q8_0Wide {
+            d: 0.02,
             qs: c.try_into().unwrap(),
         })
         .collect();
