@@ -4,7 +4,6 @@
 use std::path::Path;
 use std::time::Instant;
 
-use ch05_kv_cache::KvCache;
 use ch07_simd_parallel::bench::{EndToEnd, in_pool, median};
 use ch07_simd_parallel::compare::{Comparison, llama_bench_once, llama_bench_path};
 
@@ -22,11 +21,11 @@ pub fn end_to_end(engine: &Engine, threads: usize, runs: usize) -> Result<EndToE
     in_pool(threads, || -> Result<EndToEnd, String> {
         let (mut pp, mut tg) = (Vec::new(), Vec::new());
         for run in 0..=runs {
-            let mut cache = KvCache::new(engine.layout(), 512);
+            let mut cache = engine.new_cache(512).map_err(err)?;
             let start = Instant::now();
             engine.forward(&mut cache, &prompt, 0).map_err(err)?;
             let pp_s = start.elapsed().as_secs_f64();
-            let mut cache = KvCache::new(engine.layout(), 128);
+            let mut cache = engine.new_cache(128).map_err(err)?;
             let start = Instant::now();
             let mut next = prompt[0];
             for pos in 0..128 {

@@ -9,7 +9,6 @@ use ch01_tensors::models;
 use ch02_tokenizer::StreamDecoder;
 use ch02_tokenizer::show::visible;
 use ch04_forward::model::argmax;
-use ch05_kv_cache::KvCache;
 use ch07_simd_parallel::bench::in_pool;
 use ch08_gguf::gguf::{Array, Value};
 use ch08_gguf::{GgufFile, hexdump, memory};
@@ -234,7 +233,7 @@ pub fn logits(a: &Args) -> Result<(), String> {
     let m = open_model(a)?;
     let ids = a.ids.clone().unwrap_or_default();
     let engine = m.engine()?;
-    let mut cache = KvCache::new(engine.layout(), ids.len());
+    let mut cache = engine.new_cache(ids.len()).map_err(|e| e.to_string())?;
     let logits = in_pool(a.threads, || engine.forward_all(&mut cache, &ids, 0))?
         .map_err(|e| e.to_string())?;
     let vocab = m.model.lm_head().rows();
@@ -348,7 +347,7 @@ pub fn load(a: &Args) -> Result<(), String> {
     mark("tokenizer", Some(&file));
     let prompt = tok.encode_prompt("The capital of France is", true);
     let engine = ch08_gguf::engine::Engine::new(&model, k, kk);
-    let mut cache = KvCache::new(engine.layout(), prompt.len());
+    let mut cache = engine.new_cache(prompt.len()).map_err(|e| e.to_string())?;
     let logits = in_pool(a.threads, || engine.forward(&mut cache, &prompt, 0))?
         .map_err(|e| e.to_string())?;
     let first = argmax(&logits);

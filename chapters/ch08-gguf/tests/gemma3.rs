@@ -262,3 +262,39 @@ fn perplexity_is_within_1_percent_of_llama_cpp_s() {
         "perplexity {ppl:.4} vs llama.cpp's {want}"
     );
 }
+
+#[test]
+fn the_ring_buffer_gives_the_full_cache_s_logits() {
+    // 700 tokens in chunks of 64: the sliding layers' rings (512 + 64 slots) wrap.
+    let g = gemma();
+    let mut e = engine(&g.model);
+    e.chunk = 64;
+    let text = std::fs::read_to_string(models::workspace_root().join("fixtures/reference/perplexity-text.txt")).unwrap();
+    let ids: Vec<u32> = g.tok.tokenizer.encode(&text, false).into_iter().cycle().take(700).collect();
+    let mut ring = e.new_cache(2048).unwrap();
+    let mut full = ch05_kv_cache::KvCache::new(e.layout(), 2048);
+    use ch05_kv_cache::KvStore;
+    assert!(
+        ring.reserved_bytes() * 2 < full.reserved_bytes(),
+        "the ring ({} bytes) should hold far less than the full cache ({})",
+        ring.reserved_bytes(),
+        full.reserved_bytes()
+    );
+    let a = e.forward(&mut ring, &ids, 0).unwrap();
+    let b = e.forward(&mut full, &ids, 0).unwrap();
+    assert!(
+        a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
+        "after 700 tokens the ring buffer's logits differ from the full cache's"
+    );
+    // And decoding on from there, one token at a time.
+    let mut next = argmax(&a) as u32;
+    for pos in ids.len()..ids.len() + 8 {
+        let a = e.forward(&mut ring, &[next], pos).unwrap();
+        let b = e.forward(&mut full, &[next], pos).unwrap();
+        assert!(
+            a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
+            "decoding at position {pos}, the ring buffer's logits differ from the full cache's"
+        );
+        next = argmax(&a) as u32;
+    }
+}
