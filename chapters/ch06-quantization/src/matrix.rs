@@ -290,6 +290,7 @@ impl QMatrix {
 
     /// The stored bytes of row `r` (a block format's blocks, or INT8's quants; for f32 the
     /// floats' bytes).
+    #[inline]
     pub fn row_bytes(&self, r: usize) -> &[u8] {
         match &self.data {
             Data::F32(t) => {

@@ -85,6 +85,7 @@ pub fn quantize_q8_k(x: &[f32; QK_K]) -> BlockQ8K {
 /// Q4_K's eight (scale, min) pairs, 6 bits each, packed into 12 bytes: pairs 0–3 in the
 /// low 6 bits of bytes 0–3 (scales) and 4–7 (mins); pairs 4–7 in the nibbles of bytes 8–11,
 /// with their top two bits in the spare top bits of bytes 0–7.
+#[inline]
 pub fn scale_min_k4(j: usize, s: &[u8]) -> (u8, u8) {
     if j < 4 {
         (s[j] & 63, s[j + 4] & 63)

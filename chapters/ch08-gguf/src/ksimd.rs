@@ -155,6 +155,22 @@ pub mod avx2 {
         }
     }
 
+    /// `Σ_g scale_g · bsum_g` over the 16 groups of a Q6_K block: sixteen i8 × i16
+    /// products in one `vpmaddwd`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn scaled_sums(sc: &[u8], bsums: &[i16; 16]) -> i32 {
+        assert!(sc.len() >= 16);
+        // SAFETY: 16 bytes of scales (checked) and 16 i16 sums.
+        let (s, b) = unsafe {
+            (
+                _mm256_cvtepi8_epi16(_mm_loadu_si128(sc.as_ptr().cast())),
+                _mm256_loadu_si256(bsums.as_ptr().cast()),
+            )
+        };
+        hsum(_mm256_madd_epi16(s, b))
+    }
+
     #[inline]
     fn f16(b: &[u8], i: usize) -> f32 {
         ch06_quantization::f16::f16_to_f32_fast(u16::from_le_bytes([b[i], b[i + 1]]))
@@ -197,7 +213,9 @@ pub mod avx2 {
             let mut sm = [[(0u8, 0u8); 8]; R];
             for r in 0..R {
                 let b = &w[r][i * Q4_K_BYTES..(i + 1) * Q4_K_BYTES];
-                sm[r] = std::array::from_fn(|s| kquant::scale_min_k4(s, &b[4..16]));
+                for (j, p) in sm[r].iter_mut().enumerate() {
+                    *p = kquant::scale_min_k4(j, &b[4..16]);
+                }
                 for c in 0..4 {
                     // 32 bytes: sub-block 2c in the low nibbles, 2c + 1 in the high ones.
                     // SAFETY: bytes 16 + 32c .. 48 + 32c of a 144-byte block.
@@ -302,9 +320,7 @@ pub mod avx2 {
                 for t in 0..T {
                     let a = &a[t][i];
                     // Σ_g s_g·Σ(q − 32)·a = Σ_g s_g·Σ q·a − 32·Σ_g s_g·Σ a
-                    let offset: i32 = (0..16)
-                        .map(|g| i32::from(sc[g] as i8) * i32::from(a.bsums[g]))
-                        .sum();
+                    let offset = scaled_sums(sc, &a.bsums);
                     acc[r][t] += d * a.d * (totals[r][t] - 32 * offset) as f32;
                 }
             }

@@ -269,8 +269,18 @@ fn the_ring_buffer_gives_the_full_cache_s_logits() {
     let g = gemma();
     let mut e = engine(&g.model);
     e.chunk = 64;
-    let text = std::fs::read_to_string(models::workspace_root().join("fixtures/reference/perplexity-text.txt")).unwrap();
-    let ids: Vec<u32> = g.tok.tokenizer.encode(&text, false).into_iter().cycle().take(700).collect();
+    let text = std::fs::read_to_string(
+        models::workspace_root().join("fixtures/reference/perplexity-text.txt"),
+    )
+    .unwrap();
+    let ids: Vec<u32> = g
+        .tok
+        .tokenizer
+        .encode(&text, false)
+        .into_iter()
+        .cycle()
+        .take(700)
+        .collect();
     let mut ring = e.new_cache(2048).unwrap();
     let mut full = ch05_kv_cache::KvCache::new(e.layout(), 2048);
     use ch05_kv_cache::KvStore;
