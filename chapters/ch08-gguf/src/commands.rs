@@ -410,6 +410,7 @@ pub fn bench(a: &Args) -> Result<(), String> {
     let r = ch08_gguf::bench::end_to_end(&engine, a.threads, a.runs)?;
     let head_ms = ch08_gguf::bench::lm_head_ms(&engine, a.threads, 5 * a.runs)?;
     let head_share = head_ms / (1e3 / r.tg128_tok_s);
+    let rates = ch08_gguf::bench::matrix_rates(&engine, a.threads, 20 * a.runs)?;
     // The tokenizer on the committed perplexity text, 20 times: its vocabulary is what
     // differs most between the two families (49 152 BPE tokens, 262 144 SentencePiece ones).
     let text = ch01_tensors::files::read_to_string(
@@ -434,6 +435,7 @@ pub fn bench(a: &Args) -> Result<(), String> {
                    "lm_head_mb": m.model.lm_head().bytes() as f64 / 1e6,
                    "lm_head_ms": head_ms, "lm_head_share_of_decode": head_share,
                    "encode_mb_s": encode_mb_s, "encode_tokens": n_tokens,
+                   "matrices": rates.iter().map(|(f, r, c, g)| json!({"format": f, "rows": r, "cols": c, "gb_s": g})).collect::<Vec<_>>(),
                    "vocab": m.model.config.vocab_size})
         );
         return Ok(());
@@ -455,6 +457,9 @@ pub fn bench(a: &Args) -> Result<(), String> {
         100.0 * head_share,
         m.model.lm_head().bytes() as f64 / head_ms / 1e6
     );
+    for (f, r, c, g) in &rates {
+        println!("  one-token product, {f} ({r} × {c}): {g:.1} GB/s");
+    }
     println!(
         "  tokenizer ({} tokens): the perplexity text, {} bytes, to {n_tokens} ids in {:.2} ms ({encode_mb_s:.1} MB/s)",
         m.model.config.vocab_size,
