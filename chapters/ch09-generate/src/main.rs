@@ -1,0 +1,257 @@
+//! `ch09-generate`: text from a GGUF file, sampled the way people expect, streamed.
+//!
+//! ```text
+//! ch09-generate [-m FILE] -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]
+//!               [--repeat-penalty R] [--repeat-last-n N] [--seed S] [-t THREADS]
+//!               [--stop TEXT]... [--json] [--verbose]
+//! ```
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use ch01_tensors::models;
+use ch09_generate::{Sampler, SamplerConfig, generate};
+use serde_json::json;
+
+const USAGE: &str = "\
+usage: ch09-generate [-m FILE] -p TEXT [options]
+
+Generates text from a GGUF model (SmolLM2 or Gemma-3), streamed as it is made.
+
+options (defaults in brackets):
+  -m, --model FILE        the GGUF file [SmolLM2-135M-Instruct Q4_1, fetched on first use]
+  -p, --prompt TEXT       the prompt (special tokens such as <|im_start|> are parsed)
+  -n, --n-predict N       tokens to generate at most [128]
+  --temp T                temperature; 0 is greedy [0.8]
+  --top-k K               keep the K most likely tokens; 0 is off [40]
+  --top-p P               keep the fewest tokens whose probabilities reach P; 1 is off [0.95]
+  --min-p P               keep tokens at least P times as likely as the best; 0 is off [0.05]
+  --repeat-penalty R      divide (multiply, if negative) recent tokens' logits; 1 is off [1.0]
+  --repeat-last-n N       how many recent tokens the penalties see [64]
+  --frequency-penalty F   subtract F per occurrence in the recent tokens [0]
+  --presence-penalty P    subtract P once from every recent token [0]
+  --seed S                the random seed; the same seed gives the same text [0]
+  --stop TEXT             stop when TEXT appears (may be given up to 16 times)
+  -t, --threads N         threads [2, or the machine's cores if fewer]
+  --json                  print one JSON object: prompt_ids, generated_ids, text, stop_reason,
+                          timings
+  --verbose               print the sampling chain and the settings first (to stderr)
+  -h, --help              this text";
+
+struct Args {
+    model: Option<PathBuf>,
+    prompt: Option<String>,
+    n: usize,
+    threads: usize,
+    stops: Vec<String>,
+    json: bool,
+    verbose: bool,
+    sampling: SamplerConfig,
+}
+
+const MAX_NEW_TOKENS: usize = 1 << 16;
+const MAX_THREADS: usize = 256;
+const MAX_STOPS: usize = 16;
+const MAX_STOP_BYTES: usize = 256;
+
+fn number<T: std::str::FromStr>(p: &mut lexopt::Parser, flag: &str) -> Result<T, lexopt::Error> {
+    use lexopt::ValueExt;
+    let v = p.value()?.string()?;
+    v.parse()
+        .map_err(|_| format!("{flag}: {v:?} is not a valid number").into())
+}
+
+fn parse_args() -> Result<Option<Args>, lexopt::Error> {
+    use lexopt::prelude::*;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut a = Args {
+        model: None,
+        prompt: None,
+        n: 128,
+        threads: cores.min(2),
+        stops: Vec::new(),
+        json: false,
+        verbose: false,
+        sampling: SamplerConfig::default(),
+    };
+    let mut p = lexopt::Parser::from_env();
+    while let Some(arg) = p.next()? {
+        match arg {
+            Short('m') | Long("model") => a.model = Some(p.value()?.into()),
+            Short('p') | Long("prompt") => a.prompt = Some(p.value()?.string()?),
+            Short('n') | Long("n-predict") => a.n = number(&mut p, "-n")?,
+            Short('t') | Long("threads") => a.threads = number(&mut p, "--threads")?,
+            Long("temp") => a.sampling.temperature = number(&mut p, "--temp")?,
+            Long("top-k") => a.sampling.top_k = number(&mut p, "--top-k")?,
+            Long("top-p") => a.sampling.top_p = number(&mut p, "--top-p")?,
+            Long("min-p") => a.sampling.min_p = number(&mut p, "--min-p")?,
+            Long("repeat-penalty") => {
+                a.sampling.repeat_penalty = number(&mut p, "--repeat-penalty")?
+            }
+            Long("repeat-last-n") => a.sampling.repeat_last_n = number(&mut p, "--repeat-last-n")?,
+            Long("frequency-penalty") => {
+                a.sampling.frequency_penalty = number(&mut p, "--frequency-penalty")?
+            }
+            Long("presence-penalty") => {
+                a.sampling.presence_penalty = number(&mut p, "--presence-penalty")?
+            }
+            Long("seed") => a.sampling.seed = number(&mut p, "--seed")?,
+            Long("stop") => a.stops.push(p.value()?.string()?),
+            Long("json") => a.json = true,
+            Long("verbose") => a.verbose = true,
+            Short('h') | Long("help") => return Ok(None),
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    let s = &a.sampling;
+    let check = |ok: bool, msg: &str| -> Result<(), lexopt::Error> {
+        if ok {
+            Ok(())
+        } else {
+            Err(msg.to_string().into())
+        }
+    };
+    check(a.prompt.is_some(), "a prompt is needed: -p TEXT")?;
+    check(
+        (1..=MAX_NEW_TOKENS).contains(&a.n),
+        "-n must be between 1 and 65536",
+    )?;
+    check(
+        (1..=MAX_THREADS).contains(&a.threads),
+        "--threads must be between 1 and 256",
+    )?;
+    check(
+        s.temperature.is_finite() && (0.0..=100.0).contains(&s.temperature),
+        "--temp must be between 0 and 100",
+    )?;
+    check(s.top_p > 0.0 && s.top_p <= 1.0, "--top-p must be in (0, 1]")?;
+    check((0.0..=1.0).contains(&s.min_p), "--min-p must be in [0, 1]")?;
+    check(s.top_k <= 1 << 20, "--top-k must be at most 1048576")?;
+    check(
+        s.repeat_penalty.is_finite() && s.repeat_penalty > 0.0,
+        "--repeat-penalty must be positive",
+    )?;
+    check(
+        s.repeat_last_n <= MAX_NEW_TOKENS,
+        "--repeat-last-n must be at most 65536",
+    )?;
+    check(
+        s.frequency_penalty.is_finite() && s.presence_penalty.is_finite(),
+        "--frequency-penalty and --presence-penalty must be finite",
+    )?;
+    check(a.stops.len() <= MAX_STOPS, "at most 16 --stop strings")?;
+    check(
+        a.stops
+            .iter()
+            .all(|s| !s.is_empty() && s.len() <= MAX_STOP_BYTES),
+        "a --stop string must be 1 to 256 bytes",
+    )?;
+    Ok(Some(a))
+}
+
+fn run(a: &Args) -> Result<(), String> {
+    let path = match &a.model {
+        Some(p) => p.clone(),
+        None => {
+            let p = models::smollm2_gguf();
+            if !p.exists() {
+                models::fetch("smollm2")?;
+            }
+            models::require(&p)?
+        }
+    };
+    let m = ch08_gguf::load(&path).map_err(|e| e.to_string())?;
+    let engine = m.engine()?;
+    let tok = &m.tokenizer;
+    let prompt_text = a.prompt.as_deref().unwrap_or_default();
+    let prompt = tok.encode_prompt(prompt_text, true);
+    if a.verbose {
+        let s = &a.sampling;
+        eprintln!(
+            "sampling: penalties (repeat {}, frequency {}, presence {}, last {}) -> top-k {} -> top-p {} -> min-p {} -> temperature {} -> draw (seed {})",
+            s.repeat_penalty,
+            s.frequency_penalty,
+            s.presence_penalty,
+            s.repeat_last_n,
+            s.top_k,
+            s.top_p,
+            s.min_p,
+            s.temperature,
+            s.seed
+        );
+        eprintln!(
+            "model: {} ({}), prompt: {} tokens",
+            models::shown(&path),
+            m.model.family.name,
+            prompt.len()
+        );
+    }
+    let mut sampler = Sampler::new(a.sampling.clone());
+    let mut out = std::io::stdout();
+    if !a.json {
+        print!("{prompt_text}");
+        let _ = out.flush();
+    }
+    let json = a.json;
+    let g = ch07_simd_parallel::bench::in_pool(a.threads, || {
+        generate(
+            &engine,
+            &tok.tokenizer,
+            &m.model.config.eos_token_ids,
+            &prompt,
+            a.n,
+            &mut sampler,
+            &a.stops,
+            &mut |piece| {
+                if !json {
+                    let _ = write!(out, "{piece}");
+                    let _ = out.flush();
+                }
+            },
+        )
+    })??;
+    if a.json {
+        println!(
+            "{:#}",
+            json!({
+                "prompt_ids": prompt, "generated_ids": g.ids, "text": g.text,
+                "stop_reason": g.stop.name(),
+                "timings": {"prefill_ms": g.prefill_seconds * 1e3,
+                            "prefill_tok_s": prompt.len() as f64 / g.prefill_seconds.max(1e-9),
+                            "decode_tok_s": g.decode_tok_s()},
+            })
+        );
+        return Ok(());
+    }
+    eprintln!(
+        "\n---\n{} prompt tokens in {:.1} ms; {} generated at {:.1} tok/s; stopped: {}",
+        prompt.len(),
+        g.prefill_seconds * 1e3,
+        g.ids.len(),
+        g.decode_tok_s(),
+        g.stop.name()
+    );
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("error: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
