@@ -6,6 +6,7 @@
 //! - [`generate`]: the loop that ties chapter 8's engine, the sampler and the streaming
 //!   decoder together, and says why it stopped.
 
+pub mod chat;
 pub mod generate;
 pub mod rng;
 pub mod sampling;

@@ -34,6 +34,8 @@ options (defaults in brackets):
   --seed S                the random seed; the same seed gives the same text [0]
   --stop TEXT             stop when TEXT appears (may be given up to 16 times)
   -t, --threads N         threads [2, or the machine's cores if fewer]
+  --chat                  treat the prompt as a user turn, in the model's chat template
+  --system TEXT           with --chat: a system message first
   --json                  print one JSON object: prompt_ids, generated_ids, text, stop_reason,
                           timings
   --verbose               print the sampling chain and the settings first (to stderr)
@@ -47,6 +49,8 @@ struct Args {
     stops: Vec<String>,
     json: bool,
     verbose: bool,
+    chat: bool,
+    system: Option<String>,
     sampling: SamplerConfig,
 }
 
@@ -73,6 +77,8 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         stops: Vec::new(),
         json: false,
         verbose: false,
+        chat: false,
+        system: None,
         sampling: SamplerConfig::default(),
     };
     let mut p = lexopt::Parser::from_env();
@@ -100,6 +106,8 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
             Long("stop") => a.stops.push(p.value()?.string()?),
             Long("json") => a.json = true,
             Long("verbose") => a.verbose = true,
+            Long("chat") => a.chat = true,
+            Long("system") => a.system = Some(p.value()?.string()?),
             Short('h') | Long("help") => return Ok(None),
             _ => return Err(arg.unexpected()),
         }
@@ -140,6 +148,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         s.frequency_penalty.is_finite() && s.presence_penalty.is_finite(),
         "--frequency-penalty and --presence-penalty must be finite",
     )?;
+    check(a.system.is_none() || a.chat, "--system goes with --chat")?;
     check(a.stops.len() <= MAX_STOPS, "at most 16 --stop strings")?;
     check(
         a.stops
@@ -164,7 +173,20 @@ fn run(a: &Args) -> Result<(), String> {
     let m = ch08_gguf::load(&path).map_err(|e| e.to_string())?;
     let engine = m.engine()?;
     let tok = &m.tokenizer;
-    let prompt_text = a.prompt.as_deref().unwrap_or_default();
+    let user_text = a.prompt.as_deref().unwrap_or_default();
+    let prompt_text = if a.chat {
+        use ch09_generate::chat::{ChatTemplate, Message, render};
+        let template = ChatTemplate::from_gguf(&m.file.gguf)?;
+        let mut messages = Vec::new();
+        if let Some(s) = &a.system {
+            messages.push(Message::new("system", s));
+        }
+        messages.push(Message::new("user", user_text));
+        render(&template, &messages, true)?
+    } else {
+        user_text.to_string()
+    };
+    let prompt_text = prompt_text.as_str();
     let prompt = tok.encode_prompt(prompt_text, true);
     if a.verbose {
         let s = &a.sampling;
@@ -189,7 +211,7 @@ fn run(a: &Args) -> Result<(), String> {
     }
     let mut sampler = Sampler::new(a.sampling.clone());
     let mut out = std::io::stdout();
-    if !a.json {
+    if !a.json && !a.chat {
         print!("{prompt_text}");
         let _ = out.flush();
     }

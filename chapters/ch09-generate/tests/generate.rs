@@ -164,3 +164,36 @@ fn a_stop_string_ends_the_text_before_it() {
     assert_eq!(cut.stop, StopReason::StopString);
     assert_eq!(cut.text, full.text[..full.text.find("\n\n").unwrap()]);
 }
+
+#[test]
+fn the_chat_template_renders_as_jinja2_does() {
+    use ch09_generate::chat::{ChatTemplate, Message, render};
+    let path = models::workspace_root().join("fixtures/chat/templates.json");
+    let fx: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let m = smollm2();
+    let template = ChatTemplate::from_gguf(&m.file.gguf).unwrap();
+    let want_template = fx["models"]["smollm2"]["template"].as_str().unwrap();
+    assert_eq!(template, ChatTemplate::Jinja(want_template.to_string()));
+    for case in fx["models"]["smollm2"]["cases"].as_array().unwrap() {
+        let messages: Vec<Message> = case["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| Message::new(m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
+            .collect();
+        let got = render(&template, &messages, true).unwrap();
+        assert_eq!(
+            got,
+            case["rendered"].as_str().unwrap(),
+            "{} messages",
+            messages.len()
+        );
+    }
+    // Gemma-3-270M's file has no template: the built-in Gemma format.
+    assert!(fx["models"]["gemma3"]["template"].is_null());
+    assert_eq!(
+        ChatTemplate::from_gguf(&gemma().file.gguf).unwrap(),
+        ChatTemplate::Gemma
+    );
+}
