@@ -8,6 +8,7 @@
 
 pub mod chat;
 pub mod generate;
+pub mod perplexity;
 pub mod rng;
 pub mod sampling;
 pub mod stop;

@@ -16,6 +16,8 @@ use serde_json::json;
 
 const USAGE: &str = "\
 usage: ch09-generate [-m FILE] -p TEXT [options]
+       ch09-generate perplexity [-m FILE] --text FILE [--json]
+       ch09-generate bench [-m FILE] [-t THREADS] [--compare] [--json]
 
 Generates text from a GGUF model (SmolLM2 or Gemma-3), streamed as it is made.
 
@@ -39,9 +41,14 @@ options (defaults in brackets):
   --json                  print one JSON object: prompt_ids, generated_ids, text, stop_reason,
                           timings
   --verbose               print the sampling chain and the settings first (to stderr)
+  --text FILE             perplexity: the text to score
+  --compare               bench: also run llama.cpp's llama-bench (bash scripts/llamacpp.sh)
   -h, --help              this text";
 
 struct Args {
+    command: String,
+    text_file: Option<PathBuf>,
+    compare: bool,
     model: Option<PathBuf>,
     prompt: Option<String>,
     n: usize,
@@ -70,6 +77,9 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
     use lexopt::prelude::*;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut a = Args {
+        command: "generate".into(),
+        text_file: None,
+        compare: false,
         model: None,
         prompt: None,
         n: 128,
@@ -108,6 +118,18 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
             Long("verbose") => a.verbose = true,
             Long("chat") => a.chat = true,
             Long("system") => a.system = Some(p.value()?.string()?),
+            Long("text") => a.text_file = Some(p.value()?.into()),
+            Long("compare") => a.compare = true,
+            Value(v) if a.command == "generate" && a.prompt.is_none() => {
+                let v = v.string()?;
+                match v.as_str() {
+                    "perplexity" | "bench" => a.command = v,
+                    other => return Err(format!(
+                        "unknown command {other:?} (perplexity or bench; generating needs -p TEXT)"
+                    )
+                    .into()),
+                }
+            }
             Short('h') | Long("help") => return Ok(None),
             _ => return Err(arg.unexpected()),
         }
@@ -120,7 +142,22 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
             Err(msg.to_string().into())
         }
     };
-    check(a.prompt.is_some(), "a prompt is needed: -p TEXT")?;
+    check(
+        a.command != "generate" || a.prompt.is_some(),
+        "a prompt is needed: -p TEXT",
+    )?;
+    check(
+        a.command != "perplexity" || a.text_file.is_some(),
+        "perplexity needs --text FILE",
+    )?;
+    check(
+        a.text_file.is_none() || a.command == "perplexity",
+        "--text goes with perplexity",
+    )?;
+    check(
+        !a.compare || a.command == "bench",
+        "--compare goes with bench",
+    )?;
     check(
         (1..=MAX_NEW_TOKENS).contains(&a.n),
         "-n must be between 1 and 65536",
@@ -157,6 +194,135 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         "a --stop string must be 1 to 256 bytes",
     )?;
     Ok(Some(a))
+}
+
+fn model_path(a: &Args) -> Result<PathBuf, String> {
+    match &a.model {
+        Some(p) => Ok(p.clone()),
+        None => {
+            let p = models::smollm2_gguf();
+            if !p.exists() {
+                models::fetch("smollm2")?;
+            }
+            models::require(&p)
+        }
+    }
+}
+
+/// `perplexity`: the fixtures' method on any text file.
+fn perplexity(a: &Args) -> Result<(), String> {
+    let m = ch08_gguf::load(&model_path(a)?).map_err(|e| e.to_string())?;
+    let path = a.text_file.as_deref().unwrap_or(std::path::Path::new(""));
+    let text = ch01_tensors::files::read_to_string(path, ch01_tensors::files::MAX_TEXT_FILE)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let ids = m.tokenizer.tokenizer.encode(&text, false);
+    let bos = m.tokenizer.bos.filter(|_| m.tokenizer.add_bos);
+    let engine = m.engine()?;
+    let (ppl, scored) = ch07_simd_parallel::bench::in_pool(a.threads, || {
+        ch09_generate::perplexity::perplexity(&engine, &ids, bos)
+    })??;
+    if a.json {
+        println!(
+            "{}",
+            json!({"perplexity": ppl, "text_tokens": ids.len(), "scored_tokens": scored})
+        );
+    } else {
+        println!(
+            "perplexity {ppl:.4} over {scored} scored tokens ({} in the text)",
+            ids.len()
+        );
+    }
+    Ok(())
+}
+
+/// Peak resident memory of this process so far (`VmHWM`), in bytes.
+fn peak_rss() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Milliseconds from `start` to the first token of a 32-token prompt: load, prefill, sample.
+fn time_to_first_token(
+    path: &std::path::Path,
+    threads: usize,
+    start: std::time::Instant,
+) -> Result<f64, String> {
+    let m = ch08_gguf::load(path).map_err(|e| e.to_string())?;
+    let engine = m.engine()?;
+    let vocab = m.model.config.vocab_size as u64;
+    let prompt: Vec<u32> = (0..32u64)
+        .map(|i| ((i * 7919 + 13) % vocab) as u32)
+        .collect();
+    let mut sampler = Sampler::new(SamplerConfig {
+        temperature: 0.0,
+        ..Default::default()
+    });
+    ch07_simd_parallel::bench::in_pool(threads, || -> Result<(), String> {
+        let mut cache = engine.new_cache(prompt.len()).map_err(|e| e.to_string())?;
+        let logits = engine
+            .forward(&mut cache, &prompt, 0)
+            .map_err(|e| e.to_string())?;
+        std::hint::black_box(sampler.sample(&logits, &prompt));
+        Ok(())
+    })??;
+    Ok(start.elapsed().as_secs_f64() * 1e3)
+}
+
+/// `bench`: time to first token cold and warm, pp512, tg128, peak memory, and with
+/// `--compare` the race against llama-bench.
+fn bench(a: &Args, process_start: std::time::Instant) -> Result<(), String> {
+    let path = model_path(a)?;
+    // Cold: the file dropped from the page cache; timed from process start.
+    ch08_gguf::memory::evict(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let cold = time_to_first_token(&path, a.threads, process_start)?;
+    let warm = time_to_first_token(&path, a.threads, std::time::Instant::now())?;
+    let m = ch08_gguf::load(&path).map_err(|e| e.to_string())?;
+    let engine = m.engine()?;
+    let e2e = ch08_gguf::bench::end_to_end(&engine, a.threads, 3)?;
+    let compare = if a.compare {
+        Some(ch08_gguf::bench::compare(&engine, &path, a.threads, 3)?)
+    } else {
+        None
+    };
+    let rss = peak_rss();
+    if a.json {
+        println!(
+            "{:#}",
+            json!({"model": models::shown(&path), "threads": a.threads,
+                   "ttft_cold_ms": cold, "ttft_warm_ms": warm,
+                   "pp512_tok_s": e2e.pp512_tok_s, "tg128_tok_s": e2e.tg128_tok_s,
+                   "peak_rss_bytes": rss, "compare": compare})
+        );
+        return Ok(());
+    }
+    println!(
+        "{} on {} threads ({} kernels):",
+        models::shown(&path),
+        a.threads,
+        e2e.isa
+    );
+    println!(
+        "  time to first token (32-token prompt): cold {cold:.0} ms (from process start, file evicted), warm {warm:.0} ms"
+    );
+    println!(
+        "  pp512 {:.1} tok/s   tg128 {:.1} tok/s   peak RSS {:.1} MB",
+        e2e.pp512_tok_s,
+        e2e.tg128_tok_s,
+        rss as f64 / 1e6
+    );
+    if let Some(c) = compare {
+        println!(
+            "  llama.cpp: pp512 {:.1} tok/s ({:.2}x ours/theirs)   tg128 {:.1} tok/s ({:.2}x)",
+            c.llama_cpp_pp512_tok_s, c.pp512_ratio, c.llama_cpp_tg128_tok_s, c.tg128_ratio
+        );
+    }
+    Ok(())
 }
 
 fn run(a: &Args) -> Result<(), String> {
@@ -258,6 +424,7 @@ fn run(a: &Args) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
+    let process_start = std::time::Instant::now();
     let args = match parse_args() {
         Ok(Some(a)) => a,
         Ok(None) => {
@@ -269,7 +436,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run(&args) {
+    let result = match args.command.as_str() {
+        "perplexity" => perplexity(&args),
+        "bench" => bench(&args, process_start),
+        _ => run(&args),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
