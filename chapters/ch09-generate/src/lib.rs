@@ -11,6 +11,7 @@ pub mod generate;
 pub mod perplexity;
 pub mod rng;
 pub mod sampling;
+pub mod session;
 pub mod stop;
 
 /// The chapter's exercises: stubs for you to fill in (see the book's "Exercises" page).

@@ -18,6 +18,9 @@ const USAGE: &str = "\
 usage: ch09-generate [-m FILE] -p TEXT [options]
        ch09-generate perplexity [-m FILE] --text FILE [--json]
        ch09-generate bench [-m FILE] [-t THREADS] [--compare] [--json]
+       ch09-generate chat [-m FILE] [--system TEXT] [sampling options]
+           one user turn per line of standard input; /reset forgets the conversation,
+           /stats shows the last turn's cost, end of input (Ctrl-D) exits
 
 Generates text from a GGUF model (SmolLM2 or Gemma-3), streamed as it is made.
 
@@ -123,9 +126,9 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
             Value(v) if a.command == "generate" && a.prompt.is_none() => {
                 let v = v.string()?;
                 match v.as_str() {
-                    "perplexity" | "bench" => a.command = v,
+                    "perplexity" | "bench" | "chat" => a.command = v,
                     other => return Err(format!(
-                        "unknown command {other:?} (perplexity or bench; generating needs -p TEXT)"
+                        "unknown command {other:?} (chat, perplexity or bench; generating needs -p TEXT)"
                     )
                     .into()),
                 }
@@ -185,7 +188,10 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         s.frequency_penalty.is_finite() && s.presence_penalty.is_finite(),
         "--frequency-penalty and --presence-penalty must be finite",
     )?;
-    check(a.system.is_none() || a.chat, "--system goes with --chat")?;
+    check(
+        a.system.is_none() || a.chat || a.command == "chat",
+        "--system goes with --chat or chat",
+    )?;
     check(a.stops.len() <= MAX_STOPS, "at most 16 --stop strings")?;
     check(
         a.stops
@@ -325,6 +331,52 @@ fn bench(a: &Args, process_start: std::time::Instant) -> Result<(), String> {
     Ok(())
 }
 
+/// `chat`: turns from standard input, replies streamed, the KV cache kept between turns.
+fn chat(a: &Args) -> Result<(), String> {
+    use std::io::BufRead;
+    let m = ch08_gguf::load(&model_path(a)?).map_err(|e| e.to_string())?;
+    let mut session = ch09_generate::session::ChatSession::new(&m, a.system.as_deref(), 8192)?;
+    let mut sampler = Sampler::new(a.sampling.clone());
+    let mut last = None;
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout();
+    let mut lines = stdin.lock().lines();
+    loop {
+        eprint!("> ");
+        let Some(line) = lines.next() else { break };
+        let line = line.map_err(|e| format!("reading standard input: {e}"))?;
+        let line = line.trim();
+        match line {
+            "" => continue,
+            "/reset" => {
+                session.reset();
+                eprintln!("(conversation forgotten)");
+                continue;
+            }
+            "/stats" => {
+                match &last {
+                    Some(s) => eprintln!("{s:?}"),
+                    None => eprintln!("(no turn yet)"),
+                }
+                continue;
+            }
+            _ => {}
+        }
+        let stats = ch07_simd_parallel::bench::in_pool(a.threads, || {
+            session.turn(line, &mut sampler, a.n, &mut |t| {
+                let _ = write!(out, "{t}");
+                let _ = out.flush();
+            })
+        })??;
+        println!();
+        if stats.truncated {
+            eprintln!("(the context was full: earlier turns were dropped)");
+        }
+        last = Some(stats);
+    }
+    Ok(())
+}
+
 fn run(a: &Args) -> Result<(), String> {
     let path = match &a.model {
         Some(p) => p.clone(),
@@ -439,6 +491,7 @@ fn main() -> ExitCode {
     let result = match args.command.as_str() {
         "perplexity" => perplexity(&args),
         "bench" => bench(&args, process_start),
+        "chat" => chat(&args),
         _ => run(&args),
     };
     match result {

@@ -79,3 +79,46 @@ fn bad_models_and_prompts_are_clear_errors() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("the prompt is empty"), "{}", stderr(&o));
 }
+
+#[test]
+fn a_three_turn_chat_through_a_pipe() {
+    use std::io::Write;
+    let model = ch01_tensors::models::require(&ch01_tensors::models::smollm2_gguf())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ch09-generate"))
+        .args([
+            "chat",
+            "-m",
+            model.to_str().unwrap(),
+            "--temp",
+            "0",
+            "-n",
+            "16",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"What is the capital of France?\nAnd of Italy?\n/stats\nThanks!\n")
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    // llama.cpp's greedy reply to the first turn, from fixtures/reference/greedy-smollm2-q4_1.json
+    assert!(out.starts_with("L'Étoile, la Cité"), "{out:?}");
+    assert_eq!(
+        out.lines().count(),
+        3,
+        "three replies, one per line: {out:?}"
+    );
+    assert!(
+        stderr(&o).contains("TurnStats"),
+        "/stats printed nothing: {}",
+        stderr(&o)
+    );
+}

@@ -197,3 +197,60 @@ fn the_chat_template_renders_as_jinja2_does() {
         ChatTemplate::Gemma
     );
 }
+
+#[test]
+fn a_chat_keeps_its_cache_and_equals_a_fresh_run() {
+    use ch09_generate::session::ChatSession;
+    let m = smollm2();
+    let greedy = || {
+        Sampler::new(SamplerConfig {
+            temperature: 0.0,
+            ..Default::default()
+        })
+    };
+    let mut chat = ChatSession::new(m, None, 4096).unwrap();
+    let first = chat
+        .turn(
+            "What is the capital of France?",
+            &mut greedy(),
+            24,
+            &mut |_| {},
+        )
+        .unwrap();
+    let second = chat
+        .turn("And of Italy?", &mut greedy(), 24, &mut |_| {})
+        .unwrap();
+    let third = chat
+        .turn("Thanks. One more: Spain?", &mut greedy(), 24, &mut |_| {})
+        .unwrap();
+    eprintln!(
+        "prefilled {} / {} / {} tokens; contexts {} / {} / {}",
+        first.prefilled,
+        second.prefilled,
+        third.prefilled,
+        first.context,
+        second.context,
+        third.context
+    );
+    assert!(
+        second.prefilled < second.context / 2,
+        "turn 2 ran {} of {} tokens again",
+        second.prefilled,
+        second.context
+    );
+    // The third reply equals a fresh session fed the same history at once.
+    let reply3 = chat.messages.last().unwrap().content.clone();
+    let mut fresh = ChatSession::new(m, None, 4096).unwrap();
+    fresh.messages = chat.messages[..chat.messages.len() - 2].to_vec();
+    let mut text = String::new();
+    fresh
+        .turn("Thanks. One more: Spain?", &mut greedy(), 24, &mut |t| {
+            text.push_str(t)
+        })
+        .unwrap();
+    assert_eq!(
+        text.trim(),
+        reply3,
+        "the cached third turn differs from recomputing the conversation"
+    );
+}
