@@ -1,0 +1,147 @@
+//! Chat prompts: a conversation rendered into the text the model was trained on.
+//!
+//! Instruction-tuned models expect their turns wrapped in markers (`<|im_start|>user …
+//! <|im_end|>` for SmolLM2). The rule is a Jinja template stored in the GGUF as
+//! `tokenizer.chat_template`, the one Hugging Face's `apply_chat_template` runs; this module
+//! renders it with `minijinja`, with the same whitespace settings. A file without a template
+//! (Gemma-3-270M's has none) gets the family's format as llama.cpp writes it.
+
+use minijinja::{Environment, Error, ErrorKind, context};
+use serde_json::json;
+
+/// One turn.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Message {
+    pub role: String,
+    pub content: String,
+}
+
+impl Message {
+    pub fn new(role: &str, content: &str) -> Message {
+        Message {
+            role: role.into(),
+            content: content.into(),
+        }
+    }
+}
+
+/// How a model's conversation becomes text.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ChatTemplate {
+    /// `tokenizer.chat_template`, a Jinja template.
+    Jinja(String),
+    /// Gemma's turns, for a file without a template (llama.cpp's built-in `gemma` format).
+    Gemma,
+}
+
+impl ChatTemplate {
+    /// The template in `g`, or the family's built-in one; an error if there is neither.
+    pub fn from_gguf(g: &ch08_gguf::Gguf) -> Result<ChatTemplate, String> {
+        if let Some(t) = g
+            .opt_str("tokenizer.chat_template")
+            .map_err(|e| e.to_string())?
+        {
+            return Ok(ChatTemplate::Jinja(t.to_string()));
+        }
+        match g
+            .opt_str("general.architecture")
+            .map_err(|e| e.to_string())?
+        {
+            Some("gemma3") => Ok(ChatTemplate::Gemma),
+            other => Err(format!(
+                "the file has no tokenizer.chat_template, and no built-in one is known for {other:?}"
+            )),
+        }
+    }
+}
+
+// ANCHOR: render
+/// The text of `messages` in the model's format, ending with the start of the assistant's
+/// turn when `add_generation_prompt`.
+pub fn render(
+    template: &ChatTemplate,
+    messages: &[Message],
+    add_generation_prompt: bool,
+) -> Result<String, String> {
+    match template {
+        ChatTemplate::Jinja(source) => {
+            let mut env = Environment::new();
+            // Hugging Face renders chat templates with both of these on.
+            env.set_trim_blocks(true);
+            env.set_lstrip_blocks(true);
+            env.add_function("raise_exception", |msg: String| -> Result<String, Error> {
+                Err(Error::new(ErrorKind::InvalidOperation, msg))
+            });
+            let t = env
+                .template_from_str(source)
+                .map_err(|e| format!("the chat template does not parse: {e}"))?;
+            let messages: Vec<serde_json::Value> = messages
+                .iter()
+                .map(|m| json!({"role": m.role, "content": m.content}))
+                .collect();
+            t.render(
+                context! { messages => messages, add_generation_prompt => add_generation_prompt },
+            )
+            .map_err(|e| format!("the chat template refused the conversation: {e}"))
+        }
+        ChatTemplate::Gemma => Ok(render_gemma(messages, add_generation_prompt)),
+    }
+}
+// ANCHOR_END: render
+
+/// Gemma's turns: `model` for the assistant, a system message merged into the next user
+/// turn (Gemma has no system role), contents trimmed.
+fn render_gemma(messages: &[Message], add_generation_prompt: bool) -> String {
+    let mut out = String::new();
+    let mut system = String::new();
+    for m in messages {
+        if m.role == "system" {
+            system.push_str(m.content.trim());
+            continue;
+        }
+        let role = if m.role == "assistant" {
+            "model"
+        } else {
+            m.role.as_str()
+        };
+        out.push_str(&format!("<start_of_turn>{role}\n"));
+        if !system.is_empty() && role != "model" {
+            out.push_str(&system);
+            out.push_str("\n\n");
+            system.clear();
+        }
+        out.push_str(m.content.trim());
+        out.push_str("<end_of_turn>\n");
+    }
+    if add_generation_prompt {
+        out.push_str("<start_of_turn>model\n");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gemma_turns() {
+        let m = [
+            Message::new("system", "Be brief."),
+            Message::new("user", "Hi"),
+            Message::new("assistant", "Hello."),
+            Message::new("user", "Bye"),
+        ];
+        assert_eq!(
+            render(&ChatTemplate::Gemma, &m, true).unwrap(),
+            "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n\
+             <start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n"
+        );
+    }
+
+    #[test]
+    fn raise_exception_is_an_error() {
+        let t = ChatTemplate::Jinja("{{ raise_exception('no system role') }}".into());
+        let e = render(&t, &[], true).unwrap_err();
+        assert!(e.contains("no system role"), "{e}");
+    }
+}

@@ -1,0 +1,23 @@
+//! Chapter 9: the generator.
+//!
+//! - [`sampling`]: the chain from logits to a token (penalties, top-k, top-p, min-p,
+//!   temperature, a seeded draw);
+//! - [`stop`]: stop strings matched across token boundaries;
+//! - [`generate`]: the loop that ties chapter 8's engine, the sampler and the streaming
+//!   decoder together, and says why it stopped.
+
+pub mod chat;
+pub mod generate;
+pub mod perplexity;
+pub mod rng;
+pub mod sampling;
+pub mod session;
+pub mod stop;
+
+/// The chapter's exercises: stubs for you to fill in (see the book's "Exercises" page).
+#[cfg_attr(feature = "solutions", path = "../solutions/exercises.rs")]
+pub mod exercises;
+
+pub use generate::{Generation, StopReason, generate};
+pub use sampling::{Sampler, SamplerConfig};
+pub use stop::StopMatcher;

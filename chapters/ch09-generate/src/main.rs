@@ -1,0 +1,504 @@
+//! `ch09-generate`: text from a GGUF file, sampled the way people expect, streamed.
+//!
+//! ```text
+//! ch09-generate [-m FILE] -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]
+//!               [--repeat-penalty R] [--repeat-last-n N] [--seed S] [-t THREADS]
+//!               [--stop TEXT]... [--json] [--verbose]
+//! ```
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use ch01_tensors::models;
+use ch09_generate::{Sampler, SamplerConfig, generate};
+use serde_json::json;
+
+const USAGE: &str = "\
+usage: ch09-generate [-m FILE] -p TEXT [options]
+       ch09-generate perplexity [-m FILE] --text FILE [--json]
+       ch09-generate bench [-m FILE] [-t THREADS] [--compare] [--json]
+       ch09-generate chat [-m FILE] [--system TEXT] [sampling options]
+           one user turn per line of standard input; /reset forgets the conversation,
+           /stats shows the last turn's cost, end of input (Ctrl-D) exits
+
+Generates text from a GGUF model (SmolLM2 or Gemma-3), streamed as it is made.
+
+options (defaults in brackets):
+  -m, --model FILE        the GGUF file [SmolLM2-135M-Instruct Q4_1, fetched on first use]
+  -p, --prompt TEXT       the prompt (special tokens such as <|im_start|> are parsed)
+  -n, --n-predict N       tokens to generate at most [128]
+  --temp T                temperature; 0 is greedy [0.8]
+  --top-k K               keep the K most likely tokens; 0 is off [40]
+  --top-p P               keep the fewest tokens whose probabilities reach P; 1 is off [0.95]
+  --min-p P               keep tokens at least P times as likely as the best; 0 is off [0.05]
+  --repeat-penalty R      divide (multiply, if negative) recent tokens' logits; 1 is off [1.0]
+  --repeat-last-n N       how many recent tokens the penalties see [64]
+  --frequency-penalty F   subtract F per occurrence in the recent tokens [0]
+  --presence-penalty P    subtract P once from every recent token [0]
+  --seed S                the random seed; the same seed gives the same text [0]
+  --stop TEXT             stop when TEXT appears (may be given up to 16 times)
+  -t, --threads N         threads [2, or the machine's cores if fewer]
+  --chat                  treat the prompt as a user turn, in the model's chat template
+  --system TEXT           with --chat: a system message first
+  --json                  print one JSON object: prompt_ids, generated_ids, text, stop_reason,
+                          timings
+  --verbose               print the sampling chain and the settings first (to stderr)
+  --text FILE             perplexity: the text to score
+  --compare               bench: also run llama.cpp's llama-bench (bash scripts/llamacpp.sh)
+  -h, --help              this text";
+
+struct Args {
+    command: String,
+    text_file: Option<PathBuf>,
+    compare: bool,
+    model: Option<PathBuf>,
+    prompt: Option<String>,
+    n: usize,
+    threads: usize,
+    stops: Vec<String>,
+    json: bool,
+    verbose: bool,
+    chat: bool,
+    system: Option<String>,
+    sampling: SamplerConfig,
+}
+
+const MAX_NEW_TOKENS: usize = 1 << 16;
+const MAX_THREADS: usize = 256;
+const MAX_STOPS: usize = 16;
+const MAX_STOP_BYTES: usize = 256;
+
+fn number<T: std::str::FromStr>(p: &mut lexopt::Parser, flag: &str) -> Result<T, lexopt::Error> {
+    use lexopt::ValueExt;
+    let v = p.value()?.string()?;
+    v.parse()
+        .map_err(|_| format!("{flag}: {v:?} is not a valid number").into())
+}
+
+fn parse_args() -> Result<Option<Args>, lexopt::Error> {
+    use lexopt::prelude::*;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut a = Args {
+        command: "generate".into(),
+        text_file: None,
+        compare: false,
+        model: None,
+        prompt: None,
+        n: 128,
+        threads: cores.min(2),
+        stops: Vec::new(),
+        json: false,
+        verbose: false,
+        chat: false,
+        system: None,
+        sampling: SamplerConfig::default(),
+    };
+    let mut p = lexopt::Parser::from_env();
+    while let Some(arg) = p.next()? {
+        match arg {
+            Short('m') | Long("model") => a.model = Some(p.value()?.into()),
+            Short('p') | Long("prompt") => a.prompt = Some(p.value()?.string()?),
+            Short('n') | Long("n-predict") => a.n = number(&mut p, "-n")?,
+            Short('t') | Long("threads") => a.threads = number(&mut p, "--threads")?,
+            Long("temp") => a.sampling.temperature = number(&mut p, "--temp")?,
+            Long("top-k") => a.sampling.top_k = number(&mut p, "--top-k")?,
+            Long("top-p") => a.sampling.top_p = number(&mut p, "--top-p")?,
+            Long("min-p") => a.sampling.min_p = number(&mut p, "--min-p")?,
+            Long("repeat-penalty") => {
+                a.sampling.repeat_penalty = number(&mut p, "--repeat-penalty")?
+            }
+            Long("repeat-last-n") => a.sampling.repeat_last_n = number(&mut p, "--repeat-last-n")?,
+            Long("frequency-penalty") => {
+                a.sampling.frequency_penalty = number(&mut p, "--frequency-penalty")?
+            }
+            Long("presence-penalty") => {
+                a.sampling.presence_penalty = number(&mut p, "--presence-penalty")?
+            }
+            Long("seed") => a.sampling.seed = number(&mut p, "--seed")?,
+            Long("stop") => a.stops.push(p.value()?.string()?),
+            Long("json") => a.json = true,
+            Long("verbose") => a.verbose = true,
+            Long("chat") => a.chat = true,
+            Long("system") => a.system = Some(p.value()?.string()?),
+            Long("text") => a.text_file = Some(p.value()?.into()),
+            Long("compare") => a.compare = true,
+            Value(v) if a.command == "generate" && a.prompt.is_none() => {
+                let v = v.string()?;
+                match v.as_str() {
+                    "perplexity" | "bench" | "chat" => a.command = v,
+                    other => return Err(format!(
+                        "unknown command {other:?} (chat, perplexity or bench; generating needs -p TEXT)"
+                    )
+                    .into()),
+                }
+            }
+            Short('h') | Long("help") => return Ok(None),
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    let s = &a.sampling;
+    let check = |ok: bool, msg: &str| -> Result<(), lexopt::Error> {
+        if ok {
+            Ok(())
+        } else {
+            Err(msg.to_string().into())
+        }
+    };
+    check(
+        a.command != "generate" || a.prompt.is_some(),
+        "a prompt is needed: -p TEXT",
+    )?;
+    check(
+        a.command != "perplexity" || a.text_file.is_some(),
+        "perplexity needs --text FILE",
+    )?;
+    check(
+        a.text_file.is_none() || a.command == "perplexity",
+        "--text goes with perplexity",
+    )?;
+    check(
+        !a.compare || a.command == "bench",
+        "--compare goes with bench",
+    )?;
+    check(
+        (1..=MAX_NEW_TOKENS).contains(&a.n),
+        "-n must be between 1 and 65536",
+    )?;
+    check(
+        (1..=MAX_THREADS).contains(&a.threads),
+        "--threads must be between 1 and 256",
+    )?;
+    check(
+        s.temperature.is_finite() && (0.0..=100.0).contains(&s.temperature),
+        "--temp must be between 0 and 100",
+    )?;
+    check(s.top_p > 0.0 && s.top_p <= 1.0, "--top-p must be in (0, 1]")?;
+    check((0.0..=1.0).contains(&s.min_p), "--min-p must be in [0, 1]")?;
+    check(s.top_k <= 1 << 20, "--top-k must be at most 1048576")?;
+    check(
+        s.repeat_penalty.is_finite() && s.repeat_penalty > 0.0,
+        "--repeat-penalty must be positive",
+    )?;
+    check(
+        s.repeat_last_n <= MAX_NEW_TOKENS,
+        "--repeat-last-n must be at most 65536",
+    )?;
+    check(
+        s.frequency_penalty.is_finite() && s.presence_penalty.is_finite(),
+        "--frequency-penalty and --presence-penalty must be finite",
+    )?;
+    check(
+        a.system.is_none() || a.chat || a.command == "chat",
+        "--system goes with --chat or chat",
+    )?;
+    check(a.stops.len() <= MAX_STOPS, "at most 16 --stop strings")?;
+    check(
+        a.stops
+            .iter()
+            .all(|s| !s.is_empty() && s.len() <= MAX_STOP_BYTES),
+        "a --stop string must be 1 to 256 bytes",
+    )?;
+    Ok(Some(a))
+}
+
+fn model_path(a: &Args) -> Result<PathBuf, String> {
+    match &a.model {
+        Some(p) => Ok(p.clone()),
+        None => {
+            let p = models::smollm2_gguf();
+            if !p.exists() {
+                models::fetch("smollm2")?;
+            }
+            models::require(&p)
+        }
+    }
+}
+
+/// `perplexity`: the fixtures' method on any text file.
+fn perplexity(a: &Args) -> Result<(), String> {
+    let m = ch08_gguf::load(&model_path(a)?).map_err(|e| e.to_string())?;
+    let path = a.text_file.as_deref().unwrap_or(std::path::Path::new(""));
+    let text = ch01_tensors::files::read_to_string(path, ch01_tensors::files::MAX_TEXT_FILE)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let ids = m.tokenizer.tokenizer.encode(&text, false);
+    let bos = m.tokenizer.bos.filter(|_| m.tokenizer.add_bos);
+    let engine = m.engine()?;
+    let (ppl, scored) = ch07_simd_parallel::bench::in_pool(a.threads, || {
+        ch09_generate::perplexity::perplexity(&engine, &ids, bos)
+    })??;
+    if a.json {
+        println!(
+            "{}",
+            json!({"perplexity": ppl, "text_tokens": ids.len(), "scored_tokens": scored})
+        );
+    } else {
+        println!(
+            "perplexity {ppl:.4} over {scored} scored tokens ({} in the text)",
+            ids.len()
+        );
+    }
+    Ok(())
+}
+
+/// Peak resident memory of this process so far (`VmHWM`), in bytes.
+fn peak_rss() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Milliseconds from `start` to the first token of a 32-token prompt: load, prefill, sample.
+fn time_to_first_token(
+    path: &std::path::Path,
+    threads: usize,
+    start: std::time::Instant,
+) -> Result<f64, String> {
+    let m = ch08_gguf::load(path).map_err(|e| e.to_string())?;
+    let engine = m.engine()?;
+    let vocab = m.model.config.vocab_size as u64;
+    let prompt: Vec<u32> = (0..32u64)
+        .map(|i| ((i * 7919 + 13) % vocab) as u32)
+        .collect();
+    let mut sampler = Sampler::new(SamplerConfig {
+        temperature: 0.0,
+        ..Default::default()
+    });
+    ch07_simd_parallel::bench::in_pool(threads, || -> Result<(), String> {
+        let mut cache = engine.new_cache(prompt.len()).map_err(|e| e.to_string())?;
+        let logits = engine
+            .forward(&mut cache, &prompt, 0)
+            .map_err(|e| e.to_string())?;
+        std::hint::black_box(sampler.sample(&logits, &prompt));
+        Ok(())
+    })??;
+    Ok(start.elapsed().as_secs_f64() * 1e3)
+}
+
+/// `bench`: time to first token cold and warm, pp512, tg128, peak memory, and with
+/// `--compare` the race against llama-bench.
+fn bench(a: &Args, process_start: std::time::Instant) -> Result<(), String> {
+    let path = model_path(a)?;
+    // Cold: the file dropped from the page cache; timed from process start.
+    ch08_gguf::memory::evict(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let cold = time_to_first_token(&path, a.threads, process_start)?;
+    let warm = time_to_first_token(&path, a.threads, std::time::Instant::now())?;
+    let m = ch08_gguf::load(&path).map_err(|e| e.to_string())?;
+    let engine = m.engine()?;
+    let e2e = ch08_gguf::bench::end_to_end(&engine, a.threads, 3)?;
+    let compare = if a.compare {
+        Some(ch08_gguf::bench::compare(&engine, &path, a.threads, 3)?)
+    } else {
+        None
+    };
+    let rss = peak_rss();
+    if a.json {
+        println!(
+            "{:#}",
+            json!({"model": models::shown(&path), "threads": a.threads,
+                   "ttft_cold_ms": cold, "ttft_warm_ms": warm,
+                   "pp512_tok_s": e2e.pp512_tok_s, "tg128_tok_s": e2e.tg128_tok_s,
+                   "peak_rss_bytes": rss, "compare": compare})
+        );
+        return Ok(());
+    }
+    println!(
+        "{} on {} threads ({} kernels):",
+        models::shown(&path),
+        a.threads,
+        e2e.isa
+    );
+    println!(
+        "  time to first token (32-token prompt): cold {cold:.0} ms (from process start, file evicted), warm {warm:.0} ms"
+    );
+    println!(
+        "  pp512 {:.1} tok/s   tg128 {:.1} tok/s   peak RSS {:.1} MB",
+        e2e.pp512_tok_s,
+        e2e.tg128_tok_s,
+        rss as f64 / 1e6
+    );
+    if let Some(c) = compare {
+        println!(
+            "  llama.cpp: pp512 {:.1} tok/s ({:.2}x ours/theirs)   tg128 {:.1} tok/s ({:.2}x)",
+            c.llama_cpp_pp512_tok_s, c.pp512_ratio, c.llama_cpp_tg128_tok_s, c.tg128_ratio
+        );
+    }
+    Ok(())
+}
+
+/// `chat`: turns from standard input, replies streamed, the KV cache kept between turns.
+fn chat(a: &Args) -> Result<(), String> {
+    use std::io::BufRead;
+    let m = ch08_gguf::load(&model_path(a)?).map_err(|e| e.to_string())?;
+    let mut session = ch09_generate::session::ChatSession::new(&m, a.system.as_deref(), 8192)?;
+    let mut sampler = Sampler::new(a.sampling.clone());
+    let mut last = None;
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout();
+    let mut lines = stdin.lock().lines();
+    loop {
+        eprint!("> ");
+        let Some(line) = lines.next() else { break };
+        let line = line.map_err(|e| format!("reading standard input: {e}"))?;
+        let line = line.trim();
+        match line {
+            "" => continue,
+            "/reset" => {
+                session.reset();
+                eprintln!("(conversation forgotten)");
+                continue;
+            }
+            "/stats" => {
+                match &last {
+                    Some(s) => eprintln!("{s:?}"),
+                    None => eprintln!("(no turn yet)"),
+                }
+                continue;
+            }
+            _ => {}
+        }
+        let stats = ch07_simd_parallel::bench::in_pool(a.threads, || {
+            session.turn(line, &mut sampler, a.n, &mut |t| {
+                let _ = write!(out, "{t}");
+                let _ = out.flush();
+            })
+        })??;
+        println!();
+        if stats.truncated {
+            eprintln!("(the context was full: earlier turns were dropped)");
+        }
+        last = Some(stats);
+    }
+    Ok(())
+}
+
+fn run(a: &Args) -> Result<(), String> {
+    let path = match &a.model {
+        Some(p) => p.clone(),
+        None => {
+            let p = models::smollm2_gguf();
+            if !p.exists() {
+                models::fetch("smollm2")?;
+            }
+            models::require(&p)?
+        }
+    };
+    let m = ch08_gguf::load(&path).map_err(|e| e.to_string())?;
+    let engine = m.engine()?;
+    let tok = &m.tokenizer;
+    let user_text = a.prompt.as_deref().unwrap_or_default();
+    let prompt_text = if a.chat {
+        use ch09_generate::chat::{ChatTemplate, Message, render};
+        let template = ChatTemplate::from_gguf(&m.file.gguf)?;
+        let mut messages = Vec::new();
+        if let Some(s) = &a.system {
+            messages.push(Message::new("system", s));
+        }
+        messages.push(Message::new("user", user_text));
+        render(&template, &messages, true)?
+    } else {
+        user_text.to_string()
+    };
+    let prompt_text = prompt_text.as_str();
+    let prompt = tok.encode_prompt(prompt_text, true);
+    if a.verbose {
+        let s = &a.sampling;
+        eprintln!(
+            "sampling: penalties (repeat {}, frequency {}, presence {}, last {}) -> top-k {} -> top-p {} -> min-p {} -> temperature {} -> draw (seed {})",
+            s.repeat_penalty,
+            s.frequency_penalty,
+            s.presence_penalty,
+            s.repeat_last_n,
+            s.top_k,
+            s.top_p,
+            s.min_p,
+            s.temperature,
+            s.seed
+        );
+        eprintln!(
+            "model: {} ({}), prompt: {} tokens",
+            models::shown(&path),
+            m.model.family.name,
+            prompt.len()
+        );
+    }
+    let mut sampler = Sampler::new(a.sampling.clone());
+    let mut out = std::io::stdout();
+    if !a.json && !a.chat {
+        print!("{prompt_text}");
+        let _ = out.flush();
+    }
+    let json = a.json;
+    let g = ch07_simd_parallel::bench::in_pool(a.threads, || {
+        generate(
+            &engine,
+            &tok.tokenizer,
+            &m.model.config.eos_token_ids,
+            &prompt,
+            a.n,
+            &mut sampler,
+            &a.stops,
+            &mut |piece| {
+                if !json {
+                    let _ = write!(out, "{piece}");
+                    let _ = out.flush();
+                }
+            },
+        )
+    })??;
+    if a.json {
+        println!(
+            "{:#}",
+            json!({
+                "prompt_ids": prompt, "generated_ids": g.ids, "text": g.text,
+                "stop_reason": g.stop.name(),
+                "timings": {"prefill_ms": g.prefill_seconds * 1e3,
+                            "prefill_tok_s": prompt.len() as f64 / g.prefill_seconds.max(1e-9),
+                            "decode_tok_s": g.decode_tok_s()},
+            })
+        );
+        return Ok(());
+    }
+    eprintln!(
+        "\n---\n{} prompt tokens in {:.1} ms; {} generated at {:.1} tok/s; stopped: {}",
+        prompt.len(),
+        g.prefill_seconds * 1e3,
+        g.ids.len(),
+        g.decode_tok_s(),
+        g.stop.name()
+    );
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let process_start = std::time::Instant::now();
+    let args = match parse_args() {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("error: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match args.command.as_str() {
+        "perplexity" => perplexity(&args),
+        "bench" => bench(&args, process_start),
+        "chat" => chat(&args),
+        _ => run(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

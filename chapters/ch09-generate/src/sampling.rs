@@ -1,0 +1,255 @@
+//! From logits to one token: the sampling chain.
+//!
+//! Greedy decoding (chapters 4–8) always takes the top token, and a small model taking its
+//! top token falls into loops ("It is the capital of the country of France. It is the
+//! capital of …"). Sampling draws the next token from the model's distribution instead,
+//! after reshaping it. The stages run in llama.cpp's default order:
+//!
+//! ```text
+//! logits ─ penalties ─ top-k ─ top-p ─ min-p ─ temperature ─ softmax ─ draw
+//! ```
+//!
+//! - **penalties** lower the logits of tokens seen in the last N (repetition: divide a
+//!   positive logit, multiply a negative one; frequency and presence: subtract);
+//! - **top-k** keeps the k most likely tokens;
+//! - **top-p** keeps the fewest tokens whose probabilities add up to at least p;
+//! - **min-p** keeps tokens at least `min_p` times as likely as the most likely one;
+//! - **temperature** divides the surviving logits: below 1 sharpens, above 1 flattens.
+//!
+//! The filters come before temperature, so `--temp` changes how the survivors are weighed,
+//! not which survive. A temperature of 0 means greedy: the top token, no draw.
+
+use crate::rng::Rng;
+
+// ANCHOR: config
+/// The chain's settings, llama.cpp's names and defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SamplerConfig {
+    /// 0: greedy.
+    pub temperature: f32,
+    /// 0: off.
+    pub top_k: usize,
+    /// 1.0: off.
+    pub top_p: f32,
+    /// 0.0: off.
+    pub min_p: f32,
+    /// 1.0: off.
+    pub repeat_penalty: f32,
+    pub frequency_penalty: f32,
+    pub presence_penalty: f32,
+    /// How many recent tokens the penalties look at.
+    pub repeat_last_n: usize,
+    pub seed: u64,
+}
+
+impl Default for SamplerConfig {
+    fn default() -> SamplerConfig {
+        SamplerConfig {
+            temperature: 0.8,
+            top_k: 40,
+            top_p: 0.95,
+            min_p: 0.05,
+            repeat_penalty: 1.0,
+            frequency_penalty: 0.0,
+            presence_penalty: 0.0,
+            repeat_last_n: 64,
+            seed: 0,
+        }
+    }
+}
+// ANCHOR_END: config
+
+/// A candidate token: its id and its current logit.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Candidate {
+    pub id: u32,
+    pub logit: f32,
+}
+
+// ANCHOR: penalties
+/// Lowers the logits of tokens that occur in `recent` (the last `repeat_last_n` tokens).
+pub fn apply_penalties(logits: &mut [f32], recent: &[u32], cfg: &SamplerConfig) {
+    if cfg.repeat_penalty == 1.0 && cfg.frequency_penalty == 0.0 && cfg.presence_penalty == 0.0 {
+        return;
+    }
+    let mut counts: Vec<(u32, u32)> = Vec::new(); // (id, occurrences), sorted by id
+    for &id in recent {
+        match counts.binary_search_by_key(&id, |&(i, _)| i) {
+            Ok(at) => counts[at].1 += 1,
+            Err(at) => counts.insert(at, (id, 1)),
+        }
+    }
+    for (id, n) in counts {
+        let Some(l) = logits.get_mut(id as usize) else {
+            continue;
+        };
+        // Dividing a negative logit would make the token *more* likely: multiply it.
+        *l = if *l <= 0.0 {
+            *l * cfg.repeat_penalty
+        } else {
+            *l / cfg.repeat_penalty
+        };
+        *l -= n as f32 * cfg.frequency_penalty + cfg.presence_penalty;
+    }
+}
+// ANCHOR_END: penalties
+
+/// Softmax probabilities of the candidates, in their order (computed in f64).
+pub fn probabilities(c: &[Candidate]) -> Vec<f64> {
+    let max = c.iter().map(|c| c.logit).fold(f32::NEG_INFINITY, f32::max) as f64;
+    let e: Vec<f64> = c.iter().map(|c| (c.logit as f64 - max).exp()).collect();
+    let sum: f64 = e.iter().sum();
+    e.into_iter().map(|x| x / sum).collect()
+}
+
+// ANCHOR: filters
+/// Keeps the `k` highest logits (all of them when `k` is 0 or at least their number).
+/// Sorts the candidates by logit, highest first (ties: lower id first).
+pub fn top_k(c: &mut Vec<Candidate>, k: usize) {
+    c.sort_by(|a, b| b.logit.total_cmp(&a.logit).then(a.id.cmp(&b.id)));
+    if k > 0 && k < c.len() {
+        c.truncate(k);
+    }
+}
+
+/// Keeps the fewest candidates (sorted highest first) whose probabilities sum to at least
+/// `p`; always at least one.
+pub fn top_p(c: &mut Vec<Candidate>, p: f32) {
+    if p >= 1.0 || c.is_empty() {
+        return;
+    }
+    let probs = probabilities(c);
+    let mut sum = 0.0;
+    let mut keep = c.len();
+    for (i, q) in probs.iter().enumerate() {
+        sum += q;
+        if sum >= f64::from(p) {
+            keep = i + 1;
+            break;
+        }
+    }
+    c.truncate(keep.max(1));
+}
+
+/// Keeps the candidates at least `min_p` times as likely as the most likely one.
+pub fn min_p(c: &mut Vec<Candidate>, min_p: f32) {
+    if min_p <= 0.0 || c.is_empty() {
+        return;
+    }
+    let max = c.iter().map(|c| c.logit).fold(f32::NEG_INFINITY, f32::max);
+    // p_i ≥ min_p · p_max  ⇔  logit_i ≥ logit_max + ln(min_p)
+    let floor = max + min_p.ln();
+    c.retain(|c| c.logit >= floor);
+}
+// ANCHOR_END: filters
+
+// ANCHOR: sampler
+/// The chain, with its random state and the tokens it has seen.
+pub struct Sampler {
+    pub config: SamplerConfig,
+    rng: Rng,
+}
+
+impl Sampler {
+    pub fn new(config: SamplerConfig) -> Sampler {
+        let rng = Rng::new(config.seed);
+        Sampler { config, rng }
+    }
+
+    /// The candidates that survive every filter, highest first, with their final logits
+    /// (after temperature): what the draw chooses from.
+    pub fn survivors(&self, logits: &[f32], history: &[u32]) -> Vec<Candidate> {
+        let cfg = &self.config;
+        let mut logits = logits.to_vec();
+        let recent = &history[history.len().saturating_sub(cfg.repeat_last_n)..];
+        apply_penalties(&mut logits, recent, cfg);
+        let mut c: Vec<Candidate> = logits
+            .iter()
+            .enumerate()
+            .map(|(id, &logit)| Candidate {
+                id: id as u32,
+                logit,
+            })
+            .collect();
+        top_k(&mut c, cfg.top_k);
+        top_p(&mut c, cfg.top_p);
+        min_p(&mut c, cfg.min_p);
+        if cfg.temperature > 0.0 {
+            for x in &mut c {
+                x.logit /= cfg.temperature;
+            }
+        }
+        c
+    }
+
+    /// The next token after `logits`, given the tokens so far.
+    pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> u32 {
+        let c = self.survivors(logits, history);
+        if self.config.temperature <= 0.0 || c.len() == 1 {
+            return c[0].id; // greedy: sorted highest first, ties to the lower id
+        }
+        let probs = probabilities(&c);
+        let r = self.rng.next_f64();
+        let mut acc = 0.0;
+        for (cand, p) in c.iter().zip(&probs) {
+            acc += p;
+            if r < acc {
+                return cand.id;
+            }
+        }
+        c[c.len() - 1].id // r within rounding of 1
+    }
+}
+// ANCHOR_END: sampler
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cands(logits: &[f32]) -> Vec<Candidate> {
+        logits
+            .iter()
+            .enumerate()
+            .map(|(i, &l)| Candidate {
+                id: i as u32,
+                logit: l,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_stage_on_hand_made_logits() {
+        let mut c = cands(&[1.0, 3.0, 2.0, 0.0]);
+        top_k(&mut c, 2);
+        assert_eq!(c.iter().map(|c| c.id).collect::<Vec<_>>(), [1, 2]);
+
+        // probabilities of [ln 4, ln 3, ln 2, ln 1] are 0.4, 0.3, 0.2, 0.1
+        let mut c = cands(&[4f32.ln(), 3f32.ln(), 2f32.ln(), 0.0]);
+        top_k(&mut c, 0);
+        top_p(&mut c, 0.65);
+        assert_eq!(c.iter().map(|c| c.id).collect::<Vec<_>>(), [0, 1]);
+        let mut c = cands(&[4f32.ln(), 3f32.ln(), 2f32.ln(), 0.0]);
+        min_p(&mut c, 0.5); // keep p ≥ 0.2
+        assert_eq!(c.iter().map(|c| c.id).collect::<Vec<_>>(), [0, 1, 2]);
+
+        let mut l = vec![2.0, -2.0, 1.0];
+        let cfg = SamplerConfig {
+            repeat_penalty: 2.0,
+            frequency_penalty: 0.5,
+            presence_penalty: 0.25,
+            ..Default::default()
+        };
+        apply_penalties(&mut l, &[0, 1, 1], &cfg);
+        assert_eq!(l, [2.0 / 2.0 - 0.5 - 0.25, -2.0 * 2.0 - 1.0 - 0.25, 1.0]);
+    }
+
+    #[test]
+    fn temperature_zero_is_greedy_and_ties_go_to_the_lower_id() {
+        let cfg = SamplerConfig {
+            temperature: 0.0,
+            ..Default::default()
+        };
+        let mut s = Sampler::new(cfg);
+        assert_eq!(s.sample(&[0.5, 2.0, 2.0, 1.0], &[]), 1);
+    }
+}
