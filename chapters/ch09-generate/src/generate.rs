@@ -19,6 +19,8 @@ pub enum StopReason {
     Length,
     /// The context (the model's positions) is full.
     Context,
+    /// The user interrupted the reply (Ctrl-C in `chat`).
+    Interrupted,
 }
 
 impl StopReason {
@@ -28,6 +30,7 @@ impl StopReason {
             StopReason::StopString => "stop",
             StopReason::Length => "length",
             StopReason::Context => "context",
+            StopReason::Interrupted => "interrupted",
         }
     }
 }

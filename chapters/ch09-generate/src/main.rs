@@ -20,7 +20,7 @@ usage: ch09-generate [-m FILE] -p TEXT [options]
        ch09-generate bench [-m FILE] [-t THREADS] [--compare] [--json]
        ch09-generate chat [-m FILE] [--system TEXT] [sampling options]
            one user turn per line of standard input; /reset forgets the conversation,
-           /stats shows the last turn's cost, end of input (Ctrl-D) exits
+           /stats shows the last turn's cost, Ctrl-C stops a reply, end of input (Ctrl-D) exits
 
 Generates text from a GGUF model (SmolLM2 or Gemma-3), streamed as it is made.
 
@@ -331,8 +331,21 @@ fn bench(a: &Args, process_start: std::time::Instant) -> Result<(), String> {
     Ok(())
 }
 
+/// Set by Ctrl-C; the chat loop clears it before each reply.
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    INTERRUPTED.store(true, std::sync::atomic::Ordering::Relaxed); // async-signal-safe
+}
+
 /// `chat`: turns from standard input, replies streamed, the KV cache kept between turns.
+/// Ctrl-C stops the reply being written, not the program; end of input (Ctrl-D) exits.
 fn chat(a: &Args) -> Result<(), String> {
+    #[cfg(unix)]
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t);
+    }
     use std::io::BufRead;
     let m = ch08_gguf::load(&model_path(a)?).map_err(|e| e.to_string())?;
     let mut session = ch09_generate::session::ChatSession::new(&m, a.system.as_deref(), 8192)?;
@@ -362,13 +375,18 @@ fn chat(a: &Args) -> Result<(), String> {
             }
             _ => {}
         }
+        INTERRUPTED.store(false, std::sync::atomic::Ordering::Relaxed);
+        let interrupted = || INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed);
         let stats = ch07_simd_parallel::bench::in_pool(a.threads, || {
-            session.turn(line, &mut sampler, a.n, &mut |t| {
+            session.turn(line, &mut sampler, a.n, &interrupted, &mut |t| {
                 let _ = write!(out, "{t}");
                 let _ = out.flush();
             })
         })??;
         println!();
+        if stats.stop == ch09_generate::StopReason::Interrupted {
+            eprintln!("(interrupted)");
+        }
         if stats.truncated {
             eprintln!("(the context was full: earlier turns were dropped)");
         }

@@ -80,11 +80,14 @@ impl<'m> ChatSession<'m> {
     }
 
     /// Adds the user's turn, streams the reply through `on_text`, and adds it too.
+    /// `interrupted` is asked before each new token: when it says yes, the reply ends there
+    /// and is kept as far as it got.
     pub fn turn(
         &mut self,
         user: &str,
         sampler: &mut Sampler,
         max_reply: usize,
+        interrupted: &dyn Fn() -> bool,
         on_text: &mut dyn FnMut(&str),
     ) -> Result<TurnStats, String> {
         let start = Instant::now();
@@ -134,6 +137,9 @@ impl<'m> ChatSession<'m> {
         let mut reply_ids = Vec::new();
         let mut reply = String::new();
         let stop = loop {
+            if interrupted() {
+                break StopReason::Interrupted;
+            }
             let next = sampler.sample(&logits, &self.cached);
             if end_ids.contains(&next) {
                 break StopReason::EndOfText;

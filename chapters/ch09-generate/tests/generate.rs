@@ -214,14 +214,21 @@ fn a_chat_keeps_its_cache_and_equals_a_fresh_run() {
             "What is the capital of France?",
             &mut greedy(),
             24,
+            &|| false,
             &mut |_| {},
         )
         .unwrap();
     let second = chat
-        .turn("And of Italy?", &mut greedy(), 24, &mut |_| {})
+        .turn("And of Italy?", &mut greedy(), 24, &|| false, &mut |_| {})
         .unwrap();
     let third = chat
-        .turn("Thanks. One more: Spain?", &mut greedy(), 24, &mut |_| {})
+        .turn(
+            "Thanks. One more: Spain?",
+            &mut greedy(),
+            24,
+            &|| false,
+            &mut |_| {},
+        )
         .unwrap();
     eprintln!(
         "prefilled {} / {} / {} tokens; contexts {} / {} / {}",
@@ -244,13 +251,46 @@ fn a_chat_keeps_its_cache_and_equals_a_fresh_run() {
     fresh.messages = chat.messages[..chat.messages.len() - 2].to_vec();
     let mut text = String::new();
     fresh
-        .turn("Thanks. One more: Spain?", &mut greedy(), 24, &mut |t| {
-            text.push_str(t)
-        })
+        .turn(
+            "Thanks. One more: Spain?",
+            &mut greedy(),
+            24,
+            &|| false,
+            &mut |t| text.push_str(t),
+        )
         .unwrap();
     assert_eq!(
         text.trim(),
         reply3,
         "the cached third turn differs from recomputing the conversation"
     );
+}
+
+#[test]
+fn an_interrupted_reply_ends_where_it_was_stopped_and_the_chat_goes_on() {
+    use ch09_generate::session::ChatSession;
+    let m = smollm2();
+    let greedy = || {
+        Sampler::new(SamplerConfig {
+            temperature: 0.0,
+            ..Default::default()
+        })
+    };
+    let mut chat = ChatSession::new(m, None, 4096).unwrap();
+    let tokens = std::cell::Cell::new(0);
+    let stats = chat
+        .turn(
+            "Tell me a story.",
+            &mut greedy(),
+            64,
+            &|| tokens.get() >= 3,
+            &mut |_| tokens.set(tokens.get() + 1),
+        )
+        .unwrap();
+    assert_eq!(stats.stop, StopReason::Interrupted);
+    assert_eq!(stats.reply_tokens, 3);
+    let next = chat
+        .turn("Shorter, please.", &mut greedy(), 8, &|| false, &mut |_| {})
+        .unwrap();
+    assert_eq!(next.stop, StopReason::Length);
 }
