@@ -50,21 +50,39 @@ pub fn end_to_end(engine: &Engine, threads: usize, runs: usize) -> Result<EndToE
 
 /// One matrix's decode-shaped product (one token) timed alone: (format, rows, cols, GB/s
 /// of weights streamed), median of `runs`.
-pub fn matrix_rates(engine: &Engine, threads: usize, runs: usize) -> Result<Vec<(String, usize, usize, f64)>, String> {
-    let layer = engine.model.layers.first().ok_or("the model has no layers")?;
+pub fn matrix_rates(
+    engine: &Engine,
+    threads: usize,
+    runs: usize,
+) -> Result<Vec<(String, usize, usize, f64)>, String> {
+    let layer = engine
+        .model
+        .layers
+        .first()
+        .ok_or("the model has no layers")?;
     let mut seen = Vec::new();
     let mut out = Vec::new();
-    for m in [&layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.w_gate, &layer.w_up, &layer.w_down]
-        .into_iter()
-        .chain(std::iter::once(engine.model.lm_head()))
-        .chain(engine.model.layers.iter().map(|l| &l.w_down))
+    for m in [
+        &layer.wq,
+        &layer.wk,
+        &layer.wv,
+        &layer.wo,
+        &layer.w_gate,
+        &layer.w_up,
+        &layer.w_down,
+    ]
+    .into_iter()
+    .chain(std::iter::once(engine.model.lm_head()))
+    .chain(engine.model.layers.iter().map(|l| &l.w_down))
     {
         let key = (m.format_name(), m.rows(), m.cols());
         if seen.contains(&key) {
             continue;
         }
         seen.push(key);
-        let x: Vec<f32> = (0..m.cols()).map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0).collect();
+        let x: Vec<f32> = (0..m.cols())
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
+            .collect();
         let mut y = vec![0.0f32; m.rows()];
         let mut t: Vec<f64> = in_pool(threads, || {
             (0..=runs)
@@ -77,7 +95,12 @@ pub fn matrix_rates(engine: &Engine, threads: usize, runs: usize) -> Result<Vec<
                 .collect()
         })?;
         let s = median(&mut t);
-        out.push((m.format_name().to_string(), m.rows(), m.cols(), m.bytes() as f64 / s / 1e9));
+        out.push((
+            m.format_name().to_string(),
+            m.rows(),
+            m.cols(),
+            m.bytes() as f64 / s / 1e9,
+        ));
     }
     Ok(out)
 }

@@ -32,7 +32,6 @@ pub mod exercises;
 pub use error::{Error, Result};
 pub use file::{Access, GgufFile};
 pub use gguf::{Array, Gguf, TensorInfo, Value};
-pub use model::load_llama;
 pub use tokenizer::{GgufTokenizer, tokenizer};
 pub use types::GgmlType;
 

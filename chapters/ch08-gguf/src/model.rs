@@ -1,16 +1,13 @@
-//! A Llama-architecture model whose weights stay in the mapped file.
+//! Weights that stay in the mapped file.
 //!
-//! Chapter 6's [`QModel`] holds [`QMatrix`]es over [`Bytes`]; here those bytes are windows
+//! Chapter 6's `QModel` holds [`QMatrix`]es over [`Bytes`]; here those bytes are windows
 //! on the mapping, so "loading" a matrix is checking its type and shape and recording where
 //! it is. Two things are copied: the norm gains (f32 vectors, 141 kB in all), and the query
 //! and key matrices, whose rows llama.cpp's converter reordered (see [`unpermute_rows`]).
 
 use ch01_tensors::Tensor;
-use ch03_attention::RopeTable;
-use ch06_quantization::{Bytes, Format, QMatrix, QModel, model::QLayer};
-use rayon::prelude::*;
+use ch06_quantization::{Bytes, Format, QMatrix};
 
-use crate::config::config;
 use crate::error::{Error, Result};
 use crate::file::GgufFile;
 use crate::gguf::TensorInfo;
@@ -121,71 +118,3 @@ pub(crate) fn vector(f: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>> {
     check_dims(t, &[len])?;
     f.f32s(t)
 }
-
-// ANCHOR: load
-/// SmolLM2 (or any `llama` model chapter 6's formats can hold) from an open GGUF file.
-pub fn load_llama(f: &GgufFile) -> Result<QModel> {
-    let cfg = config(&f.gguf)?;
-    let (dim, q_dim, kv_dim, ffn, hd) = (
-        cfg.hidden_size,
-        cfg.q_dim(),
-        cfg.kv_dim(),
-        cfg.intermediate_size,
-        cfg.head_dim,
-    );
-    let layers = (0..cfg.num_layers)
-        .into_par_iter()
-        .map(|l| {
-            let name = |t: &str| format!("blk.{l}.{t}.weight");
-            let m = |t: &str, rows, cols, how| matrix(f, &name(t), rows, cols, how);
-            Ok(QLayer {
-                input_norm: vector(f, &name("attn_norm"), dim)?,
-                wq: m("attn_q", q_dim, dim, Rows::Unpermute(hd))?,
-                wk: m("attn_k", kv_dim, dim, Rows::Unpermute(hd))?,
-                wv: m("attn_v", kv_dim, dim, Rows::AsStored)?,
-                wo: m("attn_output", dim, q_dim, Rows::AsStored)?,
-                post_norm: vector(f, &name("ffn_norm"), dim)?,
-                w_gate: m("ffn_gate", ffn, dim, Rows::AsStored)?,
-                w_up: m("ffn_up", ffn, dim, Rows::AsStored)?,
-                w_down: m("ffn_down", dim, ffn, Rows::AsStored)?,
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let embed = matrix(f, "token_embd.weight", cfg.vocab_size, dim, Rows::AsStored)?;
-    let lm_head = if cfg.tie_word_embeddings {
-        None
-    } else {
-        Some(matrix(
-            f,
-            "output.weight",
-            cfg.vocab_size,
-            dim,
-            Rows::AsStored,
-        )?)
-    };
-    let expected = 2 + usize::from(lm_head.is_some()) + 9 * cfg.num_layers;
-    if f.gguf.tensors.len() != expected {
-        return Err(Error::Unsupported(format!(
-            "{} tensors in the file; a llama model of {} layers has {expected} (extra tensors \
-             would be ignored, and may mean an architecture this chapter does not implement)",
-            f.gguf.tensors.len(),
-            cfg.num_layers
-        )));
-    }
-    let rope = RopeTable::new(hd, cfg.max_position_embeddings, cfg.rope_theta)
-        .map_err(|e| Error::Unsupported(e.to_string()))?;
-    // Chapter 6 labels a model by its layers' format (the first layer's, here).
-    let format = layers
-        .first()
-        .map_or(Format::F32, |l: &QLayer| l.w_up.format());
-    Ok(QModel {
-        config: cfg,
-        format,
-        embed,
-        layers,
-        final_norm: vector(f, "output_norm.weight", dim)?,
-        lm_head,
-        rope,
-    })
-}
-// ANCHOR_END: load

@@ -68,6 +68,8 @@ const MAX_NEW_TOKENS: usize = 1 << 16;
 const MAX_THREADS: usize = 256;
 const MAX_STOPS: usize = 16;
 const MAX_STOP_BYTES: usize = 256;
+/// The longest line `chat` reads as one turn.
+const MAX_TURN_BYTES: u64 = 1 << 20;
 
 fn number<T: std::str::FromStr>(p: &mut lexopt::Parser, flag: &str) -> Result<T, lexopt::Error> {
     use lexopt::ValueExt;
@@ -346,18 +348,32 @@ fn chat(a: &Args) -> Result<(), String> {
     unsafe {
         libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t);
     }
-    use std::io::BufRead;
+    use std::io::{BufRead, Read};
     let m = ch08_gguf::load(&model_path(a)?).map_err(|e| e.to_string())?;
     let mut session = ch09_generate::session::ChatSession::new(&m, a.system.as_deref(), 8192)?;
     let mut sampler = Sampler::new(a.sampling.clone());
     let mut last = None;
     let stdin = std::io::stdin();
     let mut out = std::io::stdout();
-    let mut lines = stdin.lock().lines();
+    let mut input = stdin.lock();
+    let mut buf = Vec::new();
     loop {
         eprint!("> ");
-        let Some(line) = lines.next() else { break };
-        let line = line.map_err(|e| format!("reading standard input: {e}"))?;
+        // One turn per line, read through a bound so a line without an end cannot grow
+        // without limit.
+        buf.clear();
+        let n = (&mut input)
+            .take(MAX_TURN_BYTES + 1)
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| format!("reading standard input: {e}"))?;
+        if n == 0 {
+            break;
+        }
+        if buf.len() as u64 > MAX_TURN_BYTES && buf.last() != Some(&b'\n') {
+            return Err(format!("a turn is longer than {MAX_TURN_BYTES} bytes"));
+        }
+        let line =
+            std::str::from_utf8(&buf).map_err(|_| "standard input is not UTF-8".to_string())?;
         let line = line.trim();
         match line {
             "" => continue,
