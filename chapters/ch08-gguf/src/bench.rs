@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use ch07_simd_parallel::bench::{EndToEnd, in_pool, median};
 use ch07_simd_parallel::compare::{Comparison, llama_bench_once, llama_bench_path};
+use ch07_simd_parallel::profile::OpTime;
 
 use crate::engine::Engine;
 
@@ -158,3 +159,148 @@ pub fn compare(
         per_round,
     })
 }
+
+// ANCHOR: profile
+/// Where a step of `tokens` new tokens after `context` cached ones spends its time: each
+/// kind of matrix product over all layers, run as the forward pass runs it (same groups,
+/// same shapes, the model's own weights), the LM head, and "everything else" (norms, RoPE,
+/// attention, the activation, the cache), which is the real `forward` minus the products.
+/// Best of `runs` for each (noise only adds time).
+pub fn profile(
+    engine: &Engine,
+    threads: usize,
+    tokens: usize,
+    context: usize,
+    runs: usize,
+) -> Result<(Vec<OpTime>, f64), String> {
+    let m = engine.model;
+    let cfg = &m.config;
+    let (dim, q_dim, kv_dim, ffn) = (
+        cfg.hidden_size,
+        cfg.q_dim(),
+        cfg.kv_dim(),
+        cfg.intermediate_size,
+    );
+    let input = |cols: usize| -> Vec<f32> {
+        (0..tokens * cols)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
+            .collect()
+    };
+    let (x, h, g) = (input(dim), input(q_dim), input(ffn));
+    let (k, kk) = (engine.kernels, engine.kkernels);
+    let best = |f: &mut dyn FnMut()| -> f64 {
+        (0..=runs)
+            .map(|_| {
+                let start = Instant::now();
+                f();
+                start.elapsed().as_secs_f64() * 1e3
+            })
+            .skip(1)
+            .fold(f64::INFINITY, f64::min)
+    };
+    let vocab = cfg.vocab_size as u64;
+    let ids: Vec<u32> = (0..(context + tokens) as u64)
+        .map(|i| ((i * 7919 + 13) % vocab) as u32)
+        .collect();
+    let err = |e: crate::Error| e.to_string();
+    in_pool(threads, || -> Result<(Vec<OpTime>, f64), String> {
+        let (mut q, mut kv, mut v) = (
+            vec![0.0; tokens * q_dim],
+            vec![0.0; tokens * kv_dim],
+            vec![0.0; tokens * kv_dim],
+        );
+        let (mut o, mut gate, mut up) = (
+            vec![0.0; tokens * dim],
+            vec![0.0; tokens * ffn],
+            vec![0.0; tokens * ffn],
+        );
+        let mut ops = Vec::new();
+        let sum =
+            |f: &dyn Fn(&crate::engine::Layer) -> usize| m.layers.iter().map(f).sum::<usize>();
+        let ms = best(&mut || {
+            for l in &m.layers {
+                crate::matrix::matmul_group(
+                    k,
+                    kk,
+                    &[&l.wq, &l.wk, &l.wv],
+                    &mut [&mut q, &mut kv, &mut v],
+                    &x,
+                    tokens,
+                );
+            }
+        });
+        ops.push(OpTime {
+            op: "Q, K, V",
+            ms,
+            weight_bytes: sum(&|l| l.wq.bytes() + l.wk.bytes() + l.wv.bytes()),
+        });
+        let ms = best(&mut || {
+            for l in &m.layers {
+                l.wo.matmul(k, kk, &mut o, &h, tokens);
+            }
+        });
+        ops.push(OpTime {
+            op: "attention output",
+            ms,
+            weight_bytes: sum(&|l| l.wo.bytes()),
+        });
+        let ms = best(&mut || {
+            for l in &m.layers {
+                crate::matrix::matmul_group(
+                    k,
+                    kk,
+                    &[&l.w_gate, &l.w_up],
+                    &mut [&mut gate, &mut up],
+                    &x,
+                    tokens,
+                );
+            }
+        });
+        ops.push(OpTime {
+            op: "gate, up",
+            ms,
+            weight_bytes: sum(&|l| l.w_gate.bytes() + l.w_up.bytes()),
+        });
+        let ms = best(&mut || {
+            for l in &m.layers {
+                l.w_down.matmul(k, kk, &mut o[..tokens * dim], &g, tokens);
+            }
+        });
+        ops.push(OpTime {
+            op: "down",
+            ms,
+            weight_bytes: sum(&|l| l.w_down.bytes()),
+        });
+        let ms = best(&mut || {
+            std::hint::black_box(engine.head(&x[..dim])); // the last position's logits
+        });
+        ops.push(OpTime {
+            op: "final norm + LM head",
+            ms,
+            weight_bytes: m.lm_head().bytes(),
+        });
+        let mut forward = Vec::new();
+        for _ in 0..=runs {
+            let mut cache = engine.new_cache(context + tokens).map_err(err)?;
+            if context > 0 {
+                engine
+                    .forward(&mut cache, &ids[..context], 0)
+                    .map_err(err)?;
+            }
+            let start = Instant::now();
+            engine
+                .forward(&mut cache, &ids[context..], context)
+                .map_err(err)?;
+            forward.push(start.elapsed().as_secs_f64() * 1e3);
+        }
+        let forward_ms = forward[1..].iter().copied().fold(f64::INFINITY, f64::min);
+        let products: f64 = ops.iter().map(|o| o.ms).sum();
+        ops.push(OpTime {
+            op: "everything else",
+            ms: (forward_ms - products).max(0.0),
+            weight_bytes: 0,
+        });
+        Ok((ops, forward_ms))
+    })?
+}
+// ANCHOR_END: profile

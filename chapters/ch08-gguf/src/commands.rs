@@ -469,6 +469,65 @@ pub fn bench(a: &Args) -> Result<(), String> {
     Ok(())
 }
 
+/// `profile`: where one decode step (after 64 positions) and one 512-token prefill spend
+/// their time.
+pub fn profile(a: &Args) -> Result<(), String> {
+    let m = open_model(a)?;
+    let engine = m.engine()?;
+    let steps = [
+        ("decode step (1 token after 64)", 1, 64, a.runs),
+        ("prefill (512 tokens)", 512, 0, a.runs.min(2)),
+    ];
+    let mut out = Vec::new();
+    for (name, tokens, context, runs) in steps {
+        let (ops, forward_ms) =
+            ch08_gguf::bench::profile(&engine, a.threads, tokens, context, runs)?;
+        out.push((name, tokens, context, ops, forward_ms));
+    }
+    if a.json {
+        let steps: Vec<_> = out
+            .iter()
+            .map(|(name, tokens, context, ops, ms)| json!({"step": name, "tokens": tokens, "context": context, "forward_ms": ms, "ops": ops}))
+            .collect();
+        println!(
+            "{:#}",
+            json!({"file": models::shown(&m.file.path), "threads": a.threads, "isa": engine.kernels.name(), "steps": steps})
+        );
+        return Ok(());
+    }
+    println!(
+        "{} ({}), {} kernels, {} threads",
+        models::shown(&m.file.path),
+        m.model.family.name,
+        engine.kernels.name(),
+        a.threads
+    );
+    for (name, _, _, ops, forward_ms) in &out {
+        println!("\n{name}: {forward_ms:.2} ms");
+        println!(
+            "  {:<22} {:>9} {:>7} {:>9} {:>7}",
+            "op", "ms", "share", "MB", "GB/s"
+        );
+        for o in ops {
+            let mb = o.weight_bytes as f64 / 1e6;
+            let gbs = if o.weight_bytes > 0 {
+                format!("{:.1}", mb / o.ms)
+            } else {
+                "–".into()
+            };
+            println!(
+                "  {:<22} {:>9.3} {:>6.1}% {:>9.1} {:>7}",
+                o.op,
+                o.ms,
+                100.0 * o.ms / forward_ms,
+                mb,
+                gbs
+            );
+        }
+    }
+    Ok(())
+}
+
 /// `compare`: llama-bench and ours on the same file, alternating.
 pub fn compare(a: &Args) -> Result<(), String> {
     let m = open_model(a)?;

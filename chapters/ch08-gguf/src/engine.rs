@@ -201,6 +201,10 @@ impl<'m> Engine<'m> {
         w.matmul(self.kernels, self.kkernels, out, x, seq);
     }
 
+    fn matmul_group(&self, w: &[&Matrix], outs: &mut [&mut [f32]], x: &[f32], seq: usize) {
+        crate::matrix::matmul_group(self.kernels, self.kkernels, w, outs, x, seq);
+    }
+
     /// The embedding rows of `ids`, scaled as the family says: `(seq, dim)`.
     fn embed(&self, ids: &[u32]) -> Result<Vec<f32>> {
         let m = self.model;
@@ -298,9 +302,12 @@ impl<'m> Engine<'m> {
         let mut q = vec![0.0f32; seq * q_dim];
         let mut k = vec![0.0f32; seq * kv_dim];
         let mut v = vec![0.0f32; seq * kv_dim];
-        self.matmul(&w.wq, &mut q, &xn, seq);
-        self.matmul(&w.wk, &mut k, &xn, seq);
-        self.matmul(&w.wv, &mut v, &xn, seq);
+        self.matmul_group(
+            &[&w.wq, &w.wk, &w.wv],
+            &mut [&mut q, &mut k, &mut v],
+            &xn,
+            seq,
+        );
         if let (Some(qn), Some(kn)) = (&w.q_norm, &w.k_norm) {
             // Gemma: every head of Q and K normalised (rows of head_dim)
             q = rmsnorm_rows(&q, qn, eps);
@@ -341,8 +348,7 @@ impl<'m> Engine<'m> {
         let xn = rmsnorm_rows(x, &w.ffn_norm, eps);
         let mut gate = vec![0.0f32; seq * ffn];
         let mut up = vec![0.0f32; seq * ffn];
-        self.matmul(&w.w_gate, &mut gate, &xn, seq);
-        self.matmul(&w.w_up, &mut up, &xn, seq);
+        self.matmul_group(&[&w.w_gate, &w.w_up], &mut [&mut gate, &mut up], &xn, seq);
         match fam.activation {
             Activation::Silu => ops::silu_inplace(&mut gate),
             Activation::GeluTanhF16 => gate.iter_mut().for_each(|g| *g = gelu_f16(*g)),

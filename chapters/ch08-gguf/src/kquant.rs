@@ -46,9 +46,14 @@ pub struct BlockQ8K {
     pub bsums: [i16; QK_K / 16],
 }
 
-/// llama.cpp's `nearest_int`: round to nearest, ties to even (|x| < 2^22).
+/// Round to nearest, ties to even, for |x| < 2^22, as llama.cpp's `nearest_int` does it:
+/// adding 1.5 · 2^23 leaves the rounded integer in the low fraction bits (the FPU rounds
+/// the sum to even). It is `x.round_ties_even() as i32` without a call into libm, which
+/// this crate's baseline x86-64 target cannot inline.
 fn nearest_int(x: f32) -> i32 {
-    x.round_ties_even() as i32
+    debug_assert!(x.abs() < 4_194_304.0);
+    let v = x + 12_582_912.0;
+    (v.to_bits() & 0x007f_ffff) as i32 - 0x0040_0000
 }
 
 /// llama.cpp's rule: the value of largest magnitude maps to −127 exactly (the scale is
@@ -175,19 +180,25 @@ pub fn dot_q6_k_q8_k(b: &[u8], a: &BlockQ8K) -> f32 {
 // ANCHOR_END: q6_k
 
 /// A Q8_0 block with its f16 scale widened to f32: done once per token when the
-/// activations are quantized, instead of once for every row that meets them.
+/// activations are quantized, instead of once for every row that meets them. `sum` is
+/// `Σ qs`, for kernels that multiply Q5_0's quants before taking their offset of 16 out.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Q8_0Wide {
     pub d: f32,
     pub qs: [i8; 32],
+    pub sum: i32,
+}
+
+impl Q8_0Wide {
+    pub fn new(d: f32, qs: [i8; 32]) -> Q8_0Wide {
+        let sum = qs.iter().map(|&q| i32::from(q)).sum();
+        Q8_0Wide { d, qs, sum }
+    }
 }
 
 impl From<&BlockQ8_0> for Q8_0Wide {
     fn from(b: &BlockQ8_0) -> Q8_0Wide {
-        Q8_0Wide {
-            d: f16(b.d),
-            qs: b.qs,
-        }
+        Q8_0Wide::new(f16(b.d), b.qs)
     }
 }
 
@@ -274,6 +285,27 @@ mod tests {
                 (f64::from(got) - want).abs() < 1e-3 * want.abs().max(1.0),
                 "q6_k {got} {want}"
             );
+        }
+    }
+
+    #[test]
+    fn nearest_int_rounds_ties_to_even() {
+        for i in -300_000..300_000 {
+            let x = i as f32 / 1000.0;
+            assert_eq!(nearest_int(x), x.round_ties_even() as i32, "{x}");
+        }
+        for x in [
+            0.5f32,
+            1.5,
+            2.5,
+            -0.5,
+            -1.5,
+            -2.5,
+            126.5,
+            -127.5,
+            0.499_999_97,
+        ] {
+            assert_eq!(nearest_int(x), x.round_ties_even() as i32, "{x}");
         }
     }
 

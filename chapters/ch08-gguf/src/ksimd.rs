@@ -65,11 +65,16 @@ impl KKernels for ScalarK {
     }
 }
 
-/// The kernels for an instruction-set level (AVX2 serves AVX-512 too).
+/// The kernels for an instruction-set level.
 pub fn for_isa(isa: Isa) -> &'static dyn KKernels {
     #[cfg(target_arch = "x86_64")]
-    if isa != Isa::Scalar && is_x86_feature_detected!("avx2") {
-        return &avx2::Avx2K;
+    if isa == Isa::Avx512 && is_x86_feature_detected!("f16c") {
+        // chapter 7's detection checked avx512f, bw, vl and vnni
+        return &avx2::Avx2K::<true>;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if isa != Isa::Scalar && is_x86_feature_detected!("avx2") && is_x86_feature_detected!("f16c") {
+        return &avx2::Avx2K::<false>;
     }
     let _ = isa;
     &ScalarK
@@ -85,14 +90,16 @@ pub mod avx2 {
     use super::*;
     use std::arch::x86_64::*;
 
-    pub struct Avx2K;
+    /// The AVX2 kernels; with `VNNI`, the Q5_0 products of [`super::avx512`] (the CPU must
+    /// have AVX-512 F/BW/VL and VNNI).
+    pub struct Avx2K<const VNNI: bool>;
 
-    impl KKernels for Avx2K {
+    impl<const VNNI: bool> KKernels for Avx2K<VNNI> {
         fn name(&self) -> &'static str {
-            "avx2"
+            if VNNI { "avx512" } else { "avx2" }
         }
         fn dot_q4_k(&self, w: &[u8], a: &[BlockQ8K]) -> f32 {
-            // SAFETY: for_isa only hands this out when the CPU has AVX2.
+            // SAFETY: for_isa only hands this out when the CPU has AVX2 and F16C.
             (unsafe { q4_k::<1, 1>([w], [a]) })[0][0]
         }
         fn dot_q6_k(&self, w: &[u8], a: &[BlockQ8K]) -> f32 {
@@ -112,6 +119,18 @@ pub mod avx2 {
             (unsafe { q6_k::<1, 4>([w], a) })[0]
         }
         fn dot4_q5_0(&self, w: &[u8], a: [&[Q8_0Wide]; 4]) -> [f32; 4] {
+            if VNNI {
+                for a in a {
+                    assert_eq!(
+                        w.len(),
+                        a.len() * Q5_0_BYTES,
+                        "whole Q5_0 blocks, one per activation block"
+                    );
+                }
+                // SAFETY: for_isa hands out VNNI only when the CPU has AVX-512 F/BW/VL/VNNI
+                // (and F16C); the lengths are checked above.
+                return unsafe { super::avx512::q5_0_pairs::<1, 4>([w], a) };
+            }
             // SAFETY: as above.
             (unsafe { q5_0::<1, 4>([w], a) })[0]
         }
@@ -124,6 +143,17 @@ pub mod avx2 {
             (unsafe { q6_k::<4, 1>(w, [a]) }).map(|r| r[0])
         }
         fn rows4_q5_0(&self, w: [&[u8]; 4], a: &[Q8_0Wide]) -> [f32; 4] {
+            if VNNI {
+                for w in w {
+                    assert_eq!(
+                        w.len(),
+                        a.len() * Q5_0_BYTES,
+                        "whole Q5_0 blocks, one per activation block"
+                    );
+                }
+                // SAFETY: as in dot4_q5_0.
+                return unsafe { super::avx512::q5_0_pairs::<4, 1>(w, [a]) };
+            }
             // SAFETY: as above.
             (unsafe { q5_0::<4, 1>(w, [a]) }).map(|r| r[0])
         }
@@ -131,7 +161,7 @@ pub mod avx2 {
 
     #[inline]
     #[target_feature(enable = "avx2")]
-    fn hsum(v: __m256i) -> i32 {
+    pub(super) fn hsum(v: __m256i) -> i32 {
         let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
         let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
         let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
@@ -155,25 +185,14 @@ pub mod avx2 {
         }
     }
 
-    /// `Σ_g scale_g · bsum_g` over the 16 groups of a Q6_K block: sixteen i8 × i16
-    /// products in one `vpmaddwd`.
+    /// The f16 at byte `i` of `b`, by the CPU's converter (F16C): no branch, where the
+    /// portable [`ch06_quantization::f16::f16_to_f32_fast`] needs one for the subnormal
+    /// scales of small weights, which real K-quant blocks hold often enough to mispredict.
     #[inline]
-    #[target_feature(enable = "avx2")]
-    fn scaled_sums(sc: &[u8], bsums: &[i16; 16]) -> i32 {
-        assert!(sc.len() >= 16);
-        // SAFETY: 16 bytes of scales (checked) and 16 i16 sums.
-        let (s, b) = unsafe {
-            (
-                _mm256_cvtepi8_epi16(_mm_loadu_si128(sc.as_ptr().cast())),
-                _mm256_loadu_si256(bsums.as_ptr().cast()),
-            )
-        };
-        hsum(_mm256_madd_epi16(s, b))
-    }
-
-    #[inline]
-    fn f16(b: &[u8], i: usize) -> f32 {
-        ch06_quantization::f16::f16_to_f32_fast(u16::from_le_bytes([b[i], b[i + 1]]))
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) fn f16(b: &[u8], i: usize) -> f32 {
+        let bits = u16::from_le_bytes([b[i], b[i + 1]]);
+        _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
     }
 
     #[inline]
@@ -182,6 +201,19 @@ pub mod avx2 {
         assert!(at + 32 <= p.len());
         // SAFETY: 32 bytes at `at`, checked above.
         unsafe { _mm256_loadu_si256(p.as_ptr().add(at).cast()) }
+    }
+
+    /// In a decode step (four rows at a time, each thread walking its rows in order), asks
+    /// for the `len` bytes at `block`'s place eight rows further on, as chapter 7's kernels
+    /// do: the hardware prefetcher does not run far enough ahead of four interleaved
+    /// streams on its own. A prefetch never faults, so an address past the matrix is fine.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(super) fn prefetch_rows_ahead(block: &[u8], row_len: usize, len: usize) {
+        let ahead = block.as_ptr().wrapping_add(8 * row_len);
+        for line in (0..len).step_by(64) {
+            _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line).cast());
+        }
     }
 
     /// The sums of an `R × T` grid of lane vectors: four at once when there are four.
@@ -198,23 +230,65 @@ pub mod avx2 {
     }
 
     // ANCHOR: avx2_q4_k
+    /// Q4_K's eight 6-bit scales and eight 6-bit mins as sixteen bytes (scales first): the
+    /// rule of [`kquant::scale_min_k4`] applied to all eight pairs at once, on three words.
+    #[inline]
+    fn scales_and_mins(packed: &[u8]) -> [u8; 16] {
+        let word = |i: usize| u32::from_le_bytes(packed[4 * i..4 * i + 4].try_into().expect("4"));
+        let (w0, w1, w2) = (word(0), word(1), word(2));
+        let six = 0x3f3f_3f3f; // the low 6 bits of each byte
+        let nib = 0x0f0f_0f0f;
+        let two = 0x0303_0303;
+        let scales_lo = w0 & six;
+        let mins_lo = w1 & six;
+        let scales_hi = (w2 & nib) | (((w0 >> 6) & two) << 4);
+        let mins_hi = ((w2 >> 4) & nib) | (((w1 >> 6) & two) << 4);
+        let mut out = [0u8; 16];
+        for (i, w) in [scales_lo, scales_hi, mins_lo, mins_hi]
+            .into_iter()
+            .enumerate()
+        {
+            out[4 * i..4 * i + 4].copy_from_slice(&w.to_le_bytes());
+        }
+        out
+    }
+
     /// `R` Q4_K rows against `T` tokens (1 × 1, 1 × 4 for a prefill, 4 × 1 for a decode step):
     /// each weight block is unpacked once for its `T` tokens.
-    #[target_feature(enable = "avx2")]
+    #[target_feature(enable = "avx2,f16c")]
     unsafe fn q4_k<const R: usize, const T: usize>(
         w: [&[u8]; R],
         a: [&[BlockQ8K]; T],
     ) -> [[f32; T]; R] {
         let low = _mm256_set1_epi8(0x0f);
+        // Sub-block j's scale (an i16) in every lane: one byte shuffle each.
+        let pick: [__m256i; 8] =
+            std::array::from_fn(|j| _mm256_set1_epi16(0x0100 + 0x0202 * j as i16));
         let mut acc = [[0.0f32; T]; R];
         let blocks = w[0].len() / Q4_K_BYTES;
         for i in 0..blocks {
             let mut sums = [[_mm256_setzero_si256(); T]; R];
-            let mut sm = [[(0u8, 0u8); 8]; R];
+            let mut min_sums = [[_mm256_setzero_si256(); T]; R];
+            // Each token's activation sums of sub-blocks (pairs of its 16-value sums).
+            let pairs: [__m128i; T] = std::array::from_fn(|t| {
+                // SAFETY: 16 i16 sums.
+                let bs = unsafe { _mm256_loadu_si256(a[t][i].bsums.as_ptr().cast()) };
+                let h = _mm256_hadd_epi16(bs, bs); // per half: 4 pair sums, twice
+                _mm256_castsi256_si128(_mm256_permute4x64_epi64::<0b00_00_10_00>(h))
+            });
             for r in 0..R {
                 let b = &w[r][i * Q4_K_BYTES..(i + 1) * Q4_K_BYTES];
-                for (j, p) in sm[r].iter_mut().enumerate() {
-                    *p = kquant::scale_min_k4(j, &b[4..16]);
+                if R == 4 {
+                    prefetch_rows_ahead(b, blocks * Q4_K_BYTES, Q4_K_BYTES);
+                }
+                let sm = scales_and_mins(&b[4..16]);
+                // SAFETY: 16 bytes.
+                let sm = _mm256_cvtepu8_epi16(unsafe { _mm_loadu_si128(sm.as_ptr().cast()) });
+                let scales = _mm256_permute4x64_epi64::<0b01_00_01_00>(sm); // 8 scales, twice
+                let mins = _mm256_extracti128_si256::<1>(sm);
+                for t in 0..T {
+                    // Σ_s min_s · (activation sum of sub-block s), in four lanes
+                    min_sums[r][t] = _mm256_zextsi128_si256(_mm_madd_epi16(mins, pairs[t]));
                 }
                 for c in 0..4 {
                     // 32 bytes: sub-block 2c in the low nibbles, 2c + 1 in the high ones.
@@ -222,8 +296,8 @@ pub mod avx2 {
                     let q = unsafe { _mm256_loadu_si256(b.as_ptr().add(16 + 32 * c).cast()) };
                     let lo = _mm256_and_si256(q, low);
                     let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), low);
-                    let s0 = _mm256_set1_epi16(i16::from(sm[r][2 * c].0));
-                    let s1 = _mm256_set1_epi16(i16::from(sm[r][2 * c + 1].0));
+                    let s0 = _mm256_shuffle_epi8(scales, pick[2 * c]);
+                    let s1 = _mm256_shuffle_epi8(scales, pick[2 * c + 1]);
                     for t in 0..T {
                         let qs = &a[t][i].qs;
                         // scale · (q·a pairs), summed in i32 lanes: exact, as the scalar sum.
@@ -235,18 +309,13 @@ pub mod avx2 {
                 }
             }
             let totals = grid_sums(&sums);
+            let min_totals = grid_sums(&min_sums);
             for r in 0..R {
                 let b = &w[r][i * Q4_K_BYTES..];
                 let (d, dmin) = (f16(b, 0), f16(b, 2));
                 for t in 0..T {
-                    let a = &a[t][i];
-                    let sum_m: i32 = (0..8)
-                        .map(|s| {
-                            i32::from(sm[r][s].1)
-                                * (i32::from(a.bsums[2 * s]) + i32::from(a.bsums[2 * s + 1]))
-                        })
-                        .sum();
-                    acc[r][t] += d * a.d * totals[r][t] as f32 - dmin * a.d * sum_m as f32;
+                    let ad = a[t][i].d;
+                    acc[r][t] += d * ad * totals[r][t] as f32 - dmin * ad * min_totals[r][t] as f32;
                 }
             }
         }
@@ -255,20 +324,48 @@ pub mod avx2 {
     // ANCHOR_END: avx2_q4_k
 
     /// `R` Q6_K rows against `T` tokens.
-    #[target_feature(enable = "avx2")]
+    #[target_feature(enable = "avx2,f16c")]
     unsafe fn q6_k<const R: usize, const T: usize>(
         w: [&[u8]; R],
         a: [&[BlockQ8K]; T],
     ) -> [[f32; T]; R] {
         let low = _mm256_set1_epi8(0x0f);
         let three = _mm256_set1_epi8(3);
+        // For run k (groups 2k and 2k + 1): group 2k's scale in every i16 of the low half,
+        // 2k + 1's in the high half, picked by one byte shuffle from the scales widened to
+        // i16 (groups 0–7 or 8–15 in both halves).
+        // The shuffle index of i16 lane `g`: its two bytes, 2g and 2g + 1.
+        let lane = |g: i16| 2 * g | ((2 * g + 1) << 8);
+        let pick: [__m256i; 4] = std::array::from_fn(|k| {
+            let k = k as i16;
+            _mm256_set_m128i(_mm_set1_epi16(lane(2 * k + 1)), _mm_set1_epi16(lane(2 * k)))
+        });
         let mut acc = [[0.0f32; T]; R];
         let blocks = w[0].len() / Q6_K_BYTES;
         for i in 0..blocks {
             let mut sums = [[_mm256_setzero_si256(); T]; R];
             for r in 0..R {
                 let b = &w[r][i * Q6_K_BYTES..(i + 1) * Q6_K_BYTES];
-                let sc = &b[192..208];
+                if R == 4 {
+                    prefetch_rows_ahead(b, blocks * Q6_K_BYTES, Q6_K_BYTES);
+                }
+                // SAFETY: the 16 scale bytes at 192..208 of a 210-byte block.
+                let sc =
+                    _mm256_cvtepi8_epi16(unsafe { _mm_loadu_si128(b.as_ptr().add(192).cast()) });
+                let halves = [
+                    _mm256_permute4x64_epi64::<0b01_00_01_00>(sc), // groups 0–7, twice
+                    _mm256_permute4x64_epi64::<0b11_10_11_10>(sc), // groups 8–15, twice
+                ];
+                for t in 0..T {
+                    // Σ(q − 32)·a = Σ q·a − 32·Σ a: the offset's share, per group pair, taken
+                    // out of the lanes before the one horizontal sum.
+                    // SAFETY: 16 i16 sums.
+                    let bs = unsafe { _mm256_loadu_si256(a[t][i].bsums.as_ptr().cast()) };
+                    sums[r][t] = _mm256_sub_epi32(
+                        sums[r][t],
+                        _mm256_slli_epi32::<5>(_mm256_madd_epi16(sc, bs)),
+                    );
+                }
                 for h in 0..2 {
                     // SAFETY: ql bytes 64h..64h+64, qh bytes 128+32h..+32 of a 210-byte block.
                     let (ql0, ql1, qh) = unsafe {
@@ -278,31 +375,35 @@ pub mod avx2 {
                             _mm256_loadu_si256(b.as_ptr().add(128 + 32 * h).cast()),
                         )
                     };
-                    let two_bits = |x: __m256i| _mm256_slli_epi16::<4>(_mm256_and_si256(x, three));
                     // The four runs of 32 values of this half, unsigned 0..64.
                     let runs = [
-                        _mm256_or_si256(_mm256_and_si256(ql0, low), two_bits(qh)),
+                        _mm256_or_si256(
+                            _mm256_and_si256(ql0, low),
+                            _mm256_slli_epi16::<4>(_mm256_and_si256(qh, three)),
+                        ),
                         _mm256_or_si256(
                             _mm256_and_si256(ql1, low),
-                            two_bits(_mm256_srli_epi16::<2>(qh)),
+                            _mm256_slli_epi16::<2>(_mm256_and_si256(
+                                qh,
+                                _mm256_slli_epi16::<2>(three),
+                            )),
                         ),
                         _mm256_or_si256(
                             _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), low),
-                            two_bits(_mm256_srli_epi16::<4>(qh)),
+                            _mm256_and_si256(qh, _mm256_slli_epi16::<4>(three)),
                         ),
                         _mm256_or_si256(
                             _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), low),
-                            two_bits(_mm256_srli_epi16::<6>(qh)),
+                            _mm256_and_si256(
+                                _mm256_srli_epi16::<2>(qh),
+                                _mm256_slli_epi16::<4>(three),
+                            ),
                         ),
                     ];
                     for (run, q) in runs.into_iter().enumerate() {
                         let base = 128 * h + 32 * run;
-                        let g = base / 16;
-                        // Groups g (bytes 0..16) and g + 1 (bytes 16..32): their scales, per i16 lane.
-                        let s = _mm256_set_m128i(
-                            _mm_set1_epi16(i16::from(sc[g + 1] as i8)),
-                            _mm_set1_epi16(i16::from(sc[g] as i8)),
-                        );
+                        let k = 4 * h + run; // groups 2k, 2k + 1
+                        let s = _mm256_shuffle_epi8(halves[k / 4], pick[k % 4]);
                         for t in 0..T {
                             let p = _mm256_madd_epi16(
                                 _mm256_maddubs_epi16(q, load(&a[t][i].qs, base)),
@@ -315,13 +416,9 @@ pub mod avx2 {
             }
             let totals = grid_sums(&sums);
             for r in 0..R {
-                let b = &w[r][i * Q6_K_BYTES..(i + 1) * Q6_K_BYTES];
-                let (sc, d) = (&b[192..208], f16(b, 208));
+                let d = f16(w[r], i * Q6_K_BYTES + 208);
                 for t in 0..T {
-                    let a = &a[t][i];
-                    // Σ_g s_g·Σ(q − 32)·a = Σ_g s_g·Σ q·a − 32·Σ_g s_g·Σ a
-                    let offset = scaled_sums(sc, &a.bsums);
-                    acc[r][t] += d * a.d * (totals[r][t] - 32 * offset) as f32;
+                    acc[r][t] += d * a[t][i].d * totals[r][t] as f32;
                 }
             }
         }
@@ -329,7 +426,7 @@ pub mod avx2 {
     }
 
     /// `R` Q5_0 rows against `T` tokens.
-    #[target_feature(enable = "avx2")]
+    #[target_feature(enable = "avx2,f16c")]
     unsafe fn q5_0<const R: usize, const T: usize>(
         w: [&[u8]; R],
         a: [&[Q8_0Wide]; T],
@@ -412,4 +509,128 @@ pub mod avx2 {
         }
         acc
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub mod avx512 {
+    //! AVX-512 (with VNNI) for the Q5_0 products, the format that carries most of Gemma-3's
+    //! layer weights; [`super::avx2::Avx2K`]`<true>` uses them, the AVX2 kernels the rest. Three AVX-512 instructions
+    //! shorten its unpacking: a shift by a different count in each half of the register
+    //! (`vpsrlvw`) splits the nibbles, a masked add puts the fifth bit on with `qh` itself as
+    //! the mask, and `vpdpbusd` multiplies and sums four byte pairs per lane in one step.
+    use super::*;
+    use std::arch::x86_64::*;
+
+    /// One Q5_0 block's 32 quants (at `p`), unsigned, before the offset of 16 is taken out.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2")]
+    unsafe fn unpack(p: *const u8) -> __m256i {
+        // SAFETY: the caller passes a whole 22-byte block.
+        let (nib, qh) = unsafe {
+            (
+                _mm256_broadcastsi128_si256(_mm_loadu_si128(p.add(6).cast())),
+                p.add(2).cast::<u32>().read_unaligned(),
+            )
+        };
+        // Low nibbles in bytes 0..16, high nibbles in bytes 16..32: one shift, 0 or 4 bits.
+        let shifts = _mm256_setr_epi16(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4);
+        let q = _mm256_and_si256(_mm256_srlv_epi16(nib, shifts), _mm256_set1_epi8(0x0f));
+        // Byte j gets 16 where bit j of qh is set.
+        _mm256_mask_add_epi8(q, qh, q, _mm256_set1_epi8(16))
+    }
+
+    // ANCHOR: avx512_q5_0
+    /// Four (row, token) pairs of Q5_0 products: four rows and one token (a decode step) or
+    /// one row and four tokens (a prefill). Four blocks at a time, each pair's four block sums
+    /// are reduced together and turned into the same floats as the scalar `dw · da · dot`;
+    /// a 4 × 4 transpose then puts the pairs in lanes, so that one vector add per block keeps
+    /// each pair's sum in block order, as the scalar loop adds.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,f16c")]
+    pub(super) unsafe fn q5_0_pairs<const R: usize, const T: usize>(
+        w: [&[u8]; R],
+        a: [&[Q8_0Wide]; T],
+    ) -> [f32; 4] {
+        const { assert!(R * T == 4) };
+        let blocks = a[0].len();
+        let pair = |k: usize| (k % R, k / R); // (row, token) of pair k
+        let mut acc = _mm_setzero_ps(); // lane k: pair k's sum so far
+        let strides = _mm_setr_epi32(0, 22, 44, 66); // the f16 scales of four blocks
+        let mut i = 0;
+        while i + 4 <= blocks {
+            let dw: [__m128; R] = std::array::from_fn(|r| {
+                let b = w[r][i * Q5_0_BYTES..].as_ptr();
+                if R == 4 {
+                    avx2::prefetch_rows_ahead(
+                        &w[r][i * Q5_0_BYTES..],
+                        blocks * Q5_0_BYTES,
+                        4 * Q5_0_BYTES,
+                    );
+                }
+                // SAFETY: the gather reads 4 bytes at the start of each of blocks i..i + 4,
+                // which lie inside the row (lengths checked by the caller).
+                _mm_cvtph_ps(_mm_cvtepi32_epi16(unsafe {
+                    _mm_i32gather_epi32::<1>(b.cast(), strides)
+                }))
+            });
+            // SAFETY: blocks i..i + 4 of each row.
+            let q: [[__m256i; 4]; R] = std::array::from_fn(|r| {
+                std::array::from_fn(|j| unsafe { unpack(w[r][(i + j) * Q5_0_BYTES..].as_ptr()) })
+            });
+            let p: [__m128; 4] = std::array::from_fn(|k| {
+                let (r, t) = pair(k);
+                let a = &a[t][i..i + 4];
+                // SAFETY: 32 quants of each activation block.
+                let v: [__m256i; 4] = std::array::from_fn(|j| unsafe {
+                    _mm256_dpbusd_epi32(
+                        _mm256_setzero_si256(),
+                        q[r][j],
+                        _mm256_loadu_si256(a[j].qs.as_ptr().cast()),
+                    )
+                });
+                // The four blocks' lane sums, all at once.
+                let h =
+                    _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+                let dots =
+                    _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h));
+                let offset =
+                    _mm_slli_epi32::<4>(_mm_setr_epi32(a[0].sum, a[1].sum, a[2].sum, a[3].sum));
+                let dots = _mm_cvtepi32_ps(_mm_sub_epi32(dots, offset)); // Σ (q − 16)·a
+                let da = _mm_setr_ps(a[0].d, a[1].d, a[2].d, a[3].d);
+                _mm_mul_ps(_mm_mul_ps(dw[r], da), dots)
+            });
+            // Transpose: column j holds block j's contribution to each pair.
+            let t0 = _mm_unpacklo_ps(p[0], p[1]);
+            let t1 = _mm_unpacklo_ps(p[2], p[3]);
+            let t2 = _mm_unpackhi_ps(p[0], p[1]);
+            let t3 = _mm_unpackhi_ps(p[2], p[3]);
+            acc = _mm_add_ps(acc, _mm_movelh_ps(t0, t1));
+            acc = _mm_add_ps(acc, _mm_movehl_ps(t1, t0));
+            acc = _mm_add_ps(acc, _mm_movelh_ps(t2, t3));
+            acc = _mm_add_ps(acc, _mm_movehl_ps(t3, t2));
+            i += 4;
+        }
+        let mut out = [0.0f32; 4];
+        // SAFETY: four f32 into four f32.
+        unsafe { _mm_storeu_ps(out.as_mut_ptr(), acc) };
+        for (k, o) in out.iter_mut().enumerate() {
+            let (r, t) = pair(k);
+            // The last blocks (fewer than four) one at a time, as the scalar loop.
+            for j in i..blocks {
+                let b = &w[r][j * Q5_0_BYTES..(j + 1) * Q5_0_BYTES];
+                let a = &a[t][j];
+                // SAFETY: one whole block and its activations.
+                let v = unsafe {
+                    _mm256_dpbusd_epi32(
+                        _mm256_setzero_si256(),
+                        unpack(b.as_ptr()),
+                        _mm256_loadu_si256(a.qs.as_ptr().cast()),
+                    )
+                };
+                let dot = avx2::hsum(v) - 16 * a.sum;
+                *o += avx2::f16(b, 0) * a.d * dot as f32;
+            }
+        }
+        out
+    }
+    // ANCHOR_END: avx512_q5_0
 }

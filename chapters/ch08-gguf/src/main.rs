@@ -8,6 +8,7 @@
 //! ch08-gguf generate [--model FILE] [--prompt TEXT | --ids IDS] [-n N] [--json]
 //! ch08-gguf load [--model FILE] [--cold] [--json]    load time, first token, memory
 //! ch08-gguf bench [--model FILE] [--json]            pp512 and tg128
+//! ch08-gguf profile [--model FILE] [--json]          where a decode step and a prefill spend their time
 //! ch08-gguf compare [--model FILE] [--rounds N]      ours vs llama-bench on the same file
 //! ```
 
@@ -30,6 +31,8 @@ commands:
   load             open the file, build the model, run one token: the time and memory of
                    each step (--cold: evict the file from the page cache first)
   bench            pp512 (prefill) and tg128 (decode) tok/s of the file, llama-bench's tests
+  profile          where one decode step and one 512-token prefill spend their time: each
+                   kind of matrix product (ms, MB, GB/s), the LM head, and the rest
   compare          llama.cpp's llama-bench and ours on the same file and thread count,
                    alternating rounds; medians and ratios (build it first:
                    bash scripts/llamacpp.sh)
@@ -47,7 +50,7 @@ options:
   --cold           load: drop the file from the page cache before opening it
   --access HOW     load: normal (the default), random (no read-ahead: only what is touched
                    is read) or willneed (read the whole file now, in the background)
-  --runs N         bench: runs per measurement (default 3)
+  --runs N         bench, profile: runs per measurement (default 3)
   --rounds N       compare: rounds (default 5)
   --markdown FILE  compare: also write the result as a Markdown table
   --json           machine-readable output
@@ -167,10 +170,11 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         "generate" => &["--model", "--prompt", "--ids", "-n", "--json", "--threads"],
         "load" => &["--model", "--cold", "--access", "--json", "--threads"],
         "bench" => &["--model", "--runs", "--json", "--threads"],
+        "profile" => &["--model", "--runs", "--json", "--threads"],
         "compare" => &["--model", "--rounds", "--markdown", "--json", "--threads"],
         other => {
             return Err(format!(
-                "unknown command {other:?} (inspect, hex, tokenize, logits, generate, load, bench or compare)"
+                "unknown command {other:?} (inspect, hex, tokenize, logits, generate, load, bench, profile or compare)"
             )
             .into());
         }
@@ -235,6 +239,7 @@ fn main() -> ExitCode {
         "logits" => commands::logits(&args),
         "generate" => commands::generate(&args),
         "bench" => commands::bench(&args),
+        "profile" => commands::profile(&args),
         "compare" => commands::compare(&args),
         _ => commands::load(&args),
     };

@@ -2,6 +2,7 @@
 //! Q8_0, Q4_0 and Q4_1, or a [`KMatrix`] for Q5_0, Q4_K and Q6_K.
 
 use crate::kquant::Q8_0Wide;
+use ch06_quantization::matrix::{Activations, Format};
 use ch06_quantization::{Bytes, Kernels, QMatrix};
 use rayon::prelude::*;
 
@@ -183,11 +184,15 @@ impl KMatrix {
         seq: usize,
     ) {
         let (rows, cols) = (self.rows, self.cols);
-        let acts: Vec<KActs> = x
-            .par_chunks_exact(cols)
-            .map(|t| self.quantize(k, t))
-            .collect();
         let threads = rayon::current_num_threads();
+        let acts: Vec<KActs> = if seq >= 4 * threads {
+            x.par_chunks_exact(cols)
+                .map(|t| self.quantize(k, t))
+                .collect()
+        } else {
+            // a decode step: one token is quicker to quantize than to hand to another thread
+            x.chunks_exact(cols).map(|t| self.quantize(k, t)).collect()
+        };
         if seq >= 4 * threads {
             let band = seq.div_ceil(threads);
             out.par_chunks_mut(band * rows)
@@ -228,6 +233,16 @@ impl KMatrix {
     }
     // ANCHOR_END: kmatmul
 }
+
+/// Activations quantized for a [`Matrix`]: chapter 6's kinds or this chapter's, one
+/// token's worth per entry of `K`.
+pub enum Acts {
+    Q(Activations),
+    K(Vec<KActs>),
+}
+
+/// Rows a task of a grouped product computes.
+const GROUP_ROWS: usize = 64;
 
 /// A matrix of any format the engine runs.
 pub enum Matrix {
@@ -280,4 +295,111 @@ impl Matrix {
             Matrix::K(m) => m.matmul(k, kk, out, x, seq),
         }
     }
+
+    /// Which activations the matrix multiplies with: two matrices with the same kind can
+    /// share one quantization of the same input. `None` for f32 weights (no quantization).
+    fn act_kind(&self) -> Option<&'static str> {
+        match self {
+            Matrix::Q(m) if matches!(m.format(), Format::F32 | Format::Int8) => None,
+            Matrix::Q(m) if m.format() == Format::Q4_1 => Some("q8_1"),
+            Matrix::Q(_) => Some("q8_0"),
+            Matrix::K(m) if m.format == KFormat::Q5_0 => Some("q8_0 wide"),
+            Matrix::K(_) => Some("q8_k"),
+        }
+    }
+
+    fn quantize(&self, k: &dyn Kernels, x: &[f32]) -> Acts {
+        match self {
+            Matrix::Q(m) => Acts::Q(m.quantize_activations(k, x)),
+            Matrix::K(m) => Acts::K(x.chunks_exact(m.cols).map(|t| m.quantize(k, t)).collect()),
+        }
+    }
+
+    /// Rows `r0..r0 + out.len()` for token `t`, four at a time: the same numbers as
+    /// [`Matrix::matmul`] gives them.
+    fn rows_into(
+        &self,
+        k: &dyn Kernels,
+        kk: &dyn KKernels,
+        acts: &Acts,
+        t: usize,
+        r0: usize,
+        out: &mut [f32],
+    ) {
+        let mut quads = out.chunks_exact_mut(4);
+        for (q, o4) in (&mut quads).enumerate() {
+            let r = r0 + 4 * q;
+            o4.copy_from_slice(&match (self, acts) {
+                (Matrix::Q(m), Acts::Q(a)) => m.dot_rows4(k, [r, r + 1, r + 2, r + 3], a, [t; 4]),
+                (Matrix::K(m), Acts::K(a)) => m.rows4(kk, r, &a[t]),
+                _ => unreachable!("quantize made the activations for this matrix"),
+            });
+        }
+        let done = out.len() / 4 * 4;
+        for (i, o) in out[done..].iter_mut().enumerate() {
+            *o = match (self, acts) {
+                (Matrix::Q(m), Acts::Q(a)) => m.dot_row(k, r0 + done + i, a, t),
+                (Matrix::K(m), Acts::K(a)) => m.dot(kk, r0 + done + i, &a[t]),
+                _ => unreachable!("quantize made the activations for this matrix"),
+            };
+        }
+    }
 }
+
+// ANCHOR: matmul_group
+/// Several products of the same input `x` (`(seq, cols)`), `outs[i] = x · mats[i]ᵀ`: Q, K
+/// and V, or gate and up. In a prefill each is an ordinary [`Matrix::matmul`]. In a decode
+/// step, where each product is a few hundred microseconds, the input is quantized once per
+/// kind of activation and every matrix's rows go to the threads in *one* parallel pass:
+/// one fork-join instead of three, and no thread idles while the smallest matrix finishes.
+/// Each output is the same `dot` as in `matmul`, so the numbers are the same bits.
+pub fn matmul_group(
+    k: &dyn Kernels,
+    kk: &dyn KKernels,
+    mats: &[&Matrix],
+    outs: &mut [&mut [f32]],
+    x: &[f32],
+    seq: usize,
+) {
+    assert_eq!(mats.len(), outs.len(), "one output per matrix");
+    let threads = rayon::current_num_threads();
+    if seq >= 4 * threads || mats.iter().any(|m| m.act_kind().is_none()) {
+        for (m, out) in mats.iter().zip(outs.iter_mut()) {
+            m.matmul(k, kk, out, x, seq);
+        }
+        return;
+    }
+    // One quantization per kind, shared by the matrices that take it.
+    let mut acts: Vec<(&'static str, Acts)> = Vec::new();
+    for m in mats {
+        let kind = m.act_kind().expect("checked above");
+        if !acts.iter().any(|(k, _)| *k == kind) {
+            acts.push((kind, m.quantize(k, x)));
+        }
+    }
+    let acts_of = |m: &Matrix| {
+        let kind = m.act_kind().expect("checked above");
+        &acts
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .expect("quantized above")
+            .1
+    };
+    let mut tasks: Vec<(&Matrix, usize, usize, &mut [f32])> = Vec::new();
+    for (m, out) in mats.iter().zip(outs.iter_mut()) {
+        assert_eq!(
+            out.len(),
+            seq * m.rows(),
+            "matmul_group: output is not (seq, rows)"
+        );
+        for (t, out_t) in out.chunks_exact_mut(m.rows()).enumerate() {
+            for (c, o) in out_t.chunks_mut(GROUP_ROWS).enumerate() {
+                tasks.push((m, t, c * GROUP_ROWS, o));
+            }
+        }
+    }
+    tasks
+        .into_par_iter()
+        .for_each(|(m, t, r0, o)| m.rows_into(k, kk, acts_of(m), t, r0, o));
+}
+// ANCHOR_END: matmul_group

@@ -129,7 +129,8 @@ fn four_token_kernels_equal_one_token_kernels() {
         block(&raw[400..], Q6_K_BYTES, &[208], 6),
     ]
     .concat();
-    let q50: Vec<u8> = (0..8)
+    // seven Q5_0 blocks: four at a time, then a tail of three
+    let q50: Vec<u8> = (0..7)
         .flat_map(|i| block(&raw[i * 30..], Q5_0_BYTES, &[0], 7 + i))
         .collect();
     let tokens: Vec<Vec<i8>> = (0..4)
@@ -143,12 +144,9 @@ fn four_token_kernels_equal_one_token_kernels() {
     let a8: Vec<Vec<Q8_0Wide>> = tokens
         .iter()
         .map(|q| {
-            q[..256]
+            q[..224]
                 .chunks_exact(32)
-                .map(|c| Q8_0Wide {
-                    d: 0.01,
-                    qs: c.try_into().unwrap(),
-                })
+                .map(|c| Q8_0Wide::new(0.01, c.try_into().unwrap()))
                 .collect()
         })
         .collect();
@@ -191,16 +189,13 @@ fn four_row_kernels_equal_one_row_kernels() {
     let (q4k, q6k, q50) = (
         rows(Q4_K_BYTES, &[0, 2], 2),
         rows(Q6_K_BYTES, &[208], 2),
-        rows(Q5_0_BYTES, &[0], 8),
+        rows(Q5_0_BYTES, &[0], 7), // seven blocks: four at a time, then a tail of three
     );
     let q: Vec<i8> = (0..2 * QK_K).map(|i| ((i * 29) % 255) as i8).collect();
     let a = acts(&q, 0.03);
-    let a8: Vec<Q8_0Wide> = q[..256]
+    let a8: Vec<Q8_0Wide> = q[..224]
         .chunks_exact(32)
-        .map(|c| Q8_0Wide {
-            d: 0.02,
-            qs: c.try_into().unwrap(),
-        })
+        .map(|c| Q8_0Wide::new(0.02, c.try_into().unwrap()))
         .collect();
     for (isa, k) in levels() {
         let r4 = k.rows4_q4_k(std::array::from_fn(|r| &q4k[r][..]), &a);
