@@ -63,6 +63,7 @@ impl Format {
     }
 
     /// Bytes one row of `cols` weights takes (the INT8 row's scale included).
+    #[inline]
     pub fn row_bytes(self, cols: usize) -> usize {
         match self {
             Format::F32 => 4 * cols,
@@ -125,6 +126,7 @@ impl Bytes {
     }
 
     /// The bytes.
+    #[inline]
     pub fn as_slice(&self) -> &[u8] {
         &(*self.owner).as_ref()[self.start..self.start + self.len]
     }

@@ -76,11 +76,13 @@ impl KMatrix {
         })
     }
 
+    #[inline]
     pub fn row_len(&self) -> usize {
         let (bv, bb) = self.format.block();
         self.cols / bv * bb
     }
 
+    #[inline]
     pub fn row_bytes(&self, r: usize) -> &[u8] {
         let n = self.row_len();
         &self.data.as_slice()[r * n..(r + 1) * n]
