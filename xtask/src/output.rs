@@ -7,6 +7,10 @@
 //! ch01-demo.txt: -p ch01-tensors -- --sizes 128,256
 //! ```
 //!
+//! Arguments are split on spaces; a double-quoted argument may hold spaces
+//! (`-p "The capital of France is"`). Everything after ` <<< ` is fed to the program's
+//! standard input, with `\n` standing for a line break (`chat <<< Hi\nBye\n`).
+//!
 //! `cargo xtask book-output` runs `cargo run --release -q <args>` from the workspace root and
 //! writes its stdout, with the workspace path replaced by `.`, to `book/src/output/<name>`.
 //! `--check` compares instead of writing, with timings masked (see [`mask_timings`]), so the
@@ -80,15 +84,16 @@ pub fn run(check: bool) -> Result<(), String> {
 }
 
 /// Runs `cargo run --release -q <args>` and returns its stdout, paths normalised. Arguments
-/// are split on spaces; everything after ` <<< ` is fed to the program's standard input
-/// (for commands that read stdin, like `ch02-tokenizer encode`).
+/// are split as [`split_args`] says; everything after ` <<< ` is fed to the program's
+/// standard input (for commands that read stdin, like `ch02-tokenizer encode`), each `\n`
+/// in it a line break.
 fn produce(line: &str) -> Result<String, String> {
     use std::io::Write;
     let (args, input) = match line.split_once(" <<< ") {
-        Some((args, input)) => (args, Some(input)),
+        Some((args, input)) => (args, Some(input.replace("\\n", "\n"))),
         None => (line, None),
     };
-    let args: Vec<&str> = args.split_whitespace().collect();
+    let args = split_args(args)?;
     eprintln!("  running: cargo run --release -q {}", args.join(" "));
     let mut child = cargo()
         .args(["run", "--release", "-q"])
@@ -101,7 +106,7 @@ fn produce(line: &str) -> Result<String, String> {
         .map_err(|e| format!("could not run cargo: {e}"))?;
     if let Some(mut stdin) = child.stdin.take() {
         stdin
-            .write_all(input.unwrap_or("").as_bytes())
+            .write_all(input.unwrap_or_default().as_bytes())
             .map_err(|e| format!("could not write the input: {e}"))?;
     } // dropped here: the program sees the end of its input
     let output = child
@@ -117,6 +122,29 @@ fn produce(line: &str) -> Result<String, String> {
     }
     let text = String::from_utf8_lossy(&output.stdout).into_owned();
     Ok(normalise_paths(&text, &root()))
+}
+
+/// Splits on spaces, except inside double quotes: `-p "a b"` is two arguments, `-p` and
+/// `a b`. There are no escapes; a quote left open is an error.
+fn split_args(line: &str) -> Result<Vec<String>, String> {
+    let mut args = Vec::new();
+    let mut word: Option<String> = None;
+    let mut quoted = false;
+    for c in line.chars() {
+        match c {
+            '"' => {
+                quoted = !quoted;
+                word.get_or_insert_default();
+            }
+            c if c.is_whitespace() && !quoted => args.extend(word.take()),
+            c => word.get_or_insert_default().push(c),
+        }
+    }
+    if quoted {
+        return Err(format!("an unclosed quote in: {line}"));
+    }
+    args.extend(word);
+    Ok(args)
 }
 
 fn normalise_paths(text: &str, root: &Path) -> String {
@@ -205,6 +233,24 @@ fn describe_difference(path: &Path, committed: &str, fresh: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quoted_arguments_keep_their_spaces() {
+        assert_eq!(
+            split_args(r#"-p ch09-generate -- -p "The capital of France is" -n 8"#).unwrap(),
+            [
+                "-p",
+                "ch09-generate",
+                "--",
+                "-p",
+                "The capital of France is",
+                "-n",
+                "8"
+            ]
+        );
+        assert_eq!(split_args(r#"a "" b"#).unwrap(), ["a", "", "b"]);
+        assert!(split_args(r#"-p "open"#).is_err());
+    }
 
     #[test]
     fn masks_only_measurements() {
