@@ -19,7 +19,7 @@
 
 use std::path::Path;
 
-use crate::exercises::chapters;
+use crate::exercises::{chapters, find_chapter};
 use crate::{cargo, root};
 
 /// Units after which a number is a measurement that changes from run to run.
@@ -27,13 +27,18 @@ const UNITS: &[&str] = &[
     "GFLOP/s", "GMAC/s", "GB/s", "MB/s", "tok/s", "tokens/s", "ns", "µs", "us", "ms", "s", "x", "×",
 ];
 
-pub fn run(check: bool) -> Result<(), String> {
+/// Every chapter's outputs, or with `only` (`ch09`) one chapter's.
+pub fn run(check: bool, only: Option<&str>) -> Result<(), String> {
+    let only = only.map(find_chapter).transpose()?.map(|c| c.package);
     let out_dir = root().join("book/src/output");
     std::fs::create_dir_all(&out_dir)
         .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
     let mut stale = Vec::new();
     let mut count = 0;
     for chapter in chapters() {
+        if only.as_ref().is_some_and(|p| *p != chapter.package) {
+            continue;
+        }
         let list = chapter.dir.join("book-outputs.txt");
         let Ok(text) = std::fs::read_to_string(&list) else {
             continue;
@@ -94,7 +99,19 @@ fn produce(line: &str) -> Result<String, String> {
         None => (line, None),
     };
     let args = split_args(args)?;
-    eprintln!("  running: cargo run --release -q {}", args.join(" "));
+    // the command as a shell would take it, for the messages
+    let shown = args
+        .iter()
+        .map(|a| {
+            if a.contains(' ') {
+                format!("\"{a}\"")
+            } else {
+                a.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    eprintln!("  running: cargo run --release -q {shown}");
     let mut child = cargo()
         .args(["run", "--release", "-q"])
         .args(&args)
@@ -114,8 +131,7 @@ fn produce(line: &str) -> Result<String, String> {
         .map_err(|e| format!("could not run cargo: {e}"))?;
     if !output.status.success() {
         return Err(format!(
-            "`cargo run --release -q {}` failed ({}):\n{}",
-            args.join(" "),
+            "`cargo run --release -q {shown}` failed ({}):\n{}",
             output.status,
             String::from_utf8_lossy(&output.stderr)
         ));

@@ -44,6 +44,7 @@ options (defaults in brackets):
   -t, --threads N         threads [2, or the machine's cores if fewer]
   --chat                  treat the prompt as a user turn, in the model's chat template
   --system TEXT           with --chat: a system message first
+  --echo                  chat: print each turn, after `> `, before its reply (a transcript)
   --json                  print one JSON object: prompt_ids, generated_ids, text, stop_reason,
                           timings
   --verbose               print the sampling chain and the settings first (to stderr)
@@ -65,6 +66,7 @@ struct Args {
     json: bool,
     verbose: bool,
     chat: bool,
+    echo: bool,
     system: Option<String>,
     sampling: SamplerConfig,
 }
@@ -99,6 +101,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         json: false,
         verbose: false,
         chat: false,
+        echo: false,
         system: None,
         sampling: SamplerConfig::default(),
     };
@@ -128,6 +131,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
             Long("json") => a.json = true,
             Long("verbose") => a.verbose = true,
             Long("chat") => a.chat = true,
+            Long("echo") => a.echo = true,
             Long("system") => a.system = Some(p.value()?.string()?),
             Long("text") => a.text_file = Some(p.value()?.into()),
             Long("compare") => a.compare = true,
@@ -162,6 +166,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         a.svg.is_none() || a.command == "stages",
         "--svg goes with stages",
     )?;
+    check(!a.echo || a.command == "chat", "--echo goes with chat")?;
     check(
         a.command != "perplexity" || a.text_file.is_some(),
         "perplexity needs --text FILE",
@@ -401,6 +406,9 @@ fn chat(a: &Args) -> Result<(), String> {
                 continue;
             }
             _ => {}
+        }
+        if a.echo {
+            println!("> {line}");
         }
         INTERRUPTED.store(false, std::sync::atomic::Ordering::Relaxed);
         let interrupted = || INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed);

@@ -31,6 +31,7 @@ fn bad_flags_are_usage_errors() {
         &["stages"],
         &["stages", "-p", "x", "--top-p", "1.5"],
         &["-p", "x", "--svg", "out.svg"],
+        &["-p", "x", "--echo"],
     ] {
         let o = run(args);
         assert_eq!(
