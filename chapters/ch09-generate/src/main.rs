@@ -349,12 +349,14 @@ fn bench(a: &Args, process_start: std::time::Instant) -> Result<(), String> {
     Ok(())
 }
 
+// ANCHOR: sigint
 /// Set by Ctrl-C; the chat loop clears it before each reply.
 static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 extern "C" fn on_sigint(_: libc::c_int) {
     INTERRUPTED.store(true, std::sync::atomic::Ordering::Relaxed); // async-signal-safe
 }
+// ANCHOR_END: sigint
 
 /// `chat`: turns from standard input, replies streamed, the KV cache kept between turns.
 /// Ctrl-C stops the reply being written, not the program; end of input (Ctrl-D) exits.
