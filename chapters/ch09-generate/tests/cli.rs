@@ -132,10 +132,12 @@ fn stages_shows_the_chain_stage_by_stage() {
     let model = ch01_tensors::models::require(&ch01_tensors::models::smollm2_gguf())
         .unwrap_or_else(|e| panic!("{e}"));
     let svg = std::env::temp_dir().join(format!("ch09-stages-{}.svg", std::process::id()));
-    let o = run(&[
-        "stages",
-        "-m",
-        model.to_str().unwrap(),
+    let run_stages = |args: &[&str]| {
+        let mut all = vec!["stages", "-m", model.to_str().unwrap()];
+        all.extend_from_slice(args);
+        run(&all)
+    };
+    let o = run_stages(&[
         "-p",
         "My favourite fruit is",
         "--temp",
@@ -176,7 +178,7 @@ fn stages_shows_the_chain_stage_by_stage() {
         survivors.windows(2).all(|w| w[1] <= w[0]),
         "a filter never adds candidates: {survivors:?}"
     );
-    let mut gone = vec![false; 12];
+    let mut gone = [false; 12];
     for s in stages {
         let probs: Vec<f64> = s["probabilities"]
             .as_array()
@@ -208,15 +210,7 @@ fn stages_shows_the_chain_stage_by_stage() {
         figure.matches("</text>").count()
     );
     // a figure that cannot be written is an error, not a silent success
-    let o = run(&[
-        "stages",
-        "-m",
-        model.to_str().unwrap(),
-        "-p",
-        "x",
-        "--svg",
-        "/nonexistent-dir/stages.svg",
-    ]);
+    let o = run_stages(&["-p", "x", "--svg", "/nonexistent-dir/stages.svg"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("cannot write"), "{}", stderr(&o));
 }
