@@ -7,7 +7,7 @@
 //! cargo xtask exercises --verify       every chapter: all fail as shipped, all pass solved
 //! cargo xtask hint ch01 2              print the hint of exercise 2
 //! cargo xtask solution ch01 2          print the solution of exercise 2
-//! cargo xtask book-output [--check]    regenerate (or check) program output shown in the book
+//! cargo xtask book-output [--check] [chNN]  regenerate (or check) program output shown in the book
 //! cargo xtask book [--check-only]      check includes and links, then build the book
 //! cargo xtask fetch-models [which]     fetch and prepare the models (smollm2, gemma3, all)
 //! ```
@@ -30,7 +30,8 @@ tasks:
   exercises --verify            prove every exercise fails as shipped and passes when solved
   hint <chNN> <N>               print the hint of exercise N
   solution <chNN> <N>           print the reference solution of exercise N
-  book-output [--check]         regenerate the program output shown in the book (or check it)
+  book-output [--check] [chNN]  regenerate the program output shown in the book (or check it);
+                                with chNN, only that chapter's
   book [--check-only]           check the book's includes and links, then build it with mdbook
   fetch-models [smollm2|gemma3|all]  fetch, verify and prepare the models (default: all)";
 
@@ -44,8 +45,10 @@ fn main() -> ExitCode {
         ["exercises", ch, "--solutions"] => exercises::check(ch, true),
         ["hint", ch, n] => exercises::show(ch, n, false),
         ["solution", ch, n] => exercises::show(ch, n, true),
-        ["book-output"] => output::run(false),
-        ["book-output", "--check"] => output::run(true),
+        ["book-output"] => output::run(false, None),
+        ["book-output", "--check"] => output::run(true, None),
+        ["book-output", "--check", ch] => output::run(true, Some(ch)),
+        ["book-output", ch] => output::run(false, Some(ch)),
         ["book"] => book::run(true),
         ["book", "--check-only"] => book::run(false),
         ["fetch-models"] => fetch_models("all"),
@@ -118,7 +121,7 @@ fn test_all() -> Result<(), String> {
     eprintln!("\n==> exercises: every one fails as shipped and passes with its solution");
     exercises::verify_all()?;
     eprintln!("\n==> book: program output is up to date");
-    output::run(true)?;
+    output::run(true, None)?;
     eprintln!("\n==> book: includes, anchors and links");
     let have_mdbook = Command::new("mdbook").arg("--version").output().is_ok();
     if have_mdbook || ci {

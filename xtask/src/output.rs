@@ -7,6 +7,10 @@
 //! ch01-demo.txt: -p ch01-tensors -- --sizes 128,256
 //! ```
 //!
+//! Arguments are split on spaces; a double-quoted argument may hold spaces
+//! (`-p "The capital of France is"`). Everything after ` <<< ` is fed to the program's
+//! standard input, with `\n` standing for a line break (`chat <<< Hi\nBye\n`).
+//!
 //! `cargo xtask book-output` runs `cargo run --release -q <args>` from the workspace root and
 //! writes its stdout, with the workspace path replaced by `.`, to `book/src/output/<name>`.
 //! `--check` compares instead of writing, with timings masked (see [`mask_timings`]), so the
@@ -15,7 +19,7 @@
 
 use std::path::Path;
 
-use crate::exercises::chapters;
+use crate::exercises::{chapters, find_chapter};
 use crate::{cargo, root};
 
 /// Units after which a number is a measurement that changes from run to run.
@@ -23,13 +27,18 @@ const UNITS: &[&str] = &[
     "GFLOP/s", "GMAC/s", "GB/s", "MB/s", "tok/s", "tokens/s", "ns", "µs", "us", "ms", "s", "x", "×",
 ];
 
-pub fn run(check: bool) -> Result<(), String> {
+/// Every chapter's outputs, or with `only` (`ch09`) one chapter's.
+pub fn run(check: bool, only: Option<&str>) -> Result<(), String> {
+    let only = only.map(find_chapter).transpose()?.map(|c| c.package);
     let out_dir = root().join("book/src/output");
     std::fs::create_dir_all(&out_dir)
         .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
     let mut stale = Vec::new();
     let mut count = 0;
     for chapter in chapters() {
+        if only.as_ref().is_some_and(|p| *p != chapter.package) {
+            continue;
+        }
         let list = chapter.dir.join("book-outputs.txt");
         let Ok(text) = std::fs::read_to_string(&list) else {
             continue;
@@ -80,16 +89,29 @@ pub fn run(check: bool) -> Result<(), String> {
 }
 
 /// Runs `cargo run --release -q <args>` and returns its stdout, paths normalised. Arguments
-/// are split on spaces; everything after ` <<< ` is fed to the program's standard input
-/// (for commands that read stdin, like `ch02-tokenizer encode`).
+/// are split as [`split_args`] says; everything after ` <<< ` is fed to the program's
+/// standard input (for commands that read stdin, like `ch02-tokenizer encode`), each `\n`
+/// in it a line break.
 fn produce(line: &str) -> Result<String, String> {
     use std::io::Write;
     let (args, input) = match line.split_once(" <<< ") {
-        Some((args, input)) => (args, Some(input)),
+        Some((args, input)) => (args, Some(input.replace("\\n", "\n"))),
         None => (line, None),
     };
-    let args: Vec<&str> = args.split_whitespace().collect();
-    eprintln!("  running: cargo run --release -q {}", args.join(" "));
+    let args = split_args(args)?;
+    // the command as a shell would take it, for the messages
+    let shown = args
+        .iter()
+        .map(|a| {
+            if a.contains(' ') {
+                format!("\"{a}\"")
+            } else {
+                a.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    eprintln!("  running: cargo run --release -q {shown}");
     let mut child = cargo()
         .args(["run", "--release", "-q"])
         .args(&args)
@@ -101,7 +123,7 @@ fn produce(line: &str) -> Result<String, String> {
         .map_err(|e| format!("could not run cargo: {e}"))?;
     if let Some(mut stdin) = child.stdin.take() {
         stdin
-            .write_all(input.unwrap_or("").as_bytes())
+            .write_all(input.unwrap_or_default().as_bytes())
             .map_err(|e| format!("could not write the input: {e}"))?;
     } // dropped here: the program sees the end of its input
     let output = child
@@ -109,14 +131,36 @@ fn produce(line: &str) -> Result<String, String> {
         .map_err(|e| format!("could not run cargo: {e}"))?;
     if !output.status.success() {
         return Err(format!(
-            "`cargo run --release -q {}` failed ({}):\n{}",
-            args.join(" "),
+            "`cargo run --release -q {shown}` failed ({}):\n{}",
             output.status,
             String::from_utf8_lossy(&output.stderr)
         ));
     }
     let text = String::from_utf8_lossy(&output.stdout).into_owned();
     Ok(normalise_paths(&text, &root()))
+}
+
+/// Splits on spaces, except inside double quotes: `-p "a b"` is two arguments, `-p` and
+/// `a b`. There are no escapes; a quote left open is an error.
+fn split_args(line: &str) -> Result<Vec<String>, String> {
+    let mut args = Vec::new();
+    let mut word: Option<String> = None;
+    let mut quoted = false;
+    for c in line.chars() {
+        match c {
+            '"' => {
+                quoted = !quoted;
+                word.get_or_insert_default();
+            }
+            c if c.is_whitespace() && !quoted => args.extend(word.take()),
+            c => word.get_or_insert_default().push(c),
+        }
+    }
+    if quoted {
+        return Err(format!("an unclosed quote in: {line}"));
+    }
+    args.extend(word);
+    Ok(args)
 }
 
 fn normalise_paths(text: &str, root: &Path) -> String {
@@ -205,6 +249,24 @@ fn describe_difference(path: &Path, committed: &str, fresh: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quoted_arguments_keep_their_spaces() {
+        assert_eq!(
+            split_args(r#"-p ch09-generate -- -p "The capital of France is" -n 8"#).unwrap(),
+            [
+                "-p",
+                "ch09-generate",
+                "--",
+                "-p",
+                "The capital of France is",
+                "-n",
+                "8"
+            ]
+        );
+        assert_eq!(split_args(r#"a "" b"#).unwrap(), ["a", "", "b"]);
+        assert!(split_args(r#"-p "open"#).is_err());
+    }
 
     #[test]
     fn masks_only_measurements() {

@@ -7,7 +7,7 @@
 /// to keep: the fewest whose sum reaches at least `p`, and never fewer than one.
 ///
 /// Hint: add them up in order and stop at the first running sum `>= p`. With `p = 1` keep
-/// them all. See "Top-p".
+/// them all. See "Top-k, top-p and min-p".
 pub fn top_p_keep(probs: &[f64], p: f64) -> usize {
     // TODO: a running sum.
     todo!("exercise 1: top-p")
@@ -19,7 +19,7 @@ pub fn top_p_keep(probs: &[f64], p: f64) -> usize {
 /// probability, in id order.
 ///
 /// Hint: no softmax needed: `p_i ≥ min_p · p_max` is `logit_i ≥ logit_max + ln(min_p)`.
-/// See "Min-p".
+/// See "Top-k, top-p and min-p".
 pub fn min_p_keep(logits: &[f32], min_p: f32) -> Vec<usize> {
     // TODO: the largest logit, then a floor.
     todo!("exercise 2: min-p")

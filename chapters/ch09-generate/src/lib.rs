@@ -4,14 +4,17 @@
 //!   temperature, a seeded draw);
 //! - [`stop`]: stop strings matched across token boundaries;
 //! - [`generate`]: the loop that ties chapter 8's engine, the sampler and the streaming
-//!   decoder together, and says why it stopped.
+//!   decoder together, and says why it stopped;
+//! - [`stages`]: the distribution after each stage of the chain, as a table or a figure.
 
 pub mod chat;
 pub mod generate;
 pub mod perplexity;
+pub mod plot;
 pub mod rng;
 pub mod sampling;
 pub mod session;
+pub mod stages;
 pub mod stop;
 
 /// The chapter's exercises: stubs for you to fill in (see the book's "Exercises" page).

@@ -4,6 +4,7 @@
 //! ch09-generate [-m FILE] -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]
 //!               [--repeat-penalty R] [--repeat-last-n N] [--seed S] [-t THREADS]
 //!               [--stop TEXT]... [--json] [--verbose]
+//! ch09-generate stages [-m FILE] -p TEXT [sampling options] [--svg OUT.svg] [--json]
 //! ```
 
 use std::io::Write;
@@ -21,6 +22,8 @@ usage: ch09-generate [-m FILE] -p TEXT [options]
        ch09-generate chat [-m FILE] [--system TEXT] [sampling options]
            one user turn per line of standard input; /reset forgets the conversation,
            /stats shows the last turn's cost, Ctrl-C stops a reply, end of input (Ctrl-D) exits
+       ch09-generate stages [-m FILE] -p TEXT [sampling options] [--svg OUT.svg] [--json]
+           the next token's distribution after each stage of the sampling chain
 
 Generates text from a GGUF model (SmolLM2 or Gemma-3), streamed as it is made.
 
@@ -41,17 +44,20 @@ options (defaults in brackets):
   -t, --threads N         threads [2, or the machine's cores if fewer]
   --chat                  treat the prompt as a user turn, in the model's chat template
   --system TEXT           with --chat: a system message first
+  --echo                  chat: print each turn, after `> `, before its reply (a transcript)
   --json                  print one JSON object: prompt_ids, generated_ids, text, stop_reason,
                           timings
   --verbose               print the sampling chain and the settings first (to stderr)
   --text FILE             perplexity: the text to score
   --compare               bench: also run llama.cpp's llama-bench (bash scripts/llamacpp.sh)
+  --svg FILE              stages: also draw the stages as an SVG figure
   -h, --help              this text";
 
 struct Args {
     command: String,
     text_file: Option<PathBuf>,
     compare: bool,
+    svg: Option<PathBuf>,
     model: Option<PathBuf>,
     prompt: Option<String>,
     n: usize,
@@ -60,6 +66,7 @@ struct Args {
     json: bool,
     verbose: bool,
     chat: bool,
+    echo: bool,
     system: Option<String>,
     sampling: SamplerConfig,
 }
@@ -85,6 +92,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         command: "generate".into(),
         text_file: None,
         compare: false,
+        svg: None,
         model: None,
         prompt: None,
         n: 128,
@@ -93,6 +101,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         json: false,
         verbose: false,
         chat: false,
+        echo: false,
         system: None,
         sampling: SamplerConfig::default(),
     };
@@ -122,15 +131,17 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
             Long("json") => a.json = true,
             Long("verbose") => a.verbose = true,
             Long("chat") => a.chat = true,
+            Long("echo") => a.echo = true,
             Long("system") => a.system = Some(p.value()?.string()?),
             Long("text") => a.text_file = Some(p.value()?.into()),
             Long("compare") => a.compare = true,
+            Long("svg") => a.svg = Some(p.value()?.into()),
             Value(v) if a.command == "generate" && a.prompt.is_none() => {
                 let v = v.string()?;
                 match v.as_str() {
-                    "perplexity" | "bench" | "chat" => a.command = v,
+                    "perplexity" | "bench" | "chat" | "stages" => a.command = v,
                     other => return Err(format!(
-                        "unknown command {other:?} (chat, perplexity or bench; generating needs -p TEXT)"
+                        "unknown command {other:?} (chat, stages, perplexity or bench; generating needs -p TEXT)"
                     )
                     .into()),
                 }
@@ -148,9 +159,14 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         }
     };
     check(
-        a.command != "generate" || a.prompt.is_some(),
+        !matches!(a.command.as_str(), "generate" | "stages") || a.prompt.is_some(),
         "a prompt is needed: -p TEXT",
     )?;
+    check(
+        a.svg.is_none() || a.command == "stages",
+        "--svg goes with stages",
+    )?;
+    check(!a.echo || a.command == "chat", "--echo goes with chat")?;
     check(
         a.command != "perplexity" || a.text_file.is_some(),
         "perplexity needs --text FILE",
@@ -333,12 +349,14 @@ fn bench(a: &Args, process_start: std::time::Instant) -> Result<(), String> {
     Ok(())
 }
 
+// ANCHOR: sigint
 /// Set by Ctrl-C; the chat loop clears it before each reply.
 static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 extern "C" fn on_sigint(_: libc::c_int) {
     INTERRUPTED.store(true, std::sync::atomic::Ordering::Relaxed); // async-signal-safe
 }
+// ANCHOR_END: sigint
 
 /// `chat`: turns from standard input, replies streamed, the KV cache kept between turns.
 /// Ctrl-C stops the reply being written, not the program; end of input (Ctrl-D) exits.
@@ -391,6 +409,9 @@ fn chat(a: &Args) -> Result<(), String> {
             }
             _ => {}
         }
+        if a.echo {
+            println!("> {line}");
+        }
         INTERRUPTED.store(false, std::sync::atomic::Ordering::Relaxed);
         let interrupted = || INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed);
         let stats = ch07_simd_parallel::bench::in_pool(a.threads, || {
@@ -411,33 +432,92 @@ fn chat(a: &Args) -> Result<(), String> {
     Ok(())
 }
 
+/// The prompt's text: as given, or with `--chat` rendered as a user turn in the model's
+/// chat template.
+fn prompt_text(a: &Args, m: &ch08_gguf::Loaded) -> Result<String, String> {
+    let user_text = a.prompt.as_deref().unwrap_or_default();
+    if !a.chat {
+        return Ok(user_text.to_string());
+    }
+    use ch09_generate::chat::{ChatTemplate, Message, render};
+    let template = ChatTemplate::from_gguf(&m.file.gguf)?;
+    let mut messages = Vec::new();
+    if let Some(s) = &a.system {
+        messages.push(Message::new("system", s));
+    }
+    messages.push(Message::new("user", user_text));
+    render(&template, &messages, true)
+}
+
+/// `stages`: the prompt's next-token distribution after each stage of the sampling chain,
+/// as a table (or JSON), and with `--svg` as a figure.
+fn stages(a: &Args) -> Result<(), String> {
+    let path = model_path(a)?;
+    let m = ch08_gguf::load(&path).map_err(|e| e.to_string())?;
+    let engine = m.engine()?;
+    let text = prompt_text(a, &m)?;
+    let prompt = m.tokenizer.encode_prompt(&text, true);
+    if prompt.is_empty() {
+        return Err("the prompt is empty: the model needs at least one token".into());
+    }
+    let logits = ch07_simd_parallel::bench::in_pool(a.threads, || {
+        let mut cache = engine.new_cache(prompt.len()).map_err(|e| e.to_string())?;
+        engine
+            .forward(&mut cache, &prompt, 0)
+            .map_err(|e| e.to_string())
+    })??;
+    let sampler = Sampler::new(a.sampling.clone());
+    let st = ch09_generate::stages::stages(&sampler, &logits, &prompt, 12);
+    let piece = |id: u32| m.tokenizer.tokenizer.piece(id).unwrap_or_default();
+    let visible = |id: u32| ch02_tokenizer::show::visible(piece(id));
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    if let Some(out) = &a.svg {
+        let title = "The next token, after each stage of the sampling chain";
+        let subtitle = format!(
+            "{name} after {:?} (probabilities renormalised over the survivors)",
+            a.prompt.as_deref().unwrap_or_default()
+        );
+        std::fs::write(out, st.svg(title, &subtitle, &visible))
+            .map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+    }
+    if a.json {
+        let tokens: Vec<_> = st
+            .rows
+            .iter()
+            .map(|&id| json!({"id": id, "text": String::from_utf8_lossy(piece(id))}))
+            .collect();
+        let stages: Vec<_> = st
+            .stages
+            .iter()
+            .map(|s| {
+                json!({"stage": s.label, "survivors": s.survivors,
+                            "probabilities": s.probs, "rest": s.rest})
+            })
+            .collect();
+        println!(
+            "{:#}",
+            json!({"model": name, "prompt_tokens": prompt.len(),
+                   "tokens": tokens, "stages": stages})
+        );
+        return Ok(());
+    }
+    println!(
+        "The next token after {:?} ({name}), after each stage of the chain:\n",
+        a.prompt.as_deref().unwrap_or_default(),
+    );
+    print!("{}", st.table(&visible));
+    if let Some(out) = &a.svg {
+        eprintln!("wrote {}", out.display());
+    }
+    Ok(())
+}
+
 fn run(a: &Args) -> Result<(), String> {
-    let path = match &a.model {
-        Some(p) => p.clone(),
-        None => {
-            let p = models::smollm2_gguf();
-            if !p.exists() {
-                models::fetch("smollm2")?;
-            }
-            models::require(&p)?
-        }
-    };
+    let path = model_path(a)?;
     let m = ch08_gguf::load(&path).map_err(|e| e.to_string())?;
     let engine = m.engine()?;
     let tok = &m.tokenizer;
-    let user_text = a.prompt.as_deref().unwrap_or_default();
-    let prompt_text = if a.chat {
-        use ch09_generate::chat::{ChatTemplate, Message, render};
-        let template = ChatTemplate::from_gguf(&m.file.gguf)?;
-        let mut messages = Vec::new();
-        if let Some(s) = &a.system {
-            messages.push(Message::new("system", s));
-        }
-        messages.push(Message::new("user", user_text));
-        render(&template, &messages, true)?
-    } else {
-        user_text.to_string()
-    };
+    let prompt_text = prompt_text(a, &m)?;
     let prompt_text = prompt_text.as_str();
     let prompt = tok.encode_prompt(prompt_text, true);
     if a.verbose {
@@ -526,6 +606,7 @@ fn main() -> ExitCode {
         "perplexity" => perplexity(&args),
         "bench" => bench(&args, process_start),
         "chat" => chat(&args),
+        "stages" => stages(&args),
         _ => run(&args),
     };
     match result {

@@ -143,6 +143,28 @@ pub fn min_p(c: &mut Vec<Candidate>, min_p: f32) {
 }
 // ANCHOR_END: filters
 
+/// The stages of the chain, in the order [`Sampler::survivors`] runs them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    Penalties,
+    TopK,
+    TopP,
+    MinP,
+    Temperature,
+}
+
+impl Stage {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Penalties => "penalties",
+            Stage::TopK => "top-k",
+            Stage::TopP => "top-p",
+            Stage::MinP => "min-p",
+            Stage::Temperature => "temperature",
+        }
+    }
+}
+
 // ANCHOR: sampler
 /// The chain, with its random state and the tokens it has seen.
 pub struct Sampler {
@@ -159,6 +181,17 @@ impl Sampler {
     /// The candidates that survive every filter, highest first, with their final logits
     /// (after temperature): what the draw chooses from.
     pub fn survivors(&self, logits: &[f32], history: &[u32]) -> Vec<Candidate> {
+        self.survivors_traced(logits, history, &mut |_, _| {})
+    }
+
+    /// [`Sampler::survivors`], calling `trace` with each stage's name and its candidates
+    /// after the stage has run (`ch09-generate stages` draws them).
+    pub fn survivors_traced(
+        &self,
+        logits: &[f32],
+        history: &[u32],
+        trace: &mut dyn FnMut(Stage, &[Candidate]),
+    ) -> Vec<Candidate> {
         let cfg = &self.config;
         let mut logits = logits.to_vec();
         let recent = &history[history.len().saturating_sub(cfg.repeat_last_n)..];
@@ -171,14 +204,19 @@ impl Sampler {
                 logit,
             })
             .collect();
+        trace(Stage::Penalties, &c);
         top_k(&mut c, cfg.top_k);
+        trace(Stage::TopK, &c);
         top_p(&mut c, cfg.top_p);
+        trace(Stage::TopP, &c);
         min_p(&mut c, cfg.min_p);
+        trace(Stage::MinP, &c);
         if cfg.temperature > 0.0 {
             for x in &mut c {
                 x.logit /= cfg.temperature;
             }
         }
+        trace(Stage::Temperature, &c);
         c
     }
 
@@ -241,6 +279,38 @@ mod tests {
         };
         apply_penalties(&mut l, &[0, 1, 1], &cfg);
         assert_eq!(l, [2.0 / 2.0 - 0.5 - 0.25, -2.0 * 2.0 - 1.0 - 0.25, 1.0]);
+    }
+
+    #[test]
+    fn the_trace_sees_every_stage_in_order_and_ends_with_the_survivors() {
+        let cfg = SamplerConfig {
+            temperature: 0.5,
+            top_k: 3,
+            top_p: 0.9,
+            min_p: 0.2,
+            ..Default::default()
+        };
+        let s = Sampler::new(cfg);
+        let logits = [1.0, 3.0, 2.0, 0.0, 2.5];
+        let mut seen = Vec::new();
+        let out = s.survivors_traced(&logits, &[], &mut |stage, c| seen.push((stage, c.to_vec())));
+        let names: Vec<&str> = seen.iter().map(|(s, _)| s.name()).collect();
+        assert_eq!(
+            names,
+            ["penalties", "top-k", "top-p", "min-p", "temperature"]
+        );
+        assert_eq!(
+            seen[0].1.len(),
+            5,
+            "the first stage sees the whole vocabulary"
+        );
+        assert_eq!(seen[1].1.len(), 3, "top-k 3 keeps three");
+        assert_eq!(
+            seen[4].1, out,
+            "the last stage is what the draw chooses from"
+        );
+        assert_eq!(out, s.survivors(&logits, &[]));
+        assert_eq!(out[0].logit, 3.0 / 0.5, "temperature divides the logits");
     }
 
     #[test]

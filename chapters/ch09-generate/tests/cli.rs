@@ -28,6 +28,10 @@ fn bad_flags_are_usage_errors() {
         &["-p", "x", "--repeat-penalty", "nan"],
         &["perplexity"],
         &["bench", "--text", "f"],
+        &["stages"],
+        &["stages", "-p", "x", "--top-p", "1.5"],
+        &["-p", "x", "--svg", "out.svg"],
+        &["-p", "x", "--echo"],
     ] {
         let o = run(args);
         assert_eq!(
@@ -121,4 +125,92 @@ fn a_three_turn_chat_through_a_pipe() {
         "/stats printed nothing: {}",
         stderr(&o)
     );
+}
+
+#[test]
+fn stages_shows_the_chain_stage_by_stage() {
+    let model = ch01_tensors::models::require(&ch01_tensors::models::smollm2_gguf())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let svg = std::env::temp_dir().join(format!("ch09-stages-{}.svg", std::process::id()));
+    let run_stages = |args: &[&str]| {
+        let mut all = vec!["stages", "-m", model.to_str().unwrap()];
+        all.extend_from_slice(args);
+        run(&all)
+    };
+    let o = run_stages(&[
+        "-p",
+        "My favourite fruit is",
+        "--temp",
+        "0.8",
+        "--top-k",
+        "10",
+        "--top-p",
+        "0.75",
+        "--min-p",
+        "0.3",
+        "--json",
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stages --json is JSON");
+    let stages = v["stages"].as_array().expect("a list of stages");
+    let names: Vec<&str> = stages
+        .iter()
+        .map(|s| s["stage"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["softmax", "top-k 10", "top-p 0.75", "min-p 0.3", "temp 0.8"],
+        "the stages in the sampler's order"
+    );
+    assert_eq!(v["tokens"].as_array().unwrap().len(), 12, "twelve rows");
+    let survivors: Vec<u64> = stages
+        .iter()
+        .map(|s| s["survivors"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        survivors[0], 49152,
+        "before any filter, the whole vocabulary"
+    );
+    assert_eq!(survivors[1], 10, "top-k 10 keeps ten");
+    assert!(
+        survivors.windows(2).all(|w| w[1] <= w[0]),
+        "a filter never adds candidates: {survivors:?}"
+    );
+    let mut gone = [false; 12];
+    for s in stages {
+        let probs: Vec<f64> = s["probabilities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_f64().unwrap())
+            .collect();
+        let sum = probs.iter().sum::<f64>() + s["rest"].as_f64().unwrap();
+        assert!(
+            (sum - 1.0).abs() < 1e-5,
+            "{}: the survivors' probabilities sum to {sum}, not 1",
+            s["stage"]
+        );
+        for (r, &p) in probs.iter().enumerate() {
+            assert!(!(gone[r] && p > 0.0), "{}: row {r} came back", s["stage"]);
+            gone[r] |= p == 0.0;
+        }
+    }
+    let figure = std::fs::read_to_string(&svg).expect("--svg wrote the figure");
+    std::fs::remove_file(&svg).unwrap();
+    assert!(
+        figure.starts_with("<svg"),
+        "{}",
+        &figure[..figure.len().min(80)]
+    );
+    assert!(figure.trim_end().ends_with("</svg>"));
+    assert_eq!(
+        figure.matches("<text").count(),
+        figure.matches("</text>").count()
+    );
+    // a figure that cannot be written is an error, not a silent success
+    let o = run_stages(&["-p", "x", "--svg", "/nonexistent-dir/stages.svg"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("cannot write"), "{}", stderr(&o));
 }
