@@ -202,6 +202,52 @@ impl From<&BlockQ8_0> for Q8_0Wide {
     }
 }
 
+// ANCHOR: quads
+/// Four tokens' Q8_0 activations interleaved for a prefill kernel that keeps one
+/// (block, token) pair in each 32-bit lane: for every group of four blocks and every step
+/// `s` of the eight four-byte steps of a block, 64 bytes holding, for each block `b` of the
+/// group and each token `t`, the four quants `4s..4s + 4` of token `t`'s block `b`, in the
+/// order (b, t). One `vpdpbusd` per step then adds four products to each of sixteen block
+/// sums at once, and after eight steps every lane holds a whole block's integer dot product
+/// without a horizontal add. Built once per matrix product, shared by every weight row.
+pub struct Q8_0Quads {
+    /// `(groups, 8 steps, 4 blocks, 4 tokens, 4 bytes)`.
+    pub qs: Vec<[i8; 512]>,
+    /// `(groups, 4 blocks, 4 tokens)`: each block's scale.
+    pub d: Vec<[f32; 16]>,
+    /// `(groups, 4 blocks, 4 tokens)`: `16 · Σ qs` of each block (Q5_0's offset, taken out).
+    pub sum16: Vec<[i32; 16]>,
+}
+
+impl Q8_0Quads {
+    /// The whole groups of four blocks of four tokens' activations (the blocks after the last
+    /// whole group are left to the caller).
+    pub fn new(a: [&[Q8_0Wide]; 4]) -> Q8_0Quads {
+        let groups = a[0].len() / 4;
+        let mut out = Q8_0Quads {
+            qs: vec![[0; 512]; groups],
+            d: vec![[0.0; 16]; groups],
+            sum16: vec![[0; 16]; groups],
+        };
+        for g in 0..groups {
+            for b in 0..4 {
+                for (t, a) in a.iter().enumerate() {
+                    let blk = &a[4 * g + b];
+                    let lane = 4 * b + t;
+                    out.d[g][lane] = blk.d;
+                    out.sum16[g][lane] = 16 * blk.sum;
+                    for s in 0..8 {
+                        let at = 64 * s + 4 * lane;
+                        out.qs[g][at..at + 4].copy_from_slice(&blk.qs[4 * s..4 * s + 4]);
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+// ANCHOR_END: quads
+
 // ANCHOR: q5_0
 /// The 5-bit quant `j` (0..32) of a Q5_0 block, in −16..16: a nibble as in Q4_0 (low
 /// nibbles first), and bit `j` of the 32-bit `qh` on top.

@@ -7,7 +7,7 @@
 
 use ch07_simd_parallel::Isa;
 
-use crate::kquant::{self, BlockQ8K, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide};
+use crate::kquant::{self, BlockQ8K, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Quads, Q8_0Wide};
 
 /// Row dot products for the K-quant formats and Q5_0.
 pub trait KKernels: Sync {
@@ -28,6 +28,17 @@ pub trait KKernels: Sync {
     }
     fn dot4_q5_0(&self, w: &[u8], a: [&[Q8_0Wide]; 4]) -> [f32; 4] {
         a.map(|a| self.dot_q5_0(w, a))
+    }
+    /// Whether [`KKernels::dot4_q5_0_quads`] has a kernel of its own: worth building the
+    /// interleaved activations for.
+    fn wants_quads(&self) -> bool {
+        false
+    }
+    /// `dot4_q5_0`, bit for bit, given also the same activations interleaved
+    /// ([`Q8_0Quads`]); kernels without a use for them ignore them.
+    fn dot4_q5_0_quads(&self, w: &[u8], quads: &Q8_0Quads, a: [&[Q8_0Wide]; 4]) -> [f32; 4] {
+        let _ = quads;
+        self.dot4_q5_0(w, a)
     }
     /// Four rows with one token's activations (a decode step): four `dot_*` results.
     fn rows4_q4_k(&self, w: [&[u8]; 4], a: &[BlockQ8K]) -> [f32; 4] {
@@ -141,6 +152,28 @@ pub mod avx2 {
         fn rows4_q6_k(&self, w: [&[u8]; 4], a: &[BlockQ8K]) -> [f32; 4] {
             // SAFETY: as above.
             (unsafe { q6_k::<4, 1>(w, [a]) }).map(|r| r[0])
+        }
+        fn wants_quads(&self) -> bool {
+            VNNI
+        }
+        fn dot4_q5_0_quads(&self, w: &[u8], quads: &Q8_0Quads, a: [&[Q8_0Wide]; 4]) -> [f32; 4] {
+            if !VNNI {
+                return self.dot4_q5_0(w, a);
+            }
+            for a in a {
+                assert_eq!(
+                    w.len(),
+                    a.len() * Q5_0_BYTES,
+                    "whole Q5_0 blocks, one per activation block"
+                );
+            }
+            assert_eq!(
+                quads.qs.len(),
+                a[0].len() / 4,
+                "the quads are these activations'"
+            );
+            // SAFETY: as in dot4_q5_0.
+            unsafe { super::avx512::q5_0_quads(w, quads, a) }
         }
         fn rows4_q5_0(&self, w: [&[u8]; 4], a: &[Q8_0Wide]) -> [f32; 4] {
             if VNNI {
@@ -539,6 +572,23 @@ pub mod avx512 {
         _mm256_mask_add_epi8(q, qh, q, _mm256_set1_epi8(16))
     }
 
+    /// One block's `dw · da · dot`, the scalar kernel's term, for the blocks after the last
+    /// group of four.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,f16c")]
+    fn block_term(w: &[u8], a: &Q8_0Wide) -> f32 {
+        assert_eq!(w.len(), Q5_0_BYTES);
+        // SAFETY: one whole block (checked) and 32 activation quants.
+        let v = unsafe {
+            _mm256_dpbusd_epi32(
+                _mm256_setzero_si256(),
+                unpack(w.as_ptr()),
+                _mm256_loadu_si256(a.qs.as_ptr().cast()),
+            )
+        };
+        let dot = avx2::hsum(v) - 16 * a.sum;
+        avx2::f16(w, 0) * a.d * dot as f32
+    }
+
     // ANCHOR: avx512_q5_0
     /// Four (row, token) pairs of Q5_0 products: four rows and one token (a decode step) or
     /// one row and four tokens (a prefill). Four blocks at a time, each pair's four block sums
@@ -616,21 +666,88 @@ pub mod avx512 {
             let (r, t) = pair(k);
             // The last blocks (fewer than four) one at a time, as the scalar loop.
             for j in i..blocks {
-                let b = &w[r][j * Q5_0_BYTES..(j + 1) * Q5_0_BYTES];
-                let a = &a[t][j];
-                // SAFETY: one whole block and its activations.
-                let v = unsafe {
-                    _mm256_dpbusd_epi32(
-                        _mm256_setzero_si256(),
-                        unpack(b.as_ptr()),
-                        _mm256_loadu_si256(a.qs.as_ptr().cast()),
-                    )
-                };
-                let dot = avx2::hsum(v) - 16 * a.sum;
-                *o += avx2::f16(b, 0) * a.d * dot as f32;
+                *o += block_term(&w[r][j * Q5_0_BYTES..(j + 1) * Q5_0_BYTES], &a[t][j]);
             }
         }
         out
     }
     // ANCHOR_END: avx512_q5_0
+
+    // ANCHOR: avx512_q5_0_quads
+    /// One Q5_0 row against four tokens (a prefill), sixteen (block, token) pairs at a time,
+    /// one per lane, from [`Q8_0Quads`]: each of the eight steps of a group of four blocks is
+    /// a permute of the weights (lane (b, t) gets four quants of block b) and one `vpdpbusd`,
+    /// and no horizontal add is needed. Then, as the scalar loop does, each block's
+    /// `dw · da · dot` is added to its token's sum in block order.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,f16c")]
+    pub(super) unsafe fn q5_0_quads(w: &[u8], quads: &Q8_0Quads, a: [&[Q8_0Wide]; 4]) -> [f32; 4] {
+        let strides = _mm_setr_epi32(0, 22, 44, 66); // the f16 scales of four blocks
+        // Step s: lane (b, t) takes dword s of block b (dwords 8b..8b + 8 of the two registers).
+        let steps: [__m512i; 8] = std::array::from_fn(|s| {
+            let s = s as i32;
+            _mm512_setr_epi32(
+                s,
+                s,
+                s,
+                s,
+                8 + s,
+                8 + s,
+                8 + s,
+                8 + s,
+                16 + s,
+                16 + s,
+                16 + s,
+                16 + s,
+                24 + s,
+                24 + s,
+                24 + s,
+                24 + s,
+            )
+        });
+        let spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+        let mut acc = _mm_setzero_ps(); // lane t: token t's sum so far
+        for (g, ((qs, d), sum16)) in quads.qs.iter().zip(&quads.d).zip(&quads.sum16).enumerate() {
+            let b = w[4 * g * Q5_0_BYTES..].as_ptr();
+            // SAFETY: blocks 4g..4g + 4 lie inside the row (checked by the caller).
+            let q: [__m256i; 4] = std::array::from_fn(|j| unsafe { unpack(b.add(j * Q5_0_BYTES)) });
+            let q01 = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(q[0]), q[1]);
+            let q23 = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(q[2]), q[3]);
+            let mut dots = _mm512_setzero_si512();
+            for (s, step) in steps.iter().enumerate() {
+                // SAFETY: 64 of the group's 512 bytes.
+                let act = unsafe { _mm512_loadu_si512(qs.as_ptr().add(64 * s).cast()) };
+                dots = _mm512_dpbusd_epi32(dots, _mm512_permutex2var_epi32(q01, *step, q23), act);
+            }
+            // SAFETY: 16 i32 and 16 f32.
+            let (sum16, da) = unsafe {
+                (
+                    _mm512_loadu_si512(sum16.as_ptr().cast()),
+                    _mm512_loadu_ps(d.as_ptr()),
+                )
+            };
+            let dots = _mm512_cvtepi32_ps(_mm512_sub_epi32(dots, sum16)); // Σ (q − 16)·a
+            // SAFETY: the gather reads 4 bytes at the start of each of the four blocks.
+            let dw = _mm_cvtph_ps(_mm_cvtepi32_epi16(unsafe {
+                _mm_i32gather_epi32::<1>(b.cast(), strides)
+            }));
+            let dw = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(dw));
+            let p = _mm512_mul_ps(_mm512_mul_ps(dw, da), dots);
+            // Block b's four tokens are lanes 4b..4b + 4: added in block order.
+            acc = _mm_add_ps(acc, _mm512_castps512_ps128(p));
+            acc = _mm_add_ps(acc, _mm512_extractf32x4_ps::<1>(p));
+            acc = _mm_add_ps(acc, _mm512_extractf32x4_ps::<2>(p));
+            acc = _mm_add_ps(acc, _mm512_extractf32x4_ps::<3>(p));
+        }
+        let mut out = [0.0f32; 4];
+        // SAFETY: four f32 into four f32.
+        unsafe { _mm_storeu_ps(out.as_mut_ptr(), acc) };
+        // The blocks after the last whole group, one at a time, as the scalar loop.
+        for (t, o) in out.iter_mut().enumerate() {
+            for j in 4 * quads.qs.len()..a[t].len() {
+                *o += block_term(&w[j * Q5_0_BYTES..(j + 1) * Q5_0_BYTES], &a[t][j]);
+            }
+        }
+        out
+    }
+    // ANCHOR_END: avx512_q5_0_quads
 }

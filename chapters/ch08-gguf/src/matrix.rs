@@ -1,7 +1,7 @@
 //! A weight matrix in whatever format the file holds it: chapter 6's [`QMatrix`] for F32,
 //! Q8_0, Q4_0 and Q4_1, or a [`KMatrix`] for Q5_0, Q4_K and Q6_K.
 
-use crate::kquant::Q8_0Wide;
+use crate::kquant::{Q8_0Quads, Q8_0Wide};
 use ch06_quantization::matrix::{Activations, Format};
 use ch06_quantization::{Bytes, Kernels, QMatrix};
 use rayon::prelude::*;
@@ -162,6 +162,21 @@ impl KMatrix {
         }
     }
 
+    /// [`KMatrix::dot4`] for a Q5_0 row, given the four tokens' activations interleaved too.
+    fn dot4_quads(
+        &self,
+        kk: &dyn KKernels,
+        r: usize,
+        quads: &Q8_0Quads,
+        a: [&KActs; 4],
+    ) -> [f32; 4] {
+        let a = a.map(|a| match a {
+            KActs::Q8_0(a) => &a[..],
+            KActs::Q8K(_) => unreachable!("Q5_0 takes Q8_0 activations"),
+        });
+        kk.dot4_q5_0_quads(self.row_bytes(r), quads, a)
+    }
+
     /// Rows `r..r + 4` against one token: four `dot`s, bit for bit.
     pub fn rows4(&self, kk: &dyn KKernels, r: usize, a: &KActs) -> [f32; 4] {
         let w: [&[u8]; 4] = std::array::from_fn(|i| self.row_bytes(r + i));
@@ -201,12 +216,35 @@ impl KMatrix {
                 .enumerate()
                 .for_each(|(b, out_band)| {
                     let n = out_band.len() / rows;
+                    // Q5_0 on a kernel that wants them: each four tokens' activations
+                    // interleaved once for all the rows.
+                    let quads: Vec<Q8_0Quads> = if self.format == KFormat::Q5_0 && kk.wants_quads()
+                    {
+                        (0..n / 4)
+                            .map(|g| {
+                                Q8_0Quads::new(std::array::from_fn(|j| {
+                                    match &acts[b * band + 4 * g + j] {
+                                        KActs::Q8_0(a) => &a[..],
+                                        KActs::Q8K(_) => {
+                                            unreachable!("Q5_0 takes Q8_0 activations")
+                                        }
+                                    }
+                                }))
+                            })
+                            .collect()
+                    } else {
+                        Vec::new()
+                    };
                     for r0 in (0..rows).step_by(64) {
                         for r in r0..(r0 + 64).min(rows) {
                             let mut i = 0;
                             while i + 4 <= n {
                                 let t = b * band + i;
-                                let v = self.dot4(kk, r, std::array::from_fn(|j| &acts[t + j]));
+                                let a = std::array::from_fn(|j| &acts[t + j]);
+                                let v = match quads.get(i / 4) {
+                                    Some(q) => self.dot4_quads(kk, r, q, a),
+                                    None => self.dot4(kk, r, a),
+                                };
                                 for (j, v) in v.into_iter().enumerate() {
                                     out_band[(i + j) * rows + r] = v;
                                 }

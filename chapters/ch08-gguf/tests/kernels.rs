@@ -141,12 +141,17 @@ fn four_token_kernels_equal_one_token_kernels() {
         })
         .collect();
     let a: Vec<Vec<BlockQ8K>> = tokens.iter().map(|q| acts(q, 0.02)).collect();
+    // every (token, block) its own scale, so that a scale read from the wrong lane shows
     let a8: Vec<Vec<Q8_0Wide>> = tokens
         .iter()
-        .map(|q| {
+        .enumerate()
+        .map(|(t, q)| {
             q[..224]
                 .chunks_exact(32)
-                .map(|c| Q8_0Wide::new(0.01, c.try_into().unwrap()))
+                .enumerate()
+                .map(|(i, c)| {
+                    Q8_0Wide::new(0.01 + 0.001 * (8 * t + i) as f32, c.try_into().unwrap())
+                })
                 .collect()
         })
         .collect();
@@ -154,6 +159,9 @@ fn four_token_kernels_equal_one_token_kernels() {
         let four = k.dot4_q4_k(&q4k, std::array::from_fn(|t| &a[t][..]));
         let four6 = k.dot4_q6_k(&q6k, std::array::from_fn(|t| &a[t][..]));
         let four5 = k.dot4_q5_0(&q50, std::array::from_fn(|t| &a8[t][..]));
+        // the same through the interleaved activations (one group of four blocks, a tail of three)
+        let quads = Q8_0Quads::new(std::array::from_fn(|t| &a8[t][..]));
+        let four5q = k.dot4_q5_0_quads(&q50, &quads, std::array::from_fn(|t| &a8[t][..]));
         for t in 0..4 {
             assert_eq!(
                 four[t].to_bits(),
@@ -169,6 +177,11 @@ fn four_token_kernels_equal_one_token_kernels() {
                 four5[t].to_bits(),
                 ScalarK.dot_q5_0(&q50, &a8[t]).to_bits(),
                 "Q5_0 token {t} {isa:?}"
+            );
+            assert_eq!(
+                four5q[t].to_bits(),
+                ScalarK.dot_q5_0(&q50, &a8[t]).to_bits(),
+                "Q5_0 (interleaved) token {t} {isa:?}"
             );
         }
     }
