@@ -368,7 +368,7 @@ pub mod avx2 {
         // 2k + 1's in the high half, picked by one byte shuffle from the scales widened to
         // i16 (groups 0–7 or 8–15 in both halves).
         // The shuffle index of i16 lane `g`: its two bytes, 2g and 2g + 1.
-        let lane = |g: i16| 2 * g | ((2 * g + 1) << 8);
+        let lane = |g: i16| (2 * g) | ((2 * g + 1) << 8);
         let pick: [__m256i; 4] = std::array::from_fn(|k| {
             let k = k as i16;
             _mm256_set_m128i(_mm_set1_epi16(lane(2 * k + 1)), _mm_set1_epi16(lane(2 * k)))
