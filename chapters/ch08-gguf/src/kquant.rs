@@ -20,7 +20,7 @@
 //! this book's. Every dot product is an integer sum per (sub-)block, converted to f32 once,
 //! so the SIMD kernels of [`crate::ksimd`] give the same bits.
 
-use ch06_quantization::blocks::BlockQ8_0;
+use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
 use ch06_quantization::f16::f16_to_f32_fast as f16;
 
 /// Values in a K-quant super-block.
@@ -203,42 +203,63 @@ impl From<&BlockQ8_0> for Q8_0Wide {
 }
 
 // ANCHOR: quads
-/// Four tokens' Q8_0 activations interleaved for a prefill kernel that keeps one
+/// Four tokens' Q8_0 (or Q8_1) activations interleaved for a prefill kernel that keeps one
 /// (block, token) pair in each 32-bit lane: for every group of four blocks and every step
 /// `s` of the eight four-byte steps of a block, 64 bytes holding, for each block `b` of the
 /// group and each token `t`, the four quants `4s..4s + 4` of token `t`'s block `b`, in the
 /// order (b, t). One `vpdpbusd` per step then adds four products to each of sixteen block
 /// sums at once, and after eight steps every lane holds a whole block's integer dot product
 /// without a horizontal add. Built once per matrix product, shared by every weight row.
-pub struct Q8_0Quads {
+pub struct ActQuads {
     /// `(groups, 8 steps, 4 blocks, 4 tokens, 4 bytes)`.
     pub qs: Vec<[i8; 512]>,
     /// `(groups, 4 blocks, 4 tokens)`: each block's scale.
     pub d: Vec<[f32; 16]>,
     /// `(groups, 4 blocks, 4 tokens)`: `16 · Σ qs` of each block (Q5_0's offset, taken out).
     pub sum16: Vec<[i32; 16]>,
+    /// `(groups, 4 blocks, 4 tokens)`: Q8_1's `s = d · Σ qs` (for Q4_1's minimum); 0 for Q8_0.
+    pub s: Vec<[f32; 16]>,
 }
 
-impl Q8_0Quads {
+impl ActQuads {
     /// The whole groups of four blocks of four tokens' activations (the blocks after the last
     /// whole group are left to the caller).
-    pub fn new(a: [&[Q8_0Wide]; 4]) -> Q8_0Quads {
-        let groups = a[0].len() / 4;
-        let mut out = Q8_0Quads {
+    pub fn new(a: [&[Q8_0Wide]; 4]) -> ActQuads {
+        ActQuads::build(a[0].len(), |t, i| {
+            let b = &a[t][i];
+            (&b.qs, b.d, 16 * b.sum, 0.0)
+        })
+    }
+
+    /// The same for Q8_1 activations (Q4_1's).
+    pub fn from_q8_1(a: [&[BlockQ8_1]; 4]) -> ActQuads {
+        ActQuads::build(a[0].len(), |t, i| {
+            let b = &a[t][i];
+            (&b.qs, f16(b.d), 0, f16(b.s))
+        })
+    }
+
+    /// From `block(t, i)`: token `t`'s block `i` as (quants, d, sum16, s).
+    fn build<'a>(
+        blocks: usize,
+        block: impl Fn(usize, usize) -> (&'a [i8; 32], f32, i32, f32),
+    ) -> ActQuads {
+        let groups = blocks / 4;
+        let mut out = ActQuads {
             qs: vec![[0; 512]; groups],
             d: vec![[0.0; 16]; groups],
             sum16: vec![[0; 16]; groups],
+            s: vec![[0.0; 16]; groups],
         };
         for g in 0..groups {
             for b in 0..4 {
-                for (t, a) in a.iter().enumerate() {
-                    let blk = &a[4 * g + b];
+                for t in 0..4 {
+                    let (qs, d, sum16, s) = block(t, 4 * g + b);
                     let lane = 4 * b + t;
-                    out.d[g][lane] = blk.d;
-                    out.sum16[g][lane] = 16 * blk.sum;
-                    for s in 0..8 {
-                        let at = 64 * s + 4 * lane;
-                        out.qs[g][at..at + 4].copy_from_slice(&blk.qs[4 * s..4 * s + 4]);
+                    (out.d[g][lane], out.sum16[g][lane], out.s[g][lane]) = (d, sum16, s);
+                    for step in 0..8 {
+                        let at = 64 * step + 4 * lane;
+                        out.qs[g][at..at + 4].copy_from_slice(&qs[4 * step..4 * step + 4]);
                     }
                 }
             }

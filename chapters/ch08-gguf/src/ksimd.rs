@@ -5,9 +5,13 @@
 //! contribution is computed from exact integer sums with the same float operations as the
 //! scalar code, so every level returns the same bits.
 
+use ch06_quantization::blocks::{BlockQ4_1, BlockQ8_1};
+
+/// Bytes of a Q4_1 block (chapter 6's format).
+const Q4_1_BYTES: usize = BlockQ4_1::BYTES;
 use ch07_simd_parallel::Isa;
 
-use crate::kquant::{self, BlockQ8K, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Quads, Q8_0Wide};
+use crate::kquant::{self, ActQuads, BlockQ8K, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide};
 
 /// Row dot products for the K-quant formats and Q5_0.
 pub trait KKernels: Sync {
@@ -35,10 +39,21 @@ pub trait KKernels: Sync {
         false
     }
     /// `dot4_q5_0`, bit for bit, given also the same activations interleaved
-    /// ([`Q8_0Quads`]); kernels without a use for them ignore them.
-    fn dot4_q5_0_quads(&self, w: &[u8], quads: &Q8_0Quads, a: [&[Q8_0Wide]; 4]) -> [f32; 4] {
+    /// ([`ActQuads`]); kernels without a use for them ignore them.
+    fn dot4_q5_0_quads(&self, w: &[u8], quads: &ActQuads, a: [&[Q8_0Wide]; 4]) -> [f32; 4] {
         let _ = quads;
         self.dot4_q5_0(w, a)
+    }
+    /// Chapter 7's `dot4_q4_1_q8_1` for one Q4_1 row against four tokens, bit for bit, given
+    /// the activations interleaved too; `None` when this level has no such kernel.
+    fn dot4_q4_1_quads(
+        &self,
+        w: &[u8],
+        quads: &ActQuads,
+        a: [&[BlockQ8_1]; 4],
+    ) -> Option<[f32; 4]> {
+        let _ = (w, quads, a);
+        None
     }
     /// Four rows with one token's activations (a decode step): four `dot_*` results.
     fn rows4_q4_k(&self, w: [&[u8]; 4], a: &[BlockQ8K]) -> [f32; 4] {
@@ -101,6 +116,23 @@ pub mod avx2 {
     use super::*;
     use std::arch::x86_64::*;
 
+    /// Panics unless `w` is one row of whole blocks of `bytes` for each token's activations,
+    /// and `quads` holds those activations' whole groups of four blocks.
+    fn check_quads<A>(w: &[u8], bytes: usize, quads: &ActQuads, a: [&[A]; 4]) {
+        for a in a {
+            assert_eq!(
+                w.len(),
+                a.len() * bytes,
+                "whole blocks, one per activation block"
+            );
+        }
+        assert_eq!(
+            quads.qs.len(),
+            a[0].len() / 4,
+            "the quads are these activations'"
+        );
+    }
+
     /// The AVX2 kernels; with `VNNI`, the Q5_0 products of [`super::avx512`] (the CPU must
     /// have AVX-512 F/BW/VL and VNNI).
     pub struct Avx2K<const VNNI: bool>;
@@ -156,24 +188,26 @@ pub mod avx2 {
         fn wants_quads(&self) -> bool {
             VNNI
         }
-        fn dot4_q5_0_quads(&self, w: &[u8], quads: &Q8_0Quads, a: [&[Q8_0Wide]; 4]) -> [f32; 4] {
+        fn dot4_q5_0_quads(&self, w: &[u8], quads: &ActQuads, a: [&[Q8_0Wide]; 4]) -> [f32; 4] {
             if !VNNI {
                 return self.dot4_q5_0(w, a);
             }
-            for a in a {
-                assert_eq!(
-                    w.len(),
-                    a.len() * Q5_0_BYTES,
-                    "whole Q5_0 blocks, one per activation block"
-                );
-            }
-            assert_eq!(
-                quads.qs.len(),
-                a[0].len() / 4,
-                "the quads are these activations'"
-            );
+            check_quads(w, Q5_0_BYTES, quads, a);
             // SAFETY: as in dot4_q5_0.
             unsafe { super::avx512::q5_0_quads(w, quads, a) }
+        }
+        fn dot4_q4_1_quads(
+            &self,
+            w: &[u8],
+            quads: &ActQuads,
+            a: [&[BlockQ8_1]; 4],
+        ) -> Option<[f32; 4]> {
+            if !VNNI {
+                return None;
+            }
+            check_quads(w, Q4_1_BYTES, quads, a);
+            // SAFETY: as in dot4_q5_0.
+            Some(unsafe { super::avx512::q4_1_quads(w, quads, a) })
         }
         fn rows4_q5_0(&self, w: [&[u8]; 4], a: &[Q8_0Wide]) -> [f32; 4] {
             if VNNI {
@@ -554,20 +588,23 @@ pub mod avx512 {
     use super::*;
     use std::arch::x86_64::*;
 
+    /// The 32 nibbles of the 16 bytes at `p`: the low nibbles in bytes 0..16, the high ones
+    /// in bytes 16..32 (Q4_0, Q4_1 and Q5_0 order them so), by one shift of 0 or 4 bits.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2")]
+    unsafe fn nibbles(p: *const u8) -> __m256i {
+        // SAFETY: the caller passes 16 readable bytes.
+        let nib = _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(p.cast()) });
+        let shifts = _mm256_setr_epi16(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4);
+        _mm256_and_si256(_mm256_srlv_epi16(nib, shifts), _mm256_set1_epi8(0x0f))
+    }
+
     /// One Q5_0 block's 32 quants (at `p`), unsigned, before the offset of 16 is taken out.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2")]
     unsafe fn unpack(p: *const u8) -> __m256i {
         // SAFETY: the caller passes a whole 22-byte block.
-        let (nib, qh) = unsafe {
-            (
-                _mm256_broadcastsi128_si256(_mm_loadu_si128(p.add(6).cast())),
-                p.add(2).cast::<u32>().read_unaligned(),
-            )
-        };
-        // Low nibbles in bytes 0..16, high nibbles in bytes 16..32: one shift, 0 or 4 bits.
-        let shifts = _mm256_setr_epi16(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4);
-        let q = _mm256_and_si256(_mm256_srlv_epi16(nib, shifts), _mm256_set1_epi8(0x0f));
+        let (q, qh) = unsafe { (nibbles(p.add(6)), p.add(2).cast::<u32>().read_unaligned()) };
         // Byte j gets 16 where bit j of qh is set.
         _mm256_mask_add_epi8(q, qh, q, _mm256_set1_epi8(16))
     }
@@ -674,14 +711,17 @@ pub mod avx512 {
     // ANCHOR_END: avx512_q5_0
 
     // ANCHOR: avx512_q5_0_quads
-    /// One Q5_0 row against four tokens (a prefill), sixteen (block, token) pairs at a time,
-    /// one per lane, from [`Q8_0Quads`]: each of the eight steps of a group of four blocks is
-    /// a permute of the weights (lane (b, t) gets four quants of block b) and one `vpdpbusd`,
-    /// and no horizontal add is needed. Then, as the scalar loop does, each block's
-    /// `dw · da · dot` is added to its token's sum in block order.
+    /// The whole groups of four blocks of one row (Q5_0, or Q4_1 with `Q4_1`) against four
+    /// tokens (a prefill), sixteen (block, token) pairs at a time, one per lane, from
+    /// [`ActQuads`]: each of the eight steps of a group is a permute of the weights (lane
+    /// (b, t) gets four quants of block b) and one `vpdpbusd`, and no horizontal add is
+    /// needed. Then, as the scalar loop does, each block's term (Q5_0: `dw · da · dot`; Q4_1:
+    /// `(dw · da) · dot + mw · s`) is added to its token's sum in block order.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,f16c")]
-    pub(super) unsafe fn q5_0_quads(w: &[u8], quads: &Q8_0Quads, a: [&[Q8_0Wide]; 4]) -> [f32; 4] {
-        let strides = _mm_setr_epi32(0, 22, 44, 66); // the f16 scales of four blocks
+    unsafe fn quads_groups<const Q4_1: bool>(w: &[u8], quads: &ActQuads) -> [f32; 4] {
+        let bytes = if Q4_1 { Q4_1_BYTES } else { Q5_0_BYTES };
+        let stride = bytes as i32;
+        let strides = _mm_setr_epi32(0, stride, 2 * stride, 3 * stride); // four blocks' scales
         // Step s: lane (b, t) takes dword s of block b (dwords 8b..8b + 8 of the two registers).
         let steps: [__m512i; 8] = std::array::from_fn(|s| {
             let s = s as i32;
@@ -706,10 +746,17 @@ pub mod avx512 {
         });
         let spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
         let mut acc = _mm_setzero_ps(); // lane t: token t's sum so far
-        for (g, ((qs, d), sum16)) in quads.qs.iter().zip(&quads.d).zip(&quads.sum16).enumerate() {
-            let b = w[4 * g * Q5_0_BYTES..].as_ptr();
+        for (g, qs) in quads.qs.iter().enumerate() {
+            let b = w[4 * g * bytes..].as_ptr();
             // SAFETY: blocks 4g..4g + 4 lie inside the row (checked by the caller).
-            let q: [__m256i; 4] = std::array::from_fn(|j| unsafe { unpack(b.add(j * Q5_0_BYTES)) });
+            let q: [__m256i; 4] = std::array::from_fn(|j| unsafe {
+                let blk = b.add(j * bytes);
+                if Q4_1 {
+                    nibbles(blk.add(4))
+                } else {
+                    unpack(blk)
+                }
+            });
             let q01 = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(q[0]), q[1]);
             let q23 = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(q[2]), q[3]);
             let mut dots = _mm512_setzero_si512();
@@ -718,20 +765,30 @@ pub mod avx512 {
                 let act = unsafe { _mm512_loadu_si512(qs.as_ptr().add(64 * s).cast()) };
                 dots = _mm512_dpbusd_epi32(dots, _mm512_permutex2var_epi32(q01, *step, q23), act);
             }
-            // SAFETY: 16 i32 and 16 f32.
-            let (sum16, da) = unsafe {
-                (
-                    _mm512_loadu_si512(sum16.as_ptr().cast()),
-                    _mm512_loadu_ps(d.as_ptr()),
+            // SAFETY: the gather reads 4 bytes at the start of each of the four blocks: the
+            // f16 d (and, for Q4_1, the f16 m after it).
+            let dm = unsafe { _mm_i32gather_epi32::<1>(b.cast(), strides) };
+            let dw = _mm512_permutexvar_ps(
+                spread,
+                _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtepi32_epi16(dm))),
+            );
+            // SAFETY: 16 f32 (and 16 i32).
+            let da = unsafe { _mm512_loadu_ps(quads.d[g].as_ptr()) };
+            let p = if Q4_1 {
+                let mw = _mm_cvtph_ps(_mm_cvtepi32_epi16(_mm_srli_epi32::<16>(dm)));
+                let mw = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(mw));
+                // SAFETY: 16 f32.
+                let s = unsafe { _mm512_loadu_ps(quads.s[g].as_ptr()) };
+                _mm512_add_ps(
+                    _mm512_mul_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(dots)),
+                    _mm512_mul_ps(mw, s),
                 )
+            } else {
+                // SAFETY: 16 i32.
+                let sum16 = unsafe { _mm512_loadu_si512(quads.sum16[g].as_ptr().cast()) };
+                let dots = _mm512_cvtepi32_ps(_mm512_sub_epi32(dots, sum16)); // Σ (q − 16)·a
+                _mm512_mul_ps(_mm512_mul_ps(dw, da), dots)
             };
-            let dots = _mm512_cvtepi32_ps(_mm512_sub_epi32(dots, sum16)); // Σ (q − 16)·a
-            // SAFETY: the gather reads 4 bytes at the start of each of the four blocks.
-            let dw = _mm_cvtph_ps(_mm_cvtepi32_epi16(unsafe {
-                _mm_i32gather_epi32::<1>(b.cast(), strides)
-            }));
-            let dw = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(dw));
-            let p = _mm512_mul_ps(_mm512_mul_ps(dw, da), dots);
             // Block b's four tokens are lanes 4b..4b + 4: added in block order.
             acc = _mm_add_ps(acc, _mm512_castps512_ps128(p));
             acc = _mm_add_ps(acc, _mm512_extractf32x4_ps::<1>(p));
@@ -741,10 +798,50 @@ pub mod avx512 {
         let mut out = [0.0f32; 4];
         // SAFETY: four f32 into four f32.
         unsafe { _mm_storeu_ps(out.as_mut_ptr(), acc) };
-        // The blocks after the last whole group, one at a time, as the scalar loop.
+        out
+    }
+
+    /// An f16's bits as f32, by the CPU's converter.
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    fn half(bits: u16) -> f32 {
+        avx2::f16(&bits.to_le_bytes(), 0)
+    }
+
+    /// One Q5_0 row against four tokens: the groups, then the last blocks one at a time.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,f16c")]
+    pub(super) unsafe fn q5_0_quads(w: &[u8], quads: &ActQuads, a: [&[Q8_0Wide]; 4]) -> [f32; 4] {
+        // SAFETY: the caller's checks are this function's.
+        let mut out = unsafe { quads_groups::<false>(w, quads) };
         for (t, o) in out.iter_mut().enumerate() {
             for j in 4 * quads.qs.len()..a[t].len() {
                 *o += block_term(&w[j * Q5_0_BYTES..(j + 1) * Q5_0_BYTES], &a[t][j]);
+            }
+        }
+        out
+    }
+
+    /// One Q4_1 row against four tokens: the groups, then the last blocks one at a time, each
+    /// block's term as chapter 6 writes it, `(d · da) · dot + m · s`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,f16c")]
+    pub(super) unsafe fn q4_1_quads(w: &[u8], quads: &ActQuads, a: [&[BlockQ8_1]; 4]) -> [f32; 4] {
+        // SAFETY: the caller's checks are this function's.
+        let mut out = unsafe { quads_groups::<true>(w, quads) };
+        let done = 4 * quads.qs.len();
+        for (t, o) in out.iter_mut().enumerate() {
+            for j in done..a[t].len() {
+                let (blk, a) = (&w[j * Q4_1_BYTES..(j + 1) * Q4_1_BYTES], &a[t][j]);
+                // SAFETY: 16 nibble bytes of a whole block, and 32 activation quants.
+                let v = unsafe {
+                    _mm256_dpbusd_epi32(
+                        _mm256_setzero_si256(),
+                        nibbles(blk.as_ptr().add(4)),
+                        _mm256_loadu_si256(a.qs.as_ptr().cast()),
+                    )
+                };
+                let (d, m) = (avx2::f16(blk, 0), avx2::f16(blk, 2));
+                let (da, s) = (half(a.d), half(a.s));
+                *o += (d * da) * avx2::hsum(v) as f32 + m * s;
             }
         }
         out

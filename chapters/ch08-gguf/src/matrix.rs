@@ -1,7 +1,7 @@
 //! A weight matrix in whatever format the file holds it: chapter 6's [`QMatrix`] for F32,
 //! Q8_0, Q4_0 and Q4_1, or a [`KMatrix`] for Q5_0, Q4_K and Q6_K.
 
-use crate::kquant::{Q8_0Quads, Q8_0Wide};
+use crate::kquant::{ActQuads, Q8_0Wide};
 use ch06_quantization::matrix::{Activations, Format};
 use ch06_quantization::{Bytes, Kernels, QMatrix};
 use rayon::prelude::*;
@@ -162,21 +162,6 @@ impl KMatrix {
         }
     }
 
-    /// [`KMatrix::dot4`] for a Q5_0 row, given the four tokens' activations interleaved too.
-    fn dot4_quads(
-        &self,
-        kk: &dyn KKernels,
-        r: usize,
-        quads: &Q8_0Quads,
-        a: [&KActs; 4],
-    ) -> [f32; 4] {
-        let a = a.map(|a| match a {
-            KActs::Q8_0(a) => &a[..],
-            KActs::Q8K(_) => unreachable!("Q5_0 takes Q8_0 activations"),
-        });
-        kk.dot4_q5_0_quads(self.row_bytes(r), quads, a)
-    }
-
     /// Rows `r..r + 4` against one token: four `dot`s, bit for bit.
     pub fn rows4(&self, kk: &dyn KKernels, r: usize, a: &KActs) -> [f32; 4] {
         let w: [&[u8]; 4] = std::array::from_fn(|i| self.row_bytes(r + i));
@@ -211,51 +196,28 @@ impl KMatrix {
             x.chunks_exact(cols).map(|t| self.quantize(k, t)).collect()
         };
         if seq >= 4 * threads {
-            let band = seq.div_ceil(threads);
-            out.par_chunks_mut(band * rows)
-                .enumerate()
-                .for_each(|(b, out_band)| {
-                    let n = out_band.len() / rows;
-                    // Q5_0 on a kernel that wants them: each four tokens' activations
-                    // interleaved once for all the rows.
-                    let quads: Vec<Q8_0Quads> = if self.format == KFormat::Q5_0 && kk.wants_quads()
-                    {
-                        (0..n / 4)
-                            .map(|g| {
-                                Q8_0Quads::new(std::array::from_fn(|j| {
-                                    match &acts[b * band + 4 * g + j] {
-                                        KActs::Q8_0(a) => &a[..],
-                                        KActs::Q8K(_) => {
-                                            unreachable!("Q5_0 takes Q8_0 activations")
-                                        }
-                                    }
-                                }))
-                            })
-                            .collect()
-                    } else {
-                        Vec::new()
-                    };
-                    for r0 in (0..rows).step_by(64) {
-                        for r in r0..(r0 + 64).min(rows) {
-                            let mut i = 0;
-                            while i + 4 <= n {
-                                let t = b * band + i;
-                                let a = std::array::from_fn(|j| &acts[t + j]);
-                                let v = match quads.get(i / 4) {
-                                    Some(q) => self.dot4_quads(kk, r, q, a),
-                                    None => self.dot4(kk, r, a),
-                                };
-                                for (j, v) in v.into_iter().enumerate() {
-                                    out_band[(i + j) * rows + r] = v;
-                                }
-                                i += 4;
-                            }
-                            for i in i..n {
-                                out_band[i * rows + r] = self.dot(kk, r, &acts[b * band + i]);
-                            }
-                        }
-                    }
-                });
+            let q8_0 = |t: usize| match &acts[t] {
+                KActs::Q8_0(a) => &a[..],
+                KActs::Q8K(_) => unreachable!("Q5_0 takes Q8_0 activations"),
+            };
+            let quads = self.format == KFormat::Q5_0 && kk.wants_quads();
+            prefill_bands(
+                out,
+                rows,
+                seq,
+                // Q5_0 on a kernel that wants them: four tokens' activations interleaved
+                // once for all the rows
+                |t| quads.then(|| ActQuads::new(std::array::from_fn(|j| q8_0(t + j)))),
+                |r, t, q| match q {
+                    Some(q) => kk.dot4_q5_0_quads(
+                        self.row_bytes(r),
+                        q,
+                        std::array::from_fn(|j| q8_0(t + j)),
+                    ),
+                    None => self.dot4(kk, r, std::array::from_fn(|j| &acts[t + j])),
+                },
+                |r, t| self.dot(kk, r, &acts[t]),
+            );
         } else {
             for (t, out_t) in out.chunks_exact_mut(rows).enumerate() {
                 out_t.par_chunks_mut(64).enumerate().for_each(|(c, o)| {
@@ -274,7 +236,43 @@ impl KMatrix {
     // ANCHOR_END: kmatmul
 }
 
-/// Activations quantized for a [`Matrix`]: chapter 6's kinds or this chapter's, one
+// ANCHOR: prefill_bands
+/// The prefill split of chapter 6, for every matrix kind here: each thread takes a band of
+/// at least four tokens and walks the weights in blocks of 64 rows that stay in cache while
+/// the band's tokens meet them, four tokens at a time (`dot4(row, first token, prepared)`,
+/// where `prepare(first token)` is made once per four tokens of the band), the band's last
+/// one to three tokens one at a time (`dot(row, token)`).
+fn prefill_bands<P: Send>(
+    out: &mut [f32],
+    rows: usize,
+    seq: usize,
+    prepare: impl Fn(usize) -> Option<P> + Sync,
+    dot4: impl Fn(usize, usize, Option<&P>) -> [f32; 4] + Sync,
+    dot: impl Fn(usize, usize) -> f32 + Sync,
+) {
+    let band = seq.div_ceil(rayon::current_num_threads());
+    out.par_chunks_mut(band * rows)
+        .enumerate()
+        .for_each(|(b, out_band)| {
+            let (t0, n) = (b * band, out_band.len() / rows);
+            let prepared: Vec<Option<P>> = (0..n / 4).map(|g| prepare(t0 + 4 * g)).collect();
+            for r0 in (0..rows).step_by(64) {
+                for r in r0..(r0 + 64).min(rows) {
+                    for (g, p) in prepared.iter().enumerate() {
+                        for (j, v) in dot4(r, t0 + 4 * g, p.as_ref()).into_iter().enumerate() {
+                            out_band[(4 * g + j) * rows + r] = v;
+                        }
+                    }
+                    for i in n / 4 * 4..n {
+                        out_band[i * rows + r] = dot(r, t0 + i);
+                    }
+                }
+            }
+        });
+}
+// ANCHOR_END: prefill_bands
+
+/// Activations quantized for a [`Matrix`]/// Activations quantized for a [`Matrix`]: chapter 6's kinds or this chapter's, one
 /// token's worth per entry of `K`.
 pub enum Acts {
     Q(Activations),
@@ -331,6 +329,13 @@ impl Matrix {
         seq: usize,
     ) {
         match self {
+            Matrix::Q(m)
+                if m.format() == Format::Q4_1
+                    && kk.wants_quads()
+                    && seq >= 4 * rayon::current_num_threads() =>
+            {
+                q4_1_prefill(m, k, kk, out, x, seq)
+            }
             Matrix::Q(m) => m.matmul_with(k, out, x, seq),
             Matrix::K(m) => m.matmul(k, kk, out, x, seq),
         }
@@ -384,6 +389,38 @@ impl Matrix {
             };
         }
     }
+}
+
+/// Chapter 6's product for a Q4_1 matrix in a prefill, the same numbers bit for bit, with
+/// this chapter's interleaved-activation kernel doing each four tokens of a row.
+fn q4_1_prefill(
+    m: &QMatrix,
+    k: &dyn Kernels,
+    kk: &dyn KKernels,
+    out: &mut [f32],
+    x: &[f32],
+    seq: usize,
+) {
+    assert_eq!(x.len(), seq * m.cols(), "matmul: x is not (seq, cols)");
+    assert_eq!(out.len(), seq * m.rows(), "matmul: out is not (seq, rows)");
+    let acts = m.quantize_activations(k, x);
+    let Activations::Q8_1(a) = &acts else {
+        unreachable!("Q4_1 takes Q8_1 activations")
+    };
+    let nb = m.cols() / 32;
+    let token = |t: usize| &a[t * nb..(t + 1) * nb];
+    prefill_bands(
+        out,
+        m.rows(),
+        seq,
+        |t| Some(ActQuads::from_q8_1(std::array::from_fn(|j| token(t + j)))),
+        |r, t, q| {
+            let a4 = std::array::from_fn(|j| token(t + j));
+            q.and_then(|q| kk.dot4_q4_1_quads(m.row_bytes(r), q, a4))
+                .unwrap_or_else(|| m.dot_rows4(k, [r; 4], &acts, [t, t + 1, t + 2, t + 3]))
+        },
+        |r, t| m.dot_row(k, r, &acts, t),
+    );
 }
 
 // ANCHOR: matmul_group

@@ -160,7 +160,7 @@ fn four_token_kernels_equal_one_token_kernels() {
         let four6 = k.dot4_q6_k(&q6k, std::array::from_fn(|t| &a[t][..]));
         let four5 = k.dot4_q5_0(&q50, std::array::from_fn(|t| &a8[t][..]));
         // the same through the interleaved activations (one group of four blocks, a tail of three)
-        let quads = Q8_0Quads::new(std::array::from_fn(|t| &a8[t][..]));
+        let quads = ActQuads::new(std::array::from_fn(|t| &a8[t][..]));
         let four5q = k.dot4_q5_0_quads(&q50, &quads, std::array::from_fn(|t| &a8[t][..]));
         for t in 0..4 {
             assert_eq!(
@@ -231,5 +231,51 @@ fn four_row_kernels_equal_one_row_kernels() {
                 "Q5_0 row {r} {isa:?}"
             );
         }
+    }
+}
+
+#[test]
+fn interleaved_q4_1_kernel_equals_chapter_6s_dot() {
+    use ch06_quantization::Kernels;
+    // Seven Q4_1 blocks (one group of four, a tail of three), each with its own d and m.
+    let raw: Vec<u8> = (0..7 * 20).map(|i| (i * 89 % 251) as u8).collect();
+    let row: Vec<u8> = (0..7)
+        .flat_map(|b| block(&raw[b * 20..], 20, &[0, 2], 3 * b + 1))
+        .collect();
+    let tokens: Vec<Vec<ch06_quantization::blocks::BlockQ8_1>> = (0..4)
+        .map(|t| {
+            (0..7)
+                .map(|b| {
+                    let x: [f32; 32] = std::array::from_fn(|i| {
+                        ((i * 7 + b * 13 + t * 29) % 61) as f32 / 9.0 - 3.0
+                    });
+                    ch06_quantization::quantize::quantize_q8_1(&x)
+                })
+                .collect()
+        })
+        .collect();
+    let a: [&[ch06_quantization::blocks::BlockQ8_1]; 4] = std::array::from_fn(|t| &tokens[t][..]);
+    let quads = ActQuads::from_q8_1(a);
+    let mut ran = 0;
+    for (isa, k) in levels() {
+        if let Some(got) = k.dot4_q4_1_quads(&row, &quads, a) {
+            ran += 1;
+            for t in 0..4 {
+                assert_eq!(
+                    got[t].to_bits(),
+                    ch06_quantization::Scalar
+                        .dot_q4_1_q8_1(&row, a[t])
+                        .to_bits(),
+                    "Q4_1 (interleaved) token {t} {isa:?}: not chapter 6's number"
+                );
+            }
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    if is_x86_feature_detected!("avx512vnni") {
+        assert!(
+            ran > 0,
+            "the AVX-512 level should have run the interleaved kernel"
+        );
     }
 }
