@@ -403,9 +403,19 @@ fn q4_1_prefill(
 ) {
     assert_eq!(x.len(), seq * m.cols(), "matmul: x is not (seq, cols)");
     assert_eq!(out.len(), seq * m.rows(), "matmul: out is not (seq, rows)");
-    let acts = m.quantize_activations(k, x);
+    // each token's row quantized on the threads: the same blocks as one call over all of x
+    let acts = Activations::Q8_1(
+        x.par_chunks(m.cols())
+            .flat_map_iter(|row| {
+                let Activations::Q8_1(a) = m.quantize_activations(k, row) else {
+                    unreachable!("Q4_1 takes Q8_1 activations")
+                };
+                a
+            })
+            .collect(),
+    );
     let Activations::Q8_1(a) = &acts else {
-        unreachable!("Q4_1 takes Q8_1 activations")
+        unreachable!("built as Q8_1 above")
     };
     let nb = m.cols() / 32;
     let token = |t: usize| &a[t * nb..(t + 1) * nb];
