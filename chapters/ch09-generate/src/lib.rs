@@ -11,6 +11,7 @@ pub mod chat;
 pub mod generate;
 pub mod perplexity;
 pub mod plot;
+pub mod race;
 pub mod rng;
 pub mod sampling;
 pub mod session;

@@ -49,7 +49,9 @@ options (defaults in brackets):
                           timings
   --verbose               print the sampling chain and the settings first (to stderr)
   --text FILE             perplexity: the text to score
-  --compare               bench: also run llama.cpp's llama-bench (bash scripts/llamacpp.sh)
+  --compare               bench: also race llama.cpp: llama-bench's pp512/tg128, and llama-completion
+                          as a whole process (cold, 32-token prompt, 1 token: time and peak memory);
+                          build them first with bash scripts/llamacpp.sh
   --svg FILE              stages: also draw the stages as an SVG figure
   -h, --help              this text";
 
@@ -309,10 +311,15 @@ fn bench(a: &Args, process_start: std::time::Instant) -> Result<(), String> {
     let m = ch08_gguf::load(&path).map_err(|e| e.to_string())?;
     let engine = m.engine()?;
     let e2e = ch08_gguf::bench::end_to_end(&engine, a.threads, 3)?;
-    let compare = if a.compare {
-        Some(ch08_gguf::bench::compare(&engine, &path, a.threads, 3)?)
+    let (compare, process) = if a.compare {
+        let c = ch08_gguf::bench::compare(&engine, &path, a.threads, 3)?;
+        let completion = ch09_generate::race::llama_completion_path()?;
+        (
+            Some(c),
+            Some(ch09_generate::race::race(&path, &completion, a.threads, 3)?),
+        )
     } else {
-        None
+        (None, None)
     };
     let rss = peak_rss();
     if a.json {
@@ -321,7 +328,7 @@ fn bench(a: &Args, process_start: std::time::Instant) -> Result<(), String> {
             json!({"model": models::shown(&path), "threads": a.threads,
                    "ttft_cold_ms": cold, "ttft_warm_ms": warm,
                    "pp512_tok_s": e2e.pp512_tok_s, "tg128_tok_s": e2e.tg128_tok_s,
-                   "peak_rss_bytes": rss, "compare": compare})
+                   "peak_rss_bytes": rss, "compare": compare, "process": process})
         );
         return Ok(());
     }
@@ -344,6 +351,16 @@ fn bench(a: &Args, process_start: std::time::Instant) -> Result<(), String> {
         println!(
             "  llama.cpp: pp512 {:.1} tok/s ({:.2}x ours/theirs)   tg128 {:.1} tok/s ({:.2}x)",
             c.llama_cpp_pp512_tok_s, c.pp512_ratio, c.llama_cpp_tg128_tok_s, c.tg128_ratio
+        );
+    }
+    if let Some(p) = process {
+        println!(
+            "  whole process, file evicted, 32-token prompt, 1 token ({} rounds, medians): ours {:.0} ms, {:.1} MB peak; llama-completion {:.0} ms, {:.1} MB peak",
+            p.rounds,
+            p.ours_ttft_cold_ms,
+            p.ours_peak_rss_bytes as f64 / 1e6,
+            p.llama_cpp_ttft_cold_ms,
+            p.llama_cpp_peak_rss_bytes as f64 / 1e6
         );
     }
     Ok(())

@@ -294,3 +294,20 @@ fn an_interrupted_reply_ends_where_it_was_stopped_and_the_chat_goes_on() {
         .unwrap();
     assert_eq!(next.stop, StopReason::Length);
 }
+
+#[test]
+fn the_race_prompt_is_32_tokens_for_both_models() {
+    for m in [smollm2(), gemma()] {
+        let ids = m
+            .tokenizer
+            .tokenizer
+            .encode(ch09_generate::race::PROMPT, false);
+        assert_eq!(
+            ids.len(),
+            32,
+            "bench --compare promises a 32-token prompt; {} makes it {} tokens",
+            m.model.family.name,
+            ids.len()
+        );
+    }
+}
