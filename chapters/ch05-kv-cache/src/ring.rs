@@ -85,6 +85,25 @@ impl RingCache {
     // ANCHOR_END: ring_cache
 
     #[inline]
+    /// Where `positions` start in `layer`'s K (or V) storage, if their slots are side by
+    /// side: the ring has not wrapped between the first and the last.
+    fn run(
+        &self,
+        layer: usize,
+        kv_head: usize,
+        positions: &std::ops::Range<usize>,
+    ) -> Option<usize> {
+        if positions.is_empty()
+            || positions.end > self.max_pos
+            || positions.len() > self.capacity[layer]
+        {
+            return None;
+        }
+        let first = self.slot(layer, positions.start);
+        (first + positions.len() <= self.capacity[layer])
+            .then(|| self.offset(layer, kv_head, positions.start))
+    }
+
     fn offset(&self, layer: usize, kv_head: usize, pos: usize) -> usize {
         debug_assert!(pos < self.max_pos);
         (kv_head * self.capacity[layer] + self.slot(layer, pos)) * self.layout.head_dim
@@ -162,6 +181,17 @@ impl KvStore for RingCache {
         &self.v[layer][at..at + self.layout.head_dim]
     }
 
+    fn runs(
+        &self,
+        layer: usize,
+        kv_head: usize,
+        positions: std::ops::Range<usize>,
+    ) -> Option<(&[f32], &[f32])> {
+        let at = self.run(layer, kv_head, &positions)?;
+        let span = at..at + positions.len() * self.layout.head_dim;
+        Some((&self.k[layer][span.clone()], &self.v[layer][span]))
+    }
+
     fn reserved_bytes(&self) -> usize {
         self.k
             .iter()
@@ -181,6 +211,29 @@ mod tests {
             n_kv_heads: 1,
             head_dim: 2,
         }
+    }
+
+    #[test]
+    fn runs_are_the_keys_side_by_side_until_the_ring_wraps() {
+        let mut c = RingCache::new(layout(), &[Some(3), None], 10).unwrap();
+        for pos in 0..7 {
+            let k = [pos as f32, -(pos as f32)];
+            c.write(0, pos, &k, &[0.5 * pos as f32; 2]);
+            c.write(1, pos, &k, &[0.5 * pos as f32; 2]);
+        }
+        // The global layer: any positions written, in one piece, equal to reading them one by one.
+        let (ks, vs) = c.runs(1, 0, 2..6).expect("a global layer never wraps");
+        let one_by_one: Vec<f32> = (2..6).flat_map(|p| c.key(1, 0, p).to_vec()).collect();
+        assert_eq!(ks, &one_by_one[..]);
+        assert_eq!(vs, &[1.0, 1.0, 1.5, 1.5, 2.0, 2.0, 2.5, 2.5]);
+        // Window 3: positions 4, 5, 6 sit in slots 1, 2, 0, so 4..6 is a run and 4..7 is not.
+        assert!(c.runs(0, 0, 4..6).is_some());
+        assert_eq!(c.runs(0, 0, 4..7), None, "the ring wrapped between 5 and 6");
+        assert_eq!(
+            c.runs(0, 0, 2..6),
+            None,
+            "more positions than the window keeps"
+        );
     }
 
     #[test]

@@ -80,6 +80,19 @@ pub trait KvStore {
 
     /// Bytes of K/V storage this cache holds right now (allocated, used or not).
     fn reserved_bytes(&self) -> usize;
+
+    /// The keys and the values of `kv_head` at `positions`, each as one slice
+    /// `(positions.len(), head_dim)`, when the store keeps them side by side; `None` when it
+    /// does not (read them one by one with [`KvStore::key`] and [`KvStore::value`]).
+    fn runs(
+        &self,
+        layer: usize,
+        kv_head: usize,
+        positions: std::ops::Range<usize>,
+    ) -> Option<(&[f32], &[f32])> {
+        let _ = (layer, kv_head, positions);
+        None
+    }
 }
 // ANCHOR_END: store
 

@@ -19,7 +19,7 @@ pub fn svg(title: &str, bars: &[(String, f64)], ceiling: f64) -> String {
     let mut s = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"12\">\n\
          <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"10\" y=\"20\">{title}</text>\n",
-        left + width + 40.0
+        left + width + 100.0 // room for the bandwidth label when the line is at the right end
     );
     for (i, (label, v)) in bars.iter().enumerate() {
         let y = 40.0 + row * i as f64;

@@ -211,3 +211,41 @@ fn forcing_a_level_the_cpu_lacks_is_an_error() {
         assert_eq!(for_isa(isa).is_some(), isa.supported(), "{isa}");
     }
 }
+
+#[test]
+fn attention_row_kernels_equal_one_call_per_row() {
+    // head sizes: SmolLM2's 64 (held in registers), Gemma-3's 256, and 20 (a tail of four)
+    for d in [64usize, 256, 20] {
+        let n = 37;
+        let q = uniform(d, 1);
+        let rows = uniform(n * d, 2);
+        let w: Vec<f32> = uniform(n, 3).iter().map(|v| v.abs() * 0.1).collect();
+        let y0 = uniform(d, 4);
+        for (isa, k) in simd_levels()
+            .into_iter()
+            .chain([(Isa::Scalar, &Scalar as &dyn Kernels)])
+        {
+            let mut scores = vec![0.0f32; n];
+            k.dot_f32_rows(&q, &rows, &mut scores);
+            let mut y = y0.clone();
+            k.axpy_rows(&mut y, &w, &rows);
+            let mut want_y = y0.clone();
+            for (j, row) in rows.chunks_exact(d).enumerate() {
+                assert_eq!(
+                    scores[j].to_bits(),
+                    Scalar.dot_f32(&q, row).to_bits(),
+                    "{isa:?} d={d}: score {j} differs from one dot_f32"
+                );
+                Scalar.axpy(&mut want_y, w[j], row);
+            }
+            let same = y
+                .iter()
+                .zip(&want_y)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(
+                same,
+                "{isa:?} d={d}: axpy_rows differs from one axpy per row"
+            );
+        }
+    }
+}

@@ -481,6 +481,25 @@ pub fn attend<S: KvStore + ?Sized>(
     scores.resize(group * n, 0.0); // (group, n): one row of scores per head of the group
     for kv in 0..heads.n_kv_heads {
         let hs = kv * group..(kv + 1) * group; // the query heads on this KV head
+        let runs = (d <= 64)
+            .then(|| store.runs(layer, kv, keys.clone()))
+            .flatten();
+        if let Some((ks, vs)) = runs {
+            // Small heads (SmolLM2's 64) with their keys side by side in the cache: a head's
+            // scores, and its weighted sum of values (kept in registers), in one kernel call
+            // each; the same numbers as the loops below. Large heads (Gemma-3's 256) go
+            // through the loops, which read each key once for the whole group.
+            for (g, h) in hs.clone().enumerate() {
+                let row = &mut scores[g * n..(g + 1) * n];
+                k.dot_f32_rows(&q[h * d..(h + 1) * d], ks, row);
+                row.iter_mut().for_each(|s| *s *= scale);
+                ops::softmax_inplace(row);
+                let o = &mut out[h * d..(h + 1) * d];
+                o.fill(0.0);
+                k.axpy_rows(o, row, vs);
+            }
+            continue;
+        }
         for (i, j) in keys.clone().enumerate() {
             let key = store.key(layer, kv, j);
             for (g, h) in hs.clone().enumerate() {

@@ -24,6 +24,9 @@ usage: ch09-generate [-m FILE] -p TEXT [options]
            /stats shows the last turn's cost, Ctrl-C stops a reply, end of input (Ctrl-D) exits
        ch09-generate stages [-m FILE] -p TEXT [sampling options] [--svg OUT.svg] [--json]
            the next token's distribution after each stage of the sampling chain
+       ch09-generate roofline [-t THREADS] [--svg OUT.svg] [--json]
+           both models' decode against the memory's read bandwidth: GB/s of weights
+           streamed by a whole step, by the layers' products, by the LM head
 
 Generates text from a GGUF model (SmolLM2 or Gemma-3), streamed as it is made.
 
@@ -52,7 +55,7 @@ options (defaults in brackets):
   --compare               bench: also race llama.cpp: llama-bench's pp512/tg128, and llama-completion
                           as a whole process (cold, 32-token prompt, 1 token: time and peak memory);
                           build them first with bash scripts/llamacpp.sh
-  --svg FILE              stages: also draw the stages as an SVG figure
+  --svg FILE              stages, roofline: also draw the figure as SVG
   -h, --help              this text";
 
 struct Args {
@@ -141,7 +144,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
             Value(v) if a.command == "generate" && a.prompt.is_none() => {
                 let v = v.string()?;
                 match v.as_str() {
-                    "perplexity" | "bench" | "chat" | "stages" => a.command = v,
+                    "perplexity" | "bench" | "chat" | "stages" | "roofline" => a.command = v,
                     other => return Err(format!(
                         "unknown command {other:?} (chat, stages, perplexity or bench; generating needs -p TEXT)"
                     )
@@ -165,8 +168,8 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         "a prompt is needed: -p TEXT",
     )?;
     check(
-        a.svg.is_none() || a.command == "stages",
-        "--svg goes with stages",
+        a.svg.is_none() || matches!(a.command.as_str(), "stages" | "roofline"),
+        "--svg goes with stages or roofline",
     )?;
     check(!a.echo || a.command == "chat", "--echo goes with chat")?;
     check(
@@ -365,6 +368,82 @@ fn bench(a: &Args, process_start: std::time::Instant) -> Result<(), String> {
     }
     Ok(())
 }
+
+// ANCHOR: roofline
+/// `roofline`: how close each model's decode comes to the memory's limit. A decode step
+/// reads every weight once, so bytes per token ÷ read bandwidth is the fastest it can go;
+/// the figure shows GB/s of weights streamed by the whole step (tg128), by the layers'
+/// matrix products alone and by the LM head alone (from `ch08-gguf profile`'s decode step).
+fn roofline(a: &Args) -> Result<(), String> {
+    let bandwidth = ch07_simd_parallel::bench::read_bandwidth(a.threads, 5)?;
+    let mut bars = Vec::new();
+    let mut rows = Vec::new();
+    for (name, path) in [
+        ("SmolLM2", models::smollm2_gguf()),
+        ("Gemma-3", models::gemma3_gguf()),
+    ] {
+        let path = models::require(&path)?;
+        let m = ch08_gguf::load(&path).map_err(|e| e.to_string())?;
+        let engine = m.engine()?;
+        let per_token = m.model.bytes_read_per_token() as f64;
+        let e2e = ch08_gguf::bench::end_to_end(&engine, a.threads, 3)?;
+        let (ops, _) = ch08_gguf::bench::profile(&engine, a.threads, 1, 64, 5)?;
+        let gbs = |o: &[&ch07_simd_parallel::profile::OpTime]| {
+            let bytes: usize = o.iter().map(|o| o.weight_bytes).sum();
+            let ms: f64 = o.iter().map(|o| o.ms).sum();
+            bytes as f64 / ms / 1e6
+        };
+        let (head, layers): (Vec<_>, Vec<_>) = ops
+            .iter()
+            .filter(|o| o.weight_bytes > 0)
+            .partition(|o| o.op.contains("LM head"));
+        let ceiling = bandwidth * 1e9 / per_token;
+        let step = e2e.tg128_tok_s * per_token / 1e9;
+        bars.push((
+            format!("{name}: {:.0} of {ceiling:.0} tok/s", e2e.tg128_tok_s),
+            step,
+        ));
+        bars.push((format!("{name} layers"), gbs(&layers)));
+        bars.push((format!("{name} LM head"), gbs(&head)));
+        rows.push(json!({"model": models::shown(&path), "mb_per_token": per_token / 1e6,
+            "tg128_tok_s": e2e.tg128_tok_s, "ceiling_tok_s": ceiling, "share_of_ceiling": e2e.tg128_tok_s / ceiling,
+            "step_gb_s": step, "layers_gb_s": gbs(&layers), "lm_head_gb_s": gbs(&head)}));
+    }
+    if let Some(out) = &a.svg {
+        let title = format!(
+            "{} threads: weights streamed per second in a decode step",
+            a.threads
+        );
+        std::fs::write(
+            out,
+            ch07_simd_parallel::roofline::svg(&title, &bars, bandwidth),
+        )
+        .map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+    }
+    if a.json {
+        println!(
+            "{:#}",
+            json!({"threads": a.threads, "read_bandwidth_gb_s": bandwidth, "models": rows})
+        );
+        return Ok(());
+    }
+    println!("read bandwidth, {} threads: {bandwidth:.1} GB/s", a.threads);
+    for r in &rows {
+        println!(
+            "{}: {:.1} MB a token; ceiling {:.0} tok/s; tg128 {:.1} tok/s ({:.0}% of it); GB/s: step {:.1}, layers' products {:.1}, LM head {:.1}",
+            r["model"].as_str().unwrap_or("?"),
+            r["mb_per_token"].as_f64().unwrap_or(0.0),
+            r["ceiling_tok_s"].as_f64().unwrap_or(0.0),
+            r["tg128_tok_s"].as_f64().unwrap_or(0.0),
+            100.0 * r["share_of_ceiling"].as_f64().unwrap_or(0.0),
+            r["step_gb_s"].as_f64().unwrap_or(0.0),
+            r["layers_gb_s"].as_f64().unwrap_or(0.0),
+            r["lm_head_gb_s"].as_f64().unwrap_or(0.0),
+        );
+    }
+    Ok(())
+}
+// ANCHOR_END: roofline
 
 // ANCHOR: sigint
 /// Set by Ctrl-C; the chat loop clears it before each reply.
@@ -624,6 +703,7 @@ fn main() -> ExitCode {
         "bench" => bench(&args, process_start),
         "chat" => chat(&args),
         "stages" => stages(&args),
+        "roofline" => roofline(&args),
         _ => run(&args),
     };
     match result {

@@ -292,6 +292,48 @@ pub fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
     }
 }
 
+/// [`dot_f32`] for each row of `rows` (each `q.len()` long): one call for a head's scores.
+#[target_feature(enable = "avx2,fma")]
+pub fn dot_f32_rows(q: &[f32], rows: &[f32], out: &mut [f32]) {
+    for (o, row) in out.iter_mut().zip(rows.chunks_exact(q.len())) {
+        *o = dot_f32(q, row);
+    }
+}
+
+/// [`axpy`] for each row of `rows` in order, `y` held in registers between rows when it is
+/// at most 64 floats (a head of SmolLM2): each element still sees `y + w·x`, row after row,
+/// exactly as the one-row calls compute it.
+#[target_feature(enable = "avx2,fma")]
+pub fn axpy_rows(y: &mut [f32], w: &[f32], rows: &[f32]) {
+    let d = y.len();
+    if d == 0 || d > 64 || !d.is_multiple_of(8) {
+        for (&w, row) in w.iter().zip(rows.chunks_exact(d.max(1))) {
+            axpy(y, w, row);
+        }
+        return;
+    }
+    let lanes = d / 8;
+    let mut acc = [_mm256_setzero_ps(); 8];
+    for (i, a) in acc.iter_mut().enumerate().take(lanes) {
+        // SAFETY: 8 f32 at 8i < d.
+        *a = unsafe { _mm256_loadu_ps(y.as_ptr().add(8 * i)) };
+    }
+    for (&w, row) in w.iter().zip(rows.chunks_exact(d)) {
+        let wv = _mm256_set1_ps(w);
+        for (i, a) in acc.iter_mut().enumerate().take(lanes) {
+            // SAFETY: 8 f32 at 8i < d of a row of d.
+            *a = _mm256_add_ps(
+                *a,
+                _mm256_mul_ps(wv, unsafe { _mm256_loadu_ps(row.as_ptr().add(8 * i)) }),
+            );
+        }
+    }
+    for (i, a) in acc.iter().enumerate().take(lanes) {
+        // SAFETY: 8 f32 at 8i < d.
+        unsafe { _mm256_storeu_ps(y.as_mut_ptr().add(8 * i), *a) };
+    }
+}
+
 // ANCHOR: hsum4
 /// The four sums of the 8 lanes of `p[0]`, …, `p[3]`, as one vector: two rounds of
 /// `vphaddd` and one add of the halves, instead of four separate horizontal sums.

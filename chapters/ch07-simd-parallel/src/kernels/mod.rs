@@ -92,6 +92,12 @@ macro_rules! simd_kernels {
             fn axpy(&self, y: &mut [f32], a: f32, x: &[f32]) {
                 unsafe { avx2::axpy(y, a, x) }
             }
+            fn dot_f32_rows(&self, q: &[f32], rows: &[f32], out: &mut [f32]) {
+                unsafe { avx2::dot_f32_rows(q, rows, out) }
+            }
+            fn axpy_rows(&self, y: &mut [f32], w: &[f32], rows: &[f32]) {
+                unsafe { avx2::axpy_rows(y, w, rows) }
+            }
         }
     };
 }
