@@ -56,7 +56,10 @@ pub fn run(check: bool, only: Option<&str>) -> Result<(), String> {
                 )
             })?;
             count += 1;
-            let fresh = produce(args)?;
+            let (fresh, figure) = produce(args, check)?;
+            if let Some(stale_figure) = figure {
+                stale.push(stale_figure);
+            }
             let path = out_dir.join(name.trim());
             if check {
                 let committed = std::fs::read_to_string(&path).unwrap_or_default();
@@ -92,13 +95,28 @@ pub fn run(check: bool, only: Option<&str>) -> Result<(), String> {
 /// are split as [`split_args`] says; everything after ` <<< ` is fed to the program's
 /// standard input (for commands that read stdin, like `ch02-tokenizer encode`), each `\n`
 /// in it a line break.
-fn produce(line: &str) -> Result<String, String> {
+///
+/// With `check`, a figure the command writes (`--svg PATH`) goes to a scratch file instead,
+/// which is compared with the committed one and removed: checking never writes into the
+/// book. The second value describes the figure if it is stale.
+fn produce(line: &str, check: bool) -> Result<(String, Option<String>), String> {
     use std::io::Write;
     let (args, input) = match line.split_once(" <<< ") {
         Some((args, input)) => (args, Some(input.replace("\\n", "\n"))),
         None => (line, None),
     };
-    let args = split_args(args)?;
+    let mut args = split_args(args)?;
+    // (the figure as the command names it, the scratch file written instead)
+    let mut figure = None;
+    if check
+        && let Some(i) = args.iter().position(|a| a == "--svg")
+        && let Some(path) = args.get_mut(i + 1)
+    {
+        let scratch =
+            std::env::temp_dir().join(format!("llm-book-check-{}-{i}.svg", std::process::id()));
+        figure = Some((path.clone(), scratch.clone()));
+        *path = scratch.display().to_string();
+    }
     // the command as a shell would take it, for the messages
     let shown = args
         .iter()
@@ -136,8 +154,25 @@ fn produce(line: &str) -> Result<String, String> {
             String::from_utf8_lossy(&output.stderr)
         ));
     }
-    let text = String::from_utf8_lossy(&output.stdout).into_owned();
-    Ok(normalise_paths(&text, &root()))
+    let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stale_figure = match figure {
+        Some((named, scratch)) => {
+            let fresh = std::fs::read_to_string(&scratch);
+            let _ = std::fs::remove_file(&scratch); // ours, written by this run
+            let fresh = fresh.map_err(|e| format!("{shown} did not write its figure: {e}"))?;
+            text = text.replace(&scratch.display().to_string(), &named); // as the book shows it
+            let committed = root().join(&named);
+            let same = std::fs::read_to_string(&committed).is_ok_and(|c| c == fresh);
+            (!same).then(|| {
+                format!(
+                    "  {} differs from what the program draws today",
+                    committed.display()
+                )
+            })
+        }
+        None => None,
+    };
+    Ok((normalise_paths(&text, &root()), stale_figure))
 }
 
 /// Splits on spaces, except inside double quotes: `-p "a b"` is two arguments, `-p` and

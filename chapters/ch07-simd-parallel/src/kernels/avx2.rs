@@ -448,7 +448,7 @@ fn one_row_four_tokens_q4_1(w: &[u8], a: [&[BlockQ8_1]; 4], nb: usize) -> [f32; 
 /// # Safety
 /// Each pointer must be valid for reading 4 bytes (no alignment needed).
 #[target_feature(enable = "avx2,f16c")]
-pub(super) unsafe fn halves4_ptr(p: [*const i32; 4]) -> (__m128, __m128) {
+unsafe fn halves4_ptr(p: [*const i32; 4]) -> (__m128, __m128) {
     // SAFETY: the caller guarantees 4 readable bytes at each pointer.
     let x = unsafe { p.map(|p| p.read_unaligned()) };
     let v = _mm256_cvtph_ps(_mm_set_epi32(x[3], x[2], x[1], x[0]));

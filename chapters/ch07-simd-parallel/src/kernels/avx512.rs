@@ -100,38 +100,3 @@ pub fn dot_int8_q8_0(w: &[u8], scale: f32, a: &[BlockQ8_0]) -> f32 {
     }
     sum * scale
 }
-
-// ANCHOR: dot4_q4_1
-/// Four Q4_1 dots at once. In a prefill, where the four are one weight row against four
-/// tokens, `vpdpbusd` does each token's multiply-adds and the row's two scales are decoded
-/// once per block and broadcast; the float arithmetic of each lane is the AVX2 kernel's,
-/// step for step. Four different rows (a decode step) go to the AVX2 kernel.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
-pub fn dot4_q4_1_q8_1(w: [&[u8]; 4], a: [&[BlockQ8_1]; 4]) -> [f32; 4] {
-    if w.iter().any(|r| r.as_ptr() != w[0].as_ptr()) {
-        return super::avx2::dot4_q4_1_q8_1(w, a);
-    }
-    let nb = super::avx2::pairs_blocks::<{ BlockQ4_1::BYTES }, _>(&w, &a);
-    let (blocks, _) = w[0].as_chunks::<{ BlockQ4_1::BYTES }>();
-    let mut sum = _mm_setzero_ps();
-    for (b, wb) in blocks.iter().enumerate().take(nb) {
-        let q = unpack_nibbles(sub(wb, 4));
-        let p: [__m256i; 4] = std::array::from_fn(|t| {
-            _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, load32(qs_bytes(&a[t][b].qs)))
-        });
-        let sumi = _mm_cvtepi32_ps(super::avx2::hsum4_i32(p));
-        // The row's d and m, decoded once: lanes 0 and 1, each broadcast to four lanes.
-        let dm = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from_le_bytes(*sub(wb, 0))));
-        let (d, m) = (_mm_permute_ps::<0>(dm), _mm_permute_ps::<0b01_01_01_01>(dm));
-        // SAFETY: each activation block starts with its d and s, two f16 (repr(C)).
-        let (da, s) = unsafe {
-            super::avx2::halves4_ptr(std::array::from_fn(|t| (&raw const a[t][b]).cast::<i32>()))
-        };
-        let t = _mm_add_ps(_mm_mul_ps(_mm_mul_ps(d, da), sumi), _mm_mul_ps(m, s));
-        sum = _mm_add_ps(sum, t);
-    }
-    super::avx2::lanes4(sum)
-}
-// ANCHOR_END: dot4_q4_1
-
-pub use super::avx2::dot4_q8_0_q8_0;

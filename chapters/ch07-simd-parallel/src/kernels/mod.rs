@@ -81,7 +81,7 @@ macro_rules! simd_kernels {
                 unsafe { avx2::quantize_q8_1(x, out) }
             }
             fn dot4_q4_1_q8_1(&self, w: [&[u8]; 4], a: [&[BlockQ8_1]; 4]) -> [f32; 4] {
-                unsafe { $m::dot4_q4_1_q8_1(w, a) }
+                unsafe { avx2::dot4_q4_1_q8_1(w, a) }
             }
             fn dot4_q8_0_q8_0(&self, w: [&[u8]; 4], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
                 unsafe { avx2::dot4_q8_0_q8_0(w, a) }
