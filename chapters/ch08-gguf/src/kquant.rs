@@ -269,6 +269,50 @@ impl ActQuads {
 }
 // ANCHOR_END: quads
 
+/// Four tokens' Q8_K activations interleaved as [`ActQuads`] does for Q8_0, for Q4_K rows:
+/// for every group of four super-blocks, every sub-block `s` of 32 and every four-byte step
+/// `k` of it, 64 bytes holding quants `32s + 4k .. + 4` of each (block, token) pair.
+pub struct KQuads {
+    /// `(groups, 8 sub-blocks, 8 steps, 4 blocks, 4 tokens, 4 bytes)`.
+    pub qs: Vec<[i8; 4096]>,
+    /// `(groups, 4 blocks, 4 tokens)`: each super-block's scale.
+    pub d: Vec<[f32; 16]>,
+    /// `(groups, 8 sub-blocks, 4 blocks, 4 tokens)`: the sum of each sub-block's 32 quants
+    /// (for Q4_K's mins).
+    pub sums: Vec<[[i32; 16]; 8]>,
+}
+
+impl KQuads {
+    /// The whole groups of four super-blocks of four tokens' activations.
+    pub fn new(a: [&[BlockQ8K]; 4]) -> KQuads {
+        let groups = a[0].len() / 4;
+        let mut out = KQuads {
+            qs: vec![[0; 4096]; groups],
+            d: vec![[0.0; 16]; groups],
+            sums: vec![[[0; 16]; 8]; groups],
+        };
+        for g in 0..groups {
+            for b in 0..4 {
+                for (t, a) in a.iter().enumerate() {
+                    let blk = &a[4 * g + b];
+                    let lane = 4 * b + t;
+                    out.d[g][lane] = blk.d;
+                    for sub in 0..8 {
+                        out.sums[g][sub][lane] =
+                            i32::from(blk.bsums[2 * sub]) + i32::from(blk.bsums[2 * sub + 1]);
+                        for k in 0..8 {
+                            let at = ((sub * 8 + k) * 16 + lane) * 4;
+                            let from = 32 * sub + 4 * k;
+                            out.qs[g][at..at + 4].copy_from_slice(&blk.qs[from..from + 4]);
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
 // ANCHOR: q5_0
 /// The 5-bit quant `j` (0..32) of a Q5_0 block, in −16..16: a nibble as in Q4_0 (low
 /// nibbles first), and bit `j` of the 32-bit `qh` on top.

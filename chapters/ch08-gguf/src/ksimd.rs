@@ -11,7 +11,9 @@ use ch06_quantization::blocks::{BlockQ4_1, BlockQ8_1};
 const Q4_1_BYTES: usize = BlockQ4_1::BYTES;
 use ch07_simd_parallel::Isa;
 
-use crate::kquant::{self, ActQuads, BlockQ8K, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide};
+use crate::kquant::{
+    self, ActQuads, BlockQ8K, KQuads, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide,
+};
 
 /// Row dot products for the K-quant formats and Q5_0.
 pub trait KKernels: Sync {
@@ -43,6 +45,12 @@ pub trait KKernels: Sync {
     fn dot4_q5_0_quads(&self, w: &[u8], quads: &ActQuads, a: [&[Q8_0Wide]; 4]) -> [f32; 4] {
         let _ = quads;
         self.dot4_q5_0(w, a)
+    }
+    /// `dot4_q4_k`, bit for bit, given also the activations interleaved ([`KQuads`]);
+    /// `None` when this level has no such kernel.
+    fn dot4_q4_k_quads(&self, w: &[u8], quads: &KQuads, a: [&[BlockQ8K]; 4]) -> Option<[f32; 4]> {
+        let _ = (w, quads, a);
+        None
     }
     /// Chapter 7's `dot4_q4_1_q8_1` for one Q4_1 row against four tokens, bit for bit, given
     /// the activations interleaved too; `None` when this level has no such kernel.
@@ -209,6 +217,30 @@ pub mod avx2 {
             // SAFETY: as in dot4_q5_0.
             Some(unsafe { super::avx512::q4_1_quads(w, quads, a) })
         }
+        fn dot4_q4_k_quads(
+            &self,
+            w: &[u8],
+            quads: &KQuads,
+            a: [&[BlockQ8K]; 4],
+        ) -> Option<[f32; 4]> {
+            if !VNNI {
+                return None;
+            }
+            for a in a {
+                assert_eq!(
+                    w.len(),
+                    a.len() * Q4_K_BYTES,
+                    "whole blocks, one per activation block"
+                );
+            }
+            assert_eq!(
+                quads.qs.len(),
+                a[0].len() / 4,
+                "the quads are these activations'"
+            );
+            // SAFETY: as in dot4_q5_0.
+            Some(unsafe { super::avx512::q4_k_quads(w, quads, a) })
+        }
         fn rows4_q5_0(&self, w: [&[u8]; 4], a: &[Q8_0Wide]) -> [f32; 4] {
             if VNNI {
                 for w in w {
@@ -300,7 +332,7 @@ pub mod avx2 {
     /// Q4_K's eight 6-bit scales and eight 6-bit mins as sixteen bytes (scales first): the
     /// rule of [`kquant::scale_min_k4`] applied to all eight pairs at once, on three words.
     #[inline]
-    fn scales_and_mins(packed: &[u8]) -> [u8; 16] {
+    pub(super) fn scales_and_mins(packed: &[u8]) -> [u8; 16] {
         let word = |i: usize| u32::from_le_bytes(packed[4 * i..4 * i + 4].try_into().expect("4"));
         let (w0, w1, w2) = (word(0), word(1), word(2));
         let six = 0x3f3f_3f3f; // the low 6 bits of each byte
@@ -710,6 +742,34 @@ pub mod avx512 {
     }
     // ANCHOR_END: avx512_q5_0
 
+    /// Sixteen lanes, (block b, token t) at 4b + t, each holding `per_block[b]`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn block_lanes(per_block: [i32; 4]) -> __m512i {
+        let [a, b, c, d] = per_block;
+        _mm512_setr_epi32(a, a, a, a, b, b, b, b, c, c, c, c, d, d, d, d)
+    }
+
+    /// The f16 in the low (`SHIFT` 0) or high (16) half of each of four dwords (four blocks'
+    /// d, or their second f16), as f32, each in its block's four lanes.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512vl,f16c")]
+    fn spread_halves<const SHIFT: i32>(dm: __m128i) -> __m512 {
+        let h = _mm_cvtph_ps(_mm_cvtepi32_epi16(_mm_srli_epi32::<SHIFT>(dm)));
+        _mm512_permutexvar_ps(block_lanes([0, 1, 2, 3]), _mm512_castps128_ps512(h))
+    }
+
+    /// `acc` (a token per lane) plus each block's four tokens of `p`, block after block: the
+    /// scalar loop's order of additions.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn add_in_block_order(acc: __m128, p: __m512) -> __m128 {
+        let acc = _mm_add_ps(acc, _mm512_castps512_ps128(p));
+        let acc = _mm_add_ps(acc, _mm512_extractf32x4_ps::<1>(p));
+        let acc = _mm_add_ps(acc, _mm512_extractf32x4_ps::<2>(p));
+        _mm_add_ps(acc, _mm512_extractf32x4_ps::<3>(p))
+    }
+
     // ANCHOR: avx512_q5_0_quads
     /// The whole groups of four blocks of one row (Q5_0, or Q4_1 with `Q4_1`) against four
     /// tokens (a prefill), sixteen (block, token) pairs at a time, one per lane, from
@@ -725,26 +785,8 @@ pub mod avx512 {
         // Step s: lane (b, t) takes dword s of block b (dwords 8b..8b + 8 of the two registers).
         let steps: [__m512i; 8] = std::array::from_fn(|s| {
             let s = s as i32;
-            _mm512_setr_epi32(
-                s,
-                s,
-                s,
-                s,
-                8 + s,
-                8 + s,
-                8 + s,
-                8 + s,
-                16 + s,
-                16 + s,
-                16 + s,
-                16 + s,
-                24 + s,
-                24 + s,
-                24 + s,
-                24 + s,
-            )
+            block_lanes([s, 8 + s, 16 + s, 24 + s])
         });
-        let spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
         let mut acc = _mm_setzero_ps(); // lane t: token t's sum so far
         for (g, qs) in quads.qs.iter().enumerate() {
             let b = w[4 * g * bytes..].as_ptr();
@@ -768,15 +810,11 @@ pub mod avx512 {
             // SAFETY: the gather reads 4 bytes at the start of each of the four blocks: the
             // f16 d (and, for Q4_1, the f16 m after it).
             let dm = unsafe { _mm_i32gather_epi32::<1>(b.cast(), strides) };
-            let dw = _mm512_permutexvar_ps(
-                spread,
-                _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtepi32_epi16(dm))),
-            );
+            let dw = spread_halves::<0>(dm);
             // SAFETY: 16 f32 (and 16 i32).
             let da = unsafe { _mm512_loadu_ps(quads.d[g].as_ptr()) };
             let p = if Q4_1 {
-                let mw = _mm_cvtph_ps(_mm_cvtepi32_epi16(_mm_srli_epi32::<16>(dm)));
-                let mw = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(mw));
+                let mw = spread_halves::<16>(dm);
                 // SAFETY: 16 f32.
                 let s = unsafe { _mm512_loadu_ps(quads.s[g].as_ptr()) };
                 _mm512_add_ps(
@@ -790,16 +828,107 @@ pub mod avx512 {
                 _mm512_mul_ps(_mm512_mul_ps(dw, da), dots)
             };
             // Block b's four tokens are lanes 4b..4b + 4: added in block order.
-            acc = _mm_add_ps(acc, _mm512_castps512_ps128(p));
-            acc = _mm_add_ps(acc, _mm512_extractf32x4_ps::<1>(p));
-            acc = _mm_add_ps(acc, _mm512_extractf32x4_ps::<2>(p));
-            acc = _mm_add_ps(acc, _mm512_extractf32x4_ps::<3>(p));
+            acc = add_in_block_order(acc, p);
         }
         let mut out = [0.0f32; 4];
         // SAFETY: four f32 into four f32.
         unsafe { _mm_storeu_ps(out.as_mut_ptr(), acc) };
         out
     }
+
+    // ANCHOR: avx512_q4_k_quads
+    /// One Q4_K row against four tokens, sixteen (super-block, token) pairs a lane each, as
+    /// [`q5_0_quads`] does for Q5_0: per sub-block of 32, eight permute-and-`vpdpbusd` steps
+    /// give each lane its sub-block dot, which is multiplied by that block's 6-bit scale in
+    /// 32 bits and added up; the mins meet the activations' sub-block sums the same way.
+    /// Then each super-block's `d · da · Σq − dmin · da · Σm`, as the scalar kernel writes
+    /// it, is added to its token's sum in block order.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,f16c")]
+    pub(super) unsafe fn q4_k_quads(w: &[u8], quads: &KQuads, a: [&[BlockQ8K]; 4]) -> [f32; 4] {
+        let strides = _mm_setr_epi32(0, 144, 288, 432); // four blocks' d and dmin
+        let steps: [__m512i; 8] = std::array::from_fn(|s| {
+            let s = s as i32;
+            block_lanes([s, 8 + s, 16 + s, 24 + s])
+        });
+        // Lane (b, t) takes entry j of block b's sixteen (scales, then mins): from the first
+        // register of a pair for blocks 0 and 2, from the second for blocks 1 and 3.
+        let pick = |j: i32| block_lanes([j, 16 + j, j, 16 + j]);
+        let low = _mm256_set1_epi8(0x0f);
+        let mut acc = _mm_setzero_ps(); // lane t: token t's sum so far
+        for (g, qs) in quads.qs.iter().enumerate() {
+            let b = w[4 * g * Q4_K_BYTES..].as_ptr();
+            // Each block's 8 scales and 8 mins, widened to 32 bits.
+            let sm: [__m512i; 4] = std::array::from_fn(|j| {
+                // SAFETY: the 12 packed bytes at 4..16 of block j (inside the row).
+                let packed = unsafe { std::slice::from_raw_parts(b.add(j * Q4_K_BYTES + 4), 12) };
+                let sm = avx2::scales_and_mins(packed);
+                // SAFETY: 16 bytes.
+                _mm512_cvtepu8_epi32(unsafe { _mm_loadu_si128(sm.as_ptr().cast()) })
+            });
+            let (mut sumq, mut summ) = (_mm512_setzero_si512(), _mm512_setzero_si512());
+            for sub in 0..8 {
+                // Sub-block `sub` of the four blocks: 32 bytes of nibbles each (low nibbles of
+                // chunk sub / 2 for even sub-blocks, high for odd ones).
+                let q: [__m256i; 4] = std::array::from_fn(|j| {
+                    // SAFETY: bytes 16 + 32c .. 48 + 32c of block j, inside the row.
+                    let v = unsafe {
+                        _mm256_loadu_si256(b.add(j * Q4_K_BYTES + 16 + 32 * (sub / 2)).cast())
+                    };
+                    let v = if sub % 2 == 1 {
+                        _mm256_srli_epi16::<4>(v)
+                    } else {
+                        v
+                    };
+                    _mm256_and_si256(v, low)
+                });
+                let q01 = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(q[0]), q[1]);
+                let q23 = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(q[2]), q[3]);
+                let mut dots = _mm512_setzero_si512();
+                for (k, step) in steps.iter().enumerate() {
+                    // SAFETY: 64 of the group's 4096 bytes.
+                    let act =
+                        unsafe { _mm512_loadu_si512(qs.as_ptr().add(64 * (sub * 8 + k)).cast()) };
+                    dots =
+                        _mm512_dpbusd_epi32(dots, _mm512_permutex2var_epi32(q01, *step, q23), act);
+                }
+                let lanes = |j: i32| {
+                    let p = pick(j);
+                    _mm512_mask_blend_epi32(
+                        0xff00,
+                        _mm512_permutex2var_epi32(sm[0], p, sm[1]),
+                        _mm512_permutex2var_epi32(sm[2], p, sm[3]),
+                    )
+                };
+                sumq = _mm512_add_epi32(sumq, _mm512_mullo_epi32(dots, lanes(sub as i32)));
+                // SAFETY: 16 i32.
+                let sums = unsafe { _mm512_loadu_si512(quads.sums[g][sub].as_ptr().cast()) };
+                summ = _mm512_add_epi32(summ, _mm512_mullo_epi32(sums, lanes(8 + sub as i32)));
+            }
+            // SAFETY: the gather reads the f16 d and dmin at the start of each of the four blocks.
+            let dm = unsafe { _mm_i32gather_epi32::<1>(b.cast(), strides) };
+            let d = spread_halves::<0>(dm);
+            let dmin = spread_halves::<16>(dm);
+            // SAFETY: 16 f32.
+            let da = unsafe { _mm512_loadu_ps(quads.d[g].as_ptr()) };
+            let p = _mm512_sub_ps(
+                _mm512_mul_ps(_mm512_mul_ps(d, da), _mm512_cvtepi32_ps(sumq)),
+                _mm512_mul_ps(_mm512_mul_ps(dmin, da), _mm512_cvtepi32_ps(summ)),
+            );
+            // Block b's four tokens are lanes 4b..4b + 4: added in block order.
+            acc = add_in_block_order(acc, p);
+        }
+        let mut out = [0.0f32; 4];
+        // SAFETY: four f32 into four f32.
+        unsafe { _mm_storeu_ps(out.as_mut_ptr(), acc) };
+        // The blocks after the last whole group, one at a time, as the scalar loop.
+        for (t, o) in out.iter_mut().enumerate() {
+            for j in 4 * quads.qs.len()..a[t].len() {
+                *o += kquant::dot_q4_k_q8_k(&w[j * Q4_K_BYTES..(j + 1) * Q4_K_BYTES], &a[t][j]);
+            }
+        }
+        out
+    }
+    // ANCHOR_END: avx512_q4_k_quads
 
     /// An f16's bits as f32, by the CPU's converter.
     #[inline]

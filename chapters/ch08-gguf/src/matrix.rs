@@ -1,7 +1,7 @@
 //! A weight matrix in whatever format the file holds it: chapter 6's [`QMatrix`] for F32,
 //! Q8_0, Q4_0 and Q4_1, or a [`KMatrix`] for Q5_0, Q4_K and Q6_K.
 
-use crate::kquant::{ActQuads, Q8_0Wide};
+use crate::kquant::{ActQuads, KQuads, Q8_0Wide};
 use ch06_quantization::matrix::{Activations, Format};
 use ch06_quantization::{Bytes, Kernels, QMatrix};
 use rayon::prelude::*;
@@ -200,21 +200,42 @@ impl KMatrix {
                 KActs::Q8_0(a) => &a[..],
                 KActs::Q8K(_) => unreachable!("Q5_0 takes Q8_0 activations"),
             };
-            let quads = self.format == KFormat::Q5_0 && kk.wants_quads();
+            let q8k = |t: usize| match &acts[t] {
+                KActs::Q8K(a) => &a[..],
+                KActs::Q8_0(_) => unreachable!("the K-quants take Q8_K activations"),
+            };
+            let wants = kk.wants_quads();
             prefill_bands(
                 out,
                 rows,
                 seq,
-                // Q5_0 on a kernel that wants them: four tokens' activations interleaved
-                // once for all the rows
-                |t| quads.then(|| ActQuads::new(std::array::from_fn(|j| q8_0(t + j)))),
-                |r, t, q| match q {
-                    Some(q) => kk.dot4_q5_0_quads(
-                        self.row_bytes(r),
-                        q,
-                        std::array::from_fn(|j| q8_0(t + j)),
-                    ),
-                    None => self.dot4(kk, r, std::array::from_fn(|j| &acts[t + j])),
+                // on a kernel that wants them, four tokens' activations interleaved once for
+                // all the rows
+                |t| match self.format {
+                    KFormat::Q5_0 if wants => {
+                        Some(Interleaved::Q8_0(ActQuads::new(std::array::from_fn(|j| {
+                            q8_0(t + j)
+                        }))))
+                    }
+                    KFormat::Q4_K if wants => {
+                        Some(Interleaved::Q8K(KQuads::new(std::array::from_fn(|j| {
+                            q8k(t + j)
+                        }))))
+                    }
+                    _ => None,
+                },
+                |r, t, q| {
+                    let w = self.row_bytes(r);
+                    let fast = match q {
+                        Some(Interleaved::Q8_0(q)) => {
+                            Some(kk.dot4_q5_0_quads(w, q, std::array::from_fn(|j| q8_0(t + j))))
+                        }
+                        Some(Interleaved::Q8K(q)) => {
+                            kk.dot4_q4_k_quads(w, q, std::array::from_fn(|j| q8k(t + j)))
+                        }
+                        None => None,
+                    };
+                    fast.unwrap_or_else(|| self.dot4(kk, r, std::array::from_fn(|j| &acts[t + j])))
                 },
                 |r, t| self.dot(kk, r, &acts[t]),
             );
@@ -271,6 +292,12 @@ fn prefill_bands<P: Send>(
         });
 }
 // ANCHOR_END: prefill_bands
+
+/// Four tokens' activations interleaved for a prefill kernel.
+enum Interleaved {
+    Q8_0(ActQuads),
+    Q8K(KQuads),
+}
 
 /// Activations quantized for a [`Matrix`]/// Activations quantized for a [`Matrix`]: chapter 6's kinds or this chapter's, one
 /// token's worth per entry of `K`.

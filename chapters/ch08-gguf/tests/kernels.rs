@@ -279,3 +279,47 @@ fn interleaved_q4_1_kernel_equals_chapter_6s_dot() {
         );
     }
 }
+
+#[test]
+fn interleaved_q4_k_kernel_equals_the_scalar_dot() {
+    // Six Q4_K super-blocks (one group of four, a tail of two), each with its own d and dmin,
+    // against four tokens whose every block has its own scale.
+    let raw: Vec<u8> = (0..6 * Q4_K_BYTES).map(|i| (i * 131 % 253) as u8).collect();
+    let row: Vec<u8> = (0..6)
+        .flat_map(|b| block(&raw[b * Q4_K_BYTES..], Q4_K_BYTES, &[0, 2], 5 * b + 2))
+        .collect();
+    let tokens: Vec<Vec<BlockQ8K>> = (0..4)
+        .map(|t| {
+            (0..6)
+                .map(|b| {
+                    let x: [f32; QK_K] = std::array::from_fn(|i| {
+                        ((i * 11 + b * 17 + t * 23) % 97) as f32 / 13.0 - 3.5
+                    });
+                    quantize_q8_k(&x)
+                })
+                .collect()
+        })
+        .collect();
+    let a: [&[BlockQ8K]; 4] = std::array::from_fn(|t| &tokens[t][..]);
+    let quads = KQuads::new(a);
+    let mut ran = 0;
+    for (isa, k) in levels() {
+        if let Some(got) = k.dot4_q4_k_quads(&row, &quads, a) {
+            ran += 1;
+            for t in 0..4 {
+                assert_eq!(
+                    got[t].to_bits(),
+                    ScalarK.dot_q4_k(&row, a[t]).to_bits(),
+                    "Q4_K (interleaved) token {t} {isa:?}: not the scalar kernel's number"
+                );
+            }
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    if is_x86_feature_detected!("avx512vnni") {
+        assert!(
+            ran > 0,
+            "the AVX-512 level should have run the interleaved kernel"
+        );
+    }
+}
