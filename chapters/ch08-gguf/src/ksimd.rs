@@ -836,6 +836,8 @@ pub mod avx512 {
         out
     }
 
+    // ANCHOR_END: avx512_q5_0_quads
+
     // ANCHOR: avx512_q4_k_quads
     /// One Q4_K row against four tokens, sixteen (super-block, token) pairs a lane each, as
     /// [`q5_0_quads`] does for Q5_0: per sub-block of 32, eight permute-and-`vpdpbusd` steps
@@ -975,5 +977,4 @@ pub mod avx512 {
         }
         out
     }
-    // ANCHOR_END: avx512_q5_0_quads
 }
