@@ -124,21 +124,23 @@ pub mod avx2 {
     use super::*;
     use std::arch::x86_64::*;
 
-    /// Panics unless `w` is one row of whole blocks of `bytes` for each token's activations,
-    /// and `quads` holds those activations' whole groups of four blocks.
-    fn check_quads<A>(w: &[u8], bytes: usize, quads: &ActQuads, a: [&[A]; 4]) {
-        for a in a {
+    /// Panics unless every row of `w` is whole blocks of `bytes`, one per block of every
+    /// activation row of `a`: what the unchecked VNNI kernels rely on.
+    fn check_blocks<A>(w: &[&[u8]], bytes: usize, a: &[&[A]]) {
+        for (w, a) in w.iter().flat_map(|w| a.iter().map(move |a| (w, a))) {
             assert_eq!(
                 w.len(),
                 a.len() * bytes,
                 "whole blocks, one per activation block"
             );
         }
-        assert_eq!(
-            quads.qs.len(),
-            a[0].len() / 4,
-            "the quads are these activations'"
-        );
+    }
+
+    /// [`check_blocks`] for one row and four tokens, whose whole groups of four blocks
+    /// `groups` counts (the interleaved activations' groups).
+    fn check_quads<A>(w: &[u8], bytes: usize, groups: usize, a: [&[A]; 4]) {
+        check_blocks(&[w], bytes, &a);
+        assert_eq!(groups, a[0].len() / 4, "the quads are these activations'");
     }
 
     /// The AVX2 kernels; with `VNNI`, the Q5_0 products of [`super::avx512`] (the CPU must
@@ -171,13 +173,7 @@ pub mod avx2 {
         }
         fn dot4_q5_0(&self, w: &[u8], a: [&[Q8_0Wide]; 4]) -> [f32; 4] {
             if VNNI {
-                for a in a {
-                    assert_eq!(
-                        w.len(),
-                        a.len() * Q5_0_BYTES,
-                        "whole Q5_0 blocks, one per activation block"
-                    );
-                }
+                check_blocks(&[w], Q5_0_BYTES, &a);
                 // SAFETY: for_isa hands out VNNI only when the CPU has AVX-512 F/BW/VL/VNNI
                 // (and F16C); the lengths are checked above.
                 return unsafe { super::avx512::q5_0_pairs::<1, 4>([w], a) };
@@ -200,7 +196,7 @@ pub mod avx2 {
             if !VNNI {
                 return self.dot4_q5_0(w, a);
             }
-            check_quads(w, Q5_0_BYTES, quads, a);
+            check_quads(w, Q5_0_BYTES, quads.qs.len(), a);
             // SAFETY: as in dot4_q5_0.
             unsafe { super::avx512::q5_0_quads(w, quads, a) }
         }
@@ -213,7 +209,7 @@ pub mod avx2 {
             if !VNNI {
                 return None;
             }
-            check_quads(w, Q4_1_BYTES, quads, a);
+            check_quads(w, Q4_1_BYTES, quads.qs.len(), a);
             // SAFETY: as in dot4_q5_0.
             Some(unsafe { super::avx512::q4_1_quads(w, quads, a) })
         }
@@ -226,30 +222,13 @@ pub mod avx2 {
             if !VNNI {
                 return None;
             }
-            for a in a {
-                assert_eq!(
-                    w.len(),
-                    a.len() * Q4_K_BYTES,
-                    "whole blocks, one per activation block"
-                );
-            }
-            assert_eq!(
-                quads.qs.len(),
-                a[0].len() / 4,
-                "the quads are these activations'"
-            );
+            check_quads(w, Q4_K_BYTES, quads.qs.len(), a);
             // SAFETY: as in dot4_q5_0.
             Some(unsafe { super::avx512::q4_k_quads(w, quads, a) })
         }
         fn rows4_q5_0(&self, w: [&[u8]; 4], a: &[Q8_0Wide]) -> [f32; 4] {
             if VNNI {
-                for w in w {
-                    assert_eq!(
-                        w.len(),
-                        a.len() * Q5_0_BYTES,
-                        "whole Q5_0 blocks, one per activation block"
-                    );
-                }
+                check_blocks(&w, Q5_0_BYTES, &[a]);
                 // SAFETY: as in dot4_q5_0.
                 return unsafe { super::avx512::q5_0_pairs::<4, 1>(w, [a]) };
             }

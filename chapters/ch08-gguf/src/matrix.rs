@@ -162,6 +162,11 @@ impl KMatrix {
         }
     }
 
+    /// Rows `r0..r0 + out.len()` against one token's activations, four at a time.
+    fn rows_into(&self, kk: &dyn KKernels, a: &KActs, r0: usize, out: &mut [f32]) {
+        rows_in_fours(out, r0, |r| self.rows4(kk, r, a), |r| self.dot(kk, r, a));
+    }
+
     /// Rows `r..r + 4` against one token: four `dot`s, bit for bit.
     pub fn rows4(&self, kk: &dyn KKernels, r: usize, a: &KActs) -> [f32; 4] {
         let w: [&[u8]; 4] = std::array::from_fn(|i| self.row_bytes(r + i));
@@ -241,20 +246,32 @@ impl KMatrix {
             );
         } else {
             for (t, out_t) in out.chunks_exact_mut(rows).enumerate() {
-                out_t.par_chunks_mut(64).enumerate().for_each(|(c, o)| {
-                    let mut quads = o.chunks_exact_mut(4);
-                    for (q, o4) in (&mut quads).enumerate() {
-                        o4.copy_from_slice(&self.rows4(kk, c * 64 + 4 * q, &acts[t]));
-                    }
-                    let done = o.len() / 4 * 4;
-                    for (i, o) in o[done..].iter_mut().enumerate() {
-                        *o = self.dot(kk, c * 64 + done + i, &acts[t]);
-                    }
-                });
+                out_t
+                    .par_chunks_mut(GROUP_ROWS)
+                    .enumerate()
+                    .for_each(|(c, o)| self.rows_into(kk, &acts[t], c * GROUP_ROWS, o));
             }
         }
     }
     // ANCHOR_END: kmatmul
+}
+
+/// `out[i]` = row `r0 + i`'s output: four rows at a time (`four(r)` gives rows `r..r + 4`),
+/// the last one to three alone (`one(r)`).
+fn rows_in_fours(
+    out: &mut [f32],
+    r0: usize,
+    four: impl Fn(usize) -> [f32; 4],
+    one: impl Fn(usize) -> f32,
+) {
+    let mut quads = out.chunks_exact_mut(4);
+    for (q, o4) in (&mut quads).enumerate() {
+        o4.copy_from_slice(&four(r0 + 4 * q));
+    }
+    let done = out.len() / 4 * 4;
+    for (i, o) in out[done..].iter_mut().enumerate() {
+        *o = one(r0 + done + i);
+    }
 }
 
 // ANCHOR: prefill_bands
@@ -398,23 +415,17 @@ impl Matrix {
         r0: usize,
         out: &mut [f32],
     ) {
-        let mut quads = out.chunks_exact_mut(4);
-        for (q, o4) in (&mut quads).enumerate() {
-            let r = r0 + 4 * q;
-            o4.copy_from_slice(&match (self, acts) {
-                (Matrix::Q(m), Acts::Q(a)) => m.dot_rows4(k, [r, r + 1, r + 2, r + 3], a, [t; 4]),
-                (Matrix::K(m), Acts::K(a)) => m.rows4(kk, r, &a[t]),
-                _ => unreachable!("quantize made the activations for this matrix"),
-            });
-        }
-        let done = out.len() / 4 * 4;
-        for (i, o) in out[done..].iter_mut().enumerate() {
-            *o = match (self, acts) {
-                (Matrix::Q(m), Acts::Q(a)) => m.dot_row(k, r0 + done + i, a, t),
-                (Matrix::K(m), Acts::K(a)) => m.dot(kk, r0 + done + i, &a[t]),
-                _ => unreachable!("quantize made the activations for this matrix"),
-            };
-        }
+        let (m, a) = match (self, acts) {
+            (Matrix::K(m), Acts::K(a)) => return m.rows_into(kk, &a[t], r0, out),
+            (Matrix::Q(m), Acts::Q(a)) => (m, a),
+            _ => unreachable!("quantize made the activations for this matrix"),
+        };
+        rows_in_fours(
+            out,
+            r0,
+            |r| m.dot_rows4(k, [r, r + 1, r + 2, r + 3], a, [t; 4]),
+            |r| m.dot_row(k, r, a, t),
+        );
     }
 }
 
