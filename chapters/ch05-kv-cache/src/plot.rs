@@ -25,11 +25,12 @@ fn scale(v: f64, lo: f64, hi: f64, a: f64, b: f64) -> f64 {
     a + (v.log10() - lo.log10()) / (hi.log10() - lo.log10()) * (b - a)
 }
 
-/// Escapes text for SVG.
-fn esc(s: &str) -> String {
+/// Escapes text for an SVG text node or attribute.
+pub fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 /// A number as a tick label: `0.1`, `1`, `10`, `1000`.

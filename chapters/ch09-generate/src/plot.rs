@@ -4,6 +4,8 @@
 
 use std::fmt::Write;
 
+use ch05_kv_cache::plot::esc;
+
 /// One panel: a title, a note under it, a value in [0, 1] per row (0: no bar).
 #[derive(Clone, Debug)]
 pub struct Panel {
@@ -19,14 +21,6 @@ const ROW_H: f64 = 22.0;
 const BAR_H: f64 = 14.0;
 /// Room right of the longest bar for its value.
 const VALUE_W: f64 = 40.0;
-
-/// Escapes text for an SVG text node or attribute.
-pub fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
 
 fn percent(v: f64) -> String {
     if v >= 0.1 {
