@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build llama.cpp's `llama-bench` (and `llama-completion`, for load-time and memory
-# comparisons) at the version the fixtures were made with, for the side-by-side benchmarks
-# of chapters 7 to 9. Run once; CI never runs it.
+# comparisons; `llama-batched-bench`, for chapter 10's many sequences; `llama-server`, for
+# chapter 11's load test) at the version the fixtures were made with, for the side-by-side
+# benchmarks of chapters 7 to 11. Run once; CI never runs it.
 #
 #   bash scripts/llamacpp.sh          # build (or say where the existing build is)
 #   bash scripts/llamacpp.sh --path   # print the binary's path if it is built, else fail
@@ -11,8 +12,8 @@
 # from pip too, into the project's virtual environment. Everything lands in
 # $LLM_BOOK_LLAMACPP (default: .llamacpp/ at the repository root, git-ignored):
 #   .llamacpp/src/      the unpacked source package
-#   .llamacpp/build/    the cmake build; the binaries are build/bin/llama-bench and
-#                       build/bin/llama-completion
+#   .llamacpp/build/    the cmake build; the binaries are build/bin/llama-bench,
+#                       llama-completion, llama-batched-bench and llama-server
 #
 # Built for this CPU (GGML_NATIVE) like a user's own build, without AMX: the KVM guests
 # this book is measured on hide AMX, and a binary that uses it dies with SIGILL.
@@ -24,7 +25,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dest="${LLM_BOOK_LLAMACPP:-$root/.llamacpp}"
 venv="${LLM_BOOK_VENV:-$root/.venv}"
 bin="$dest/build/bin/llama-bench"
-completion="$dest/build/bin/llama-completion"
+tools=(llama-bench llama-completion llama-batched-bench llama-server)
 stamp="$dest/build/.built-from"
 
 if [[ "${1:-}" == "--path" ]]; then
@@ -39,8 +40,10 @@ elif [[ $# -gt 0 ]]; then
     exit 2
 fi
 
-if [[ -x "$bin" && -x "$completion" && "$(cat "$stamp" 2>/dev/null)" == "llama-cpp-python==$LLAMA_CPP_PYTHON" ]]; then
-    echo "llama-bench and llama-completion are already built: $bin"
+built=yes
+for t in "${tools[@]}"; do [[ -x "$dest/build/bin/$t" ]] || built=no; done
+if [[ $built == yes && "$(cat "$stamp" 2>/dev/null)" == "llama-cpp-python==$LLAMA_CPP_PYTHON" ]]; then
+    echo "${tools[*]} are already built in $dest/build/bin"
     exit 0
 fi
 if [[ -e "$dest" && ! -d "$dest" ]]; then
@@ -82,8 +85,8 @@ export PATH="$venv/bin:$PATH"
 cmake -S "$src/vendor/llama.cpp" -B "$dest/build" -G Ninja \
     -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF \
     -DGGML_AMX_BF16=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-    -DLLAMA_BUILD_SERVER=OFF -DBUILD_SHARED_LIBS=OFF >/dev/null
-echo "==> building llama-bench and llama-completion (about 10-15 minutes on 2 cores)"
-cmake --build "$dest/build" --target llama-bench llama-completion -j "$(nproc)"
+    -DLLAMA_BUILD_SERVER=ON -DBUILD_SHARED_LIBS=OFF >/dev/null
+echo "==> building ${tools[*]} (about 15-20 minutes on 2 cores)"
+cmake --build "$dest/build" --target "${tools[@]}" -j "$(nproc)"
 echo "llama-cpp-python==$LLAMA_CPP_PYTHON" >"$stamp"
 echo "built: $bin"
