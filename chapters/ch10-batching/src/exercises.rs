@@ -1,0 +1,1 @@
+//! Exercises for chapter 10.

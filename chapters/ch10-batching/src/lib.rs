@@ -1,0 +1,29 @@
+//! Chapter 10: many requests at once — a batched engine with continuous batching, paged and
+//! shared KV.
+//!
+//! - [`pool`]: one pool of KV blocks for all sequences: a free list and reference counts;
+//! - [`prefix`]: full blocks named by their tokens and the block before, for sharing;
+//! - [`seq`]: the blocks' keys and values, and a sequence's view as a chapter 5 `KvStore`;
+//! - [`scheduler`]: a pure function from plain state to the next step's plan;
+//! - [`batch`]: the batched forward step, rows of many sequences at once;
+//! - [`engine`]: submit, step, cancel; tokens streamed through channels;
+//! - [`bench`], [`trace`]: the closed-loop benchmark and the scheduler's timeline.
+
+pub mod batch;
+pub mod bench;
+pub mod engine;
+pub mod error;
+pub mod pool;
+pub mod prefix;
+pub mod request;
+pub mod scheduler;
+pub mod seq;
+pub mod trace;
+
+/// The chapter's exercises: stubs for you to fill in (see the book's "Exercises" page).
+#[cfg_attr(feature = "solutions", path = "../solutions/exercises.rs")]
+pub mod exercises;
+
+pub use engine::{BatchEngine, Config};
+pub use error::Error;
+pub use request::{Event, FinishReason, Finished, Request};
