@@ -14,8 +14,8 @@
 //!    the rest of its prompt fits in the free blocks; nobody overtakes it, so nobody waits
 //!    forever (a request that cannot fit even an empty pool is refused at submission).
 //!
-//! A preempted sequence keeps its place in the queue (its arrival number), so it is the
-//! first to come back.
+//! A preempted sequence keeps its place in the queue (its arrival number), and nobody is
+//! admitted in the step that preempted it, so it comes back before anyone younger.
 
 /// What the scheduler knows of one sequence.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -142,7 +142,11 @@ pub fn plan(seqs: &[SeqState], limits: Limits) -> Plan {
             });
         }
     }
-    // 3. admission, first come first served
+    // 3. admission, first come first served; not in a step that preempted (the preempted
+    // come back first)
+    if !p.preempted.is_empty() {
+        return p;
+    }
     let mut running = seqs.iter().filter(|s| s.running).count() - p.preempted.len();
     for s in order.iter().filter(|s| !s.running) {
         let pending = s.tokens - s.computed;
