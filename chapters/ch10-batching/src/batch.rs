@@ -68,7 +68,6 @@ pub fn forward_batch(
 }
 // ANCHOR_END: step
 
-// ANCHOR: layer
 /// Decoder layer `l` on `x` (`(rows, dim)`), in place: chapter 8's layer with each row's
 /// position and sequence its own.
 fn layer(
@@ -100,6 +99,7 @@ fn layer(
         q = rmsnorm_rows(&q, qn, eps); // Gemma: every head of Q and K normalised
         k = rmsnorm_rows(&k, kn, eps);
     }
+    // ANCHOR: per_row
     // RoPE, and the K/V write, row by row: each at its own position in its own sequence
     let rope = &e.model.ropes[w.rope];
     let bs = kv.block_size();
@@ -141,6 +141,7 @@ fn layer(
                 scores,
             );
         });
+    // ANCHOR_END: per_row
     let mut o = vec![0.0f32; n * dim]; // (rows, dim)
     w.wo.matmul(e.kernels, e.kkernels, &mut o, &heads_out, n);
     if let Some(norm) = &w.post_attn_norm {
@@ -149,7 +150,6 @@ fn layer(
     ops::add_inplace(x, &o);
     ffn(e, w, fam.activation, x);
 }
-// ANCHOR_END: layer
 
 /// The feed-forward half of a layer on `x` (`(rows, dim)`), in place: chapter 8's, row by
 /// row independent already.

@@ -11,7 +11,8 @@ use ch08_gguf::engine::Engine;
 use ch09_generate::rng::Rng;
 use serde_json::{Value, json};
 
-use crate::engine::{BatchEngine, Config};
+use crate::config::Config;
+use crate::engine::BatchEngine;
 use crate::request::{Event, Request};
 
 /// One closed-loop run.

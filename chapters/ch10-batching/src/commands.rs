@@ -209,7 +209,7 @@ pub fn bench(a: &Args) -> Result<(), String> {
     }
     let budget = a
         .max_batch_tokens
-        .unwrap_or((n * p + n).min(ch10_batching::engine::MAX_BATCH_TOKENS));
+        .unwrap_or((n * p + n).min(ch10_batching::config::MAX_BATCH_TOKENS));
     // a pool that holds every sequence whole, unless --kv-mb says otherwise
     let need_mb = (n * (p + r + 16) * engine.layout().bytes_per_token()).div_ceil(1_000_000);
     let kv_mb = if a.kv_mb_given {

@@ -14,116 +14,51 @@ use ch08_gguf::engine::Engine;
 use ch09_generate::{Sampler, StopMatcher};
 
 use crate::batch::{Row, forward_batch};
+use crate::config::Config;
 use crate::error::Error;
 use crate::pool::BlockPool;
-use crate::prefix::{BlockKey, PrefixIndex, block_key};
+use crate::prefix::{BlockKey, PrefixIndex};
 use crate::request::{Event, FinishReason, Finished, Request};
 use crate::scheduler::{Limits, Plan, SeqState, plan};
 use crate::seq::KvBlocks;
 
-/// The engine's settings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Config {
-    /// Positions per KV block.
-    pub block_size: usize,
-    /// Blocks in the pool.
-    pub n_blocks: usize,
-    /// Rows (tokens) in one step at most.
-    pub max_batch_tokens: usize,
-    /// Sequences running at once at most.
-    pub max_seqs: usize,
-    /// Share the KV blocks of common prompt prefixes.
-    pub prefix_sharing: bool,
-}
-
-/// The largest step this engine agrees to run (rows of activations are sized by it).
-pub const MAX_BATCH_TOKENS: usize = 8192;
-
-impl Config {
-    /// A pool of `kv_mb` megabytes (10⁶ bytes) of f32 K/V, for the model's layout.
-    pub fn with_kv_mb(
-        engine: &Engine,
-        kv_mb: usize,
-        max_batch_tokens: usize,
-    ) -> Result<Config, Error> {
-        let block_size = 16;
-        let per_block = KvBlocks::bytes_per_block(engine.layout(), block_size);
-        let n_blocks = kv_mb.saturating_mul(1_000_000) / per_block;
-        if n_blocks == 0 {
-            return Err(Error::Config(format!(
-                "a KV pool of {kv_mb} MB is too small for one block: a block of {block_size} positions is {per_block} bytes for this model"
-            )));
-        }
-        Ok(Config {
-            block_size,
-            n_blocks,
-            max_batch_tokens,
-            max_seqs: max_batch_tokens.min(64),
-            prefix_sharing: true,
-        })
-    }
-
-    fn check(&self) -> Result<(), Error> {
-        let bad = |m: String| Err(Error::Config(m));
-        if !(1..=MAX_BATCH_TOKENS).contains(&self.max_batch_tokens) {
-            return bad(format!(
-                "the token budget of a step must be 1 to {MAX_BATCH_TOKENS}, not {}",
-                self.max_batch_tokens
-            ));
-        }
-        if self.max_seqs == 0 || self.max_seqs > self.max_batch_tokens {
-            return bad(format!(
-                "max_seqs must be 1 to the step's budget ({}), not {}",
-                self.max_batch_tokens, self.max_seqs
-            ));
-        }
-        if !(1..=1024).contains(&self.block_size) || self.n_blocks == 0 {
-            return bad(format!(
-                "a pool needs blocks of 1 to 1024 positions and at least one block, not {} of {}",
-                self.n_blocks, self.block_size
-            ));
-        }
-        Ok(())
-    }
-}
-
 /// One request inside the engine.
-struct Seq<'t> {
+pub(crate) struct Seq<'t> {
     /// Arrival number: the request's id, and its place in the queue.
-    id: usize,
+    pub(crate) id: usize,
     /// Prompt, then every generated token: `(tokens)`.
-    tokens: Vec<u32>,
-    prompt_len: usize,
-    max_tokens: usize,
+    pub(crate) tokens: Vec<u32>,
+    pub(crate) prompt_len: usize,
+    pub(crate) max_tokens: usize,
     /// Its blocks, in position order.
-    table: Vec<usize>,
+    pub(crate) table: Vec<usize>,
     /// The keys of its full, computed blocks (`keys[i]` names `table[i]`).
-    keys: Vec<BlockKey>,
+    pub(crate) keys: Vec<BlockKey>,
     /// Positions whose K/V are in `table`.
-    computed: usize,
-    running: bool,
-    sampler: Sampler,
-    decoder: StreamDecoder<'t>,
-    matcher: StopMatcher,
-    ignore_eos: bool,
-    keep_logits: bool,
-    cached_tokens: Option<usize>,
-    preemptions: usize,
-    tx: Sender<Event>,
+    pub(crate) computed: usize,
+    pub(crate) running: bool,
+    pub(crate) sampler: Sampler,
+    pub(crate) decoder: StreamDecoder<'t>,
+    pub(crate) matcher: StopMatcher,
+    pub(crate) ignore_eos: bool,
+    pub(crate) keep_logits: bool,
+    pub(crate) cached_tokens: Option<usize>,
+    pub(crate) preemptions: usize,
+    pub(crate) tx: Sender<Event>,
 }
 
 /// Many requests, one model.
 pub struct BatchEngine<'m> {
-    engine: Engine<'m>,
-    tokenizer: &'m Tokenizer,
-    end_ids: Vec<u32>,
-    cfg: Config,
-    kv: KvBlocks,
-    pool: BlockPool,
-    prefix: PrefixIndex,
+    pub(crate) engine: Engine<'m>,
+    pub(crate) tokenizer: &'m Tokenizer,
+    pub(crate) end_ids: Vec<u32>,
+    pub(crate) cfg: Config,
+    pub(crate) kv: KvBlocks,
+    pub(crate) pool: BlockPool,
+    pub(crate) prefix: PrefixIndex,
     /// Running and waiting requests, oldest first.
-    seqs: Vec<Seq<'m>>,
-    next_id: usize,
+    pub(crate) seqs: Vec<Seq<'m>>,
+    pub(crate) next_id: usize,
 }
 
 impl<'m> BatchEngine<'m> {
@@ -235,43 +170,6 @@ impl<'m> BatchEngine<'m> {
         self.cfg
     }
 
-    /// The cached blocks `s` would start from: `(tokens computed, blocks taken for free)`.
-    fn cached_prefix(&self, s: &Seq) -> (usize, Vec<(usize, BlockKey)>) {
-        if !self.cfg.prefix_sharing {
-            return (0, Vec::new());
-        }
-        let mut found = self.prefix.lookup(&s.tokens, self.cfg.block_size);
-        // the last token is always run again: its logits are not cached
-        let computed = (found.len() * self.cfg.block_size).min(s.tokens.len() - 1);
-        found.truncate(computed.div_ceil(self.cfg.block_size));
-        (computed, found)
-    }
-
-    /// What the scheduler sees of `s`.
-    fn state(&self, s: &Seq) -> SeqState {
-        let (computed, blocks) = if s.running {
-            (s.computed, s.table.len())
-        } else {
-            let (computed, found) = self.cached_prefix(s);
-            let mut free = found.iter().filter(|(b, _)| self.pool.refs(*b) > 0).count();
-            // a shared last block that will be written is copied: it costs a new block
-            if computed % self.cfg.block_size != 0
-                && found.last().is_some_and(|(b, _)| self.pool.refs(*b) > 0)
-            {
-                free -= 1;
-            }
-            (computed, free)
-        };
-        SeqState {
-            id: s.id,
-            running: s.running,
-            tokens: s.tokens.len(),
-            computed,
-            blocks,
-            freeable: s.table.iter().filter(|&&b| self.pool.refs(b) == 1).count(),
-        }
-    }
-
     // ANCHOR: step
     /// Advances every request by one batch; returns the plan it ran.
     pub fn step(&mut self) -> Result<Plan, Error> {
@@ -319,6 +217,8 @@ impl<'m> BatchEngine<'m> {
             .collect();
         let logits =
             forward_batch(&self.engine, &mut self.kv, &tables, &rows).map_err(Error::Model)?;
+        // ANCHOR_END: step
+        // ANCHOR: sample_rows
         let vocab = self.engine.model.config.vocab_size;
         let mut next = logits.chunks_exact(vocab);
         let mut done = Vec::new();
@@ -339,102 +239,13 @@ impl<'m> BatchEngine<'m> {
         }
         Ok(plan)
     }
-    // ANCHOR_END: step
+    // ANCHOR_END: sample_rows
 
-    fn index(&self, id: usize) -> usize {
+    pub(crate) fn index(&self, id: usize) -> usize {
         self.seqs
             .iter()
             .position(|s| s.id == id)
             .expect("the plan names known requests")
-    }
-
-    /// Gives all of `seq`'s blocks back (indexed ones stay findable until reused).
-    fn release_all(&mut self, at: usize) {
-        for b in std::mem::take(&mut self.seqs[at].table) {
-            self.pool.release(b);
-        }
-        self.seqs[at].keys.clear();
-        self.seqs[at].computed = 0;
-    }
-
-    fn preempt(&mut self, id: usize) {
-        let at = self.index(id);
-        self.release_all(at);
-        let s = &mut self.seqs[at];
-        s.running = false;
-        s.preemptions += 1;
-    }
-
-    /// Admits a waiting request, sharing the cached blocks of its prefix.
-    fn admit(&mut self, id: usize) {
-        let at = self.index(id);
-        let (computed, found) = self.cached_prefix(&self.seqs[at]);
-        for &(b, _) in &found {
-            self.pool.retain(b);
-        }
-        let s = &mut self.seqs[at];
-        s.table = found.iter().map(|&(b, _)| b).collect();
-        s.keys = found
-            .iter()
-            .map(|&(_, k)| k)
-            .take(computed / self.cfg.block_size)
-            .collect();
-        s.computed = computed;
-        s.running = true;
-        s.cached_tokens.get_or_insert(computed);
-    }
-
-    // ANCHOR: make_room
-    /// Makes positions `start..start + len` of `seqs[at]` writable: new blocks at the end,
-    /// and a copy of a block other sequences share before it is written into. False when
-    /// the pool ran out.
-    fn make_room(&mut self, at: usize, start: usize, len: usize) -> bool {
-        let bs = self.cfg.block_size;
-        let first = start / bs;
-        if start % bs != 0 && first < self.seqs[at].table.len() {
-            let b = self.seqs[at].table[first];
-            if self.pool.refs(b) > 1 {
-                let Some(copy) = self.alloc() else {
-                    return false;
-                };
-                self.kv.copy_block(b, copy);
-                self.pool.release(b);
-                self.seqs[at].table[first] = copy;
-            } else {
-                self.prefix.forget(b); // ours alone now: it will change
-            }
-            self.seqs[at].keys.truncate(first);
-        }
-        while self.seqs[at].table.len() * bs < start + len {
-            let Some(b) = self.alloc() else { return false };
-            self.seqs[at].table.push(b);
-        }
-        true
-    }
-    // ANCHOR_END: make_room
-
-    fn alloc(&mut self) -> Option<usize> {
-        let b = self.pool.alloc()?;
-        self.prefix.forget(b); // whatever it held before is gone
-        Some(b)
-    }
-
-    /// `seqs[at]` has positions `0..computed`: index the blocks that became full.
-    fn computed(&mut self, at: usize, computed: usize) {
-        let bs = self.cfg.block_size;
-        let s = &mut self.seqs[at];
-        s.computed = computed;
-        while s.keys.len() < computed / bs {
-            let i = s.keys.len();
-            let prev = s.keys.last().copied();
-            let tokens = &s.tokens[i * bs..(i + 1) * bs];
-            let key = if self.cfg.prefix_sharing {
-                self.prefix.insert(prev, tokens, s.table[i])
-            } else {
-                block_key(prev, tokens)
-            };
-            s.keys.push(key);
-        }
     }
 
     /// Samples `seqs[at]`'s next token from `logits` and sends it; the reason to stop, if any.

@@ -6,13 +6,16 @@
 //! - [`seq`]: the blocks' keys and values, and a sequence's view as a chapter 5 `KvStore`;
 //! - [`scheduler`]: a pure function from plain state to the next step's plan;
 //! - [`batch`]: the batched forward step, rows of many sequences at once;
-//! - [`engine`]: submit, step, cancel; tokens streamed through channels;
+//! - [`engine`]: submit, step, cancel; tokens streamed through channels; [`paging`]: how a
+//!   plan becomes blocks; [`config`]: its settings;
 //! - [`bench`], [`trace`]: the closed-loop benchmark and the scheduler's timeline.
 
 pub mod batch;
 pub mod bench;
+pub mod config;
 pub mod engine;
 pub mod error;
+pub mod paging;
 pub mod pool;
 pub mod prefix;
 pub mod request;
@@ -24,6 +27,7 @@ pub mod trace;
 #[cfg_attr(feature = "solutions", path = "../solutions/exercises.rs")]
 pub mod exercises;
 
-pub use engine::{BatchEngine, Config};
+pub use config::Config;
+pub use engine::BatchEngine;
 pub use error::Error;
 pub use request::{Event, FinishReason, Finished, Request};

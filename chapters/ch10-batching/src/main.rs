@@ -154,7 +154,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
     )?;
     check(
         a.max_batch_tokens
-            .is_none_or(|n| (1..=ch10_batching::engine::MAX_BATCH_TOKENS).contains(&n)),
+            .is_none_or(|n| (1..=ch10_batching::config::MAX_BATCH_TOKENS).contains(&n)),
         "--max-batch-tokens must be 1 to 8192",
     )?;
     Ok(Some(a))

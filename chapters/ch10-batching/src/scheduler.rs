@@ -142,6 +142,8 @@ pub fn plan(seqs: &[SeqState], limits: Limits) -> Plan {
             });
         }
     }
+    // ANCHOR_END: plan
+    // ANCHOR: admission
     // 3. admission, first come first served; not in a step that preempted (the preempted
     // come back first)
     if !p.preempted.is_empty() {
@@ -166,7 +168,7 @@ pub fn plan(seqs: &[SeqState], limits: Limits) -> Plan {
     }
     p
 }
-// ANCHOR_END: plan
+// ANCHOR_END: admission
 
 #[cfg(test)]
 mod tests;

@@ -108,6 +108,7 @@ impl SeqKv<'_> {
     }
 }
 
+// ANCHOR_END: view
 impl KvStore for SeqKv<'_> {
     fn layout(&self) -> KvLayout {
         self.blocks.layout
@@ -158,6 +159,7 @@ impl KvStore for SeqKv<'_> {
         self.table.len() * KvBlocks::bytes_per_block(self.blocks.layout, self.blocks.block_size)
     }
 
+    // ANCHOR: runs
     /// A run exists when `positions` lie in one block: a head's keys of one block are side
     /// by side.
     fn runs(
@@ -174,8 +176,8 @@ impl KvStore for SeqKv<'_> {
         let span = at..at + positions.len() * self.blocks.layout.head_dim;
         Some((&self.blocks.k[span.clone()], &self.blocks.v[span]))
     }
+    // ANCHOR_END: runs
 }
-// ANCHOR_END: view
 
 #[cfg(test)]
 mod tests {
