@@ -9,6 +9,8 @@
 
 use std::sync::mpsc::{Receiver, Sender, channel};
 
+use rayon::prelude::*;
+
 use ch02_tokenizer::{StreamDecoder, Tokenizer};
 use ch08_gguf::engine::Engine;
 use ch09_generate::{Sampler, StopMatcher};
@@ -19,6 +21,7 @@ use crate::error::Error;
 use crate::pool::BlockPool;
 use crate::prefix::{BlockKey, PrefixIndex};
 use crate::request::{Event, FinishReason, Finished, Request};
+use crate::sample::pick;
 use crate::scheduler::{Limits, Plan, SeqState, plan};
 use crate::seq::KvBlocks;
 
@@ -219,18 +222,29 @@ impl<'m> BatchEngine<'m> {
             forward_batch(&self.engine, &mut self.kv, &tables, &rows).map_err(Error::Model)?;
         // ANCHOR_END: step
         // ANCHOR: sample_rows
+        // each sequence at its end of the step draws from its own row, on the threads
         let vocab = self.engine.model.config.vocab_size;
-        let mut next = logits.chunks_exact(vocab);
-        let mut done = Vec::new();
+        let mut row_of: Vec<Option<usize>> = vec![None; self.seqs.len()];
+        let mut n = 0;
         for (at, c) in &chunks {
             self.computed(*at, c.start + c.len);
             if c.start + c.len == self.seqs[*at].tokens.len() {
-                let row = next
-                    .next()
-                    .expect("one row of logits per sequence at its end");
-                if let Some(reason) = self.sample(*at, row) {
-                    done.push((self.seqs[*at].id, reason));
-                }
+                (row_of[*at], n) = (Some(n), n + 1);
+            }
+        }
+        let row = |r: usize| &logits[r * vocab..(r + 1) * vocab];
+        let picks: Vec<Option<u32>> = self
+            .seqs
+            .par_iter_mut()
+            .zip(&row_of)
+            .map(|(s, r)| r.map(|r| pick(&mut s.sampler, row(r), &s.tokens)))
+            .collect();
+        let mut done = Vec::new();
+        for (at, id) in picks.iter().enumerate() {
+            if let (Some(id), Some(r)) = (*id, row_of[at])
+                && let Some(reason) = self.emit(at, id, row(r))
+            {
+                done.push((self.seqs[at].id, reason));
             }
         }
         for (id, reason) in done {
@@ -248,10 +262,10 @@ impl<'m> BatchEngine<'m> {
             .expect("the plan names known requests")
     }
 
-    /// Samples `seqs[at]`'s next token from `logits` and sends it; the reason to stop, if any.
-    fn sample(&mut self, at: usize, logits: &[f32]) -> Option<FinishReason> {
+    /// Appends token `id` (drawn from `logits`) to `seqs[at]` and sends it; the reason to
+    /// stop, if any.
+    fn emit(&mut self, at: usize, id: u32, logits: &[f32]) -> Option<FinishReason> {
         let s = &mut self.seqs[at];
-        let id = s.sampler.sample(logits, &s.tokens);
         s.tokens.push(id);
         let keep = s.keep_logits.then(|| logits.to_vec());
         if !s.ignore_eos && self.end_ids.contains(&id) {

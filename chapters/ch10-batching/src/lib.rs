@@ -19,6 +19,7 @@ pub mod paging;
 pub mod pool;
 pub mod prefix;
 pub mod request;
+pub mod sample;
 pub mod scheduler;
 pub mod seq;
 pub mod trace;
