@@ -240,11 +240,8 @@ pub fn bench(a: &Args) -> Result<(), String> {
         println!("{j:#}");
         return Ok(());
     }
-    println!(
-        "{}: {n} sequences, {p}-token prompts, {r}-token replies, {} threads",
-        models::shown(&path),
-        a.threads
-    );
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    println!("{name}: {n} sequences, {p}-token prompts, {r}-token replies");
     println!(
         "  prefill {:.1} tok/s   decode {:.1} tok/s   ({} steps)",
         res.s_pp_tok_s, res.s_tg_tok_s, res.steps
