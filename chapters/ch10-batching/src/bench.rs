@@ -11,7 +11,7 @@ use ch08_gguf::engine::Engine;
 use ch09_generate::rng::Rng;
 use serde_json::{Value, json};
 
-use crate::config::Config;
+use crate::config::{Config, MAX_BATCH_TOKENS};
 use crate::engine::BatchEngine;
 use crate::request::{Event, Request};
 
@@ -51,6 +51,27 @@ impl BenchResult {
             "steps": self.steps,
         })
     }
+}
+
+/// The engine settings of a closed loop: every prompt in one step (up to the engine's
+/// limit) unless `budget` says otherwise, a pool that holds every sequence whole unless
+/// `kv_mb` says otherwise, no prefix sharing (random prompts share nothing, and neither
+/// does llama-batched-bench's).
+pub fn closed_loop_config(
+    engine: &Engine,
+    sequences: usize,
+    prompt: usize,
+    reply: usize,
+    budget: Option<usize>,
+    kv_mb: Option<usize>,
+) -> Result<Config, String> {
+    let budget = budget.unwrap_or((sequences * (prompt + 1)).min(MAX_BATCH_TOKENS));
+    let need = sequences * (prompt + reply + 16) * engine.layout().bytes_per_token();
+    let kv_mb = kv_mb.unwrap_or(need.div_ceil(1_000_000));
+    let mut cfg = Config::with_kv_mb(engine, kv_mb, budget).map_err(|e| e.to_string())?;
+    cfg.prefix_sharing = false;
+    cfg.max_seqs = cfg.max_seqs.max(sequences.min(budget));
+    Ok(cfg)
 }
 
 /// `sequences` random prompts of `prompt` tokens (fixed seed, no two alike), `reply`

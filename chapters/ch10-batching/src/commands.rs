@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use ch01_tensors::models;
 use ch09_generate::SamplerConfig;
-use ch10_batching::bench::{closed_loop, llama_batched_bench, percentile};
+use ch10_batching::bench::{closed_loop, closed_loop_config, llama_batched_bench, percentile};
 use ch10_batching::trace;
 use ch10_batching::{BatchEngine, Config, Event, Request};
 use serde_json::{Value, json};
@@ -207,19 +207,8 @@ pub fn bench(a: &Args) -> Result<(), String> {
             m.model.max_positions()
         ));
     }
-    let budget = a
-        .max_batch_tokens
-        .unwrap_or((n * p + n).min(ch10_batching::config::MAX_BATCH_TOKENS));
-    // a pool that holds every sequence whole, unless --kv-mb says otherwise
-    let need_mb = (n * (p + r + 16) * engine.layout().bytes_per_token()).div_ceil(1_000_000);
-    let kv_mb = if a.kv_mb_given {
-        a.kv_mb
-    } else {
-        need_mb.max(1)
-    };
-    let mut cfg = Config::with_kv_mb(&engine, kv_mb, budget).map_err(|e| e.to_string())?;
-    cfg.prefix_sharing = false; // random prompts share nothing; llama-batched-bench shares nothing either
-    cfg.max_seqs = cfg.max_seqs.max(n.min(budget));
+    let kv_mb = a.kv_mb_given.then_some(a.kv_mb);
+    let cfg = closed_loop_config(&engine, n, p, r, a.max_batch_tokens, kv_mb)?;
     let res = ch07_simd_parallel::bench::in_pool(a.threads, || {
         closed_loop(engine, &m.tokenizer.tokenizer, cfg, n, p, r)
     })??;
@@ -288,4 +277,105 @@ pub fn trace(a: &Args) -> Result<(), String> {
             .map_err(|e| format!("cannot write {}: {e}", out.display()))?;
     }
     Ok(())
+}
+
+// ANCHOR: curve
+/// `curve`: decode tok/s at 1, 2, 4, 8 and 16 sequences, beside the memory and arithmetic
+/// ceilings (and llama-batched-bench with `--compare`); chapter 9's generator alone first,
+/// for the cost of going through the batched engine with one sequence.
+pub fn curve(a: &Args) -> Result<(), String> {
+    let path = model_path(a)?;
+    let m = ch08_gguf::load(&path).map_err(|e| e.to_string())?;
+    let engine = m.engine()?;
+    let (p, r, sizes) = (a.prompt, a.reply, [1, 2, 4, 8, 16]);
+    let bandwidth = ch07_simd_parallel::bench::read_bandwidth(a.threads, 3)?;
+    let e2e = ch08_gguf::bench::end_to_end(&engine, a.threads, 1)?;
+    let per_token = m.model.bytes_read_per_token();
+    let alone = ch07_simd_parallel::bench::in_pool(a.threads, || alone_decode_tok_s(&m, p, r))??;
+    let mut points = Vec::new();
+    for n in sizes {
+        let cfg = closed_loop_config(&engine, n, p, r, None, None)?;
+        let res = ch07_simd_parallel::bench::in_pool(a.threads, || {
+            closed_loop(m.engine()?, &m.tokenizer.tokenizer, cfg, n, p, r)
+        })??;
+        eprintln!("curve: {n} sequences, decode {:.1} tok/s", res.s_tg_tok_s);
+        points.push(ch10_batching::curve::Point {
+            sequences: n,
+            ours_tok_s: res.s_tg_tok_s,
+            llamacpp_tok_s: None,
+        });
+    }
+    if a.compare {
+        for (n, _, tg) in llama_batched_bench(&path, a.threads, p, r, &sizes)? {
+            if let Some(pt) = points.iter_mut().find(|pt| pt.sequences == n) {
+                pt.llamacpp_tok_s = Some(tg);
+            }
+        }
+    }
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    if let Some(out) = &a.svg {
+        let title = format!(
+            "{name}, {} threads: decode speed against batch size ({p}-token prompts)",
+            a.threads
+        );
+        let svg = ch10_batching::curve::svg(&title, &points, bandwidth, per_token, e2e.pp512_tok_s);
+        std::fs::write(out, svg).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+    }
+    let rows: Vec<Value> = points
+        .iter()
+        .map(|pt| {
+            json!({"sequences": pt.sequences, "ours_s_tg_tok_s": pt.ours_tok_s, "llamacpp_s_tg_tok_s": pt.llamacpp_tok_s,
+                   "ratio": pt.llamacpp_tok_s.map(|t| pt.ours_tok_s / t),
+                   "memory_ceiling_tok_s": ch10_batching::curve::memory_ceiling(pt.sequences, bandwidth, per_token)})
+        })
+        .collect();
+    let j = json!({"model": name, "threads": a.threads, "prompt": p, "reply": r, "read_bandwidth_gb_s": bandwidth,
+        "mb_per_token": per_token as f64 / 1e6, "pp512_tok_s": e2e.pp512_tok_s, "tg128_tok_s": e2e.tg128_tok_s,
+        "chapter9_alone_tok_s": alone, "points": rows});
+    if a.json {
+        println!("{j:#}");
+        return Ok(());
+    }
+    println!(
+        "{name}, {} threads: read bandwidth {bandwidth:.1} GB/s, pp512 {:.1} tok/s, tg128 {:.1} tok/s",
+        a.threads, e2e.pp512_tok_s, e2e.tg128_tok_s
+    );
+    println!("chapter 9's generator alone, {p}-token prompt: decode {alone:.1} tok/s");
+    for pt in &points {
+        let theirs = pt.llamacpp_tok_s.map_or(String::new(), |t| {
+            format!("   llama.cpp {t:.1} tok/s ({:.2}x)", pt.ours_tok_s / t)
+        });
+        println!(
+            "{:>2} sequences: decode {:.1} tok/s ({:.2}x pp512){theirs}",
+            pt.sequences,
+            pt.ours_tok_s,
+            pt.ours_tok_s / e2e.pp512_tok_s
+        );
+    }
+    Ok(())
+}
+// ANCHOR_END: curve
+
+/// Chapter 9's generator, greedy, on one random `prompt`-token prompt: decode tok/s.
+fn alone_decode_tok_s(m: &ch08_gguf::Loaded, prompt: usize, reply: usize) -> Result<f64, String> {
+    let vocab = m.model.config.vocab_size as u64;
+    let mut rng = ch09_generate::rng::Rng::new(42);
+    let ids: Vec<u32> = (0..prompt)
+        .map(|_| (rng.next_u64() % vocab) as u32)
+        .collect();
+    let mut s = ch09_generate::Sampler::new(SamplerConfig {
+        temperature: 0.0,
+        ..SamplerConfig::default()
+    });
+    let g = ch09_generate::generate(
+        &m.engine()?,
+        &m.tokenizer.tokenizer,
+        &[],
+        &ids,
+        reply,
+        &mut s,
+        &[],
+        &mut |_| {},
+    )?;
+    Ok(g.decode_tok_s())
 }

@@ -13,6 +13,7 @@
 pub mod batch;
 pub mod bench;
 pub mod config;
+pub mod curve;
 pub mod engine;
 pub mod error;
 pub mod paging;

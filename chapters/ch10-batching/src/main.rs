@@ -17,6 +17,10 @@ usage: ch10-batching run [-m FILE] --requests FILE.jsonl [--kv-mb MB] [--max-bat
                          [--kv-mb MB] [--max-batch-tokens N] [--compare] [--json]
            a closed loop of N sequences: prefill and decode tok/s, time to first token
            and inter-token latency; --compare runs llama-batched-bench beside it
+       ch10-batching curve [-m FILE] [--prompt 128] [--reply 128] [-t THREADS] [--compare]
+                         [--svg FILE] [--json]
+           decode tok/s at 1, 2, 4, 8 and 16 sequences beside the memory and arithmetic
+           ceilings (and llama-batched-bench's, with --compare)
        ch10-batching trace [--svg FILE]
            the scheduler on a fixed workload, step by step (no model needed)
 
@@ -97,11 +101,12 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
             Value(v) if a.command.is_empty() => {
                 let v = v.string()?;
                 match v.as_str() {
-                    "run" | "bench" | "trace" => a.command = v,
+                    "run" | "bench" | "trace" | "curve" => a.command = v,
                     other => {
-                        return Err(
-                            format!("unknown command {other:?} (run, bench or trace)").into()
-                        );
+                        return Err(format!(
+                            "unknown command {other:?} (run, bench, curve or trace)"
+                        )
+                        .into());
                     }
                 }
             }
@@ -118,7 +123,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
     };
     check(
         !a.command.is_empty(),
-        "a command is needed: run, bench or trace",
+        "a command is needed: run, bench, curve or trace",
     )?;
     check(
         a.command != "run" || a.requests.is_some(),
@@ -137,12 +142,12 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         "--prompt and --reply must be 1 to 65536",
     )?;
     check(
-        !a.compare || a.command == "bench",
-        "--compare goes with bench",
+        !a.compare || matches!(a.command.as_str(), "bench" | "curve"),
+        "--compare goes with bench or curve",
     )?;
     check(
-        a.svg.is_none() || a.command == "trace",
-        "--svg goes with trace",
+        a.svg.is_none() || matches!(a.command.as_str(), "trace" | "curve"),
+        "--svg goes with trace or curve",
     )?;
     check(
         (1..=256).contains(&a.threads),
@@ -188,6 +193,7 @@ fn main() -> ExitCode {
     let result = match args.command.as_str() {
         "run" => commands::run(&args),
         "bench" => commands::bench(&args),
+        "curve" => commands::curve(&args),
         _ => commands::trace(&args),
     };
     match result {
