@@ -26,7 +26,8 @@ use ch08_gguf::engine::{Activation, Engine, Layer, attend, gelu_f16};
 use ch08_gguf::matrix::matmul_group;
 use rayon::prelude::*;
 
-use crate::seq::{KvBlocks, SeqKv};
+use crate::gather::Gathered;
+use crate::seq::{KvBlocks, KvPrecision, SeqKv};
 
 // ANCHOR: row
 /// One row of a step: `token` at position `pos` of sequence `seq` (an index into the step's
@@ -122,25 +123,29 @@ fn layer(
         .par_chunks_mut(q_dim)
         .zip(rows.par_iter())
         .enumerate()
-        .for_each_init(Vec::new, |scores, (t, (out_t, r))| {
-            let store = SeqKv {
-                blocks: kv,
-                table: tables[r.seq],
-                max_pos,
-            };
-            let q_t = &q[t * q_dim..(t + 1) * q_dim];
-            attend(
-                e.kernels,
-                out_t,
-                q_t,
-                &store,
-                l,
-                cfg.heads(),
-                r.pos,
-                w.window,
-                scores,
-            );
-        });
+        .for_each_init(
+            || (Vec::new(), Gathered::default()),
+            |(scores, gathered), (t, (out_t, r))| {
+                let q_t = &q[t * q_dim..(t + 1) * q_dim];
+                let (heads, window) = (cfg.heads(), w.window);
+                if kv.precision() == KvPrecision::F32 {
+                    let store = SeqKv {
+                        blocks: kv,
+                        table: tables[r.seq],
+                        max_pos,
+                    };
+                    attend(
+                        e.kernels, out_t, q_t, &store, l, heads, r.pos, window, scores,
+                    );
+                } else {
+                    let first = window.map_or(0, |w| (r.pos + 1).saturating_sub(w));
+                    gathered.fill(kv, tables[r.seq], l, first..r.pos + 1);
+                    attend(
+                        e.kernels, out_t, q_t, gathered, l, heads, r.pos, window, scores,
+                    );
+                }
+            },
+        );
     // ANCHOR_END: per_row
     let mut o = vec![0.0f32; n * dim]; // (rows, dim)
     w.wo.matmul(e.kernels, e.kkernels, &mut o, &heads_out, n);

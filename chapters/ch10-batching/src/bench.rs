@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use crate::config::{Config, MAX_BATCH_TOKENS};
 use crate::engine::BatchEngine;
 use crate::request::{Event, Request};
+use crate::seq::KvPrecision;
 
 /// One closed-loop run.
 #[derive(Clone, Debug)]
@@ -64,11 +65,13 @@ pub fn closed_loop_config(
     reply: usize,
     budget: Option<usize>,
     kv_mb: Option<usize>,
+    precision: KvPrecision,
 ) -> Result<Config, String> {
     let budget = budget.unwrap_or((sequences * (prompt + 1)).min(MAX_BATCH_TOKENS));
-    let need = sequences * (prompt + reply + 16) * engine.layout().bytes_per_token();
+    let need =
+        sequences * (prompt + reply + 16) * engine.layout().floats_per_token() * precision.bytes();
     let kv_mb = kv_mb.unwrap_or(need.div_ceil(1_000_000));
-    let mut cfg = Config::with_kv_mb(engine, kv_mb, budget).map_err(|e| e.to_string())?;
+    let mut cfg = Config::with_kv(engine, kv_mb, precision, budget).map_err(|e| e.to_string())?;
     cfg.prefix_sharing = false;
     cfg.max_seqs = cfg.max_seqs.max(sequences.min(budget));
     Ok(cfg)

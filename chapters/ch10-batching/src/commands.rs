@@ -5,6 +5,7 @@ use std::time::Instant;
 use ch01_tensors::models;
 use ch09_generate::SamplerConfig;
 use ch10_batching::bench::{closed_loop, closed_loop_config, llama_batched_bench, percentile};
+use ch10_batching::seq::KvPrecision;
 use ch10_batching::trace;
 use ch10_batching::{BatchEngine, Config, Event, Request};
 use serde_json::{Value, json};
@@ -122,7 +123,7 @@ pub fn run(a: &Args) -> Result<(), String> {
     }
     let m = ch08_gguf::load(&model_path(a)?).map_err(|e| e.to_string())?;
     let engine = m.engine()?;
-    let mut cfg = Config::with_kv_mb(&engine, a.kv_mb, a.max_batch_tokens.unwrap_or(512))
+    let mut cfg = Config::with_kv(&engine, a.kv_mb, a.kv, a.max_batch_tokens.unwrap_or(512))
         .map_err(|e| e.to_string())?;
     cfg.prefix_sharing = a.prefix_sharing;
     let mut be =
@@ -208,7 +209,7 @@ pub fn bench(a: &Args) -> Result<(), String> {
         ));
     }
     let kv_mb = a.kv_mb_given.then_some(a.kv_mb);
-    let cfg = closed_loop_config(&engine, n, p, r, a.max_batch_tokens, kv_mb)?;
+    let cfg = closed_loop_config(&engine, n, p, r, a.max_batch_tokens, kv_mb, a.kv)?;
     let res = ch07_simd_parallel::bench::in_pool(a.threads, || {
         closed_loop(engine, &m.tokenizer.tokenizer, cfg, n, p, r)
     })??;
@@ -294,7 +295,7 @@ pub fn curve(a: &Args) -> Result<(), String> {
     let alone = ch07_simd_parallel::bench::in_pool(a.threads, || alone_decode_tok_s(&m, p, r))??;
     let mut points = Vec::new();
     for n in sizes {
-        let cfg = closed_loop_config(&engine, n, p, r, None, None)?;
+        let cfg = closed_loop_config(&engine, n, p, r, None, None, a.kv)?;
         let res = ch07_simd_parallel::bench::in_pool(a.threads, || {
             closed_loop(m.engine()?, &m.tokenizer.tokenizer, cfg, n, p, r)
         })??;
@@ -378,4 +379,36 @@ fn alone_decode_tok_s(m: &ch08_gguf::Loaded, prompt: usize, reply: usize) -> Res
         &mut |_| {},
     )?;
     Ok(g.decode_tok_s())
+}
+
+/// `kv-cost`: the memory and the perplexity of f32 and of f16 keys and values.
+pub fn kv_cost(a: &Args) -> Result<(), String> {
+    let path = model_path(a)?;
+    let m = ch08_gguf::load(&path).map_err(|e| e.to_string())?;
+    let engine = m.engine()?;
+    let file = a.text.as_deref().expect("checked in parse_args");
+    let text = ch01_tensors::files::read_to_string(file, ch01_tensors::files::MAX_TEXT_FILE)
+        .map_err(|e| format!("{}: {e}", file.display()))?;
+    let ids = m.tokenizer.tokenizer.encode(&text, false);
+    let bos = m.tokenizer.bos.filter(|_| m.tokenizer.add_bos);
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let mut rows = Vec::new();
+    for precision in [KvPrecision::F32, KvPrecision::F16] {
+        let (ppl, scored) = ch07_simd_parallel::bench::in_pool(a.threads, || {
+            ch10_batching::perplexity::perplexity(&engine, &ids, bos, precision)
+        })??;
+        let per_token = engine.layout().floats_per_token() * precision.bytes();
+        rows.push(json!({"kv": precision.name(), "bytes_per_token": per_token, "perplexity": ppl, "scored_tokens": scored}));
+        if !a.json {
+            println!(
+                "{name}, {} keys and values: {per_token} bytes a token ({:.1} MB for 4096 positions), perplexity {ppl:.4} over {scored} tokens",
+                precision.name(),
+                per_token as f64 * 4096.0 / 1e6
+            );
+        }
+    }
+    if a.json {
+        println!("{:#}", json!({"model": name, "rows": rows}));
+    }
+    Ok(())
 }

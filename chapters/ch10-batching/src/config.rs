@@ -3,7 +3,7 @@
 use ch08_gguf::engine::Engine;
 
 use crate::error::Error;
-use crate::seq::KvBlocks;
+use crate::seq::{KvBlocks, KvPrecision};
 
 /// The engine's settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,6 +18,8 @@ pub struct Config {
     pub max_seqs: usize,
     /// Share the KV blocks of common prompt prefixes.
     pub prefix_sharing: bool,
+    /// How keys and values are stored.
+    pub kv_precision: KvPrecision,
 }
 
 /// The largest step this engine agrees to run (rows of activations are sized by it).
@@ -30,8 +32,18 @@ impl Config {
         kv_mb: usize,
         max_batch_tokens: usize,
     ) -> Result<Config, Error> {
+        Config::with_kv(engine, kv_mb, KvPrecision::F32, max_batch_tokens)
+    }
+
+    /// A pool of `kv_mb` megabytes of K/V in `precision`.
+    pub fn with_kv(
+        engine: &Engine,
+        kv_mb: usize,
+        precision: KvPrecision,
+        max_batch_tokens: usize,
+    ) -> Result<Config, Error> {
         let block_size = 16;
-        let per_block = KvBlocks::bytes_per_block(engine.layout(), block_size);
+        let per_block = KvBlocks::bytes_per_block(engine.layout(), block_size, precision);
         let n_blocks = kv_mb.saturating_mul(1_000_000) / per_block;
         if n_blocks == 0 {
             return Err(Error::Config(format!(
@@ -44,6 +56,7 @@ impl Config {
             max_batch_tokens,
             max_seqs: max_batch_tokens.min(64),
             prefix_sharing: true,
+            kv_precision: precision,
         })
     }
 

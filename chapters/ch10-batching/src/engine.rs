@@ -73,7 +73,12 @@ impl<'m> BatchEngine<'m> {
         cfg.check()?;
         let end_ids = engine.model.config.eos_token_ids.clone();
         Ok(BatchEngine {
-            kv: KvBlocks::new(engine.layout(), cfg.block_size, cfg.n_blocks),
+            kv: KvBlocks::new(
+                engine.layout(),
+                cfg.block_size,
+                cfg.n_blocks,
+                cfg.kv_precision,
+            ),
             pool: BlockPool::new(cfg.n_blocks),
             prefix: PrefixIndex::default(),
             engine,

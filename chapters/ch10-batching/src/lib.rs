@@ -4,6 +4,7 @@
 //! - [`pool`]: one pool of KV blocks for all sequences: a free list and reference counts;
 //! - [`prefix`]: full blocks named by their tokens and the block before, for sharing;
 //! - [`seq`]: the blocks' keys and values, and a sequence's view as a chapter 5 `KvStore`;
+//!   [`gather`]: f16 blocks read as f32 for one row;
 //! - [`scheduler`]: a pure function from plain state to the next step's plan;
 //! - [`batch`]: the batched forward step, rows of many sequences at once;
 //! - [`engine`]: submit, step, cancel; tokens streamed through channels; [`paging`]: how a
@@ -16,7 +17,9 @@ pub mod config;
 pub mod curve;
 pub mod engine;
 pub mod error;
+pub mod gather;
 pub mod paging;
+pub mod perplexity;
 pub mod pool;
 pub mod prefix;
 pub mod request;

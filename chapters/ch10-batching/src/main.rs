@@ -21,6 +21,8 @@ usage: ch10-batching run [-m FILE] --requests FILE.jsonl [--kv-mb MB] [--max-bat
                          [--svg FILE] [--json]
            decode tok/s at 1, 2, 4, 8 and 16 sequences beside the memory and arithmetic
            ceilings (and llama-batched-bench's, with --compare)
+       ch10-batching kv-cost [-m FILE] --text FILE [-t THREADS] [--json]
+           the memory and the perplexity of f32 and of f16 keys and values
        ch10-batching trace [--svg FILE]
            the scheduler on a fixed workload, step by step (no model needed)
 
@@ -30,6 +32,7 @@ options (defaults in brackets):
                           every sequence needs]
   --max-batch-tokens N    rows in one step, decode and prompt tokens together [512;
                           bench: every prompt at once, up to 8192]
+  --kv f32|f16            how keys and values are stored: f16 is half the memory [f32]
   --no-prefix-sharing     never share the KV blocks of a common prompt prefix
   -t, --threads N         threads [2, or the machine's cores if fewer]
   --json                  machine-readable output
@@ -50,6 +53,8 @@ pub struct Args {
     pub reply: usize,
     pub compare: bool,
     pub svg: Option<PathBuf>,
+    pub text: Option<PathBuf>,
+    pub kv: ch10_batching::seq::KvPrecision,
 }
 
 fn number<T: std::str::FromStr>(p: &mut lexopt::Parser, flag: &str) -> Result<T, lexopt::Error> {
@@ -77,6 +82,8 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         reply: 128,
         compare: false,
         svg: None,
+        text: None,
+        kv: ch10_batching::seq::KvPrecision::F32,
     };
     let mut p = lexopt::Parser::from_env();
     while let Some(arg) = p.next()? {
@@ -98,13 +105,22 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
             Long("reply") => a.reply = number(&mut p, "--reply")?,
             Long("compare") => a.compare = true,
             Long("svg") => a.svg = Some(p.value()?.into()),
+            Long("text") => a.text = Some(p.value()?.into()),
+            Long("kv") => {
+                use lexopt::ValueExt;
+                a.kv = match p.value()?.string()?.as_str() {
+                    "f32" => ch10_batching::seq::KvPrecision::F32,
+                    "f16" => ch10_batching::seq::KvPrecision::F16,
+                    other => return Err(format!("--kv: {other:?} is not f32 or f16").into()),
+                }
+            }
             Value(v) if a.command.is_empty() => {
                 let v = v.string()?;
                 match v.as_str() {
-                    "run" | "bench" | "trace" | "curve" => a.command = v,
+                    "run" | "bench" | "trace" | "curve" | "kv-cost" => a.command = v,
                     other => {
                         return Err(format!(
-                            "unknown command {other:?} (run, bench, curve or trace)"
+                            "unknown command {other:?} (run, bench, curve, kv-cost or trace)"
                         )
                         .into());
                     }
@@ -123,7 +139,15 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
     };
     check(
         !a.command.is_empty(),
-        "a command is needed: run, bench, curve or trace",
+        "a command is needed: run, bench, curve, kv-cost or trace",
+    )?;
+    check(
+        a.command != "kv-cost" || a.text.is_some(),
+        "kv-cost needs --text FILE",
+    )?;
+    check(
+        a.text.is_none() || a.command == "kv-cost",
+        "--text goes with kv-cost",
     )?;
     check(
         a.command != "run" || a.requests.is_some(),
@@ -194,6 +218,7 @@ fn main() -> ExitCode {
         "run" => commands::run(&args),
         "bench" => commands::bench(&args),
         "curve" => commands::curve(&args),
+        "kv-cost" => commands::kv_cost(&args),
         _ => commands::trace(&args),
     };
     match result {

@@ -13,6 +13,45 @@
 //! before any row attends.
 
 use ch05_kv_cache::{Error, KvLayout, KvStore};
+use ch06_quantization::f16::f32_to_f16;
+
+/// How keys and values are stored: f32 (chapters 5 to 9), or f16 (llama.cpp's default),
+/// half the memory, each value rounded to f16 as it is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KvPrecision {
+    F32,
+    F16,
+}
+
+impl KvPrecision {
+    pub fn bytes(self) -> usize {
+        match self {
+            KvPrecision::F32 => 4,
+            KvPrecision::F16 => 2,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            KvPrecision::F32 => "f32",
+            KvPrecision::F16 => "f16",
+        }
+    }
+}
+
+/// The keys and values, each `(n_blocks, n_layers, n_kv_heads, block_size, head_dim)`.
+#[derive(Debug)]
+pub(crate) enum Data {
+    F32 {
+        k: Vec<f32>,
+        v: Vec<f32>,
+    },
+    /// IEEE half-precision bits.
+    F16 {
+        k: Vec<u16>,
+        v: Vec<u16>,
+    },
+}
 
 // ANCHOR: blocks
 /// K/V storage for `n_blocks` blocks of `block_size` positions.
@@ -20,36 +59,47 @@ use ch05_kv_cache::{Error, KvLayout, KvStore};
 pub struct KvBlocks {
     layout: KvLayout,
     block_size: usize,
-    /// `(n_blocks, n_layers, n_kv_heads, block_size, head_dim)`
-    k: Vec<f32>,
-    /// `(n_blocks, n_layers, n_kv_heads, block_size, head_dim)`
-    v: Vec<f32>,
+    pub(crate) data: Data,
 }
 
 impl KvBlocks {
-    /// Floats of K (or of V) in one block.
-    pub fn floats_per_block(layout: KvLayout, block_size: usize) -> usize {
+    /// Values of K (or of V) in one block.
+    pub fn values_per_block(layout: KvLayout, block_size: usize) -> usize {
         layout.n_layers * layout.n_kv_heads * block_size * layout.head_dim
     }
 
-    /// Bytes of K and V in one block, in f32.
-    pub fn bytes_per_block(layout: KvLayout, block_size: usize) -> usize {
-        block_size * layout.bytes_per_token()
+    /// Bytes of K and V in one block.
+    pub fn bytes_per_block(layout: KvLayout, block_size: usize, precision: KvPrecision) -> usize {
+        2 * KvBlocks::values_per_block(layout, block_size) * precision.bytes()
     }
 
     /// Zeroed storage. The caller has checked `n_blocks` against the user's budget.
-    pub fn new(layout: KvLayout, block_size: usize, n_blocks: usize) -> KvBlocks {
-        let n = n_blocks * KvBlocks::floats_per_block(layout, block_size);
+    pub fn new(
+        layout: KvLayout,
+        block_size: usize,
+        n_blocks: usize,
+        precision: KvPrecision,
+    ) -> KvBlocks {
+        let n = n_blocks * KvBlocks::values_per_block(layout, block_size);
+        let data = match precision {
+            KvPrecision::F32 => Data::F32 {
+                k: vec![0.0; n],
+                v: vec![0.0; n],
+            },
+            KvPrecision::F16 => Data::F16 {
+                k: vec![0; n],
+                v: vec![0; n],
+            },
+        };
         KvBlocks {
             layout,
             block_size,
-            k: vec![0.0; n],
-            v: vec![0.0; n],
+            data,
         }
     }
 
-    /// Where the `head_dim` floats of (block, layer, kv_head, slot) start.
-    fn offset(&self, block: usize, layer: usize, kv_head: usize, slot: usize) -> usize {
+    /// Where the `head_dim` values of (block, layer, kv_head, slot) start.
+    pub(crate) fn offset(&self, block: usize, layer: usize, kv_head: usize, slot: usize) -> usize {
         let l = &self.layout;
         (((block * l.n_layers + layer) * l.n_kv_heads + kv_head) * self.block_size + slot)
             * l.head_dim
@@ -62,17 +112,41 @@ impl KvBlocks {
         self.layout.check_row(k, v);
         for h in 0..self.layout.n_kv_heads {
             let at = self.offset(block, layer, h, slot);
-            self.k[at..at + d].copy_from_slice(&k[h * d..(h + 1) * d]);
-            self.v[at..at + d].copy_from_slice(&v[h * d..(h + 1) * d]);
+            let (kh, vh) = (&k[h * d..(h + 1) * d], &v[h * d..(h + 1) * d]);
+            match &mut self.data {
+                Data::F32 { k, v } => {
+                    k[at..at + d].copy_from_slice(kh);
+                    v[at..at + d].copy_from_slice(vh);
+                }
+                Data::F16 { k, v } => {
+                    k[at..at + d]
+                        .iter_mut()
+                        .zip(kh)
+                        .for_each(|(o, x)| *o = f32_to_f16(*x));
+                    v[at..at + d]
+                        .iter_mut()
+                        .zip(vh)
+                        .for_each(|(o, x)| *o = f32_to_f16(*x));
+                }
+            }
         }
     }
     // ANCHOR_END: blocks
 
     /// Copies everything `from` holds into `to` (copy on write of a shared block).
     pub fn copy_block(&mut self, from: usize, to: usize) {
-        let n = KvBlocks::floats_per_block(self.layout, self.block_size);
-        self.k.copy_within(from * n..(from + 1) * n, to * n);
-        self.v.copy_within(from * n..(from + 1) * n, to * n);
+        let n = KvBlocks::values_per_block(self.layout, self.block_size);
+        let (src, dst) = (from * n..(from + 1) * n, to * n);
+        match &mut self.data {
+            Data::F32 { k, v } => {
+                k.copy_within(src.clone(), dst);
+                v.copy_within(src, dst);
+            }
+            Data::F16 { k, v } => {
+                k.copy_within(src.clone(), dst);
+                v.copy_within(src, dst);
+            }
+        }
     }
 
     pub fn layout(&self) -> KvLayout {
@@ -83,9 +157,19 @@ impl KvBlocks {
         self.block_size
     }
 
-    /// Bytes of K/V storage in all.
-    pub fn bytes(&self) -> usize {
-        (self.k.len() + self.v.len()) * size_of::<f32>()
+    pub fn precision(&self) -> KvPrecision {
+        match self.data {
+            Data::F32 { .. } => KvPrecision::F32,
+            Data::F16 { .. } => KvPrecision::F16,
+        }
+    }
+
+    /// The f32 keys and values, `None` for f16 storage (read through [`crate::gather`]).
+    fn f32s(&self) -> Option<(&[f32], &[f32])> {
+        match &self.data {
+            Data::F32 { k, v } => Some((k, v)),
+            Data::F16 { .. } => None,
+        }
     }
 }
 
@@ -101,6 +185,14 @@ pub struct SeqKv<'a> {
 }
 
 impl SeqKv<'_> {
+    /// Panics on f16 blocks: a caller bug (the batch step reads those through
+    /// [`crate::gather`]).
+    fn f32s(&self) -> (&[f32], &[f32]) {
+        self.blocks
+            .f32s()
+            .expect("SeqKv reads f32 blocks; f16 ones go through gather")
+    }
+
     fn locate(&self, layer: usize, kv_head: usize, pos: usize) -> usize {
         let bs = self.blocks.block_size;
         self.blocks
@@ -147,16 +239,21 @@ impl KvStore for SeqKv<'_> {
 
     fn key(&self, layer: usize, kv_head: usize, pos: usize) -> &[f32] {
         let at = self.locate(layer, kv_head, pos);
-        &self.blocks.k[at..at + self.blocks.layout.head_dim]
+        &self.f32s().0[at..at + self.blocks.layout.head_dim]
     }
 
     fn value(&self, layer: usize, kv_head: usize, pos: usize) -> &[f32] {
         let at = self.locate(layer, kv_head, pos);
-        &self.blocks.v[at..at + self.blocks.layout.head_dim]
+        &self.f32s().1[at..at + self.blocks.layout.head_dim]
     }
 
     fn reserved_bytes(&self) -> usize {
-        self.table.len() * KvBlocks::bytes_per_block(self.blocks.layout, self.blocks.block_size)
+        let (l, bs, p) = (
+            self.blocks.layout,
+            self.blocks.block_size,
+            self.blocks.precision(),
+        );
+        self.table.len() * KvBlocks::bytes_per_block(l, bs, p)
     }
 
     // ANCHOR: runs
@@ -174,7 +271,8 @@ impl KvStore for SeqKv<'_> {
         }
         let at = self.locate(layer, kv_head, positions.start);
         let span = at..at + positions.len() * self.blocks.layout.head_dim;
-        Some((&self.blocks.k[span.clone()], &self.blocks.v[span]))
+        let (k, v) = self.f32s();
+        Some((&k[span.clone()], &v[span]))
     }
     // ANCHOR_END: runs
 }
@@ -190,7 +288,7 @@ mod tests {
             n_kv_heads: 2,
             head_dim: 3,
         };
-        let mut kv = KvBlocks::new(layout, 4, 3);
+        let mut kv = KvBlocks::new(layout, 4, 3, KvPrecision::F32);
         let table = [2, 0]; // positions 0..4 in block 2, 4..8 in block 0
         for pos in 0..8 {
             let k: Vec<f32> = (0..6).map(|i| (pos * 10 + i) as f32).collect();

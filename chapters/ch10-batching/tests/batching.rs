@@ -8,6 +8,7 @@ use std::sync::mpsc::Receiver;
 
 use ch01_tensors::models;
 use ch09_generate::{Sampler, SamplerConfig};
+use ch10_batching::seq::KvPrecision;
 use ch10_batching::{BatchEngine, Config, Event, FinishReason, Finished, Request};
 
 fn smollm2() -> &'static ch08_gguf::Loaded {
@@ -147,6 +148,7 @@ fn check(m: &'static ch08_gguf::Loaded, n_tokens: usize, small_pool: usize) {
         max_batch_tokens: budget,
         max_seqs: 16,
         prefix_sharing: sharing,
+        kv_precision: KvPrecision::F32,
     };
     let name = m.model.family.name;
     for (what, c, one_by_one) in [
@@ -231,6 +233,7 @@ fn no_block_leaks_after_finished_cancelled_and_preempted_requests() {
         max_batch_tokens: 32,
         max_seqs: 8,
         prefix_sharing: true,
+        kv_precision: KvPrecision::F32,
     };
     let mut be = BatchEngine::new(m.engine().unwrap(), &m.tokenizer.tokenizer, cfg).unwrap();
     let mut reqs = requests(m, 24);
@@ -293,6 +296,7 @@ fn requests_that_cannot_fit_are_refused_at_submission_with_the_numbers() {
         max_batch_tokens: 32,
         max_seqs: 8,
         prefix_sharing: true,
+        kv_precision: KvPrecision::F32,
     };
     let mut be = BatchEngine::new(m.engine().unwrap(), &m.tokenizer.tokenizer, cfg).unwrap();
     let e = be
@@ -336,4 +340,65 @@ fn requests_that_cannot_fit_are_refused_at_submission_with_the_numbers() {
         .to_string();
     assert!(e.contains("too small for one block"), "{e}");
     assert_eq!(be.free_blocks(), 4);
+}
+
+#[test]
+fn f16_keys_and_values_are_batch_invariant_too() {
+    let m = smollm2();
+    let reqs = requests(m, 8);
+    let cfg = |n_blocks, budget, sharing| Config {
+        block_size: 16,
+        n_blocks,
+        max_batch_tokens: budget,
+        max_seqs: 16,
+        prefix_sharing: sharing,
+        kv_precision: KvPrecision::F16,
+    };
+    let run = |reqs: &[Request], c: Config| {
+        ch07_simd_parallel::bench::in_pool(2, || batched(m, reqs, c)).unwrap()
+    };
+    let alone: Vec<_> = reqs
+        .iter()
+        .flat_map(|r| run(std::slice::from_ref(r), cfg(64, 512, false)))
+        .collect();
+    let f32_alone: Vec<_> = ch07_simd_parallel::bench::in_pool(2, || {
+        reqs.iter().map(|r| self::alone(m, r)).collect::<Vec<_>>()
+    })
+    .unwrap();
+    for (what, c) in [
+        ("sharing, 40-token steps", cfg(256, 40, true)),
+        ("a small pool", cfg(9, 64, true)),
+    ] {
+        let got = run(&reqs, c);
+        let preempted: usize = got.iter().map(|g| g.2.preemptions).sum();
+        for (i, (g, a)) in got.iter().zip(&alone).enumerate() {
+            assert_eq!(
+                g.0, a.0,
+                "f16, {what}: request {i}'s tokens differ from the request alone"
+            );
+            let same =
+                g.1.iter()
+                    .flatten()
+                    .zip(a.1.iter().flatten())
+                    .all(|(x, y)| x.to_bits() == y.to_bits());
+            assert!(
+                same,
+                "f16, {what}: request {i}'s logits are not the bits it gets alone"
+            );
+        }
+        eprintln!("f16, {what}: {preempted} preemptions, invariant");
+    }
+    // what f16 costs: the first logits of each request against f32's
+    let (mut worst, mut same_tokens) = (0.0f32, 0);
+    for (a, b) in alone.iter().zip(&f32_alone) {
+        worst = a.1[0]
+            .iter()
+            .zip(&b.1[0])
+            .map(|(x, y)| (x - y).abs())
+            .fold(worst, f32::max);
+        same_tokens += usize::from(a.0 == b.0);
+    }
+    eprintln!(
+        "f16 against f32: largest difference of a first logit {worst:.4}; {same_tokens} of 16 replies the same"
+    );
 }
