@@ -145,6 +145,51 @@ pub fn closed_loop(
     })
 }
 
+// ANCHOR: prefix_ttft
+/// Time to first token of a request whose `prefix`-token start another request has just
+/// computed, against one whose start nobody has: `(uncached ms, cached ms)`. Each request
+/// is the prefix and 8 tokens of its own; the first request runs alone to the end first.
+pub fn prefix_ttft(
+    engine: Engine,
+    tokenizer: &ch02_tokenizer::Tokenizer,
+    prefix: usize,
+) -> Result<(f64, f64), String> {
+    let vocab = engine.model.config.vocab_size as u64;
+    let mut rng = Rng::new(7);
+    let mut tokens =
+        |n: usize| -> Vec<u32> { (0..n).map(|_| (rng.next_u64() % vocab) as u32).collect() };
+    let (shared, other) = (tokens(prefix), tokens(prefix));
+    let with_tail = |start: &[u32], tail: Vec<u32>| [start, &tail[..]].concat();
+    let requests = [
+        with_tail(&shared, tokens(8)),
+        with_tail(&other, tokens(8)),
+        with_tail(&shared, tokens(8)),
+    ];
+    let cfg = Config::with_kv(
+        &engine,
+        (4 * (prefix + 32) * engine.layout().bytes_per_token()).div_ceil(1_000_000),
+        KvPrecision::F32,
+        512,
+    )
+    .map_err(|e| e.to_string())?;
+    let mut be = BatchEngine::new(engine, tokenizer, cfg).map_err(|e| e.to_string())?;
+    let mut ttft = Vec::new();
+    for prompt in requests {
+        let start = Instant::now();
+        let (_, rx) = be
+            .submit(Request::greedy(prompt, 1))
+            .map_err(|e| e.to_string())?;
+        while be.pending() > 0 {
+            be.step().map_err(|e| e.to_string())?;
+        }
+        ttft.push(start.elapsed().as_secs_f64() * 1e3);
+        drop(rx);
+    }
+    // request 0 warms up; request 1 computes its whole prompt; request 2 finds request 0's
+    Ok((ttft[1], ttft[2]))
+}
+// ANCHOR_END: prefix_ttft
+
 // ANCHOR: compare
 /// llama.cpp's `llama-batched-bench` on `gguf` with the same prompt, reply and sequence
 /// counts: `(sequences, S_PP, S_TG)` for each count.

@@ -412,3 +412,34 @@ pub fn kv_cost(a: &Args) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// `prefix`: time to first token with and without a cached prompt prefix.
+pub fn prefix(a: &Args) -> Result<(), String> {
+    let path = model_path(a)?;
+    let m = ch08_gguf::load(&path).map_err(|e| e.to_string())?;
+    let p = a.prompt;
+    if p + 16 > m.model.max_positions() {
+        return Err(format!(
+            "--prompt {p} leaves no room in the model's {} positions",
+            m.model.max_positions()
+        ));
+    }
+    let (cold, warm) = ch07_simd_parallel::bench::in_pool(a.threads, || {
+        ch10_batching::bench::prefix_ttft(m.engine()?, &m.tokenizer.tokenizer, p)
+    })??;
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    if a.json {
+        println!(
+            "{:#}",
+            json!({"model": name, "prefix": p, "ttft_uncached_ms": cold, "ttft_cached_ms": warm})
+        );
+        return Ok(());
+    }
+    println!("{name}: time to first token of a {p}-token prefix and 8 tokens of its own");
+    println!("  prefix not cached: {cold:.1} ms");
+    println!(
+        "  prefix cached:     {warm:.1} ms ({:.1}x sooner)",
+        cold / warm
+    );
+    Ok(())
+}

@@ -23,6 +23,8 @@ usage: ch10-batching run [-m FILE] --requests FILE.jsonl [--kv-mb MB] [--max-bat
            ceilings (and llama-batched-bench's, with --compare)
        ch10-batching kv-cost [-m FILE] --text FILE [-t THREADS] [--json]
            the memory and the perplexity of f32 and of f16 keys and values
+       ch10-batching prefix [-m FILE] [--prompt 128] [-t THREADS] [--json]
+           time to first token when the prompt's first --prompt tokens are cached, and not
        ch10-batching trace [--svg FILE]
            the scheduler on a fixed workload, step by step (no model needed)
 
@@ -117,10 +119,10 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
             Value(v) if a.command.is_empty() => {
                 let v = v.string()?;
                 match v.as_str() {
-                    "run" | "bench" | "trace" | "curve" | "kv-cost" => a.command = v,
+                    "run" | "bench" | "trace" | "curve" | "kv-cost" | "prefix" => a.command = v,
                     other => {
                         return Err(format!(
-                            "unknown command {other:?} (run, bench, curve, kv-cost or trace)"
+                            "unknown command {other:?} (run, bench, curve, kv-cost, prefix or trace)"
                         )
                         .into());
                     }
@@ -139,7 +141,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
     };
     check(
         !a.command.is_empty(),
-        "a command is needed: run, bench, curve, kv-cost or trace",
+        "a command is needed: run, bench, curve, kv-cost, prefix or trace",
     )?;
     check(
         a.command != "kv-cost" || a.text.is_some(),
@@ -219,6 +221,7 @@ fn main() -> ExitCode {
         "bench" => commands::bench(&args),
         "curve" => commands::curve(&args),
         "kv-cost" => commands::kv_cost(&args),
+        "prefix" => commands::prefix(&args),
         _ => commands::trace(&args),
     };
     match result {
