@@ -51,10 +51,11 @@ fn parse_request(line: &str) -> Result<(String, Request), String> {
         repeat_last_n: int("repeat_last_n", d.repeat_last_n as f64, 65536.0)?,
         seed: int("seed", 0.0, 2f64.powi(53))? as u64,
     };
-    if !(0.0..=100.0).contains(&s.temperature)
-        || !(s.top_p > 0.0 && s.top_p <= 1.0)
-        || !(0.0..=1.0).contains(&s.min_p)
-    {
+    let in_range = (0.0..=100.0).contains(&s.temperature)
+        && s.top_p > 0.0
+        && s.top_p <= 1.0
+        && (0.0..=1.0).contains(&s.min_p);
+    if !in_range {
         return Err("temperature must be 0 to 100, top_p in (0, 1], min_p in [0, 1]".into());
     }
     if !(s.repeat_penalty.is_finite()

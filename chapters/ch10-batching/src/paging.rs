@@ -28,7 +28,7 @@ impl BatchEngine<'_> {
             let (computed, found) = self.cached_prefix(s);
             let mut free = found.iter().filter(|(b, _)| self.pool.refs(*b) > 0).count();
             // a shared last block that will be written is copied: it costs a new block
-            if computed % self.cfg.block_size != 0
+            if !computed.is_multiple_of(self.cfg.block_size)
                 && found.last().is_some_and(|(b, _)| self.pool.refs(*b) > 0)
             {
                 free -= 1;
@@ -88,7 +88,7 @@ impl BatchEngine<'_> {
     pub(crate) fn make_room(&mut self, at: usize, start: usize, len: usize) -> bool {
         let bs = self.cfg.block_size;
         let first = start / bs;
-        if start % bs != 0 && first < self.seqs[at].table.len() {
+        if !start.is_multiple_of(bs) && first < self.seqs[at].table.len() {
             let b = self.seqs[at].table[first];
             if self.pool.refs(b) > 1 {
                 let Some(copy) = self.alloc() else {

@@ -149,8 +149,8 @@ pub fn plan(seqs: &[SeqState], limits: Limits) -> Plan {
     if !p.preempted.is_empty() {
         return p;
     }
-    let mut running = seqs.iter().filter(|s| s.running).count() - p.preempted.len();
-    for s in order.iter().filter(|s| !s.running) {
+    let running = seqs.iter().filter(|s| s.running).count() - p.preempted.len();
+    for (running, s) in (running..).zip(order.iter().filter(|s| !s.running)) {
         let pending = s.tokens - s.computed;
         if budget == 0 || running >= limits.max_seqs || need(s, pending, bs) > free {
             break; // nobody overtakes the oldest waiting sequence
@@ -158,7 +158,6 @@ pub fn plan(seqs: &[SeqState], limits: Limits) -> Plan {
         let n = pending.min(budget);
         free -= need(s, pending, bs); // the whole prompt's blocks are set aside
         budget -= n;
-        running += 1;
         p.admitted.push(s.id);
         p.rows.push(Chunk {
             id: s.id,

@@ -49,7 +49,7 @@ fn requests(m: &ch08_gguf::Loaded, n_tokens: usize) -> Vec<Request> {
             } else {
                 tail.to_string()
             };
-            let sampling = if (i + with_prefix as usize) % 2 == 0 {
+            let sampling = if (i + with_prefix as usize).is_multiple_of(2) {
                 SamplerConfig {
                     temperature: 0.0,
                     ..SamplerConfig::default()
