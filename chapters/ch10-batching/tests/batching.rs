@@ -27,6 +27,24 @@ fn gemma() -> &'static ch08_gguf::Loaded {
     })
 }
 
+/// Blocks of 16 positions; `n_blocks` of them, `budget` rows a step, `max_seqs` at once.
+fn config(
+    n_blocks: usize,
+    budget: usize,
+    max_seqs: usize,
+    sharing: bool,
+    kv: KvPrecision,
+) -> Config {
+    Config {
+        block_size: 16,
+        n_blocks,
+        max_batch_tokens: budget,
+        max_seqs,
+        prefix_sharing: sharing,
+        kv_precision: kv,
+    }
+}
+
 /// Sixteen requests: mixed prompt lengths, some sharing a long prefix, half greedy and half
 /// sampled with their own seeds, mixed reply lengths.
 fn requests(m: &ch08_gguf::Loaded, n_tokens: usize) -> Vec<Request> {
@@ -142,14 +160,7 @@ fn check(m: &'static ch08_gguf::Loaded, n_tokens: usize, small_pool: usize) {
     let want: Vec<_> =
         ch07_simd_parallel::bench::in_pool(2, || reqs.iter().map(|r| alone(m, r)).collect())
             .unwrap();
-    let cfg = |n_blocks, budget, sharing| Config {
-        block_size: 16,
-        n_blocks,
-        max_batch_tokens: budget,
-        max_seqs: 16,
-        prefix_sharing: sharing,
-        kv_precision: KvPrecision::F32,
-    };
+    let cfg = |n_blocks, budget, sharing| config(n_blocks, budget, 16, sharing, KvPrecision::F32);
     let name = m.model.family.name;
     for (what, c, one_by_one) in [
         ("alone in the engine", cfg(64, 512, false), true),
@@ -227,14 +238,7 @@ fn gemma3_is_batch_invariant() {
 #[test]
 fn no_block_leaks_after_finished_cancelled_and_preempted_requests() {
     let m = smollm2();
-    let cfg = Config {
-        block_size: 16,
-        n_blocks: 8,
-        max_batch_tokens: 32,
-        max_seqs: 8,
-        prefix_sharing: true,
-        kv_precision: KvPrecision::F32,
-    };
+    let cfg = config(8, 32, 8, true, KvPrecision::F32);
     let mut be = BatchEngine::new(m.engine().unwrap(), &m.tokenizer.tokenizer, cfg).unwrap();
     let mut reqs = requests(m, 24);
     reqs.iter_mut()
@@ -290,14 +294,7 @@ fn no_block_leaks_after_finished_cancelled_and_preempted_requests() {
 #[test]
 fn requests_that_cannot_fit_are_refused_at_submission_with_the_numbers() {
     let m = smollm2();
-    let cfg = Config {
-        block_size: 16,
-        n_blocks: 4,
-        max_batch_tokens: 32,
-        max_seqs: 8,
-        prefix_sharing: true,
-        kv_precision: KvPrecision::F32,
-    };
+    let cfg = config(4, 32, 8, true, KvPrecision::F32);
     let mut be = BatchEngine::new(m.engine().unwrap(), &m.tokenizer.tokenizer, cfg).unwrap();
     let e = be
         .submit(Request::greedy(vec![1; 60], 10))
@@ -346,14 +343,7 @@ fn requests_that_cannot_fit_are_refused_at_submission_with_the_numbers() {
 fn f16_keys_and_values_are_batch_invariant_too() {
     let m = smollm2();
     let reqs = requests(m, 8);
-    let cfg = |n_blocks, budget, sharing| Config {
-        block_size: 16,
-        n_blocks,
-        max_batch_tokens: budget,
-        max_seqs: 16,
-        prefix_sharing: sharing,
-        kv_precision: KvPrecision::F16,
-    };
+    let cfg = |n_blocks, budget, sharing| config(n_blocks, budget, 16, sharing, KvPrecision::F16);
     let run = |reqs: &[Request], c: Config| {
         ch07_simd_parallel::bench::in_pool(2, || batched(m, reqs, c)).unwrap()
     };
