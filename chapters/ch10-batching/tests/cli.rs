@@ -128,3 +128,48 @@ fn bad_requests_are_refused_before_anything_runs() {
         );
     }
 }
+
+#[test]
+fn run_json_gives_one_line_per_request_in_input_order() {
+    let dir = std::env::temp_dir().join(format!("ch10-cli-json-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("r.jsonl");
+    let lines = [
+        r#"{"prompt": "The capital of France is", "max_tokens": 6, "temperature": 0}"#,
+        r#"{"prompt": "Once upon a time", "max_tokens": 3, "temperature": 0.8, "seed": 5, "stop": ["\n"]}"#,
+        r#"{"prompt": "The capital of France is", "max_tokens": 4, "temperature": 0}"#,
+    ];
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    let o = run(&[
+        "run",
+        "--requests",
+        path.to_str().unwrap(),
+        "--json",
+        "--max-batch-tokens",
+        "8",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect();
+    assert_eq!(out.len(), 3, "one line per request");
+    for v in &out {
+        for key in ["generated_ids", "text", "finish_reason", "ttft_ms"] {
+            assert!(!v[key].is_null(), "{key} is missing from {v}");
+        }
+    }
+    let ids = |i: usize| out[i]["generated_ids"].as_array().unwrap().clone();
+    assert_eq!(ids(0).len(), 6);
+    assert_eq!(
+        ids(2)[..],
+        ids(0)[..4],
+        "the same greedy prompt gives the same first tokens"
+    );
+    assert_eq!(out[0]["finish_reason"], "length");
+    assert!(
+        stderr(&o).contains("3 requests"),
+        "a summary on stderr: {}",
+        stderr(&o)
+    );
+}
