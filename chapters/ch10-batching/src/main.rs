@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use ch01_tensors::models;
 
 mod commands;
+mod measure;
 
 const USAGE: &str = "\
 usage: ch10-batching run [-m FILE] --requests FILE.jsonl [--kv-mb MB] [--max-batch-tokens N]
@@ -219,9 +220,9 @@ fn main() -> ExitCode {
     let result = match args.command.as_str() {
         "run" => commands::run(&args),
         "bench" => commands::bench(&args),
-        "curve" => commands::curve(&args),
-        "kv-cost" => commands::kv_cost(&args),
-        "prefix" => commands::prefix(&args),
+        "curve" => measure::curve(&args),
+        "kv-cost" => measure::kv_cost(&args),
+        "prefix" => measure::prefix(&args),
         _ => commands::trace(&args),
     };
     match result {
