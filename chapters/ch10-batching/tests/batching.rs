@@ -392,3 +392,69 @@ fn f16_keys_and_values_are_batch_invariant_too() {
         "f16 against f32: largest difference of a first logit {worst:.4}; {same_tokens} of 16 replies the same"
     );
 }
+
+#[test]
+fn a_fully_cached_prompt_copies_its_last_shared_block_before_writing_it() {
+    // 32 tokens = two full blocks: a second request with the same prompt finds both, and
+    // must still run its last token, whose keys go into block 1, shared with the first
+    let m = smollm2();
+    let prompt = m.tokenizer.encode_prompt("The quick brown fox jumps over the lazy dog. The quick brown fox jumps over the lazy dog again", true);
+    let prompt: Vec<u32> = prompt.iter().cycle().take(32).copied().collect();
+    let mut req = Request::greedy(prompt.clone(), 6);
+    req.keep_logits = true;
+    let want = ch07_simd_parallel::bench::in_pool(2, || alone(m, &req)).unwrap();
+    let mut be = BatchEngine::new(
+        m.engine().unwrap(),
+        &m.tokenizer.tokenizer,
+        config(16, 64, 8, true, KvPrecision::F32),
+    )
+    .unwrap();
+    let collect = |rx: &Receiver<Event>| -> (Vec<u32>, Vec<Vec<f32>>, Option<Finished>) {
+        let (mut ids, mut logits, mut done) = (Vec::new(), Vec::new(), None);
+        for ev in rx.try_iter() {
+            match ev {
+                Event::Token { id, logits: l, .. } => {
+                    ids.push(id);
+                    logits.push(l.unwrap());
+                }
+                Event::Done(f) => done = Some(f),
+            }
+        }
+        (ids, logits, done)
+    };
+    let (mut out, mut rxs) = (Vec::new(), Vec::new());
+    ch07_simd_parallel::bench::in_pool(2, || {
+        rxs.push(be.submit(req.clone()).unwrap().1);
+        be.step().unwrap(); // the first request's prompt is computed, its blocks indexed
+        rxs.push(be.submit(req.clone()).unwrap().1); // shares blocks 0 and 1, copies 1
+        while be.pending() > 0 {
+            be.step().unwrap();
+        }
+        rxs.push(be.submit(req.clone()).unwrap().1); // finds them free but indexed: takes them back
+        while be.pending() > 0 {
+            be.step().unwrap();
+        }
+    })
+    .unwrap();
+    for rx in &rxs {
+        out.push(collect(rx));
+    }
+    for (i, (ids, logits, done)) in out.iter().enumerate() {
+        assert_eq!(ids, &want.0, "request {i}'s tokens differ from chapter 9's");
+        assert!(
+            logits
+                .iter()
+                .flatten()
+                .zip(want.1.iter().flatten())
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "request {i}'s logits"
+        );
+        let cached = done.as_ref().unwrap().cached_tokens;
+        assert_eq!(
+            cached,
+            if i == 0 { 0 } else { 31 },
+            "request {i}: 31 of its 32 prompt tokens come from the cache"
+        );
+    }
+    assert_eq!(be.free_blocks(), 16, "a block leaked");
+}
