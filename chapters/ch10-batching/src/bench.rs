@@ -234,7 +234,9 @@ pub fn llama_batched_bench(
             err.lines().last().unwrap_or("")
         ));
     }
-    parse_batched_bench(&String::from_utf8_lossy(&out.stdout))
+    // the table goes to standard output or to the log, depending on the version
+    let text = [&out.stdout[..], b"\n", &out.stderr[..]].concat();
+    parse_batched_bench(&String::from_utf8_lossy(&text))
 }
 // ANCHOR_END: compare
 
