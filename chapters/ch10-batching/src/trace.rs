@@ -144,14 +144,15 @@ fn cell(c: &Chunk, x: f64, w: f64, y: f64, h: f64, prompt: bool) -> String {
 /// request (pale: prompt rows, solid: decode rows), and on the right who was admitted (+),
 /// preempted (−) and finished (✓).
 pub fn svg(trace: &[StepTrace], limits: Limits, prompts: &[usize]) -> String {
-    let (left, top, cw, rh) = (60.0, 50.0, 22.0, 18.0);
+    let (left, top, cw, rh) = (60.0, 66.0, 22.0, 18.0);
     let width = left + cw * limits.max_batch_tokens as f64 + 220.0;
     let height = top + rh * trace.len() as f64 + 40.0;
     let mut s = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width:.0}\" height=\"{height:.0}\" font-family=\"sans-serif\">\n\
          <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
          <text x=\"{left}\" y=\"20\" font-size=\"14\">The scheduler, step by step: {} rows a step, {} requests</text>\n\
-         <text x=\"{left}\" y=\"38\" font-size=\"11\">one cell per row of the batch, coloured by request (pale: prompt rows; solid: decode rows)</text>\n",
+         <text x=\"{left}\" y=\"38\" font-size=\"11\">one cell per row of the batch, coloured by request (pale: prompt rows; solid: decode rows)</text>\n\
+         <text x=\"{left}\" y=\"54\" font-size=\"11\">on the right: +admitted, −preempted, ✓finished, and the free blocks after the step</text>\n",
         limits.max_batch_tokens,
         prompts.len()
     );
@@ -172,7 +173,8 @@ pub fn svg(trace: &[StepTrace], limits: Limits, prompts: &[usize]) -> String {
         notes.extend(st.plan.admitted.iter().map(|id| format!("+{id}")));
         notes.extend(st.plan.preempted.iter().map(|id| format!("−{id}")));
         notes.extend(st.finished.iter().map(|id| format!("✓{id}")));
-        let note = format!("{}  free blocks {}", notes.join(" "), st.free_blocks);
+        let sep = if notes.is_empty() { "" } else { "  ·  " };
+        let note = format!("{}{sep}{} free", notes.join(" "), st.free_blocks);
         let nx = left + cw * limits.max_batch_tokens as f64 + 8.0;
         s += &format!(
             "<text x=\"{nx:.0}\" y=\"{:.1}\" font-size=\"11\">{note}</text>\n",
