@@ -61,7 +61,12 @@ pub fn svg(
         (x0 + x1) / 2.0,
         h - 12.0
     );
-    let step = (highest / 5.0 / 50.0).ceil() * 50.0;
+    let step = [
+        5.0, 10.0, 20.0, 25.0, 50.0, 100.0, 200.0, 250.0, 500.0, 1000.0,
+    ]
+    .into_iter()
+    .find(|&s| s >= highest / 6.0)
+    .unwrap_or(1000.0);
     let mut v = 0.0;
     while v <= highest {
         s += &format!(

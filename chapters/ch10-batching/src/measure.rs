@@ -43,7 +43,7 @@ pub fn curve(a: &Args) -> Result<(), String> {
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     if let Some(out) = &a.svg {
         let title = format!(
-            "{name}, {} threads: decode speed against batch size ({p}-token prompts)",
+            "{name}: decode tok/s against sequences, {} threads",
             a.threads
         );
         let svg = ch10_batching::curve::svg(&title, &points, bandwidth, per_token, e2e.pp512_tok_s);
