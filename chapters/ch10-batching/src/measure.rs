@@ -19,17 +19,34 @@ pub fn curve(a: &Args) -> Result<(), String> {
     let bandwidth = ch07_simd_parallel::bench::read_bandwidth(a.threads, 3)?;
     let e2e = ch08_gguf::bench::end_to_end(&engine, a.threads, 1)?;
     let per_token = m.model.bytes_read_per_token();
-    let alone = ch07_simd_parallel::bench::in_pool(a.threads, || alone_decode_tok_s(&m, p, r))??;
-    let mut points = Vec::new();
-    for n in sizes {
+    let decode = |n: usize| -> Result<f64, String> {
         let cfg = closed_loop_config(&engine, n, p, r, None, None, a.kv)?;
         let res = ch07_simd_parallel::bench::in_pool(a.threads, || {
             closed_loop(m.engine()?, &m.tokenizer.tokenizer, cfg, n, p, r)
         })??;
         eprintln!("curve: {n} sequences, decode {:.1} tok/s", res.s_tg_tok_s);
+        Ok(res.s_tg_tok_s)
+    };
+    // one sequence: chapter 9's generator and the batched engine in turn, three times each,
+    // medians (the difference between them is small, the machine's noise is not)
+    let (mut alone, mut one) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        alone.push(ch07_simd_parallel::bench::in_pool(a.threads, || {
+            alone_decode_tok_s(&m, p, r)
+        })??);
+        one.push(decode(1)?);
+    }
+    let median = ch07_simd_parallel::bench::median;
+    let (alone, one) = (median(&mut alone), median(&mut one));
+    let mut points = vec![ch10_batching::curve::Point {
+        sequences: 1,
+        ours_tok_s: one,
+        llamacpp_tok_s: None,
+    }];
+    for n in sizes.into_iter().skip(1) {
         points.push(ch10_batching::curve::Point {
             sequences: n,
-            ours_tok_s: res.s_tg_tok_s,
+            ours_tok_s: decode(n)?,
             llamacpp_tok_s: None,
         });
     }
@@ -68,7 +85,10 @@ pub fn curve(a: &Args) -> Result<(), String> {
         "{name}, {} threads: read bandwidth {bandwidth:.1} GB/s, pp512 {:.1} tok/s, tg128 {:.1} tok/s",
         a.threads, e2e.pp512_tok_s, e2e.tg128_tok_s
     );
-    println!("chapter 9's generator alone, {p}-token prompt: decode {alone:.1} tok/s");
+    println!(
+        "one sequence, {p}-token prompt (medians of 3): chapter 9's generator {alone:.1} tok/s, the batched engine {one:.1} tok/s ({:.2}x)",
+        one / alone
+    );
     for pt in &points {
         let theirs = pt.llamacpp_tok_s.map_or(String::new(), |t| {
             format!("   llama.cpp {t:.1} tok/s ({:.2}x)", pt.ours_tok_s / t)
