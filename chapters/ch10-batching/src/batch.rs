@@ -26,6 +26,7 @@ use ch08_gguf::engine::{Activation, Engine, Layer, attend, gelu_f16};
 use ch08_gguf::matrix::matmul_group;
 use rayon::prelude::*;
 
+use crate::attend::attend_blocks;
 use crate::gather::Gathered;
 use crate::seq::{KvBlocks, KvPrecision, SeqKv};
 
@@ -134,9 +135,17 @@ fn layer(
                         table: tables[r.seq],
                         max_pos,
                     };
-                    attend(
-                        e.kernels, out_t, q_t, &store, l, heads, r.pos, window, scores,
-                    );
+                    // small heads: chapter 8's fast path a block at a time; large
+                    // ones: its loop path, which reads each key once for the group
+                    if heads.head_dim <= 64 {
+                        attend_blocks(
+                            e.kernels, out_t, q_t, &store, l, heads, r.pos, window, scores,
+                        );
+                    } else {
+                        attend(
+                            e.kernels, out_t, q_t, &store, l, heads, r.pos, window, scores,
+                        );
+                    }
                 } else {
                     let first = window.map_or(0, |w| (r.pos + 1).saturating_sub(w));
                     gathered.fill(kv, tables[r.seq], l, first..r.pos + 1);

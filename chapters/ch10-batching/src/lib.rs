@@ -6,11 +6,13 @@
 //! - [`seq`]: the blocks' keys and values, and a sequence's view as a chapter 5 `KvStore`;
 //!   [`gather`]: f16 blocks read as f32 for one row;
 //! - [`scheduler`]: a pure function from plain state to the next step's plan;
-//! - [`batch`]: the batched forward step, rows of many sequences at once;
+//! - [`batch`]: the batched forward step, rows of many sequences at once; [`attend`]: chapter
+//!   8's fast attention path a block at a time;
 //! - [`engine`]: submit, step, cancel; tokens streamed through channels; [`paging`]: how a
 //!   plan becomes blocks; [`config`]: its settings;
 //! - [`bench`], [`trace`]: the closed-loop benchmark and the scheduler's timeline.
 
+pub mod attend;
 pub mod batch;
 pub mod bench;
 pub mod config;

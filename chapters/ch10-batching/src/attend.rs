@@ -1,0 +1,71 @@
+//! Chapter 8's fast attention path over a paged sequence, a block at a time.
+//!
+//! For small heads (SmolLM2's 64 floats) chapter 8's `attend` computes a head's scores with
+//! one `dot_f32_rows` call and its weighted sum of values with one `axpy_rows` call, when
+//! the store keeps the keys side by side (`KvStore::runs`). Chapter 9's ring cache always
+//! does; a paged sequence does only inside a block, so `attend` would take its loop path,
+//! one kernel call per key and head. Here the two calls are made once per block instead:
+//! `dot_f32_rows` is a `dot_f32` per row, and `axpy_rows` adds row after row into `y`, which
+//! it loads at the start of a call and stores at the end — so cutting the rows into blocks
+//! changes no bit (the batch invariance tests compare with chapter 9's ring cache).
+
+use ch01_tensors::ops;
+use ch03_attention::Heads;
+use ch05_kv_cache::KvStore;
+use ch06_quantization::Kernels;
+
+use crate::seq::SeqKv;
+
+// ANCHOR: attend_blocks
+/// Attention of one query row `q` (`(n_heads * head_dim)`) at position `pos` over `store`'s
+/// positions (the last `window` of them, or all), into `out`: chapter 8's fast path, with
+/// one pair of kernel calls per block of the sequence.
+#[allow(clippy::too_many_arguments)]
+pub fn attend_blocks(
+    k: &dyn Kernels,
+    out: &mut [f32],
+    q: &[f32],
+    store: &SeqKv,
+    layer: usize,
+    heads: Heads,
+    pos: usize,
+    window: Option<usize>,
+    scores: &mut Vec<f32>,
+) {
+    let (d, bs) = (heads.head_dim, store.blocks.block_size());
+    let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
+    let n = pos + 1 - first;
+    let scale = 1.0 / (d as f32).sqrt();
+    let group = heads.group_size();
+    scores.resize(group * n, 0.0); // (group, n): one row of scores per head of the group
+    // the positions first..=pos cut at block boundaries: (offset in the row, positions)
+    let runs = || {
+        let mut p = first;
+        std::iter::from_fn(move || {
+            (p <= pos).then(|| {
+                let end = ((p / bs + 1) * bs).min(pos + 1);
+                let run = (p - first, p..end);
+                p = end;
+                run
+            })
+        })
+    };
+    for kv in 0..heads.n_kv_heads {
+        for (g, h) in (kv * group..(kv + 1) * group).enumerate() {
+            let row = &mut scores[g * n..(g + 1) * n];
+            for (i, ps) in runs() {
+                let (ks, _) = store.runs(layer, kv, ps.clone()).expect("inside one block");
+                k.dot_f32_rows(&q[h * d..(h + 1) * d], ks, &mut row[i..i + ps.len()]);
+            }
+            row.iter_mut().for_each(|s| *s *= scale);
+            ops::softmax_inplace(row);
+            let o = &mut out[h * d..(h + 1) * d];
+            o.fill(0.0);
+            for (i, ps) in runs() {
+                let (_, vs) = store.runs(layer, kv, ps.clone()).expect("inside one block");
+                k.axpy_rows(o, &row[i..i + ps.len()], vs);
+            }
+        }
+    }
+}
+// ANCHOR_END: attend_blocks
