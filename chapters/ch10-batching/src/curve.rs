@@ -36,7 +36,7 @@ pub fn svg(
         )
         * 1.15;
     let x = |n: f64| left + (w - left - right) * n.log2() / max_n.log2();
-    let y = |v: f64| top + (h - top - bottom) * (1.0 - (v / highest).min(1.0));
+    let y = |v: f64| top + (h - top - bottom) * (1.0 - v / highest);
     let mut s = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"11\">\n\
          <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
@@ -92,8 +92,14 @@ pub fn svg(
             )
         })
         .collect();
+    // the memory line leaves the plot once it passes the top: clipped, not flattened
     s += &format!(
-        "<path d=\"M{}\" stroke=\"#999\" stroke-dasharray=\"4 3\" fill=\"none\"/>\n",
+        "<clipPath id=\"plot\"><rect x=\"{x0:.1}\" y=\"{y1:.1}\" width=\"{:.1}\" height=\"{:.1}\"/></clipPath>\n",
+        x1 - x0,
+        y0 - y1
+    );
+    s += &format!(
+        "<path d=\"M{}\" stroke=\"#999\" stroke-dasharray=\"4 3\" fill=\"none\" clip-path=\"url(#plot)\"/>\n",
         mem.join(" L")
     );
     s += &format!(
