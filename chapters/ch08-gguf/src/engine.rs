@@ -206,7 +206,7 @@ impl<'m> Engine<'m> {
     }
 
     /// The embedding rows of `ids`, scaled as the family says: `(seq, dim)`.
-    fn embed(&self, ids: &[u32]) -> Result<Vec<f32>> {
+    pub fn embed(&self, ids: &[u32]) -> Result<Vec<f32>> {
         let m = self.model;
         let dim = m.config.hidden_size;
         let mut x = vec![0.0f32; ids.len() * dim];
