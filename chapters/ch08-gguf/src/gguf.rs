@@ -26,7 +26,8 @@ use crate::types::GgmlType;
 
 /// The only versions this reader accepts.
 pub const VERSIONS: [u32; 2] = [2, 3];
-/// llama.cpp's limit on a tensor name (`GGML_MAX_NAME`).
+/// ggml's `GGML_MAX_NAME`: the bytes ggml keeps a tensor name in, its terminating zero
+/// included, so a name must be shorter (llama.cpp refuses 64 bytes or more).
 pub const MAX_NAME: usize = 64;
 /// ggml tensors have at most four dimensions (`GGML_MAX_DIMS`).
 pub const MAX_DIMS: usize = 4;
@@ -521,10 +522,12 @@ fn read_tensor_info(r: &mut Reader, i: usize, alignment: u64) -> Result<TensorIn
         name: name.clone(),
         message,
     };
-    if name.len() > MAX_NAME {
+    if name.len() >= MAX_NAME {
         return Err(err(format!(
-            "the name is {} bytes; at most {MAX_NAME}",
-            name.len()
+            "the name is {} bytes; ggml keeps a name in at most {MAX_NAME} bytes with its \
+             terminating zero, so {} is the longest",
+            name.len(),
+            MAX_NAME - 1
         )));
     }
     let n_dims = r.u32(&name)? as usize;
@@ -603,3 +606,44 @@ fn check_places(tensors: &[TensorInfo], data_offset: u64, file_len: u64) -> Resu
     Ok(())
 }
 // ANCHOR_END: tensor_info
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A GGUF v3 file with no metadata and one F32 tensor of 32 values named `name`.
+    fn one_tensor_file(name: &str) -> Vec<u8> {
+        let mut f = b"GGUF".to_vec();
+        f.extend(3u32.to_le_bytes());
+        f.extend(1u64.to_le_bytes()); // tensors
+        f.extend(0u64.to_le_bytes()); // metadata
+        f.extend((name.len() as u64).to_le_bytes());
+        f.extend(name.as_bytes());
+        f.extend(1u32.to_le_bytes()); // n_dims
+        f.extend(32u64.to_le_bytes()); // dims[0]
+        f.extend(0u32.to_le_bytes()); // F32
+        f.extend(0u64.to_le_bytes()); // offset
+        f.resize(f.len().next_multiple_of(DEFAULT_ALIGNMENT as usize), 0);
+        f.extend([0u8; 32 * 4]);
+        f
+    }
+
+    #[test]
+    fn a_tensor_name_is_refused_from_64_bytes_as_llama_cpp_does() {
+        let longest = "n".repeat(MAX_NAME - 1);
+        let g = Gguf::parse(&one_tensor_file(&longest))
+            .unwrap_or_else(|e| panic!("a 63-byte name should load, as in llama.cpp: {e}"));
+        assert_eq!(g.tensors[0].name, longest);
+        for len in [MAX_NAME, MAX_NAME + 1] {
+            let e = Gguf::parse(&one_tensor_file(&"n".repeat(len)))
+                .map(|_| ())
+                .expect_err("a name of 64 bytes or more has no room for ggml's terminating zero");
+            let text = e.to_string();
+            assert!(
+                text.contains(&format!("the name is {len} bytes"))
+                    && text.contains("63 is the longest"),
+                "a {len}-byte name should be refused with its length and the limit, got: {text}"
+            );
+        }
+    }
+}
