@@ -78,7 +78,9 @@ impl<'a> Reader<'a> {
         self.pos += n as usize;
         Ok(out)
     }
+    // ANCHOR_END: reader
 
+    // ANCHOR: reader_reads
     fn array<const N: usize>(&mut self, what: &str) -> Result<[u8; N]> {
         Ok(self
             .bytes(N as u64, what)?
@@ -128,7 +130,7 @@ impl<'a> Reader<'a> {
         Ok(n as usize)
     }
 }
-// ANCHOR_END: reader
+// ANCHOR_END: reader_reads
 
 /// A metadata value. Arrays keep their element type, so a million-token vocabulary is one
 /// `Vec<String>`, not a million tagged values.
@@ -319,7 +321,9 @@ fn read_bool(r: &mut Reader, what: &str) -> Result<bool> {
         )),
     }
 }
+// ANCHOR_END: read_value
 
+// ANCHOR: read_array
 /// An array: element type, count, elements. The count is checked against the bytes left
 /// (at the element type's smallest size) before anything is allocated.
 fn read_array(r: &mut Reader, what: &str, depth: usize) -> Result<Array> {
@@ -371,7 +375,7 @@ fn read_array(r: &mut Reader, what: &str, depth: usize) -> Result<Array> {
         _ => unreachable!("value_type checked the id"),
     })
 }
-// ANCHOR_END: read_value
+// ANCHOR_END: read_array
 
 /// One tensor's description from the header.
 #[derive(Clone, Debug, PartialEq)]
@@ -468,7 +472,9 @@ impl Gguf {
                 });
             }
         };
+        // ANCHOR_END: parse
 
+        // ANCHOR: parse_tensors
         let mut tensors = Vec::with_capacity(n_tensors.min(MAX_RESERVE));
         let mut names = HashMap::with_capacity(n_tensors.min(MAX_RESERVE));
         for i in 0..n_tensors {
@@ -497,7 +503,7 @@ impl Gguf {
             names,
         })
     }
-    // ANCHOR_END: parse
+    // ANCHOR_END: parse_tensors
 
     /// The metadata value under `key`.
     pub fn get(&self, key: &str) -> Option<&Value> {
@@ -565,7 +571,9 @@ fn read_tensor_info(r: &mut Reader, i: usize, alignment: u64) -> Result<TensorIn
         size,
     })
 }
+// ANCHOR_END: tensor_info
 
+// ANCHOR: check_places
 /// Every tensor lies inside the data section, and no two overlap.
 fn check_places(tensors: &[TensorInfo], data_offset: u64, file_len: u64) -> Result<()> {
     let data_len = file_len
@@ -605,7 +613,7 @@ fn check_places(tensors: &[TensorInfo], data_offset: u64, file_len: u64) -> Resu
     }
     Ok(())
 }
-// ANCHOR_END: tensor_info
+// ANCHOR_END: check_places
 
 #[cfg(test)]
 mod tests {
