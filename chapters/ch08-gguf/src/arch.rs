@@ -90,6 +90,8 @@ pub fn load_model(f: &GgufFile) -> Result<Model> {
     } else {
         None
     };
+    // ANCHOR_END: load_model
+    // ANCHOR: load_model_layers
     let mut layers = Vec::with_capacity(cfg.num_layers);
     for l in 0..cfg.num_layers {
         let name = |t: &str| format!("blk.{l}.{t}.weight");
@@ -120,6 +122,8 @@ pub fn load_model(f: &GgufFile) -> Result<Model> {
             rope: if sliding { 1 } else { 0 },
         });
     }
+    // ANCHOR_END: load_model_layers
+    // ANCHOR: load_model_rest
     let embed = any_matrix(f, "token_embd.weight", cfg.vocab_size, dim, Rows::AsStored)?;
     let lm_head = if cfg.tie_word_embeddings {
         None
@@ -151,7 +155,7 @@ pub fn load_model(f: &GgufFile) -> Result<Model> {
         ropes,
     })
 }
-// ANCHOR_END: load_model
+// ANCHOR_END: load_model_rest
 
 #[cfg(test)]
 mod tests {

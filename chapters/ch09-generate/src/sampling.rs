@@ -232,7 +232,9 @@ impl Sampler {
         trace(Stage::Temperature, &c);
         c
     }
+    // ANCHOR_END: sampler
 
+    // ANCHOR: sampler_draw
     /// The next token after `logits`, given the tokens so far.
     pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> u32 {
         if self.config.temperature <= 0.0 {
@@ -277,7 +279,7 @@ impl Sampler {
         best as u32
     }
 }
-// ANCHOR_END: sampler
+// ANCHOR_END: sampler_draw
 
 #[cfg(test)]
 mod tests {
