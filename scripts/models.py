@@ -288,18 +288,20 @@ def verify() -> None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1 or argv[0] not in ("smollm2", "gemma3", "all", "verify"):
-        print("usage: models.py {smollm2|gemma3|all|verify}", file=sys.stderr)
+    if len(argv) != 1 or argv[0] not in ("smollm2", "smollm2-gguf", "gemma3", "all", "verify"):
+        print("usage: models.py {smollm2|smollm2-gguf|gemma3|all|verify}", file=sys.stderr)
         return 2
     which = argv[0]
     try:
         if which == "verify":
             verify()
             return 0
-        for key in ("smollm2", "gemma3") if which == "all" else (which,):
+        # smollm2-gguf: the GGUF alone, for the chapters from 8 on, which never read hf/
+        keys = {"all": ("smollm2", "gemma3"), "smollm2-gguf": ("smollm2",)}.get(which, (which,))
+        for key in keys:
             start = time.monotonic()
             path = fetch(MODELS[key])
-            if key == "smollm2":
+            if key == "smollm2" and which != "smollm2-gguf":
                 prepare_hf(path)
             say(f"  ({key} took {time.monotonic() - start:.1f} s)")
     except Failure as e:

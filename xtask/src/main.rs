@@ -9,13 +9,15 @@
 //! cargo xtask solution ch01 2          print the solution of exercise 2
 //! cargo xtask book-output [--check] [chNN]  regenerate (or check) program output shown in the book
 //! cargo xtask book [--check-only]      check includes and links, then build the book
-//! cargo xtask fetch-models [which]     fetch and prepare the models (smollm2, gemma3, all)
+//! cargo xtask levels [scalar|avx2]    rerun the kernel-dependent checks with the kernels forced down
+//! cargo xtask fetch-models [which]     fetch and prepare the models (smollm2, smollm2-gguf, gemma3, all)
 //! ```
 //!
 //! Only the standard library: this crate builds in a second on a fresh machine.
 
 mod book;
 mod exercises;
+mod levels;
 mod output;
 
 use std::path::{Path, PathBuf};
@@ -33,7 +35,11 @@ tasks:
   book-output [--check] [chNN]  regenerate the program output shown in the book (or check it);
                                 with chNN, only that chapter's
   book [--check-only]           check the book's includes and links, then build it with mdbook
-  fetch-models [smollm2|gemma3|all]  fetch, verify and prepare the models (default: all)";
+  levels [scalar|avx2]          rerun the tests and book output of the chapters that pick
+                                kernels by CPU (7 on) with each lower level forced
+                                (LLM_BOOK_ISA), or with the one named
+  fetch-models [smollm2|smollm2-gguf|gemma3|all]  fetch, verify and prepare the models
+                                (default: all; smollm2-gguf skips the f32 copy chapters 1-5 read)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -51,6 +57,8 @@ fn main() -> ExitCode {
         ["book-output", ch] => output::run(false, Some(ch)),
         ["book"] => book::run(true),
         ["book", "--check-only"] => book::run(false),
+        ["levels"] => levels::run(None),
+        ["levels", level] => levels::run(Some(level)),
         ["fetch-models"] => fetch_models("all"),
         ["fetch-models", which] => fetch_models(which),
         ["help" | "--help" | "-h"] | [] => {
@@ -100,9 +108,9 @@ pub fn run_visible(cmd: &mut Command, what: &str) -> Result<(), String> {
 }
 
 fn fetch_models(which: &str) -> Result<(), String> {
-    if !matches!(which, "smollm2" | "gemma3" | "all") {
+    if !matches!(which, "smollm2" | "smollm2-gguf" | "gemma3" | "all") {
         return Err(format!(
-            "unknown model {which:?}: expected smollm2, gemma3 or all"
+            "unknown model {which:?}: expected smollm2, smollm2-gguf, gemma3 or all"
         ));
     }
     let mut cmd = Command::new("bash");

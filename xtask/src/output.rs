@@ -13,19 +13,27 @@
 //!
 //! `cargo xtask book-output` runs `cargo run --release -q <args>` from the workspace root and
 //! writes its stdout, with the workspace path replaced by `.`, to `book/src/output/<name>`.
-//! `--check` compares instead of writing, with timings masked (see [`mask_timings`]), so the
-//! committed files keep the real numbers of the run that made them while CI still notices
-//! when a program's output has changed shape.
+//! `--check` compares instead of writing, with what depends on the machine masked (see
+//! [`mask_timings`]): timings, thread counts and the names of the kernel levels the CPU runs.
+//! So the committed files keep the real numbers of the run that made them, the check passes
+//! on any CPU, and CI still notices when a program's output has changed shape, word or token.
 
 use std::path::Path;
 
 use crate::exercises::{chapters, find_chapter};
 use crate::{cargo, root};
 
-/// Units after which a number is a measurement that changes from run to run.
+/// Units after which a number is a measurement that changes from run to run, or from machine
+/// to machine (a thread count follows the machine's cores).
 const UNITS: &[&str] = &[
-    "GFLOP/s", "GMAC/s", "GB/s", "MB/s", "tok/s", "tokens/s", "ns", "µs", "us", "ms", "s", "x", "×",
+    "GFLOP/s", "GMAC/s", "GB/s", "MB/s", "tok/s", "tokens/s", "ns", "µs", "us", "ms", "s", "x",
+    "×", "threads",
 ];
+
+/// The kernel levels of chapter 7 (`Isa::name`): which of them a CPU runs, and which one a
+/// program picks, depend on the machine. Every bit of every output does not (the kernels
+/// equal the scalar ones bit for bit), so the rest of a line still has to match.
+const LEVELS: &[&str] = &["scalar", "avx2", "avx512"];
 
 /// Every chapter's outputs, or with `only` (`ch09`) one chapter's.
 pub fn run(check: bool, only: Option<&str>) -> Result<(), String> {
@@ -209,20 +217,68 @@ fn normalise_paths(text: &str, root: &Path) -> String {
     text
 }
 
-/// Replaces every number directly followed by a timing unit (`12.5 GFLOP/s`, `3ms`, `4.2x`)
-/// with `#`, and folds runs of spaces, so a column padded to a timing's width still compares.
+/// Masks what changes from run to run or machine to machine:
+/// - every number directly followed by a unit of [`UNITS`] (`12.5 GFLOP/s`, `3ms`, `4.2x`,
+///   `2 threads`) becomes `#`;
+/// - every kernel level name of [`LEVELS`] becomes `LEVEL`, and a list of them
+///   (`scalar, avx2, avx512`, `scalar|avx2`) one `LEVEL`;
+/// - runs of spaces fold to one, so a column padded to a timing's width still compares;
+/// - a line repeated right after itself folds into one: a table with one row per level the
+///   CPU runs has as many rows as the CPU has levels, each the same once masked.
 pub fn mask_timings(text: &str) -> String {
-    let masked = mask_numbers(text);
-    masked
-        .lines()
-        .map(|l| {
-            l.split(' ')
-                .filter(|w| !w.is_empty())
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    let masked = mask_levels(&mask_numbers(text));
+    let mut lines: Vec<String> = Vec::new();
+    for l in masked.lines() {
+        let l = l
+            .split(' ')
+            .filter(|w| !w.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ");
+        if !(l.contains("LEVEL") && lines.last() == Some(&l)) {
+            lines.push(l);
+        }
+    }
+    lines.join("\n")
+}
+
+/// Level names to `LEVEL`, lists of them to one.
+fn mask_levels(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let level_at = |i: usize| {
+            (i == 0 || !is_word(chars[i - 1]))
+                .then(|| {
+                    LEVELS.iter().map(|l| l.chars().count()).find(|&n| {
+                        let word: String = chars[i..chars.len().min(i + n)].iter().collect();
+                        LEVELS.contains(&word.as_str())
+                            && chars.get(i + n).is_none_or(|&c| !is_word(c))
+                    })
+                })
+                .flatten()
+        };
+        let Some(n) = level_at(i) else {
+            out.push(chars[i]);
+            i += 1;
+            continue;
+        };
+        out.push_str("LEVEL");
+        i += n;
+        // the rest of a list: `, avx2`, `|avx512`
+        loop {
+            let sep = match chars.get(i..i + 2) {
+                Some([',', ' ']) => 2,
+                _ if chars.get(i) == Some(&'|') => 1,
+                _ => break,
+            };
+            match level_at(i + sep) {
+                Some(n) => i += sep + n,
+                None => break,
+            }
+        }
+    }
+    out
 }
 
 fn mask_numbers(text: &str) -> String {
@@ -320,5 +376,37 @@ mod tests {
             mask_timings("  naive    9.7x\nblocked 14.1x"),
             "naive #x\nblocked #x"
         );
+    }
+
+    #[test]
+    fn masks_what_depends_on_the_cpu() {
+        // an AVX-512 machine and an AVX2-only one print these; they must compare equal
+        let xeon = "this CPU runs: scalar, avx2, avx512\n\
+                    chosen: avx512 (set LLM_BOOK_ISA=scalar|avx2|avx512 to force one)\n\
+                    \x20 scalar  1536/1536 outputs equal   677.9 µs   1.31 GMAC/s\n\
+                    \x20 avx2    1536/1536 outputs equal    71.0 µs  12.46 GMAC/s\n\
+                    \x20 avx512  1536/1536 outputs equal    67.6 µs  13.09 GMAC/s\n\
+                    decode 142.5 tok/s (avx512 kernels, 2 threads)";
+        let epyc = "this CPU runs: scalar, avx2\n\
+                    chosen: avx2 (set LLM_BOOK_ISA=scalar|avx2|avx512 to force one)\n\
+                    \x20 scalar  1536/1536 outputs equal   700.1 µs   1.27 GMAC/s\n\
+                    \x20 avx2    1536/1536 outputs equal    80.0 µs  11.06 GMAC/s\n\
+                    decode 118.6 tok/s (avx2 kernels, 4 threads)";
+        assert_eq!(mask_timings(xeon), mask_timings(epyc));
+        assert_eq!(
+            mask_timings("this CPU runs: scalar, avx2, avx512"),
+            "this CPU runs: LEVEL"
+        );
+        // everything else still counts: a changed word, token or count is stale
+        for changed in [
+            "this CPU runs: scalar, avx2\nchosen: avx2 (set LLM_BOOK_ISA=scalar|avx2|avx512 to force one)\n  scalar  1535/1536 outputs equal 1 µs 1 GMAC/s",
+            "decode 118.6 tok/s (avx2 kernels, 2 threads, 8 layers)",
+        ] {
+            assert_ne!(mask_timings(xeon), mask_timings(changed), "{changed}");
+        }
+        // a repeated line folds only when it names a level; other repeats are content
+        assert_eq!(mask_timings("the\nthe"), "the\nthe");
+        // words that merely contain a level's name are words
+        assert_eq!(mask_timings("scalars avx2x"), "scalars avx2x");
     }
 }

@@ -81,7 +81,8 @@ pub fn require(path: &Path) -> Result<PathBuf, String> {
 }
 
 /// Runs `scripts/models.sh <which>` with the terminal attached, so its progress bars show.
-/// `which` is `smollm2`, `gemma3` or `all`.
+/// `which` is `smollm2` (the GGUF and the f32 copy chapters 1-5 read), `smollm2-gguf` (the
+/// GGUF alone), `gemma3` or `all`.
 pub fn fetch(which: &str) -> Result<(), String> {
     let script = workspace_root().join("scripts/models.sh");
     eprintln!("fetching model '{which}' with {} ...", script.display());

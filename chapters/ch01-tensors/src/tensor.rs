@@ -255,7 +255,9 @@ impl Tensor {
             ..base
         })
     }
+    // ANCHOR_END: views
 
+    // ANCHOR: views_no_copy
     /// Swaps dimensions `d0` and `d1`: swap their sizes and their strides. No copy.
     ///
     /// # Panics
@@ -300,7 +302,7 @@ impl Tensor {
             offset: self.offset + i * self.strides[0],
         }
     }
-    // ANCHOR_END: views
+    // ANCHOR_END: views_no_copy
 
     /// Matrix product `self (m, k) · other (k, n) -> (m, n)` with the cache-blocked kernel.
     /// Non-contiguous operands (a transposed view, say) are copied to row-major first.

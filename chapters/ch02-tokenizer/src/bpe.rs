@@ -113,7 +113,9 @@ pub struct HeapMerger {
     syms: Vec<Symbol>,           // (piece_len) the linked list
     heap: BinaryHeap<Candidate>, // candidate merges, stale ones included
 }
+// ANCHOR_END: merge_fast
 
+// ANCHOR: merge_fast_loop
 impl HeapMerger {
     /// The same result as [`merge_naive`] in O(n log n): every adjacent pair goes into a
     /// priority queue once, and a fusion only creates the two new pairs around it. Entries
@@ -166,7 +168,9 @@ impl HeapMerger {
         tokens.extend(syms.iter().filter(|s| s.alive).map(|s| s.token));
     }
 }
+// ANCHOR_END: merge_fast_loop
 
+// ANCHOR: merge_fast_push
 fn push_candidate(merges: &Merges, syms: &[Symbol], heap: &mut BinaryHeap<Candidate>, left: usize) {
     let Some(right) = syms[left].next else { return };
     if let Some((rank, _)) = merges.get(syms[left].token, syms[right].token) {
@@ -183,7 +187,7 @@ pub fn merge_fast(merges: &Merges, tokens: &mut Vec<TokenId>) {
 /// for a handful of tokens, one scan of a short array beats the heap's bookkeeping
 /// (measured with the `ch02_encode` bench; the crossover is around 12 to 24 bytes).
 pub const HEAP_MIN_LEN: usize = 16;
-// ANCHOR_END: merge_fast
+// ANCHOR_END: merge_fast_push
 
 #[cfg(test)]
 mod tests {

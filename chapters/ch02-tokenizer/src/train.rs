@@ -37,7 +37,9 @@ pub fn train(text: &str, n_merges: usize, pre: PreTokenizer) -> Result<Trained> 
         .map(|(p, n)| (p.bytes().map(TokenId::from).collect(), n))
         .collect();
     words.sort(); // HashMap order is random; make training deterministic
+    // ANCHOR_END: train
 
+    // ANCHOR: train_rounds
     let mut merges = Vec::new();
     for _ in 0..n_merges {
         let mut pairs: HashMap<(TokenId, TokenId), usize> = HashMap::new();
@@ -94,7 +96,7 @@ fn replace_pair(tokens: &mut Vec<TokenId>, pair: (TokenId, TokenId), fused: Toke
     }
     *tokens = out;
 }
-// ANCHOR_END: train
+// ANCHOR_END: train_rounds
 
 #[cfg(test)]
 mod tests {

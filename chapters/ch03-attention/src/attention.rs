@@ -66,7 +66,9 @@ impl Heads {
     pub fn kv_dim(&self) -> usize {
         self.n_kv_heads * self.head_dim
     }
+    // ANCHOR_END: heads
 
+    // ANCHOR: heads_seqs
     /// `(seq_q, seq_k)` from the slice lengths, checking the layout.
     pub(crate) fn seqs(&self, q: &[f32], k: &[f32], v: &[f32]) -> (usize, usize) {
         let (qd, kd) = (self.q_dim(), self.kv_dim());
@@ -90,7 +92,7 @@ impl Heads {
         (seq_q, seq_k)
     }
 }
-// ANCHOR_END: heads
+// ANCHOR_END: heads_seqs
 
 // ANCHOR: scores
 /// Softmax weights of one query head over the keys in `keys`, written to `w[keys]`

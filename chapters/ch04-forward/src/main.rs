@@ -157,6 +157,8 @@ fn cmd_generate(a: &Args) -> Result<(), String> {
         println!("prompt: {} tokens {:?}\n", ids.len(), ids);
         print!("{prompt}");
     }
+    // ANCHOR_END: cmd_generate
+    // ANCHOR: cmd_generate_stream
     let mut stream = text.stream();
     let json = a.json;
     let g = generate::greedy(&model, &ids, a.n, a.stop, &mut |id| {
@@ -191,7 +193,7 @@ fn cmd_generate(a: &Args) -> Result<(), String> {
     }
     Ok(())
 }
-// ANCHOR_END: cmd_generate
+// ANCHOR_END: cmd_generate_stream
 
 fn cmd_logits(a: &Args) -> Result<(), String> {
     let dir = model_dir(a)?;

@@ -86,8 +86,7 @@ impl Weights {
             cfg.kv_dim(),
             cfg.intermediate_size,
         );
-        let take =
-            |name: &str, shape: &[usize], meaning: &'static str| param(st, name, shape, meaning);
+        let take = |name: &str, shape: &[usize], what: &'static str| param(st, name, shape, what);
         let mut layers = Vec::new(); // grown layer by layer: num_layers comes from a file
         for l in 0..cfg.num_layers {
             let p = format!("model.layers.{l}");
@@ -139,6 +138,8 @@ impl Weights {
                 )?,
             });
         }
+        // ANCHOR_END: load
+        // ANCHOR: load_rest
         let lm_head = if cfg.tie_word_embeddings {
             None // the file may still carry a copy; a tied model ignores it, as Hugging Face does
         } else {
@@ -173,7 +174,7 @@ impl Weights {
         }
         Ok(weights)
     }
-    // ANCHOR_END: load
+    // ANCHOR_END: load_rest
 }
 
 /// Whether `name` is a tensor of a Llama with `layers` layers (`lm_head.weight` included: a

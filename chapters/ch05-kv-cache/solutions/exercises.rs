@@ -116,3 +116,12 @@ pub fn positions_to_keep(cached: &[u32], wanted: &[u32]) -> usize {
         shared
     }
 }
+
+/// Exercise 6: which keys a window reads.
+///
+/// The last `window` positions up to `pos`, each with its slot `p % capacity`.
+pub fn window_slots(pos: usize, window: usize, capacity: usize) -> Vec<(usize, usize)> {
+    ((pos + 1).saturating_sub(window)..=pos)
+        .map(|p| (p, p % capacity))
+        .collect()
+}

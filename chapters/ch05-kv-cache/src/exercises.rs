@@ -87,3 +87,19 @@ pub fn positions_to_keep(cached: &[u32], wanted: &[u32]) -> usize {
     // TODO: the common prefix, minus one if it covers all of `wanted`.
     todo!("exercise 5: how much of a session to keep")
 }
+
+/// Exercise 6: which keys a window reads.
+///
+/// A query at position `pos` in a layer with a sliding window of `window` positions sees the
+/// last `window` positions up to and including its own (fewer near the start of the text).
+/// Their keys sit in a ring of `capacity` slots (`capacity >= window`: chapter 8 adds one
+/// prefill chunk of slots to the window), position `p` in slot `p % capacity`. Return, in
+/// position order, each position the query sees paired with its slot.
+/// With `pos = 9`, `window = 4`, `capacity = 6`: `[(6, 0), (7, 1), (8, 2), (9, 3)]`.
+///
+/// Hint: the first position seen is `pos + 1 - window`, which must not go below 0
+/// (`saturating_sub`). See "A ring buffer for sliding windows" in the chapter.
+pub fn window_slots(pos: usize, window: usize, capacity: usize) -> Vec<(usize, usize)> {
+    // TODO: the positions the window keeps, each with its slot in the ring.
+    todo!("exercise 6: which keys a window reads")
+}

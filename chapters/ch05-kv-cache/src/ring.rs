@@ -68,7 +68,9 @@ impl RingCache {
             windows: windows.to_vec(),
         })
     }
+    // ANCHOR_END: ring_cache
 
+    // ANCHOR: ring_slot
     /// The mask each layer must be run with for this cache to be exact.
     pub fn mask(&self, layer: usize) -> Mask {
         self.windows[layer].map_or(Mask::Causal, Mask::SlidingWindow)
@@ -82,7 +84,7 @@ impl RingCache {
         // once the ring has wrapped
         if pos < cap { pos } else { pos % cap }
     }
-    // ANCHOR_END: ring_cache
+    // ANCHOR_END: ring_slot
 
     #[inline]
     /// Where `positions` start in `layer`'s K (or V) storage, if their slots are side by

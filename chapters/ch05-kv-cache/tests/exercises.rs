@@ -233,3 +233,64 @@ fn ex5_how_much_of_a_session_to_keep() {
         );
     }
 }
+
+#[test]
+fn ex6_which_keys_a_window_reads() {
+    assert_eq!(
+        window_slots(9, 4, 6),
+        [(6, 0), (7, 1), (8, 2), (9, 3)],
+        "position 9 with a window of 4 sees positions 6 to 9; in 6 slots they sit in slots 0 to 3"
+    );
+    assert_eq!(
+        window_slots(2, 4, 4),
+        [(0, 0), (1, 1), (2, 2)],
+        "position 2 sees only positions 0, 1 and 2: the text has nothing before position 0"
+    );
+    assert_eq!(
+        window_slots(13, 4, 4),
+        [(10, 2), (11, 3), (12, 0), (13, 1)],
+        "position 13 with a window of 4 in 4 slots: positions 10 to 13, and the ring has wrapped \
+         (12 and 13 went back to slots 0 and 1)"
+    );
+    assert_eq!(
+        window_slots(5, 1, 3),
+        [(5, 2)],
+        "a window of 1 sees only its own position"
+    );
+    // Against the chapter's mask and ring, with as many slots as the window.
+    let layout = KvLayout {
+        n_layers: 1,
+        n_kv_heads: 1,
+        head_dim: 1,
+    };
+    for window in [1, 3, 4, 7] {
+        let ring = RingCache::new(layout, &[Some(window)], 1000).unwrap();
+        for pos in 0..30 {
+            let seen = Mask::SlidingWindow(window).visible(pos, pos + 1);
+            let want: Vec<(usize, usize)> = seen.map(|p| (p, ring.slot(0, p))).collect();
+            assert_eq!(
+                window_slots(pos, window, window),
+                want,
+                "position {pos}, window {window}: the mask sees {:?}, in the ring's slots",
+                Mask::SlidingWindow(window).visible(pos, pos + 1)
+            );
+        }
+    }
+    // Why chapter 8's ring has window + chunk slots: a prefill chunk writes all its keys
+    // before any of them attends, and no key a query of the chunk reads may have been
+    // overwritten by then (the latest write to slot s is the one that stays).
+    let (window, chunk) = (4, 3);
+    for c0 in (0..20).step_by(chunk) {
+        let written = c0 + chunk; // positions 0..written are in the ring
+        for pos in c0..written {
+            for (p, slot) in window_slots(pos, window, window + chunk) {
+                assert!(
+                    p + window + chunk >= written,
+                    "chunk {c0}..{written}: position {pos} reads position {p} in slot {slot}, \
+                     but position {} overwrote that slot when the chunk was written",
+                    p + window + chunk
+                );
+            }
+        }
+    }
+}

@@ -1,22 +1,17 @@
 //! Reference solutions for chapter 6's exercises.
 #![allow(unused_variables)]
 
-use crate::blocks::BlockQ8_1;
-
-/// Exercise 1: quantize a Q8_0 block.
-///
-/// Return the block's scale as f16 bits and its 32 quants, exactly as llama.cpp does:
-/// `d = max|x| / 127`, `id = 1/d` (0 when `d` is 0), `q_j = round(x_j · id)`, rounding
-/// halves away from zero. Store `d` with `crate::f16::f32_to_f16`.
-pub fn quantize_q8_0_block(x: &[f32; 32]) -> (u16, [i8; 32]) {
-    let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-    let d = amax / 127.0;
-    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-    let mut q = [0i8; 32];
-    for (q, &v) in q.iter_mut().zip(x) {
-        *q = (v * id).round() as i8;
-    }
-    (crate::f16::f32_to_f16(d), q)
+/// Exercise 1: decode an f16 with one multiplication.
+pub fn f16_to_f32_fast(bits: u16) -> f32 {
+    let sign = u32::from(bits & 0x8000) << 16;
+    let magnitude = match bits & 0x7c00 {
+        0x7c00 => return crate::f16::f16_to_f32(bits), // infinity or NaN
+        // A subnormal: its fraction, an integer, times 2^-24.
+        0 => f32::from(bits & 0x3ff) * f32::from_bits((127 - 24) << 23),
+        // A normal half: exponent and fraction in f32's places, then 2^112 for the bias.
+        _ => f32::from_bits(u32::from(bits & 0x7fff) << 13) * f32::from_bits((127 + 112) << 23),
+    };
+    f32::from_bits(magnitude.to_bits() | sign)
 }
 
 /// Exercise 2: unpack a Q4_0 block.
@@ -32,56 +27,29 @@ pub fn unpack_q4_0(block: &[u8; 18]) -> [f32; 32] {
     out
 }
 
-/// Exercise 3: the Q4_1 × Q8_1 dot product.
-///
-/// `Σ_blocks (d·d_a)·Σ_j q_j·p_j + m·s`, block by block.
-pub fn dot_q4_1_q8_1(w: &[u8], a: &[BlockQ8_1]) -> f32 {
-    let half = |b: &[u8], i: usize| crate::f16::f16_to_f32(u16::from_le_bytes([b[i], b[i + 1]]));
-    let mut sum = 0.0f32;
-    for (wb, ab) in w.chunks_exact(20).zip(a) {
-        let (d, m) = (half(wb, 0), half(wb, 2));
-        let mut sumi = 0i32;
-        for (j, &byte) in wb[4..].iter().enumerate() {
-            sumi += i32::from(byte & 0x0f) * i32::from(ab.qs[j]);
-            sumi += i32::from(byte >> 4) * i32::from(ab.qs[j + 16]);
-        }
-        sum += (d * ab.scale()) * sumi as f32 + m * ab.sum();
-    }
-    sum
+/// Exercise 3: how far a Q8_0 block can be off.
+pub fn q8_0_error_bound(x: &[f32; 32]) -> f32 {
+    let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    let d = amax / 127.0;
+    // What storing v as an f16 can cost: relative 2^-11, but never less than 2^-25.
+    let e = |v: f32| (v.abs() / 2048.0).max(2f32.powi(-25));
+    d / 2.0 + 127.0 * e(d)
 }
 
-/// Exercise 4: f32 to f16, rounding to nearest, ties to even.
-pub fn f32_to_f16(x: f32) -> u16 {
-    let bits = x.to_bits();
-    let sign = ((bits >> 16) & 0x8000) as u16;
-    let exp = ((bits >> 23) & 0xff) as i32;
-    let frac = bits & 0x7f_ffff;
-    if exp == 0xff {
-        return sign
-            | 0x7c00
-            | if frac != 0 {
-                0x200 | (frac >> 13) as u16
-            } else {
-                0
-            };
-    }
-    let e = exp - 112; // rebias: 127 - 15
-    if e >= 0x1f {
-        return sign | 0x7c00;
-    }
-    let significand = frac | 0x80_0000;
-    let shift = if e > 0 { 13 } else { (14 - e) as u32 };
-    if shift > 24 {
-        return sign;
-    }
-    let kept = significand >> shift;
-    let rest = significand & ((1 << shift) - 1);
-    let half = 1 << (shift - 1);
-    let up = u32::from(rest > half || (rest == half && kept & 1 == 1));
-    let magnitude = if e > 0 {
-        ((e as u32) << 10) | (kept & 0x3ff)
-    } else {
-        kept
-    };
-    sign | (magnitude + up) as u16
+/// Exercise 4: how far the quantized model's prediction moved.
+pub fn kl_divergence(p_logits: &[f32], q_logits: &[f32]) -> f64 {
+    let (log_p, log_q) = (log_softmax(p_logits), log_softmax(q_logits));
+    log_p
+        .iter()
+        .zip(&log_q)
+        .map(|(lp, lq)| lp.exp() * (lp - lq))
+        .sum()
+}
+
+/// `l_i − log Σ_j exp(l_j)`, with the largest logit taken out first so no `exp` overflows.
+fn log_softmax(logits: &[f32]) -> Vec<f64> {
+    let max = f64::from(logits.iter().copied().fold(f32::NEG_INFINITY, f32::max));
+    let sum: f64 = logits.iter().map(|&l| (f64::from(l) - max).exp()).sum();
+    let log_total = max + sum.ln();
+    logits.iter().map(|&l| f64::from(l) - log_total).collect()
 }

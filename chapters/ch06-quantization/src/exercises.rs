@@ -1,23 +1,25 @@
 //! Exercises for chapter 6. Fill in each `todo!()`, then run `cargo xtask exercises ch06`
 //! (or `cargo test -p ch06-quantization --features exercises --test exercises`). Each test
-//! compares your function with the chapter's own code, bit for bit, on random and edge cases.
+//! compares your function with the chapter's own code, on random and edge cases.
 #![allow(unused_variables)]
 
-use crate::blocks::BlockQ8_1;
-
-/// Exercise 1: quantize a Q8_0 block.
+/// Exercise 1: decode an f16 with one multiplication.
 ///
-/// Return the block's scale as f16 bits and its 32 quants, exactly as llama.cpp does:
-/// `d = max|x| / 127`, `id = 1/d` (0 when `d` is 0), `q_j = round(x_j · id)`, rounding
-/// halves away from zero. Store `d` with `crate::f16::f32_to_f16`.
+/// Return the f32 value of the f16 whose bits are `bits`, exactly the value of chapter 1's
+/// `f16_to_f32`, but computed the way this chapter's kernels do it, as "Scales in 16 bits"
+/// describes: a normal half's 15 bits below the sign, moved up by 13, hold its exponent and
+/// fraction where an f32 keeps them, and one multiplication by a power of two fixes the
+/// exponent; a subnormal half (exponent 0) is its 10-bit fraction, as an integer, times
+/// 2^-24. Put the sign back last. Infinity and NaN (exponent 31) may take
+/// `crate::f16::f16_to_f32`.
 ///
-/// Hint: the rounding must be C's `roundf`, which Rust's `f32::round` is (not
-/// `round_ties_even`); and multiply by the inverse, as llama.cpp does, rather than divide by
-/// `d`: `x / d` and `x * (1/d)` differ in the last bit often enough to flip a quant. See
-/// "Filling a block" in the chapter.
-pub fn quantize_q8_0_block(x: &[f32; 32]) -> (u16, [i8; 32]) {
-    // TODO: the scale from the largest magnitude, then every value times its inverse, rounded.
-    todo!("exercise 1: quantize a Q8_0 block")
+/// Hint: after the shift the exponent field holds f16's exponent biased by 15, where an f32
+/// expects a bias of 127, so the value is 2^112 too small. Build the powers of two from their
+/// bits, `f32::from_bits((127 + 112) << 23)`, so they are exact. (Chapter 1's exercise 6
+/// decoded the same bits case by case; the answer must be the same, bit for bit.)
+pub fn f16_to_f32_fast(bits: u16) -> f32 {
+    // TODO: subnormal, normal (shift and one multiply), or infinity/NaN; then the sign.
+    todo!("exercise 1: decode an f16 with one multiplication")
 }
 
 /// Exercise 2: unpack a Q4_0 block.
@@ -33,36 +35,35 @@ pub fn unpack_q4_0(block: &[u8; 18]) -> [f32; 32] {
     todo!("exercise 2: unpack a Q4_0 block")
 }
 
-/// Exercise 3: the Q4_1 × Q8_1 dot product.
+/// Exercise 3: how far a Q8_0 block can be off.
 ///
-/// `w` is a row of Q4_1 blocks as stored (20 bytes each: f16 `d`, f16 `m`, 16 bytes of
-/// nibbles in Q4_0's order), `a` the activation row quantized to Q8_1 (one block per weight
-/// block). Return `Σ_blocks (d·d_a)·Σ_j q_j·p_j + m·s`, where `q_j` are the weight block's
-/// quants, `p_j = a[b].qs[j]`, `d_a = a[b].scale()` and `s = a[b].sum()`: compute the
-/// integer sum in `i32`, then add each block's term to an `f32` running sum in block order,
-/// exactly in this form, so your result equals the chapter's to the bit.
+/// Return the bound "How large the error can be" states for a Q8_0 block: no value `x_j`
+/// comes back further than `d/2 + 127·e(d)` from where it was, with `d = max|x| / 127` and
+/// `e(v)` the most that storing `v` as an f16 can move it. The test quantizes blocks with the
+/// chapter's code and checks your bound against their real errors.
 ///
-/// Hint: the `m·s` term is the whole reason Q8_1 exists: `Σ_j (d·q_j + m)·a_j` splits into
-/// `d·Σ q_j·a_j` plus `m·Σ a_j`, and `s` is that sum of the activation block, stored when it
-/// was quantized. Forgetting it leaves every block's minimum out. See "Why Q4_1 needs Q8_1".
-pub fn dot_q4_1_q8_1(w: &[u8], a: &[BlockQ8_1]) -> f32 {
-    // TODO: for each 20-byte block and its activation block: i32 sum, then the float term.
-    todo!("exercise 3: the Q4_1 x Q8_1 dot product")
+/// Hint: `d/2` is rounding to the nearest of the levels; the stored scale is off by up to
+/// `e(d)`, and a quant of up to 127 multiplies that. For a normal f16, `e(v) = |v|·2^-11`
+/// (f16 keeps 11 significant bits). Below f16's smallest normal number, 2^-14, the gaps
+/// between f16 values stop shrinking: there the error is up to half the smallest subnormal
+/// step, 2^-25, however small `v` is. `e(v)` is the larger of the two.
+pub fn q8_0_error_bound(x: &[f32; 32]) -> f32 {
+    // TODO: d from the largest magnitude, e(d), then half a step plus 127 times e(d).
+    todo!("exercise 3: how far a Q8_0 block can be off")
 }
 
-/// Exercise 4: f32 to f16, rounding to nearest, ties to even.
+/// Exercise 4: how far the quantized model's prediction moved.
 ///
-/// Return the 16 bits of the f16 nearest to `x`: sign, 5 exponent bits (bias 15), 10
-/// fraction bits. Values too large become ±infinity, values below the normal range become
-/// subnormals or ±0, NaN stays a NaN. A value exactly halfway between two f16 values goes to
-/// the one whose last fraction bit is 0.
+/// The KL column of "What each bit costs" compares, at each position, the f32 model's
+/// next-token distribution `p` with a quantized model's `q`, each the softmax of a row of
+/// logits: `KL(p ‖ q) = Σ_i p_i · (log p_i − log q_i)`, in nats. Return it for one position,
+/// computed in f64.
 ///
-/// Hint: for a normal result keep the top 10 of f32's 23 fraction bits and look at the 13
-/// you drop: more than half (0x1000) rounds up, exactly half rounds up only if the kept part
-/// is odd. Add the carry to the combined exponent-and-fraction bits and it ripples into the
-/// exponent by itself. Subnormals are the same with a longer shift (the implicit 1 made
-/// explicit). See "Scales in 16 bits".
-pub fn f32_to_f16(x: f32) -> u16 {
-    // TODO: split the bits, round the fraction, handle overflow, subnormals, NaN.
-    todo!("exercise 4: f32 to f16")
+/// Hint: never take `exp` of a raw logit: a logit of 100 overflows f32's `exp`, and a
+/// probability of 1e-300 has no useful log. Work with log-probabilities,
+/// `log p_i = l_i − log Σ_j exp(l_j)`, and compute that log-sum-exp after subtracting the
+/// largest logit, so that every `exp` is at most 1.
+pub fn kl_divergence(p_logits: &[f32], q_logits: &[f32]) -> f64 {
+    // TODO: both rows' log-sum-exp, then Σ p_i (log p_i − log q_i).
+    todo!("exercise 4: how far the prediction moved")
 }

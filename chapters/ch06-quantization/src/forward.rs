@@ -134,6 +134,8 @@ impl<'m> QEngine<'m> {
         self.model
             .rope
             .apply(&mut k, cfg.n_kv_heads, pos0, Pairing::SplitHalves);
+        // ANCHOR_END: layer
+        // ANCHOR: layer_attend
         // Every new token's K and V into the cache first, then every token's attention, in
         // parallel: token t reads positions 0..=pos0+t only, all written by now. (Chapter 5
         // went token by token so that a ring buffer never overwrites a key the chunk still
@@ -178,7 +180,7 @@ impl<'m> QEngine<'m> {
         w.w_down.matmul_with(self.kernels, &mut down, &gate, seq);
         ops::add_inplace(x, &down);
     }
-    // ANCHOR_END: layer
+    // ANCHOR_END: layer_attend
 
     /// Final RMSNorm and the LM head: `(rows, dim)` → `(rows, vocab)`.
     pub fn head(&self, x: &[f32]) -> Vec<f32> {

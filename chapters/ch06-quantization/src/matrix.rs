@@ -477,6 +477,8 @@ impl QMatrix {
                         }
                     }
                 });
+        // ANCHOR_END: matmul
+        // ANCHOR: matmul_rows
         } else {
             // Too few tokens to give every thread four (a decode step has one): split the
             // rows instead, four rows at a time.
@@ -504,7 +506,7 @@ impl QMatrix {
             }
         }
     }
-    // ANCHOR_END: matmul
+    // ANCHOR_END: matmul_rows
 
     /// `out = x · Wᵀ` the obvious way: dequantize every row to f32 and take f32 dots with
     /// the unquantized `x`. Slower, and free of activation error; for comparison.

@@ -52,7 +52,7 @@ pub fn dot_q8_0_block(w: &[i8; 32], a: &[i8; 32]) -> i32 {
 /// Hint: `out.chunks_mut(band)` with `band = rows.div_ceil(threads)` gives each thread its
 /// own disjoint part of `out` (the borrow checker then lets them write at once); the band's
 /// first row is its index times `band`. Each output is one dot product computed by one
-/// thread, so how the rows are shared cannot change any bit. See "Both cores".
+/// thread, so how the rows are shared cannot change any bit. See "Two cores".
 pub fn matvec_rows_parallel(out: &mut [f32], w: &[f32], x: &[f32], threads: usize) {
     // TODO: bands of rows, one scoped thread each.
     todo!("exercise 3: splitting rows across threads")
@@ -66,7 +66,8 @@ pub fn matvec_rows_parallel(out: &mut [f32], w: &[f32], x: &[f32], threads: usiz
 /// Hint: `_mm256_round_ps` with `_MM_FROUND_TO_NEAREST_INT` rounds halves to EVEN, and
 /// `floor(x + 0.5)` fails on 0.49999997 (the addition itself rounds up to 1). Truncate
 /// (`_MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC`), subtract to get the dropped fraction (exact),
-/// and step one away from zero where its magnitude is at least 0.5. See "Rounding as C does".
+/// and step one away from zero where its magnitude is at least 0.5. See "Exactly chapter 6's
+/// answer".
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 pub fn round_away(v: __m256) -> __m256 {

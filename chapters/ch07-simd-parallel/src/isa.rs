@@ -3,8 +3,10 @@
 //! The workspace is compiled for the x86-64 baseline (SSE2), so the binary runs on any
 //! x86-64 machine. Wider instructions are used only after asking the CPU (`cpuid`, through
 //! `is_x86_feature_detected!`) whether it has them; the answer picks one set of kernels for
-//! the whole run. `LLM_BOOK_ISA=scalar|avx2|avx512` forces a level, so tests and benchmarks
-//! can compare them on one machine; asking for one the CPU lacks is an error, not a crash.
+//! the whole run. `LLM_BOOK_ISA=scalar|avx2|avx512` forces a level: the process then behaves
+//! as if the CPU stopped there (no level above it is used, listed or tested), so one machine
+//! can check what a smaller CPU runs. Asking for a level the CPU lacks is an error, not a
+//! crash.
 
 use std::fmt;
 
@@ -39,8 +41,8 @@ impl Isa {
     }
 
     // ANCHOR: supported
-    /// Whether this CPU can run the level's kernels.
-    pub fn supported(self) -> bool {
+    /// Whether this CPU has the instructions of the level's kernels.
+    pub fn cpu_has(self) -> bool {
         match self {
             Isa::Scalar => true,
             #[cfg(target_arch = "x86_64")]
@@ -51,7 +53,7 @@ impl Isa {
             }
             #[cfg(target_arch = "x86_64")]
             Isa::Avx512 => {
-                Isa::Avx2.supported()
+                Isa::Avx2.cpu_has()
                     && is_x86_feature_detected!("avx512f")
                     && is_x86_feature_detected!("avx512bw")
                     && is_x86_feature_detected!("avx512vl")
@@ -62,6 +64,12 @@ impl Isa {
         }
     }
     // ANCHOR_END: supported
+
+    /// Whether this process may run the level's kernels: the CPU has them, and
+    /// `LLM_BOOK_ISA` does not cap the process below the level.
+    pub fn supported(self) -> bool {
+        self.cpu_has() && ceiling().is_none_or(|top| self <= top)
+    }
 
     /// The fastest level this CPU supports.
     pub fn best() -> Isa {
@@ -87,17 +95,29 @@ impl Isa {
                 let isa = Isa::parse(&name).ok_or_else(|| {
                     format!("LLM_BOOK_ISA={name:?}: expected scalar, avx2 or avx512")
                 })?;
-                if isa.supported() {
+                if isa.cpu_has() {
                     Ok(isa)
                 } else {
+                    let has: Vec<Isa> = Isa::ALL.into_iter().filter(|i| i.cpu_has()).collect();
                     Err(format!(
                         "LLM_BOOK_ISA={name}: this CPU cannot run {name} kernels (it has: {})",
-                        names(&Isa::available())
+                        names(&has)
                     ))
                 }
             }
         }
     }
+}
+
+/// The level `LLM_BOOK_ISA` caps this process at, read once; `None` when it is unset, empty,
+/// or not a level (then [`Isa::from_env`] reports the error).
+fn ceiling() -> Option<Isa> {
+    static CEILING: std::sync::OnceLock<Option<Isa>> = std::sync::OnceLock::new();
+    *CEILING.get_or_init(|| {
+        std::env::var("LLM_BOOK_ISA")
+            .ok()
+            .and_then(|name| Isa::parse(&name))
+    })
 }
 
 /// "scalar, avx2, …"

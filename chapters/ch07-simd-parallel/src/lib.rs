@@ -8,6 +8,7 @@
 
 pub mod bench;
 pub mod compare;
+pub mod cores;
 pub mod isa;
 pub mod kernels;
 pub mod profile;

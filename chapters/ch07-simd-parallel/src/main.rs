@@ -27,7 +27,7 @@ commands:
   generate   greedy generation with the chosen kernels, streamed
 
 options:
-  --threads N     threads (default: 2, or the machine's cores if fewer)
+  --threads N     threads (default: the machine's physical cores)
   --e2e           bench: only the end-to-end part (pp512_tok_s, tg128_tok_s)
   --runs N        bench, profile: runs per measurement (default 3)
   --rounds N      compare: rounds (default 5)
@@ -62,10 +62,9 @@ const MAX_NEW_TOKENS: usize = 1 << 16;
 
 fn parse_args() -> Result<Option<Args>, lexopt::Error> {
     use lexopt::prelude::*;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut a = Args {
         command: String::new(),
-        threads: cores.min(2),
+        threads: ch07_simd_parallel::cores::physical_cores(),
         e2e: false,
         runs: 3,
         rounds: 5,

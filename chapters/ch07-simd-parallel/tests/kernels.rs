@@ -15,10 +15,17 @@ fn simd_levels() -> Vec<(Isa, &'static dyn Kernels)> {
         .filter(|&i| i != Isa::Scalar)
         .filter_map(|i| for_isa(i).map(|k| (i, k)))
         .collect();
-    eprintln!(
-        "SIMD levels tested on this CPU: {:?}",
-        levels.iter().map(|(i, _)| i.name()).collect::<Vec<_>>()
-    );
+    if levels.is_empty() {
+        eprintln!(
+            "no SIMD level runs here (the CPU has none, or LLM_BOOK_ISA=scalar caps it): \
+             only the scalar kernels run, and there is nothing to compare them with"
+        );
+    } else {
+        eprintln!(
+            "SIMD levels tested on this CPU: {:?}",
+            levels.iter().map(|(i, _)| i.name()).collect::<Vec<_>>()
+        );
+    }
     levels
 }
 

@@ -6,13 +6,14 @@
 //! with base 10 000 and the others with `gemma3.rope.freq_base` (1 000 000).
 
 use ch03_attention::RopeTable;
+use ch06_quantization::Bytes;
 
 use crate::config::config;
 use crate::engine::{Family, Layer, Model};
 use crate::error::{Error, Result};
 use crate::file::GgufFile;
 use crate::matrix::{KFormat, KMatrix, Matrix};
-use crate::model::{Rows, check_dims, format_of, matrix, vector};
+use crate::model::{Rows, check_dims, format_of, matrix, unpermute_rows, vector};
 use crate::types::GgmlType;
 
 /// Tensor `name` as a `(rows, cols)` matrix of whatever supported format it is stored in.
@@ -25,13 +26,17 @@ fn any_matrix(f: &GgufFile, name: &str, rows: usize, cols: usize, how: Rows) -> 
         _ => return matrix(f, name, rows, cols, how).map(Matrix::Q),
     };
     check_dims(t, &[cols, rows])?;
-    if how != Rows::AsStored {
-        return Err(Error::Unsupported(format!(
-            "reordering the rows of a {} tensor",
-            t.ty
-        )));
-    }
-    KMatrix::new(k, rows, cols, f.shared(t))
+    let (values, bytes) = k.block();
+    let data = match how {
+        // A Llama file's Q and K rows in chapter 3's order (a Q4_K_M file stores them in
+        // Q4_K): whole rows move, as for chapter 6's formats. Rows that are not whole
+        // blocks are left as stored for KMatrix::new to refuse.
+        Rows::Unpermute(hd) if cols.is_multiple_of(values) => {
+            Bytes::from_vec(unpermute_rows(f.data(t), cols / values * bytes, hd))
+        }
+        _ => f.shared(t), // zero copy: a window on the mapping
+    };
+    KMatrix::new(k, rows, cols, data)
         .map(Matrix::K)
         .map_err(|message| Error::Tensor {
             name: name.into(),
@@ -85,6 +90,8 @@ pub fn load_model(f: &GgufFile) -> Result<Model> {
     } else {
         None
     };
+    // ANCHOR_END: load_model
+    // ANCHOR: load_model_layers
     let mut layers = Vec::with_capacity(cfg.num_layers);
     for l in 0..cfg.num_layers {
         let name = |t: &str| format!("blk.{l}.{t}.weight");
@@ -115,6 +122,8 @@ pub fn load_model(f: &GgufFile) -> Result<Model> {
             rope: if sliding { 1 } else { 0 },
         });
     }
+    // ANCHOR_END: load_model_layers
+    // ANCHOR: load_model_rest
     let embed = any_matrix(f, "token_embd.weight", cfg.vocab_size, dim, Rows::AsStored)?;
     let lm_head = if cfg.tie_word_embeddings {
         None
@@ -146,4 +155,36 @@ pub fn load_model(f: &GgufFile) -> Result<Model> {
         ropes,
     })
 }
-// ANCHOR_END: load_model
+// ANCHOR_END: load_model_rest
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ch01_tensors::models;
+
+    /// A Llama file's Q and K rows come back in chapter 3's order for the K-quant formats
+    /// too (a Llama Q4_K_M file stores them in Q4_K): row `j·hd/2 + i` of a head is the
+    /// stored row `2i + j`, byte for byte. Gemma-3's file has such a matrix to move.
+    #[test]
+    fn k_quant_rows_are_unpermuted_like_chapter_6s() {
+        let path = models::require(&models::gemma3_gguf()).unwrap_or_else(|e| panic!("{e}"));
+        let f = GgufFile::open(&path).unwrap();
+        let name = "blk.0.attn_q.weight";
+        let t = f.info(name).unwrap();
+        let (cols, rows) = (t.dims[0] as usize, t.dims[1] as usize);
+        let hd = 256;
+        let stored = match any_matrix(&f, name, rows, cols, Rows::AsStored).unwrap() {
+            Matrix::K(m) => m,
+            Matrix::Q(_) => panic!("{name} is expected in a K-quant format ({})", t.ty),
+        };
+        let Matrix::K(moved) = any_matrix(&f, name, rows, cols, Rows::Unpermute(hd)).unwrap()
+        else {
+            unreachable!("the same tensor")
+        };
+        for r in 0..rows {
+            let (head, within) = (r / hd, r % hd);
+            let src = head * hd + 2 * (within % (hd / 2)) + within / (hd / 2);
+            assert_eq!(moved.row_bytes(r), stored.row_bytes(src), "row {r}");
+        }
+    }
+}

@@ -23,7 +23,7 @@ fn model_path(a: &Args) -> Result<PathBuf, String> {
         None => {
             let p = models::smollm2_gguf();
             if !p.exists() {
-                models::fetch("smollm2")?;
+                models::fetch("smollm2-gguf")?; // the GGUF alone: hf/ is for chapters 1-5
             }
             models::require(&p)
         }

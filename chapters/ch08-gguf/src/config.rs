@@ -66,6 +66,8 @@ pub fn config(g: &Gguf) -> Result<Config> {
     {
         obj.insert("vocab_size".into(), json!(tokens.len()));
     }
+    // ANCHOR_END: config
+    // ANCHOR: config_checks
     // A model that rotates only part of each head is not what chapter 3's RoPE does.
     if let Some(rot) = g.opt_u64(&format!("{arch}.rope.dimension_count"))? {
         let dim = obj.get("hidden_size").and_then(Value::as_u64).unwrap_or(0);
@@ -103,7 +105,7 @@ pub fn config(g: &Gguf) -> Result<Config> {
     );
     Config::from_json(&Value::Object(obj).to_string()).map_err(|e| rename(arch, e))
 }
-// ANCHOR_END: config
+// ANCHOR_END: config_checks
 
 /// An error from chapter 3's validator, with its `config.json` field put back into the
 /// GGUF key the reader can look for in `inspect`.

@@ -26,7 +26,8 @@ use crate::types::GgmlType;
 
 /// The only versions this reader accepts.
 pub const VERSIONS: [u32; 2] = [2, 3];
-/// llama.cpp's limit on a tensor name (`GGML_MAX_NAME`).
+/// ggml's `GGML_MAX_NAME`: the bytes ggml keeps a tensor name in, its terminating zero
+/// included, so a name must be shorter (llama.cpp refuses 64 bytes or more).
 pub const MAX_NAME: usize = 64;
 /// ggml tensors have at most four dimensions (`GGML_MAX_DIMS`).
 pub const MAX_DIMS: usize = 4;
@@ -77,7 +78,9 @@ impl<'a> Reader<'a> {
         self.pos += n as usize;
         Ok(out)
     }
+    // ANCHOR_END: reader
 
+    // ANCHOR: reader_reads
     fn array<const N: usize>(&mut self, what: &str) -> Result<[u8; N]> {
         Ok(self
             .bytes(N as u64, what)?
@@ -127,7 +130,7 @@ impl<'a> Reader<'a> {
         Ok(n as usize)
     }
 }
-// ANCHOR_END: reader
+// ANCHOR_END: reader_reads
 
 /// A metadata value. Arrays keep their element type, so a million-token vocabulary is one
 /// `Vec<String>`, not a million tagged values.
@@ -318,7 +321,9 @@ fn read_bool(r: &mut Reader, what: &str) -> Result<bool> {
         )),
     }
 }
+// ANCHOR_END: read_value
 
+// ANCHOR: read_array
 /// An array: element type, count, elements. The count is checked against the bytes left
 /// (at the element type's smallest size) before anything is allocated.
 fn read_array(r: &mut Reader, what: &str, depth: usize) -> Result<Array> {
@@ -370,7 +375,7 @@ fn read_array(r: &mut Reader, what: &str, depth: usize) -> Result<Array> {
         _ => unreachable!("value_type checked the id"),
     })
 }
-// ANCHOR_END: read_value
+// ANCHOR_END: read_array
 
 /// One tensor's description from the header.
 #[derive(Clone, Debug, PartialEq)]
@@ -467,7 +472,9 @@ impl Gguf {
                 });
             }
         };
+        // ANCHOR_END: parse
 
+        // ANCHOR: parse_tensors
         let mut tensors = Vec::with_capacity(n_tensors.min(MAX_RESERVE));
         let mut names = HashMap::with_capacity(n_tensors.min(MAX_RESERVE));
         for i in 0..n_tensors {
@@ -496,7 +503,7 @@ impl Gguf {
             names,
         })
     }
-    // ANCHOR_END: parse
+    // ANCHOR_END: parse_tensors
 
     /// The metadata value under `key`.
     pub fn get(&self, key: &str) -> Option<&Value> {
@@ -521,10 +528,12 @@ fn read_tensor_info(r: &mut Reader, i: usize, alignment: u64) -> Result<TensorIn
         name: name.clone(),
         message,
     };
-    if name.len() > MAX_NAME {
+    if name.len() >= MAX_NAME {
         return Err(err(format!(
-            "the name is {} bytes; at most {MAX_NAME}",
-            name.len()
+            "the name is {} bytes; ggml keeps a name in at most {MAX_NAME} bytes with its \
+             terminating zero, so {} is the longest",
+            name.len(),
+            MAX_NAME - 1
         )));
     }
     let n_dims = r.u32(&name)? as usize;
@@ -562,7 +571,9 @@ fn read_tensor_info(r: &mut Reader, i: usize, alignment: u64) -> Result<TensorIn
         size,
     })
 }
+// ANCHOR_END: tensor_info
 
+// ANCHOR: check_places
 /// Every tensor lies inside the data section, and no two overlap.
 fn check_places(tensors: &[TensorInfo], data_offset: u64, file_len: u64) -> Result<()> {
     let data_len = file_len
@@ -602,4 +613,45 @@ fn check_places(tensors: &[TensorInfo], data_offset: u64, file_len: u64) -> Resu
     }
     Ok(())
 }
-// ANCHOR_END: tensor_info
+// ANCHOR_END: check_places
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A GGUF v3 file with no metadata and one F32 tensor of 32 values named `name`.
+    fn one_tensor_file(name: &str) -> Vec<u8> {
+        let mut f = b"GGUF".to_vec();
+        f.extend(3u32.to_le_bytes());
+        f.extend(1u64.to_le_bytes()); // tensors
+        f.extend(0u64.to_le_bytes()); // metadata
+        f.extend((name.len() as u64).to_le_bytes());
+        f.extend(name.as_bytes());
+        f.extend(1u32.to_le_bytes()); // n_dims
+        f.extend(32u64.to_le_bytes()); // dims[0]
+        f.extend(0u32.to_le_bytes()); // F32
+        f.extend(0u64.to_le_bytes()); // offset
+        f.resize(f.len().next_multiple_of(DEFAULT_ALIGNMENT as usize), 0);
+        f.extend([0u8; 32 * 4]);
+        f
+    }
+
+    #[test]
+    fn a_tensor_name_is_refused_from_64_bytes_as_llama_cpp_does() {
+        let longest = "n".repeat(MAX_NAME - 1);
+        let g = Gguf::parse(&one_tensor_file(&longest))
+            .unwrap_or_else(|e| panic!("a 63-byte name should load, as in llama.cpp: {e}"));
+        assert_eq!(g.tensors[0].name, longest);
+        for len in [MAX_NAME, MAX_NAME + 1] {
+            let e = Gguf::parse(&one_tensor_file(&"n".repeat(len)))
+                .map(|_| ())
+                .expect_err("a name of 64 bytes or more has no room for ggml's terminating zero");
+            let text = e.to_string();
+            assert!(
+                text.contains(&format!("the name is {len} bytes"))
+                    && text.contains("63 is the longest"),
+                "a {len}-byte name should be refused with its length and the limit, got: {text}"
+            );
+        }
+    }
+}

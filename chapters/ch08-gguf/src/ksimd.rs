@@ -14,6 +14,7 @@ use ch07_simd_parallel::Isa;
 use crate::kquant::{
     self, ActQuads, BlockQ8K, KQuads, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide,
 };
+use crate::octs::{self, ActOcts, Format32, Row32, Rows32};
 
 /// Row dot products for the K-quant formats and Q5_0.
 pub trait KKernels: Sync {
@@ -51,6 +52,20 @@ pub trait KKernels: Sync {
     fn dot4_q4_k_quads(&self, w: &[u8], quads: &KQuads, a: [&[BlockQ8K]; 4]) -> Option<[f32; 4]> {
         let _ = (w, quads, a);
         None
+    }
+    /// Whether [`KKernels::dot8_row32`] has a SIMD kernel: worth unpacking rows and
+    /// interleaving eight tokens for ([`crate::octs`]).
+    fn wants_octs(&self) -> bool {
+        false
+    }
+    /// One unpacked Q5_0 or Q4_1 row against eight tokens: the scalar kernel's eight dots,
+    /// bit for bit.
+    fn dot8_row32(&self, format: Format32, row: Row32<'_>, a: &ActOcts) -> [f32; 8] {
+        octs::dot8_row32(format, row, a)
+    }
+    /// Q5_0 or Q4_1 rows unpacked for [`KKernels::dot8_row32`].
+    fn unpack_rows32(&self, format: Format32, rows: &[&[u8]], out: &mut Rows32) {
+        out.unpack(format, rows, |b| octs::unpack_block(format, b));
     }
     /// Chapter 7's `dot4_q4_1_q8_1` for one Q4_1 row against four tokens, bit for bit, given
     /// the activations interleaved too; `None` when this level has no such kernel.
@@ -113,6 +128,11 @@ pub fn for_isa(isa: Isa) -> &'static dyn KKernels {
     let _ = isa;
     &ScalarK
 }
+
+#[cfg(target_arch = "x86_64")]
+mod avx2_kquads;
+#[cfg(target_arch = "x86_64")]
+mod avx2_octs;
 
 #[cfg(target_arch = "x86_64")]
 pub mod avx2 {
@@ -190,7 +210,26 @@ pub mod avx2 {
             (unsafe { q6_k::<4, 1>(w, [a]) }).map(|r| r[0])
         }
         fn wants_quads(&self) -> bool {
-            VNNI
+            true
+        }
+        fn wants_octs(&self) -> bool {
+            !VNNI
+        }
+        fn unpack_rows32(&self, format: Format32, rows: &[&[u8]], out: &mut Rows32) {
+            // SAFETY: for_isa hands this out only when the CPU has AVX2 and F16C.
+            out.unpack(format, rows, |b| unsafe {
+                super::avx2_octs::unpack_block(format, b)
+            });
+        }
+        fn dot8_row32(&self, format: Format32, row: Row32<'_>, a: &ActOcts) -> [f32; 8] {
+            // SAFETY: for_isa hands this out only when the CPU has AVX2; the kernel checks
+            // the lengths.
+            unsafe {
+                match format {
+                    Format32::Q5_0 => super::avx2_octs::dot8_row32::<false>(row, a),
+                    Format32::Q4_1 => super::avx2_octs::dot8_row32::<true>(row, a),
+                }
+            }
         }
         fn dot4_q5_0_quads(&self, w: &[u8], quads: &ActQuads, a: [&[Q8_0Wide]; 4]) -> [f32; 4] {
             if !VNNI {
@@ -219,10 +258,11 @@ pub mod avx2 {
             quads: &KQuads,
             a: [&[BlockQ8K]; 4],
         ) -> Option<[f32; 4]> {
-            if !VNNI {
-                return None;
-            }
             check_quads(w, Q4_K_BYTES, quads.qs.len(), a);
+            if !VNNI {
+                // SAFETY: AVX2 and F16C (for_isa checked); the lengths are checked above.
+                return Some(unsafe { super::avx2_kquads::q4_k_quads(w, quads, a) });
+            }
             // SAFETY: as in dot4_q5_0.
             Some(unsafe { super::avx512::q4_k_quads(w, quads, a) })
         }

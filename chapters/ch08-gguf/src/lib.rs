@@ -22,6 +22,7 @@ pub mod matrix;
 pub mod memory;
 pub mod metadata;
 pub mod model;
+pub mod octs;
 pub mod tokenizer;
 pub mod types;
 

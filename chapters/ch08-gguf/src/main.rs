@@ -46,7 +46,7 @@ options:
   --top K          logits: how many of the highest logits to show per position (default 5)
   --prompt TEXT    generate: the prompt (default \"The capital of France is\")
   -n N             generate: tokens to generate (default 32)
-  --threads N      threads (default: 2, or the machine's cores if fewer)
+  --threads N      threads (default: the machine's physical cores)
   --cold           load: drop the file from the page cache before opening it
   --access HOW     load: normal (the default), random (no read-ahead: only what is touched
                    is read) or willneed (read the whole file now, in the background)
@@ -103,7 +103,6 @@ fn parse_ids(s: &str) -> Result<Vec<u32>, String> {
 
 fn parse_args() -> Result<Option<Args>, lexopt::Error> {
     use lexopt::prelude::*;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut a = Args {
         command: String::new(),
         model: None,
@@ -115,7 +114,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         prompt: None,
         text: None,
         n: 32,
-        threads: cores.min(2),
+        threads: ch07_simd_parallel::cores::physical_cores(),
         cold: false,
         access: ch08_gguf::Access::Normal,
         runs: 3,

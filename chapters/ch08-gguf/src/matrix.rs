@@ -8,6 +8,7 @@ use rayon::prelude::*;
 
 use crate::kquant::{self, BlockQ8K, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, QK_K};
 use crate::ksimd::KKernels;
+use crate::octs::{self, ActOcts, Format32};
 
 /// The block formats of [`crate::kquant`] (named as llama.cpp names them).
 #[allow(non_camel_case_types)]
@@ -209,6 +210,19 @@ impl KMatrix {
                 KActs::Q8K(a) => &a[..],
                 KActs::Q8_0(_) => unreachable!("the K-quants take Q8_K activations"),
             };
+            if self.format == KFormat::Q5_0 && kk.wants_octs() {
+                return octs::prefill(
+                    kk,
+                    Format32::Q5_0,
+                    out,
+                    rows,
+                    seq,
+                    |r| self.row_bytes(r),
+                    |t| ActOcts::from_q8_0(std::array::from_fn(|j| q8_0(t + j))),
+                    |r, t| self.dot4(kk, r, std::array::from_fn(|j| &acts[t + j])),
+                    |r, t| self.dot(kk, r, &acts[t]),
+                );
+            }
             let wants = kk.wants_quads();
             prefill_bands(
                 out,
@@ -457,6 +471,19 @@ fn q4_1_prefill(
     };
     let nb = m.cols() / 32;
     let token = |t: usize| &a[t * nb..(t + 1) * nb];
+    if kk.wants_octs() {
+        return octs::prefill(
+            kk,
+            Format32::Q4_1,
+            out,
+            m.rows(),
+            seq,
+            |r| m.row_bytes(r),
+            |t| ActOcts::from_q8_1(std::array::from_fn(|j| token(t + j))),
+            |r, t| m.dot_rows4(k, [r; 4], &acts, [t, t + 1, t + 2, t + 3]),
+            |r, t| m.dot_row(k, r, &acts, t),
+        );
+    }
     prefill_bands(
         out,
         m.rows(),

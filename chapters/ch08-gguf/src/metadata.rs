@@ -52,7 +52,9 @@ impl Gguf {
             },
         }
     }
+    // ANCHOR_END: accessors
 
+    // ANCHOR: accessors_typed
     /// A string, or `None` if the key is absent.
     pub fn opt_str(&self, key: &str) -> Result<Option<&str>> {
         match self.get(key) {
@@ -98,7 +100,9 @@ impl Gguf {
             }),
         }
     }
+    // ANCHOR_END: accessors_typed
 
+    // ANCHOR: accessors_ints
     /// An array of integers, each converted to `i64`, or `None` if the key is absent.
     pub fn opt_ints(&self, key: &str) -> Result<Option<Vec<i64>>> {
         let Some(a) = self.opt_array(key)? else {
@@ -140,4 +144,4 @@ impl Gguf {
         }
     }
 }
-// ANCHOR_END: accessors
+// ANCHOR_END: accessors_ints

@@ -105,6 +105,8 @@ pub fn tokenizer(g: &Gguf) -> Result<GgufTokenizer> {
             }
         })
         .collect();
+    // ANCHOR_END: tokenizer
+    // ANCHOR: tokenizer_model
     let bad = |e: ch02_tokenizer::Error| Error::Tokenizer(e.to_string());
     let tokenizer = match model {
         "gpt2" => {
@@ -140,6 +142,8 @@ pub fn tokenizer(g: &Gguf) -> Result<GgufTokenizer> {
             )));
         }
     };
+    // ANCHOR_END: tokenizer_model
+    // ANCHOR: tokenizer_special
     let bos = match g.opt_u64("tokenizer.ggml.bos_token_id")? {
         Some(id) if id < tokens.len() as u64 => Some(id as u32),
         Some(id) => {
@@ -180,4 +184,4 @@ fn split_merge(rank: usize, m: &str) -> Result<(String, String)> {
         }),
     }
 }
-// ANCHOR_END: tokenizer
+// ANCHOR_END: tokenizer_special

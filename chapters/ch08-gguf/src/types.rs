@@ -4,8 +4,10 @@
 //! Most types store values in blocks: Q4_1 packs 32 weights into 20 bytes, Q4_K packs 256
 //! into 144. A row's length must then be a whole number of blocks, and its size in bytes is
 //! `values / block_values × block_bytes`. The ids and sizes are ggml's (its `ggml_type`
-//! enum and type-traits table, which the `gguf` Python package mirrors); ids 4, 5 and
-//! 31–33, 36–38 belong to formats ggml has since removed.
+//! enum and type-traits table, which the `gguf` Python package mirrors). The gaps, ids 4,
+//! 5, 31–33 and 36–38, belong to formats ggml has since removed. Q8_1 (9) and Q8_K (15) are
+//! in the table although no model file stores its weights in them: they are the formats
+//! ggml's CPU kernels quantize activations to, and a file may still hold them.
 
 use crate::error::{Error, Result};
 
@@ -23,6 +25,7 @@ const TYPES: &[(u32, &str, u64, u64)] = &[
     (6, "Q5_0", 32, 22),
     (7, "Q5_1", 32, 24),
     (8, "Q8_0", 32, 34),
+    (9, "Q8_1", 32, 36),
     (10, "Q2_K", 256, 84),
     (11, "Q3_K", 256, 110),
     (12, "Q4_K", 256, 144),
@@ -131,6 +134,20 @@ mod tests {
         assert_eq!(GgmlType::F32.byte_size("n", &[576]).unwrap(), 2304);
         assert!(GgmlType::Q8_0.byte_size("w", &[33, 2]).is_err());
         assert!(GgmlType::F32.byte_size("w", &[1 << 40, 1 << 40]).is_err());
-        assert!(GgmlType::from_id(4).is_none() && GgmlType::from_id(9).is_none());
+        assert!(GgmlType::from_id(4).is_none() && GgmlType::from_id(5).is_none());
+    }
+
+    #[test]
+    fn q8_1_is_32_values_in_36_bytes_two_f16_and_32_int8() {
+        let q81 = GgmlType::from_id(9).expect("id 9 is ggml's Q8_1, which ggml still has");
+        assert_eq!(
+            (q81.name(), q81.block_values(), q81.block_bytes()),
+            ("Q8_1", 32, 36)
+        );
+        assert_eq!(q81.byte_size("a", &[64, 3]).unwrap(), 3 * 2 * 36);
+        assert!(
+            q81.byte_size("a", &[48]).is_err(),
+            "48 values are not whole blocks of 32"
+        );
     }
 }

@@ -8,6 +8,7 @@ use ch06_quantization::f16::f32_to_f16;
 use ch07_simd_parallel::Isa;
 use ch08_gguf::kquant::*;
 use ch08_gguf::ksimd::{KKernels, ScalarK, for_isa};
+use ch08_gguf::octs::{ActOcts, Format32, Rows32};
 use proptest::prelude::*;
 
 fn levels() -> Vec<(Isa, &'static dyn KKernels)> {
@@ -15,6 +16,24 @@ fn levels() -> Vec<(Isa, &'static dyn KKernels)> {
         .into_iter()
         .map(|isa| (isa, for_isa(isa)))
         .collect()
+}
+
+/// The interleaved prefill kernels exist on the AVX-512 level: where this process runs it,
+/// one of them must have been checked; where it does not (an AVX2-only CPU, or a level
+/// capped by `LLM_BOOK_ISA`), say what was checked instead of passing quietly.
+fn expect_interleaved(ran: usize, format: &str) {
+    if Isa::Avx512.supported() {
+        assert!(
+            ran > 0,
+            "the AVX-512 level should have run the interleaved {format} kernel"
+        );
+    } else {
+        eprintln!(
+            "{format}: no level here has an interleaved kernel (AVX-512 VNNI is not on this CPU \
+             or LLM_BOOK_ISA caps it); {ran} kernel(s) checked, the four-token path is checked \
+             by the other tests"
+        );
+    }
 }
 
 /// Random bytes with every f16 scale set to a finite value (random scale bytes can be NaN).
@@ -271,13 +290,7 @@ fn interleaved_q4_1_kernel_equals_chapter_6s_dot() {
             }
         }
     }
-    #[cfg(target_arch = "x86_64")]
-    if is_x86_feature_detected!("avx512vnni") {
-        assert!(
-            ran > 0,
-            "the AVX-512 level should have run the interleaved kernel"
-        );
-    }
+    expect_interleaved(ran, "Q4_1");
 }
 
 #[test]
@@ -315,11 +328,192 @@ fn interleaved_q4_k_kernel_equals_the_scalar_dot() {
             }
         }
     }
+    expect_interleaved(ran, "Q4_K");
+}
+
+/// Eight tokens of `nb` Q8_0 blocks from `q` (any i8, −128 too), each block its own scale.
+fn q8_0_tokens(q: &[i8], nb: usize) -> Vec<Vec<Q8_0Wide>> {
+    (0..8)
+        .map(|t| {
+            (0..nb)
+                .map(|i| {
+                    let qs = q[(t * nb + i) * 32..][..32].try_into().unwrap();
+                    Q8_0Wide::new(0.01 + 0.001 * (nb * t + i) as f32, qs)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Eight tokens of `nb` Q8_1 blocks from `q`, each block its own `d` and `s` (not
+/// necessarily `d · Σq`: the kernels must follow the scalar arithmetic whatever the values).
+fn q8_1_tokens(q: &[i8], nb: usize) -> Vec<Vec<ch06_quantization::blocks::BlockQ8_1>> {
+    (0..8)
+        .map(|t| {
+            (0..nb)
+                .map(|i| ch06_quantization::blocks::BlockQ8_1 {
+                    d: f32_to_f16(0.02 + 0.003 * (nb * t + i) as f32),
+                    s: f32_to_f16(-1.5 + 0.25 * (5 * t + i) as f32),
+                    qs: q[(t * nb + i) * 32..][..32].try_into().unwrap(),
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Every level's interleaved (four-token) and eight-token Q5_0 and Q4_1 kernels against the
+/// scalar dot of each token, bit for bit; returns how many levels had an eight-token
+/// kernel of their own.
+fn check_interleaved_32(q50: &[u8], q41: &[u8], q: &[i8], nb: usize) -> usize {
+    use ch06_quantization::Kernels;
+    let a8 = q8_0_tokens(q, nb);
+    let a8: [&[Q8_0Wide]; 4] = std::array::from_fn(|t| &a8[t][..]);
+    let a1 = q8_1_tokens(q, nb);
+    let a1: [&[_]; 4] = std::array::from_fn(|t| &a1[t][..]);
+    let (quads8, quads1) = (ActQuads::new(a8), ActQuads::from_q8_1(a1));
+    let (t8, t1) = (q8_0_tokens(q, nb), q8_1_tokens(q, nb));
+    let octs8 = ActOcts::from_q8_0(std::array::from_fn(|t| &t8[t][..]));
+    let octs1 = ActOcts::from_q8_1(std::array::from_fn(|t| &t1[t][..]));
+    let mut ran = 0;
+    for (isa, k) in levels() {
+        ran += usize::from(k.wants_octs());
+        let mut rows = Rows32::default();
+        for (format, w, octs) in [(Format32::Q5_0, q50, &octs8), (Format32::Q4_1, q41, &octs1)] {
+            k.unpack_rows32(format, &[w], &mut rows);
+            let got = k.dot8_row32(format, rows.row(0), octs);
+            let twin = ch08_gguf::octs::dot8_row32(format, rows.row(0), octs);
+            for t in 0..8 {
+                let want = match format {
+                    Format32::Q5_0 => ScalarK.dot_q5_0(w, &t8[t]),
+                    Format32::Q4_1 => ch06_quantization::Scalar.dot_q4_1_q8_1(w, &t1[t]),
+                };
+                assert_eq!(
+                    got[t].to_bits(),
+                    want.to_bits(),
+                    "{format:?} eight tokens, {nb} blocks, token {t}, {isa:?}"
+                );
+                assert_eq!(
+                    twin[t].to_bits(),
+                    want.to_bits(),
+                    "{format:?} scalar twin, token {t}"
+                );
+            }
+        }
+        let got = k.dot4_q5_0_quads(q50, &quads8, a8);
+        for t in 0..4 {
+            let want = ScalarK.dot_q5_0(q50, a8[t]);
+            assert_eq!(
+                got[t].to_bits(),
+                want.to_bits(),
+                "Q5_0 {nb} blocks, token {t}, {isa:?}"
+            );
+        }
+        if let Some(got) = k.dot4_q4_1_quads(q41, &quads1, a1) {
+            for t in 0..4 {
+                let want = ch06_quantization::Scalar.dot_q4_1_q8_1(q41, a1[t]);
+                assert_eq!(
+                    got[t].to_bits(),
+                    want.to_bits(),
+                    "Q4_1 {nb} blocks, token {t}, {isa:?}"
+                );
+            }
+        }
+    }
+    ran
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Random rows of 1 to 10 blocks (no whole group, groups, and tails of one to three)
+    /// against random activations, −128 included, through the interleaved kernels.
+    #[test]
+    fn interleaved_q5_0_and_q4_1_equal_the_scalar_dots(
+        raw in proptest::collection::vec(any::<u8>(), 10 * 22),
+        q in proptest::collection::vec(any::<i8>(), 8 * 10 * 32),
+        nb in 1usize..=10,
+        seed in 0usize..1_000_000,
+    ) {
+        let q50: Vec<u8> = (0..nb).flat_map(|i| block(&raw[i * 22..], 22, &[0], seed + i)).collect();
+        let q41: Vec<u8> = (0..nb).flat_map(|i| block(&raw[i * 20..], 20, &[0, 2], seed + 7 * i)).collect();
+        check_interleaved_32(&q50, &q41, &q, nb);
+    }
+}
+
+#[test]
+fn interleaved_kernels_are_exact_at_the_extremes() {
+    // Every quant at its largest or smallest against every activation at −128 or 127: the
+    // 16-bit partial sums of the AVX2 kernels at their widest.
+    let mut ran = 0;
+    for (wq, aq) in [(0xffu8, -128i8), (0xff, 127), (0x00, -128), (0x00, 127)] {
+        let nb = 9;
+        let q50: Vec<u8> = (0..nb)
+            .flat_map(|i| block(&[wq; 22], 22, &[0], i))
+            .collect();
+        let q41: Vec<u8> = (0..nb)
+            .flat_map(|i| block(&[wq; 20], 20, &[0, 2], i))
+            .collect();
+        ran += check_interleaved_32(&q50, &q41, &vec![aq; 8 * nb * 32], nb);
+        // Q4_K: every quant, scale and min at its largest (or zero), six super-blocks (a
+        // group of four and a tail of two).
+        let q4k: Vec<u8> = (0..6)
+            .flat_map(|i| block(&[wq; Q4_K_BYTES], Q4_K_BYTES, &[0, 2], i))
+            .collect();
+        let tokens: Vec<Vec<BlockQ8K>> = (0..4)
+            .map(|t| acts(&vec![aq; 6 * QK_K], 0.01 + 0.002 * t as f32))
+            .collect();
+        let a: [&[BlockQ8K]; 4] = std::array::from_fn(|t| &tokens[t][..]);
+        for (isa, k) in levels() {
+            if let Some(got) = k.dot4_q4_k_quads(&q4k, &KQuads::new(a), a) {
+                for t in 0..4 {
+                    let want = ScalarK.dot_q4_k(&q4k, a[t]);
+                    assert_eq!(got[t].to_bits(), want.to_bits(), "Q4_K token {t}, {isa:?}");
+                }
+            }
+        }
+    }
     #[cfg(target_arch = "x86_64")]
-    if is_x86_feature_detected!("avx512vnni") {
+    if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("f16c") {
         assert!(
             ran > 0,
-            "the AVX-512 level should have run the interleaved kernel"
+            "the AVX2 level should have run the eight-token kernels"
         );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(100))]
+
+    /// Random Q4_K rows of 1 to 9 super-blocks against random Q8_K activations (−128 too),
+    /// each (token, block) its own scale, through the interleaved kernels.
+    #[test]
+    fn interleaved_q4_k_equals_the_scalar_dot_on_random_blocks(
+        raw in proptest::collection::vec(any::<u8>(), 9 * Q4_K_BYTES),
+        q in proptest::collection::vec(any::<i8>(), 4 * 9 * QK_K),
+        nb in 1usize..=9,
+        seed in 0usize..1_000_000,
+    ) {
+        let row: Vec<u8> = (0..nb)
+            .flat_map(|i| block(&raw[i * Q4_K_BYTES..], Q4_K_BYTES, &[0, 2], seed + i))
+            .collect();
+        let tokens: Vec<Vec<BlockQ8K>> = (0..4)
+            .map(|t| {
+                let mut a = acts(&q[t * 9 * QK_K..][..nb * QK_K], 1.0);
+                for (i, b) in a.iter_mut().enumerate() {
+                    b.d = 0.01 + 0.001 * (nb * t + i) as f32;
+                }
+                a
+            })
+            .collect();
+        let a: [&[BlockQ8K]; 4] = std::array::from_fn(|t| &tokens[t][..]);
+        let quads = KQuads::new(a);
+        for (isa, k) in levels() {
+            if let Some(got) = k.dot4_q4_k_quads(&row, &quads, a) {
+                for t in 0..4 {
+                    let want = ScalarK.dot_q4_k(&row, a[t]);
+                    prop_assert_eq!(got[t].to_bits(), want.to_bits(), "Q4_K {} blocks, token {}, {:?}", nb, t, isa);
+                }
+            }
+        }
     }
 }

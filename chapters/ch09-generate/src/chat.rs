@@ -5,9 +5,24 @@
 //! `tokenizer.chat_template`, the one Hugging Face's `apply_chat_template` runs; this module
 //! renders it with `minijinja`, with the same whitespace settings. A file without a template
 //! (Gemma-3-270M's has none) gets the family's format as llama.cpp writes it.
+//!
+//! The template is code from the model file, which may come from anyone: rendering it is
+//! given a budget of steps ([`MAX_TEMPLATE_STEPS`]) and of output ([`MAX_TEMPLATE_EXTRA_BYTES`]),
+//! and a template that goes over either is refused.
+
+use std::io::{self, Write};
 
 use minijinja::{Environment, Error, ErrorKind, context};
 use serde_json::json;
+
+/// The most steps of work (minijinja's fuel: about one per instruction) one rendering may take.
+/// SmolLM2's template takes a few dozen per message, so this is thousands of turns, far more than
+/// any context holds; two nested `range(100000)` loops would take ten billion.
+pub const MAX_TEMPLATE_STEPS: u64 = 1_000_000;
+
+/// How much text a template may add to the messages' own: a template wraps each turn in its
+/// markers (tens of bytes), it does not write megabytes.
+pub const MAX_TEMPLATE_EXTRA_BYTES: usize = 1 << 20;
 
 /// One turn.
 #[derive(Clone, Debug, PartialEq)]
@@ -72,22 +87,69 @@ pub fn render(
             env.add_function("raise_exception", |msg: String| -> Result<String, Error> {
                 Err(Error::new(ErrorKind::InvalidOperation, msg))
             });
+            // The template comes from the file: a budget of work, and of output below.
+            env.set_fuel(Some(MAX_TEMPLATE_STEPS));
             let t = env
                 .template_from_str(source)
                 .map_err(|e| format!("the chat template does not parse: {e}"))?;
+            let text_bytes: usize = messages.iter().map(|m| m.content.len()).sum();
+            let mut out = BoundedText::new(text_bytes + MAX_TEMPLATE_EXTRA_BYTES);
             let messages: Vec<serde_json::Value> = messages
                 .iter()
                 .map(|m| json!({"role": m.role, "content": m.content}))
                 .collect();
-            t.render(
-                context! { messages => messages, add_generation_prompt => add_generation_prompt },
-            )
-            .map_err(|e| format!("the chat template refused the conversation: {e}"))
+            let ctx =
+                context! { messages => messages, add_generation_prompt => add_generation_prompt };
+            match t.render_captured_to(ctx, &mut out) {
+                Ok(_) => String::from_utf8(out.bytes)
+                    .map_err(|_| "the chat template wrote text that is not UTF-8".to_string()),
+                Err(_) if out.overflowed => Err(format!(
+                    "the model's chat template (tokenizer.chat_template) wrote more than \
+                     {MAX_TEMPLATE_EXTRA_BYTES} bytes besides the messages: refusing it"
+                )),
+                Err(e) if e.kind() == ErrorKind::OutOfFuel => Err(format!(
+                    "the model's chat template (tokenizer.chat_template) used more than \
+                     {MAX_TEMPLATE_STEPS} steps of work: refusing it"
+                )),
+                Err(e) => Err(format!("the chat template refused the conversation: {e}")),
+            }
         }
         ChatTemplate::Gemma => Ok(render_gemma(messages, add_generation_prompt)),
     }
 }
 // ANCHOR_END: render
+
+/// The rendered text, refusing to grow past a limit.
+struct BoundedText {
+    bytes: Vec<u8>,
+    limit: usize,
+    overflowed: bool,
+}
+
+impl BoundedText {
+    fn new(limit: usize) -> BoundedText {
+        BoundedText {
+            bytes: Vec::new(),
+            limit,
+            overflowed: false,
+        }
+    }
+}
+
+impl Write for BoundedText {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.bytes.len() + buf.len() > self.limit {
+            self.overflowed = true;
+            return Err(io::Error::other("the rendered text is too long"));
+        }
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
 
 /// Gemma's turns: `model` for the assistant, a system message merged into the next user
 /// turn (Gemma has no system role), contents trimmed.

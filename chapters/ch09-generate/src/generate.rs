@@ -86,12 +86,14 @@ pub fn generate(
         .forward(&mut cache, prompt, 0)
         .map_err(|e| e.to_string())?;
     let prefill_seconds = start.elapsed().as_secs_f64();
-    let start = Instant::now();
+    // ANCHOR_END: generate
+    // ANCHOR: generate_loop
     let mut history = prompt.to_vec();
     let mut ids = Vec::new();
     let mut text = String::new();
     let mut decoder = StreamDecoder::new(tokenizer);
     let mut matcher = StopMatcher::new(stops);
+    let start = Instant::now();
     let stop = loop {
         let next = sampler.sample(&logits, &history);
         ids.push(next);
@@ -129,4 +131,4 @@ pub fn generate(
         decode_seconds: start.elapsed().as_secs_f64(),
     })
 }
-// ANCHOR_END: generate
+// ANCHOR_END: generate_loop

@@ -5,7 +5,8 @@
 //! - [`stop`]: stop strings matched across token boundaries;
 //! - [`generate`]: the loop that ties chapter 8's engine, the sampler and the streaming
 //!   decoder together, and says why it stopped;
-//! - [`stages`]: the distribution after each stage of the chain, as a table or a figure.
+//! - [`stages`]: the distribution after each stage of the chain, as a table or a figure;
+//! - [`streamed`]: decode speed as a user meets it, through the whole loop.
 
 pub mod chat;
 pub mod generate;
@@ -17,6 +18,7 @@ pub mod sampling;
 pub mod session;
 pub mod stages;
 pub mod stop;
+pub mod streamed;
 
 /// The chapter's exercises: stubs for you to fill in (see the book's "Exercises" page).
 #[cfg_attr(feature = "solutions", path = "../solutions/exercises.rs")]

@@ -44,7 +44,7 @@ options (defaults in brackets):
   --presence-penalty P    subtract P once from every recent token [0]
   --seed S                the random seed; the same seed gives the same text [0]
   --stop TEXT             stop when TEXT appears (may be given up to 16 times)
-  -t, --threads N         threads [2, or the machine's cores if fewer]
+  -t, --threads N         threads [the machine's physical cores]
   --chat                  treat the prompt as a user turn, in the model's chat template
   --system TEXT           with --chat: a system message first
   --echo                  chat: print each turn, after `> `, before its reply (a transcript)
@@ -92,7 +92,6 @@ fn number<T: std::str::FromStr>(p: &mut lexopt::Parser, flag: &str) -> Result<T,
 
 fn parse_args() -> Result<Option<Args>, lexopt::Error> {
     use lexopt::prelude::*;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut a = Args {
         command: "generate".into(),
         text_file: None,
@@ -101,7 +100,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         model: None,
         prompt: None,
         n: 128,
-        threads: cores.min(2),
+        threads: ch07_simd_parallel::cores::physical_cores(),
         stops: Vec::new(),
         json: false,
         verbose: false,
@@ -231,7 +230,7 @@ fn model_path(a: &Args) -> Result<PathBuf, String> {
         None => {
             let p = models::smollm2_gguf();
             if !p.exists() {
-                models::fetch("smollm2")?;
+                models::fetch("smollm2-gguf")?; // the GGUF alone: hf/ is for chapters 1-5
             }
             models::require(&p)
         }
@@ -314,6 +313,22 @@ fn bench(a: &Args, process_start: std::time::Instant) -> Result<(), String> {
     let m = ch08_gguf::load(&path).map_err(|e| e.to_string())?;
     let engine = m.engine()?;
     let e2e = ch08_gguf::bench::end_to_end(&engine, a.threads, 3)?;
+    // the same 128 tokens as tg128, through the sampler, the stream decoder and the stop
+    // matcher: with the default sampling chain, and greedy
+    let prompt = m
+        .tokenizer
+        .encode_prompt(ch09_generate::streamed::PROMPT, true);
+    let greedy = SamplerConfig {
+        temperature: 0.0,
+        ..Default::default()
+    };
+    let (streamed, streamed_greedy) =
+        ch07_simd_parallel::bench::in_pool(a.threads, || -> Result<(f64, f64), String> {
+            let tok = &m.tokenizer.tokenizer;
+            let d = ch09_generate::streamed::decode_tok_s(&engine, tok, &prompt, &a.sampling, 3)?;
+            let g = ch09_generate::streamed::decode_tok_s(&engine, tok, &prompt, &greedy, 3)?;
+            Ok((d, g))
+        })??;
     let (compare, process) = if a.compare {
         let c = ch08_gguf::bench::compare(&engine, &path, a.threads, 3)?;
         let completion = ch09_generate::race::llama_completion_path()?;
@@ -331,6 +346,7 @@ fn bench(a: &Args, process_start: std::time::Instant) -> Result<(), String> {
             json!({"model": models::shown(&path), "threads": a.threads,
                    "ttft_cold_ms": cold, "ttft_warm_ms": warm,
                    "pp512_tok_s": e2e.pp512_tok_s, "tg128_tok_s": e2e.tg128_tok_s,
+                   "streamed_tok_s": streamed, "streamed_greedy_tok_s": streamed_greedy,
                    "peak_rss_bytes": rss, "compare": compare, "process": process})
         );
         return Ok(());
@@ -349,6 +365,11 @@ fn bench(a: &Args, process_start: std::time::Instant) -> Result<(), String> {
         e2e.pp512_tok_s,
         e2e.tg128_tok_s,
         rss as f64 / 1e6
+    );
+    println!(
+        "  streamed, 128 tokens through generate(): {streamed:.1} tok/s sampled ({:.2}x tg128), {streamed_greedy:.1} tok/s greedy ({:.2}x)",
+        streamed / e2e.tg128_tok_s,
+        streamed_greedy / e2e.tg128_tok_s
     );
     if let Some(c) = compare {
         println!(

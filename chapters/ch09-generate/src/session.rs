@@ -78,7 +78,9 @@ impl<'m> ChatSession<'m> {
         let text = render(&self.template, &self.messages, true)?;
         Ok(self.model.tokenizer.encode_prompt(&text, true))
     }
+    // ANCHOR_END: session
 
+    // ANCHOR: session_turn
     /// Adds the user's turn, streams the reply through `on_text`, and adds it too.
     /// `interrupted` is asked before each new token: when it says yes, the reply ends there
     /// and is kept as far as it got.
@@ -131,6 +133,8 @@ impl<'m> ChatSession<'m> {
             .map_err(|e| e.to_string())?;
         self.cached.extend_from_slice(new);
         let ttft = start.elapsed().as_secs_f64() * 1e3;
+        // ANCHOR_END: session_turn
+        // ANCHOR: session_reply
         let end_ids = &self.engine.model.config.eos_token_ids;
         let mut decoder = ch02_tokenizer::StreamDecoder::new(&self.model.tokenizer.tokenizer);
         let mut matcher = StopMatcher::new(&[]);
@@ -172,4 +176,4 @@ impl<'m> ChatSession<'m> {
         })
     }
 }
-// ANCHOR_END: session
+// ANCHOR_END: session_reply

@@ -262,7 +262,9 @@ fn parse_header(file: &[u8]) -> Result<(usize, BTreeMap<String, TensorInfo>), Er
     let json: UniqueKeys = serde_json::from_slice(&file[8..data_start])
         .map_err(|e| Error::Format(format!("header is not a JSON object of tensors: {e}")))?;
     let json = json.0;
+    // ANCHOR_END: parse_header
 
+    // ANCHOR: parse_entries
     let mut tensors = BTreeMap::new();
     for (name, value) in json {
         if name == "__metadata__" {
@@ -305,7 +307,7 @@ fn parse_header(file: &[u8]) -> Result<(usize, BTreeMap<String, TensorInfo>), Er
     check_no_overlap(&tensors)?;
     Ok((data_start, tensors))
 }
-// ANCHOR_END: parse_header
+// ANCHOR_END: parse_entries
 
 /// Two tensors must not claim the same bytes: a crafted file could otherwise alias them.
 fn check_no_overlap(tensors: &BTreeMap<String, TensorInfo>) -> Result<(), Error> {

@@ -1,0 +1,263 @@
+//! Eight tokens against one weight row, for a prefill of 32-value blocks (Q5_0 and Q4_1)
+//! on a CPU without VNNI: the layouts the AVX2 kernel reads, and its scalar twin.
+//!
+//! The interleaved kernels of [`crate::kquant::ActQuads`] put (block, token) pairs in the
+//! lanes, so every step must first shuffle each block's weights into its lanes. Here a
+//! 256-bit register's eight lanes are eight *tokens* of one block: the weight block's four
+//! quants of a step are the same for every lane, one broadcast load from a row unpacked
+//! beforehand ([`Rows32`]), and the activations are laid out so that a step's eight
+//! tokens are 32 consecutive bytes ([`ActOcts`]). A step is then a load, a broadcast and
+//! one `vpmaddubsw`; after a block's eight steps each lane holds its token's exact integer
+//! dot, and the block's term is added to each token's sum in block order, eight tokens at
+//! once. The unpacking is done once per row for all the tokens of a thread's band.
+//!
+//! ```text
+//! ActOcts, per block:  step 0: t0 q0..4 │ t1 q0..4 │ … │ t7 q0..4   (32 bytes)
+//!                      step 1: t0 q4..8 │ t1 q4..8 │ … │ t7 q4..8
+//!                      …       (8 steps: 256 bytes), then d, 16·Σq and s of each token
+//! Rows32, per block:   q0 q1 … q31 (unsigned bytes) and d (and m) as f32
+//! ```
+
+use ch06_quantization::blocks::BlockQ8_1;
+use ch06_quantization::f16::f16_to_f32_fast as f16;
+
+use rayon::prelude::*;
+
+use crate::kquant::{Q5_0_BYTES, Q8_0Wide};
+use crate::ksimd::KKernels;
+
+/// The 32-value block formats with a kernel of this kind.
+#[allow(non_camel_case_types)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format32 {
+    Q5_0,
+    Q4_1,
+}
+
+impl Format32 {
+    /// Bytes per block.
+    pub fn bytes(self) -> usize {
+        match self {
+            Format32::Q5_0 => Q5_0_BYTES,
+            Format32::Q4_1 => 20,
+        }
+    }
+}
+
+// ANCHOR: octs
+/// Eight tokens' Q8_0 (or Q8_1) activations for every block of a row, interleaved: per
+/// block, eight steps of 32 bytes, step `s` holding quants `4s..4s + 4` of each token.
+pub struct ActOcts {
+    /// `(blocks, 8 steps, 8 tokens, 4 bytes)`.
+    pub qs: Vec<[i8; 256]>,
+    /// `(blocks, 8 tokens)`: each block's scale.
+    pub d: Vec<[f32; 8]>,
+    /// `(blocks, 8 tokens)`: `16 · Σ qs` (Q5_0's offset, taken out).
+    pub sum16: Vec<[i32; 8]>,
+    /// `(blocks, 8 tokens)`: Q8_1's `s = d · Σ qs` (for Q4_1's minimum); 0 for Q8_0.
+    pub s: Vec<[f32; 8]>,
+}
+
+impl ActOcts {
+    /// Eight tokens' Q8_0 activations (Q5_0's).
+    pub fn from_q8_0(a: [&[Q8_0Wide]; 8]) -> ActOcts {
+        ActOcts::build(a[0].len(), |t, i| {
+            let b = &a[t][i];
+            (&b.qs, b.d, 16 * b.sum, 0.0)
+        })
+    }
+
+    /// Eight tokens' Q8_1 activations (Q4_1's).
+    pub fn from_q8_1(a: [&[BlockQ8_1]; 8]) -> ActOcts {
+        ActOcts::build(a[0].len(), |t, i| {
+            let b = &a[t][i];
+            (&b.qs, f16(b.d), 0, f16(b.s))
+        })
+    }
+
+    /// From `block(t, i)`: token `t`'s block `i` as (quants, d, sum16, s).
+    fn build<'a>(
+        blocks: usize,
+        block: impl Fn(usize, usize) -> (&'a [i8; 32], f32, i32, f32),
+    ) -> ActOcts {
+        let mut out = ActOcts {
+            qs: vec![[0; 256]; blocks],
+            d: vec![[0.0; 8]; blocks],
+            sum16: vec![[0; 8]; blocks],
+            s: vec![[0.0; 8]; blocks],
+        };
+        for i in 0..blocks {
+            for t in 0..8 {
+                let (qs, d, sum16, s) = block(t, i);
+                (out.d[i][t], out.sum16[i][t], out.s[i][t]) = (d, sum16, s);
+                for step in 0..8 {
+                    let at = 32 * step + 4 * t;
+                    out.qs[i][at..at + 4].copy_from_slice(&qs[4 * step..4 * step + 4]);
+                }
+            }
+        }
+        out
+    }
+}
+// ANCHOR_END: octs
+
+/// Rows of Q5_0 or Q4_1 unpacked: each block's 32 quants as unsigned bytes in element order
+/// (Q5_0's in 0..32, before its offset of 16 is taken out; Q4_1's in 0..16), its scale `d`
+/// and, for Q4_1, its minimum `m`, as f32.
+#[derive(Default)]
+pub struct Rows32 {
+    /// Blocks per row.
+    pub blocks: usize,
+    /// `(rows, blocks, 32)`.
+    pub q: Vec<[u8; 32]>,
+    /// `(rows, blocks)`.
+    pub d: Vec<f32>,
+    /// `(rows, blocks)`; zeros for Q5_0.
+    pub m: Vec<f32>,
+}
+
+/// One row of a [`Rows32`].
+#[derive(Clone, Copy)]
+pub struct Row32<'a> {
+    pub q: &'a [[u8; 32]],
+    pub d: &'a [f32],
+    pub m: &'a [f32],
+}
+
+impl Rows32 {
+    /// Unpacks `rows` (each whole blocks of `format`), replacing what was here, each block
+    /// by `block` (its quants, `d`, `m`): [`unpack_block`] or a SIMD twin.
+    pub fn unpack(
+        &mut self,
+        format: Format32,
+        rows: &[&[u8]],
+        block: impl Fn(&[u8]) -> ([u8; 32], f32, f32),
+    ) {
+        self.q.clear();
+        self.d.clear();
+        self.m.clear();
+        for w in rows {
+            let blocks = w.chunks_exact(format.bytes());
+            self.blocks = blocks.len();
+            for b in blocks {
+                let (q, d, m) = block(b);
+                self.q.push(q);
+                self.d.push(d);
+                self.m.push(m);
+            }
+        }
+    }
+
+    /// Row `i`.
+    pub fn row(&self, i: usize) -> Row32<'_> {
+        let at = i * self.blocks..(i + 1) * self.blocks;
+        Row32 {
+            q: &self.q[at.clone()],
+            d: &self.d[at.clone()],
+            m: &self.m[at],
+        }
+    }
+}
+
+/// One block of `format` unpacked: its 32 quants, unsigned, in element order; `d`; and
+/// `m` (0 for Q5_0).
+pub fn unpack_block(format: Format32, b: &[u8]) -> ([u8; 32], f32, f32) {
+    let (nib, qh, m) = match format {
+        Format32::Q5_0 => (&b[6..22], u32::from_le_bytes([b[2], b[3], b[4], b[5]]), 0.0),
+        Format32::Q4_1 => (&b[4..20], 0, f16(u16::from_le_bytes([b[2], b[3]]))),
+    };
+    let q = std::array::from_fn(|j| {
+        let n = if j < 16 {
+            nib[j] & 0x0f
+        } else {
+            nib[j - 16] >> 4
+        };
+        n | ((((qh >> j) & 1) as u8) << 4)
+    });
+    (q, f16(u16::from_le_bytes([b[0], b[1]])), m)
+}
+
+/// The scalar twin of the eight-token kernel: one unpacked row against eight tokens, each
+/// token's sum exactly the scalar kernel's (chapter 6's `dot_q4_1_q8_1`, this chapter's
+/// `dot_q5_0_q8_0` block by block): the same integer dot per block, the same float
+/// operations, added in block order.
+pub fn dot8_row32(format: Format32, row: Row32<'_>, a: &ActOcts) -> [f32; 8] {
+    assert_eq!(
+        row.q.len(),
+        a.qs.len(),
+        "one activation block per weight block"
+    );
+    let mut acc = [0.0f32; 8];
+    for (b, q) in row.q.iter().enumerate() {
+        for (t, acc) in acc.iter_mut().enumerate() {
+            let dot: i32 = (0..32)
+                .map(|j| i32::from(q[j]) * i32::from(a.qs[b][32 * (j / 4) + 4 * t + j % 4]))
+                .sum();
+            *acc += match format {
+                Format32::Q5_0 => row.d[b] * a.d[b][t] * (dot - a.sum16[b][t]) as f32,
+                Format32::Q4_1 => (row.d[b] * a.d[b][t]) * dot as f32 + row.m[b] * a.s[b][t],
+            };
+        }
+    }
+    acc
+}
+
+// ANCHOR: prefill
+/// `out (seq, rows)` of a Q5_0 or Q4_1 matrix in a prefill, on a kernel that wants eight
+/// tokens a row ([`KKernels::wants_octs`]): each thread takes a band of tokens and
+/// interleaves them eight at a time (`octs(first token)`), then walks the weights in tiles
+/// of rows unpacked once for the band, every eight tokens meeting the whole tile while
+/// their activations are in L1. The band's last one to seven tokens go four
+/// (`dot4(row, first token)`) and then one (`dot(row, token)`) at a time. Every output is
+/// the scalar kernel's number, whichever way it was computed.
+#[allow(clippy::too_many_arguments)]
+pub fn prefill<'w>(
+    kk: &dyn KKernels,
+    format: Format32,
+    out: &mut [f32],
+    rows: usize,
+    seq: usize,
+    row_bytes: impl Fn(usize) -> &'w [u8] + Sync,
+    octs: impl Fn(usize) -> ActOcts + Sync,
+    dot4: impl Fn(usize, usize) -> [f32; 4] + Sync,
+    dot: impl Fn(usize, usize) -> f32 + Sync,
+) {
+    assert_eq!(out.len(), seq * rows, "prefill: out is not (seq, rows)");
+    let band = seq.div_ceil(rayon::current_num_threads());
+    // About 16 kB of unpacked weights per tile (40 bytes a block), 4 to 32 rows.
+    let blocks = row_bytes(0).len() / format.bytes();
+    let tile = (16_384 / (40 * blocks.max(1))).clamp(4, 32);
+    out.par_chunks_mut(band * rows)
+        .enumerate()
+        .for_each(|(b, out_band)| {
+            let (t0, n) = (b * band, out_band.len() / rows);
+            let groups: Vec<ActOcts> = (0..n / 8).map(|g| octs(t0 + 8 * g)).collect();
+            let mut unpacked = Rows32::default();
+            for r0 in (0..rows).step_by(tile) {
+                let r1 = (r0 + tile).min(rows);
+                let tile_rows: Vec<&[u8]> = (r0..r1).map(&row_bytes).collect();
+                kk.unpack_rows32(format, &tile_rows, &mut unpacked);
+                for (g, a) in groups.iter().enumerate() {
+                    for r in r0..r1 {
+                        let v = kk.dot8_row32(format, unpacked.row(r - r0), a);
+                        for (j, v) in v.into_iter().enumerate() {
+                            out_band[(8 * g + j) * rows + r] = v;
+                        }
+                    }
+                }
+                for r in r0..r1 {
+                    let mut i = n / 8 * 8;
+                    while i + 4 <= n {
+                        for (j, v) in dot4(r, t0 + i).into_iter().enumerate() {
+                            out_band[(i + j) * rows + r] = v;
+                        }
+                        i += 4;
+                    }
+                    for i in i..n {
+                        out_band[i * rows + r] = dot(r, t0 + i);
+                    }
+                }
+            }
+        });
+}
+// ANCHOR_END: prefill

@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Writes a large Llama-shaped GGUF with random weights: a speed and memory test, nothing more.
+
+The book's two real models are small (135M and 270M parameters), and at that size the weights
+nearly fit in a server's cache. To see how the engine scales to the sizes readers try next,
+this writes a file of a real model's shape (1B, 3B, 7B or 9B) in a real quantization mix,
+with SmolLM2's tokenizer and random quantized weights. Its text is noise: use it with
+`ch08-gguf bench`/`compare` and `ch09-generate bench`, never to judge output.
+
+    .venv/bin/python scripts/make_synthetic_gguf.py --shape 7b --mix q4_0 --out models/synthetic/llama-7b-q4_0.gguf
+
+Mixes:
+    q4_0    every layer matrix and the output Q4_0, the token embedding Q8_0
+    q4_k_m  like llama.cpp's Q4_K_M: Q4_K for most matrices, Q6_K for attn_v, ffn_down
+            and the output, the token embedding Q8_0 (the smallest format our loader
+            dequantizes rows of for the embedding lookup)
+
+The random bytes come from numpy's generator seeded with --seed, so the same arguments give
+the same file. Scales are set so each weight row has a standard deviation near 1/sqrt(cols)
+(activations stay finite through the layers). The output is written to a temporary file in
+the same folder and renamed into place; an existing file is never overwritten.
+"""
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+import gguf
+
+ROOT = Path(__file__).resolve().parent.parent
+SMOLLM2 = Path(os.environ.get("LLM_BOOK_MODELS", ROOT / "models")) / "smollm2-135m-instruct" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+# Real models' shapes: (layers, dim, heads, kv heads, ffn). Vocabulary: SmolLM2's 49 152.
+SHAPES = {
+    "1b": (16, 2048, 32, 8, 8192),   # Llama-3.2-1B
+    "3b": (28, 3072, 24, 8, 8192),   # Llama-3.2-3B
+    "7b": (32, 4096, 32, 32, 11008),  # Llama-2-7B
+    "9b": (48, 4096, 32, 4, 11008),  # Yi-1.5-9B
+}
+
+Q = gguf.GGMLQuantizationType
+MIXES = {
+    # (q, k, v, o, gate, up, down, output)
+    "q4_0": dict(q=Q.Q4_0, k=Q.Q4_0, v=Q.Q4_0, o=Q.Q4_0, gate=Q.Q4_0, up=Q.Q4_0, down=Q.Q4_0, output=Q.Q4_0),
+    "q4_k_m": dict(q=Q.Q4_K, k=Q.Q4_K, v=Q.Q6_K, o=Q.Q4_K, gate=Q.Q4_K, up=Q.Q4_K, down=Q.Q6_K, output=Q.Q6_K),
+}
+
+# Where each format keeps its f16 scales (byte offsets in a block), and the scale that gives
+# weights of standard deviation 1 (times 1/sqrt(cols) below) for random quant bytes.
+#   Q4_0: d, 16 bytes of nibbles; w = d·(q − 8), std(q − 8) ≈ 4.6
+#   Q8_0: d, 32 int8; std ≈ 74
+#   Q4_K: d, dmin, 12 bytes of 6-bit scales and mins (≈ 31 on average), 128 bytes of nibbles
+#   Q6_K: 128 + 64 bytes of 6-bit quants (q − 32, std ≈ 18.5), 16 int8 scales (std ≈ 74), d last
+F16_FIELDS = {
+    Q.Q4_0: ([0], 4.6),
+    Q.Q8_0: ([0], 74.0),
+    Q.Q4_K: ([0, 2], 31.0 * 4.6),
+    Q.Q6_K: ([208], 74.0 * 18.5),
+}
+
+
+def blocks(rng: np.random.Generator, qtype: Q, rows: int, cols: int) -> np.ndarray:
+    """Random blocks of `qtype` for a (rows, cols) matrix, with finite, sized f16 scales."""
+    per_block, block_bytes = gguf.GGML_QUANT_SIZES[qtype]
+    if cols % per_block:
+        raise SystemExit(f"error: {cols} columns are not whole {qtype.name} blocks of {per_block}")
+    n = rows * cols // per_block
+    data = rng.integers(0, 256, size=(n, block_bytes), dtype=np.uint8)
+    offsets, spread = F16_FIELDS[qtype]
+    for at in offsets:
+        d = (rng.uniform(0.5, 1.5, size=n) / (spread * np.sqrt(cols))).astype(np.float16)
+        data[:, at:at + 2] = d.view(np.uint8).reshape(n, 2)
+    return data.reshape(rows, cols // per_block * block_bytes)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--shape", choices=sorted(SHAPES), required=True)
+    p.add_argument("--mix", choices=sorted(MIXES), required=True)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--tokenizer-from", type=Path, default=SMOLLM2,
+                   help="a GGUF whose tokenizer.* keys are copied (default: SmolLM2's)")
+    a = p.parse_args()
+    if os.path.lexists(a.out):
+        print(f"error: {a.out} exists; this script never overwrites a file", file=sys.stderr)
+        return 1
+    if not a.tokenizer_from.is_file():
+        print(f"error: {a.tokenizer_from} is missing; fetch it with: cargo xtask fetch-models smollm2-gguf",
+              file=sys.stderr)
+        return 1
+    layers, dim, heads, kv_heads, ffn = SHAPES[a.shape]
+    head_dim = dim // heads
+    mix = MIXES[a.mix]
+    src = gguf.GGUFReader(a.tokenizer_from)
+    vocab = len(src.fields["tokenizer.ggml.tokens"].data)
+
+    # (name, rows, cols, type); rows are the output features, as GGUF stores (cols, rows)
+    tensors = [("token_embd.weight", vocab, dim, Q.Q8_0)]
+    for i in range(layers):
+        b = f"blk.{i}"
+        tensors += [
+            (f"{b}.attn_norm.weight", 1, dim, Q.F32),
+            (f"{b}.attn_q.weight", heads * head_dim, dim, mix["q"]),
+            (f"{b}.attn_k.weight", kv_heads * head_dim, dim, mix["k"]),
+            (f"{b}.attn_v.weight", kv_heads * head_dim, dim, mix["v"]),
+            (f"{b}.attn_output.weight", dim, heads * head_dim, mix["o"]),
+            (f"{b}.ffn_norm.weight", 1, dim, Q.F32),
+            (f"{b}.ffn_gate.weight", ffn, dim, mix["gate"]),
+            (f"{b}.ffn_up.weight", ffn, dim, mix["up"]),
+            (f"{b}.ffn_down.weight", dim, ffn, mix["down"]),
+        ]
+    tensors += [("output_norm.weight", 1, dim, Q.F32), ("output.weight", vocab, dim, mix["output"])]
+
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".synthetic-", suffix=".gguf", dir=a.out.parent)
+    os.close(fd)
+    try:
+        w = gguf.GGUFWriter(tmp, "llama")
+        w.add_name(f"synthetic Llama {a.shape} {a.mix} (random weights, seed {a.seed})")
+        w.add_context_length(4096 + 512)
+        w.add_embedding_length(dim)
+        w.add_block_count(layers)
+        w.add_feed_forward_length(ffn)
+        w.add_head_count(heads)
+        w.add_head_count_kv(kv_heads)
+        w.add_rope_dimension_count(head_dim)
+        w.add_rope_freq_base(10000.0)
+        w.add_layer_norm_rms_eps(1e-5)
+        w.add_vocab_size(vocab)
+        for key, field in src.fields.items():
+            if key.startswith("tokenizer."):
+                copy_field(w, key, field)
+        for name, rows, cols, qtype in tensors:
+            if qtype == Q.F32:
+                w.add_tensor_info(name, [cols], np.dtype(np.float32), cols * 4)
+            else:
+                per_block, block_bytes = gguf.GGML_QUANT_SIZES[qtype]
+                nbytes = rows * cols // per_block * block_bytes
+                w.add_tensor_info(name, [rows, cols // per_block * block_bytes], np.dtype(np.uint8),
+                                  nbytes, raw_dtype=qtype)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_ti_data_to_file()
+        rng = np.random.default_rng(a.seed)
+        total = 0
+        for i, (name, rows, cols, qtype) in enumerate(tensors):
+            data = np.ones(cols, dtype=np.float32) if qtype == Q.F32 else blocks(rng, qtype, rows, cols)
+            w.write_tensor_data(data)
+            total += data.nbytes
+            print(f"\r  {i + 1}/{len(tensors)} tensors, {total / 1e9:.2f} GB", end="", file=sys.stderr)
+        w.close()
+        print(file=sys.stderr)
+        if os.path.lexists(a.out):
+            print(f"error: {a.out} appeared while this ran; left it alone", file=sys.stderr)
+            return 1
+        os.chmod(tmp, 0o644)  # mkstemp makes it private
+        os.rename(tmp, a.out)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)  # this run's own temporary file
+    params = sum(r * c for _, r, c, _ in tensors)
+    print(f"wrote {a.out}: {a.shape} ({params / 1e9:.2f}B parameters), {a.mix}, {os.path.getsize(a.out) / 1e9:.2f} GB")
+    return 0
+
+
+def copy_field(w: gguf.GGUFWriter, key: str, field) -> None:
+    """Copies one metadata field from a reader to a writer, keeping its type."""
+    t = field.types[0]
+    if t == gguf.GGUFValueType.ARRAY:
+        sub = field.types[-1]
+        if sub == gguf.GGUFValueType.STRING:
+            values = [bytes(field.parts[i]).decode("utf-8", errors="surrogateescape") for i in field.data]
+        else:
+            values = [field.parts[i].tolist()[0] for i in field.data]
+        w.add_key_value(key, values, t, sub_type=sub)
+    elif t == gguf.GGUFValueType.STRING:
+        w.add_key_value(key, bytes(field.parts[field.data[0]]).decode("utf-8"), t)
+    else:
+        w.add_key_value(key, field.parts[field.data[0]].tolist()[0], t)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
