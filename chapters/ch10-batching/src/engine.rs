@@ -21,7 +21,6 @@ use crate::error::Error;
 use crate::pool::BlockPool;
 use crate::prefix::{BlockKey, PrefixIndex};
 use crate::request::{Event, FinishReason, Finished, Request};
-use crate::sample::pick;
 use crate::scheduler::{Limits, Plan, SeqState, plan};
 use crate::seq::KvBlocks;
 
@@ -242,7 +241,7 @@ impl<'m> BatchEngine<'m> {
             .seqs
             .par_iter_mut()
             .zip(&row_of)
-            .map(|(s, r)| r.map(|r| pick(&mut s.sampler, row(r), &s.tokens)))
+            .map(|(s, r)| r.map(|r| s.sampler.sample(row(r), &s.tokens)))
             .collect();
         let mut done = Vec::new();
         for (at, id) in picks.iter().enumerate() {

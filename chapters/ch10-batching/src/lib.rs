@@ -25,7 +25,6 @@ pub mod perplexity;
 pub mod pool;
 pub mod prefix;
 pub mod request;
-pub mod sample;
 pub mod scheduler;
 pub mod seq;
 pub mod trace;
