@@ -21,6 +21,8 @@
 use ch06_quantization::blocks::BlockQ8_1;
 use ch06_quantization::f16::f16_to_f32_fast as f16;
 
+use std::ops::Range;
+
 use rayon::prelude::*;
 
 use crate::kquant::{Q5_0_BYTES, Q8_0Wide};
@@ -203,43 +205,40 @@ pub fn dot8_row32(format: Format32, row: Row32<'_>, a: &ActOcts) -> [f32; 8] {
 }
 
 // ANCHOR: prefill
-/// `out (seq, rows)` of a Q5_0 or Q4_1 matrix in a prefill, on a kernel that wants eight
-/// tokens a row ([`KKernels::wants_octs`]): each thread takes a band of tokens and
-/// interleaves them eight at a time (`octs(first token)`), then walks the weights in tiles
-/// of rows unpacked once for the band, every eight tokens meeting the whole tile while
-/// their activations are in L1. The band's last one to seven tokens go four
-/// (`dot4(row, first token)`) and then one (`dot(row, token)`) at a time. Every output is
-/// the scalar kernel's number, whichever way it was computed.
+/// `out (seq, rows)` of a matrix in a prefill, on a kernel that wants eight tokens a row
+/// ([`KKernels::wants_octs`]): each thread takes a band of tokens and interleaves them eight
+/// at a time (`octs(first token)`), then walks the weights in tiles of `tile` rows unpacked
+/// once for the band (`unpack(rows, into)`), every eight tokens meeting the whole tile
+/// while their activations are in L1 (`dot8(unpacked, row in the tile, eight tokens)`).
+/// The band's last one to seven tokens go four (`dot4(row, first token)`) and then one
+/// (`dot(row, token)`) at a time. Every output is the scalar kernel's number, whichever
+/// way it was computed.
 #[allow(clippy::too_many_arguments)]
-pub fn prefill<'w>(
-    kk: &dyn KKernels,
-    format: Format32,
+pub fn prefill<A: Send, U: Default>(
     out: &mut [f32],
     rows: usize,
     seq: usize,
-    row_bytes: impl Fn(usize) -> &'w [u8] + Sync,
-    octs: impl Fn(usize) -> ActOcts + Sync,
+    tile: usize,
+    octs: impl Fn(usize) -> A + Sync,
+    unpack: impl Fn(Range<usize>, &mut U) + Sync,
+    dot8: impl Fn(&U, usize, &A) -> [f32; 8] + Sync,
     dot4: impl Fn(usize, usize) -> [f32; 4] + Sync,
     dot: impl Fn(usize, usize) -> f32 + Sync,
 ) {
     assert_eq!(out.len(), seq * rows, "prefill: out is not (seq, rows)");
     let band = seq.div_ceil(rayon::current_num_threads());
-    // About 16 kB of unpacked weights per tile (40 bytes a block), 4 to 32 rows.
-    let blocks = row_bytes(0).len() / format.bytes();
-    let tile = (16_384 / (40 * blocks.max(1))).clamp(4, 32);
     out.par_chunks_mut(band * rows)
         .enumerate()
         .for_each(|(b, out_band)| {
             let (t0, n) = (b * band, out_band.len() / rows);
-            let groups: Vec<ActOcts> = (0..n / 8).map(|g| octs(t0 + 8 * g)).collect();
-            let mut unpacked = Rows32::default();
+            let groups: Vec<A> = (0..n / 8).map(|g| octs(t0 + 8 * g)).collect();
+            let mut unpacked = U::default();
             for r0 in (0..rows).step_by(tile) {
                 let r1 = (r0 + tile).min(rows);
-                let tile_rows: Vec<&[u8]> = (r0..r1).map(&row_bytes).collect();
-                kk.unpack_rows32(format, &tile_rows, &mut unpacked);
+                unpack(r0..r1, &mut unpacked);
                 for (g, a) in groups.iter().enumerate() {
                     for r in r0..r1 {
-                        let v = kk.dot8_row32(format, unpacked.row(r - r0), a);
+                        let v = dot8(&unpacked, r - r0, a);
                         for (j, v) in v.into_iter().enumerate() {
                             out_band[(8 * g + j) * rows + r] = v;
                         }
@@ -261,3 +260,39 @@ pub fn prefill<'w>(
         });
 }
 // ANCHOR_END: prefill
+
+/// Rows per tile for [`prefill`] when a row unpacks to `bytes`: about 16 kB, 4 to 32 rows.
+pub fn tile_rows(bytes: usize) -> usize {
+    (16_384 / bytes.max(1)).clamp(4, 32)
+}
+
+/// [`prefill`] for a Q5_0 or Q4_1 matrix of `rows` rows (`row_bytes(r)`), its tokens'
+/// activations interleaved by `octs`.
+#[allow(clippy::too_many_arguments)]
+pub fn prefill32<'w>(
+    kk: &dyn KKernels,
+    format: Format32,
+    out: &mut [f32],
+    rows: usize,
+    seq: usize,
+    row_bytes: impl Fn(usize) -> &'w [u8] + Sync,
+    octs: impl Fn(usize) -> ActOcts + Sync,
+    dot4: impl Fn(usize, usize) -> [f32; 4] + Sync,
+    dot: impl Fn(usize, usize) -> f32 + Sync,
+) {
+    let blocks = row_bytes(0).len() / format.bytes();
+    prefill(
+        out,
+        rows,
+        seq,
+        tile_rows(40 * blocks), // 32 quants, d and m a block
+        octs,
+        |rs, u: &mut Rows32| {
+            let rs: Vec<&[u8]> = rs.map(&row_bytes).collect();
+            kk.unpack_rows32(format, &rs, u);
+        },
+        |u, i, a| kk.dot8_row32(format, u.row(i), a),
+        dot4,
+        dot,
+    );
+}
