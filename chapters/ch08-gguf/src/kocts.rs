@@ -11,6 +11,7 @@
 //! ```
 
 use crate::kquant::{self, BlockQ8K, QK_K};
+use crate::octs::Rows;
 use ch06_quantization::f16::f16_to_f32_fast as f16;
 
 /// Eight tokens' Q8_K activations for every super-block of a row, interleaved.
@@ -55,83 +56,55 @@ impl KOcts {
     }
 }
 
-/// Q4_K or Q6_K rows unpacked: per super-block its 256 quants in element order, its 16
-/// scale bytes (Q4_K: eight 6-bit scales, then eight mins; Q6_K: sixteen i8 scales), and
-/// `d` and (Q4_K) `dmin` as f32.
-#[derive(Default)]
-pub struct RowsK {
-    /// Super-blocks per row.
-    pub blocks: usize,
-    /// `(rows, blocks, 256)`.
-    pub q: Vec<[u8; QK_K]>,
-    /// `(rows, blocks, 16)`.
-    pub sm: Vec<[u8; 16]>,
-    /// `(rows, blocks, [d, dmin])`; dmin 0 for Q6_K.
-    pub d: Vec<[f32; 2]>,
+/// A Q4_K or Q6_K super-block unpacked: its 256 quants in element order, its 16 scale
+/// bytes (Q4_K: eight 6-bit scales, then eight mins; Q6_K: sixteen i8 scales), and `d`
+/// and (Q4_K) `dmin` as f32: 280 bytes.
+#[derive(Clone, Copy)]
+pub struct BlockK {
+    pub q: [u8; QK_K],
+    pub sm: [u8; 16],
+    pub d: [f32; 2],
 }
 
-impl RowsK {
-    /// Unpacks `rows` (whole blocks of `bytes`), replacing what was here, each block by
-    /// `block` ([`unpack_q4_k`], [`unpack_q6_k`] or a SIMD twin).
-    pub fn unpack(
-        &mut self,
-        bytes: usize,
-        rows: &[&[u8]],
-        block: impl Fn(&[u8]) -> ([u8; QK_K], [u8; 16], [f32; 2]),
-    ) {
-        self.q.clear();
-        self.sm.clear();
-        self.d.clear();
-        for w in rows {
-            let blocks = w.chunks_exact(bytes);
-            self.blocks = blocks.len();
-            for b in blocks {
-                let (q, sm, d) = block(b);
-                self.q.push(q);
-                self.sm.push(sm);
-                self.d.push(d);
-            }
-        }
-    }
-
-    /// Row `i`'s blocks: `(quants, scale bytes, [d, dmin])`.
-    pub fn row(&self, i: usize) -> RowK<'_> {
-        let at = i * self.blocks..(i + 1) * self.blocks;
-        (&self.q[at.clone()], &self.sm[at.clone()], &self.d[at])
-    }
-}
-
-/// One row of a [`RowsK`]: its blocks' `(quants, scale bytes, [d, dmin])`.
-pub type RowK<'a> = (&'a [[u8; QK_K]], &'a [[u8; 16]], &'a [[f32; 2]]);
+/// Q4_K or Q6_K rows unpacked.
+pub type RowsK = Rows<BlockK>;
 
 /// One Q4_K block unpacked (the rules of [`kquant::dequantize_q4_k`]).
-pub fn unpack_q4_k(b: &[u8]) -> ([u8; QK_K], [u8; 16], [f32; 2]) {
+pub fn unpack_q4_k(b: &[u8]) -> BlockK {
     let q = std::array::from_fn(|l| kquant::q4_k_quant(&b[16..144], l));
     let mut sm = [0u8; 16];
     for j in 0..8 {
         (sm[j], sm[8 + j]) = kquant::scale_min_k4(j, &b[4..16]);
     }
     let half = |i: usize| f16(u16::from_le_bytes([b[i], b[i + 1]]));
-    (q, sm, [half(0), half(2)])
+    BlockK {
+        q,
+        sm,
+        d: [half(0), half(2)],
+    }
 }
 
 /// The scalar twin of the eight-token Q4_K kernel: row `i` of `rows` against eight tokens,
 /// each token's sum exactly [`kquant::dot_q4_k_q8_k`]'s, block by block, in block order.
 pub fn dot8_q4_k(rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
-    let (q, sm, d) = rows.row(i);
-    assert_eq!(q.len(), a.qs.len(), "one activation block per weight block");
+    let row = rows.row(i);
+    assert_eq!(
+        row.len(),
+        a.qs.len(),
+        "one activation block per weight block"
+    );
     let mut acc = [0.0f32; 8];
-    for b in 0..q.len() {
+    for (b, BlockK { q, sm, d }) in row.iter().enumerate() {
         for (t, acc) in acc.iter_mut().enumerate() {
             let (mut sum_q, mut sum_m) = (0i32, 0i32);
             for s in 0..8 {
                 let dot: i32 = (32 * s..32 * s + 32)
-                    .map(|l| i32::from(q[b][l]) * i32::from(a.qs[b][32 * (l / 4) + 4 * t + l % 4]))
+                    .map(|l| i32::from(q[l]) * i32::from(a.qs[b][32 * (l / 4) + 4 * t + l % 4]))
                     .sum();
-                sum_q += i32::from(sm[b][s]) * dot;
-                sum_m += i32::from(sm[b][8 + s]) * a.sums[b][s][t];
+                sum_q += i32::from(sm[s]) * dot;
+                sum_m += i32::from(sm[8 + s]) * a.sums[b][s][t];
             }
-            let (ad, [dw, dmin]) = (a.d[b][t], d[b]);
+            let (ad, [dw, dmin]) = (a.d[b][t], *d);
             *acc += dw * ad * sum_q as f32 - dmin * ad * sum_m as f32;
         }
     }
@@ -140,28 +113,33 @@ pub fn dot8_q4_k(rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
 
 /// One Q6_K block unpacked (the rules of [`kquant::dequantize_q6_k`]): quants 0..64, before
 /// the offset of 32 is taken out.
-pub fn unpack_q6_k(b: &[u8]) -> ([u8; QK_K], [u8; 16], [f32; 2]) {
+pub fn unpack_q6_k(b: &[u8]) -> BlockK {
     let q = std::array::from_fn(|l| kquant::q6_k_quant(&b[..128], &b[128..192], l) as u8);
-    let sc = b[192..208].try_into().expect("16 scales");
-    (q, sc, [f16(u16::from_le_bytes([b[208], b[209]])), 0.0])
+    let sm = b[192..208].try_into().expect("16 scales");
+    let d = [f16(u16::from_le_bytes([b[208], b[209]])), 0.0];
+    BlockK { q, sm, d }
 }
 
 /// The scalar twin of the eight-token Q6_K kernel: each token's sum exactly
 /// [`kquant::dot_q6_k_q8_k`]'s, as `Σ sc·Σq·a − 32 · Σ sc·Σa` per block (the same integer).
 pub fn dot8_q6_k(rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
-    let (q, sc, d) = rows.row(i);
-    assert_eq!(q.len(), a.qs.len(), "one activation block per weight block");
+    let row = rows.row(i);
+    assert_eq!(
+        row.len(),
+        a.qs.len(),
+        "one activation block per weight block"
+    );
     let mut acc = [0.0f32; 8];
-    for b in 0..q.len() {
+    for (b, BlockK { q, sm, d }) in row.iter().enumerate() {
         for (t, acc) in acc.iter_mut().enumerate() {
             let mut sum = 0i32;
-            for (g, &scale) in sc[b].iter().enumerate() {
+            for (g, &scale) in sm.iter().enumerate() {
                 let dot: i32 = (16 * g..16 * g + 16)
-                    .map(|l| i32::from(q[b][l]) * i32::from(a.qs[b][32 * (l / 4) + 4 * t + l % 4]))
+                    .map(|l| i32::from(q[l]) * i32::from(a.qs[b][32 * (l / 4) + 4 * t + l % 4]))
                     .sum();
                 sum += i32::from(scale as i8) * (dot - 32 * a.sums16[b][g][t]);
             }
-            *acc += d[b][0] * a.d[b][t] * sum as f32;
+            *acc += d[0] * a.d[b][t] * sum as f32;
         }
     }
     acc

@@ -15,7 +15,7 @@ use crate::kocts::{self, KOcts, RowsK};
 use crate::kquant::{
     self, ActQuads, BlockQ8K, KQuads, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide,
 };
-use crate::octs::{self, ActOcts, Format32, Row32, Rows32};
+use crate::octs::{self, ActOcts, Block32, Format32, Rows32};
 
 /// Row dot products for the K-quant formats and Q5_0.
 pub trait KKernels: Sync {
@@ -61,7 +61,7 @@ pub trait KKernels: Sync {
     }
     /// One unpacked Q5_0 or Q4_1 row against eight tokens: the scalar kernel's eight dots,
     /// bit for bit.
-    fn dot8_row32(&self, format: Format32, row: Row32<'_>, a: &ActOcts) -> [f32; 8] {
+    fn dot8_row32(&self, format: Format32, row: &[Block32], a: &ActOcts) -> [f32; 8] {
         octs::dot8_row32(format, row, a)
     }
     /// Q4_K (or, with `q6_k`, Q6_K) rows unpacked for [`KKernels::dot8_q4_k`] (`dot8_q6_k`).
@@ -82,7 +82,7 @@ pub trait KKernels: Sync {
     }
     /// Q5_0 or Q4_1 rows unpacked for [`KKernels::dot8_row32`].
     fn unpack_rows32(&self, format: Format32, rows: &[&[u8]], out: &mut Rows32) {
-        out.unpack(format, rows, |b| octs::unpack_block(format, b));
+        out.unpack(format.bytes(), rows, |b| octs::unpack_block(format, b));
     }
     /// Chapter 7's `dot4_q4_1_q8_1` for one Q4_1 row against four tokens, bit for bit, given
     /// the activations interleaved too; `None` when this level has no such kernel.
@@ -252,11 +252,11 @@ pub mod avx2 {
         }
         fn unpack_rows32(&self, format: Format32, rows: &[&[u8]], out: &mut Rows32) {
             // SAFETY: for_isa hands this out only when the CPU has AVX2 and F16C.
-            out.unpack(format, rows, |b| unsafe {
+            out.unpack(format.bytes(), rows, |b| unsafe {
                 super::avx2_octs::unpack_block(format, b)
             });
         }
-        fn dot8_row32(&self, format: Format32, row: Row32<'_>, a: &ActOcts) -> [f32; 8] {
+        fn dot8_row32(&self, format: Format32, row: &[Block32], a: &ActOcts) -> [f32; 8] {
             // SAFETY: for_isa hands this out only when the CPU has AVX2; the kernel checks
             // the lengths.
             unsafe {

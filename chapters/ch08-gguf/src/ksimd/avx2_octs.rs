@@ -14,15 +14,15 @@
 use std::arch::x86_64::*;
 
 use super::avx2::{f16, scales_and_mins};
-use crate::kocts::{KOcts, RowsK};
+use crate::kocts::{BlockK, KOcts, RowsK};
 use crate::kquant::{Q4_K_BYTES, Q6_K_BYTES, QK_K};
-use crate::octs::{ActOcts, Format32, Row32};
+use crate::octs::{ActOcts, Block32, Format32};
 
 /// One Q5_0 or Q4_1 block unpacked as [`crate::octs::unpack_block`] does: the nibbles
 /// split by a shift and a mask, Q5_0's fifth bits spread over the bytes (each byte tests
 /// its own bit of `qh`) and put on with an OR; the scales by F16C.
 #[target_feature(enable = "avx2,f16c")]
-pub(super) fn unpack_block(format: Format32, b: &[u8]) -> ([u8; 32], f32, f32) {
+pub(super) fn unpack_block(format: Format32, b: &[u8]) -> Block32 {
     let q4_1 = format == Format32::Q4_1;
     let at = if q4_1 { 4 } else { 6 };
     assert!(b.len() >= at + 16, "a whole block");
@@ -48,7 +48,12 @@ pub(super) fn unpack_block(format: Format32, b: &[u8]) -> ([u8; 32], f32, f32) {
     let mut out = [0u8; 32];
     // SAFETY: 32 bytes into 32 bytes.
     unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), q) };
-    (out, f16(b, 0), if q4_1 { f16(b, 2) } else { 0.0 })
+    let m = if q4_1 { f16(b, 2) } else { 0.0 };
+    Block32 {
+        q: out,
+        d: f16(b, 0),
+        m,
+    }
 }
 
 /// Four steps of 16-bit sums: the weight's quants `4s..4s + 4` (at `w + 4s`) broadcast to
@@ -76,17 +81,16 @@ unsafe fn four_steps(w: *const u8, a: *const i8) -> __m256i {
 /// # Safety
 /// None beyond the CPU's: the lengths are checked here.
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn dot8_row32<const Q4_1: bool>(row: Row32<'_>, a: &ActOcts) -> [f32; 8] {
-    let n = row.q.len();
+pub(super) unsafe fn dot8_row32<const Q4_1: bool>(row: &[Block32], a: &ActOcts) -> [f32; 8] {
+    let n = row.len();
     assert!(
-        row.d.len() == n && row.m.len() == n && a.qs.len() == n,
+        a.qs.len() == n && a.d.len() == n && a.sum16.len() == n && a.s.len() == n,
         "one activation block per weight block"
     );
-    assert!(a.d.len() == n && a.sum16.len() == n && a.s.len() == n);
     let ones = _mm256_set1_epi16(1);
     let mut acc = _mm256_setzero_ps(); // lane t: token t's sum so far
-    for b in 0..n {
-        let (w, x) = (row.q[b].as_ptr(), a.qs[b].as_ptr());
+    for (b, Block32 { q, d, m }) in row.iter().enumerate() {
+        let (w, x) = (q.as_ptr(), a.qs[b].as_ptr());
         // SAFETY: 32 weight bytes and 256 activation bytes of block b (lengths checked).
         let (first, second) = unsafe { (four_steps(w, x), four_steps(w.add(16), x.add(128))) };
         let dots = if Q4_1 {
@@ -99,13 +103,13 @@ pub(super) unsafe fn dot8_row32<const Q4_1: bool>(row: Row32<'_>, a: &ActOcts) -
         };
         // SAFETY: 8 f32 (or i32) of block b.
         let da = unsafe { _mm256_loadu_ps(a.d[b].as_ptr()) };
-        let dw = _mm256_set1_ps(row.d[b]);
+        let dw = _mm256_set1_ps(*d);
         let p = if Q4_1 {
             // SAFETY: as above.
             let s = unsafe { _mm256_loadu_ps(a.s[b].as_ptr()) };
             _mm256_add_ps(
                 _mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(dots)),
-                _mm256_mul_ps(_mm256_set1_ps(row.m[b]), s),
+                _mm256_mul_ps(_mm256_set1_ps(*m), s),
             )
         } else {
             // SAFETY: as above.
@@ -125,7 +129,7 @@ pub(super) unsafe fn dot8_row32<const Q4_1: bool>(row: Row32<'_>, a: &ActOcts) -
 /// One Q4_K block unpacked as [`crate::kocts::unpack_q4_k`] does: each 32 bytes of nibbles
 /// give two sub-blocks, by a mask and by a shift and a mask; the scales by F16C.
 #[target_feature(enable = "avx2,f16c")]
-pub(super) fn unpack_q4_k(b: &[u8]) -> ([u8; QK_K], [u8; 16], [f32; 2]) {
+pub(super) fn unpack_q4_k(b: &[u8]) -> BlockK {
     assert!(b.len() >= Q4_K_BYTES, "a whole block");
     let low = _mm256_set1_epi8(0x0f);
     let mut q = [0u8; QK_K];
@@ -139,7 +143,11 @@ pub(super) fn unpack_q4_k(b: &[u8]) -> ([u8; QK_K], [u8; 16], [f32; 2]) {
             _mm256_storeu_si256(out.add(32).cast(), high);
         }
     }
-    (q, scales_and_mins(&b[4..16]), [f16(b, 0), f16(b, 2)])
+    BlockK {
+        q,
+        sm: scales_and_mins(&b[4..16]),
+        d: [f16(b, 0), f16(b, 2)],
+    }
 }
 
 // ANCHOR: avx2_octs_q4_k
@@ -152,15 +160,15 @@ pub(super) fn unpack_q4_k(b: &[u8]) -> ([u8; QK_K], [u8; 16], [f32; 2]) {
 /// None beyond the CPU's: the lengths are checked here.
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn dot8_q4_k(rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
-    let (q, sm, d) = rows.row(i);
-    let n = q.len();
+    let row = rows.row(i);
+    let n = row.len();
     assert!(
-        sm.len() == n && d.len() == n && a.qs.len() == n && a.d.len() == n && a.sums.len() == n,
+        a.qs.len() == n && a.d.len() == n && a.sums.len() == n,
         "one activation block per weight block"
     );
     let mut acc = _mm256_setzero_ps(); // lane t: token t's sum so far
-    for b in 0..n {
-        let (w, x) = (q[b].as_ptr(), a.qs[b].as_ptr());
+    for (b, BlockK { q, sm, d }) in row.iter().enumerate() {
+        let (w, x) = (q.as_ptr(), a.qs[b].as_ptr());
         let (mut sumq, mut summ) = (_mm256_setzero_si256(), _mm256_setzero_si256());
         for s in 0..8 {
             // SAFETY: 32 quants of sub-block s and its 256 activation bytes (lengths checked).
@@ -170,16 +178,16 @@ pub(super) unsafe fn dot8_q4_k(rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
                     four_steps(w.add(32 * s + 16), x.add(256 * s + 128)),
                 )
             };
-            let scale = _mm256_set1_epi16(i16::from(sm[b][s]));
+            let scale = _mm256_set1_epi16(i16::from(sm[s]));
             sumq = _mm256_add_epi32(sumq, _mm256_madd_epi16(a16, scale));
             // SAFETY: 8 i32.
             let sums = unsafe { _mm256_loadu_si256(a.sums[b][s].as_ptr().cast()) };
-            let min = _mm256_set1_epi32(i32::from(sm[b][8 + s]));
+            let min = _mm256_set1_epi32(i32::from(sm[8 + s]));
             summ = _mm256_add_epi32(summ, _mm256_madd_epi16(sums, min));
         }
         // SAFETY: 8 f32.
         let da = unsafe { _mm256_loadu_ps(a.d[b].as_ptr()) };
-        let [dw, dmin] = d[b];
+        let [dw, dmin] = *d;
         let p = _mm256_sub_ps(
             _mm256_mul_ps(
                 _mm256_mul_ps(_mm256_set1_ps(dw), da),
@@ -203,7 +211,7 @@ pub(super) unsafe fn dot8_q4_k(rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
 /// four runs of 32, each a nibble of `ql` and two bits of `qh` put together by masks and
 /// shifts (as [`super::avx2`]'s Q6_K kernel does); the scale by F16C.
 #[target_feature(enable = "avx2,f16c")]
-pub(super) fn unpack_q6_k(b: &[u8]) -> ([u8; QK_K], [u8; 16], [f32; 2]) {
+pub(super) fn unpack_q6_k(b: &[u8]) -> BlockK {
     assert!(b.len() >= Q6_K_BYTES, "a whole block");
     let (low, three) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(3));
     let mut q = [0u8; QK_K];
@@ -230,8 +238,12 @@ pub(super) fn unpack_q6_k(b: &[u8]) -> ([u8; QK_K], [u8; 16], [f32; 2]) {
             }
         }
     }
-    let sc = b[192..208].try_into().expect("16 scales");
-    (q, sc, [f16(b, 208), 0.0])
+    let sm = b[192..208].try_into().expect("16 scales");
+    BlockK {
+        q,
+        sm,
+        d: [f16(b, 208), 0.0],
+    }
 }
 
 /// Row `i` of unpacked Q6_K rows against eight tokens: per group of 16, its four steps
@@ -243,18 +255,17 @@ pub(super) fn unpack_q6_k(b: &[u8]) -> ([u8; QK_K], [u8; 16], [f32; 2]) {
 /// None beyond the CPU's: the lengths are checked here.
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn dot8_q6_k(rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
-    let (q, sc, d) = rows.row(i);
-    let n = q.len();
+    let row = rows.row(i);
+    let n = row.len();
     assert!(
-        sc.len() == n && d.len() == n && a.qs.len() == n && a.d.len() == n,
+        a.qs.len() == n && a.d.len() == n && a.sums16.len() == n,
         "one activation block per weight block"
     );
-    assert_eq!(a.sums16.len(), n);
     let mut acc = _mm256_setzero_ps(); // lane t: token t's sum so far
-    for b in 0..n {
-        let (w, x) = (q[b].as_ptr(), a.qs[b].as_ptr());
+    for (b, BlockK { q, sm, d }) in row.iter().enumerate() {
+        let (w, x) = (q.as_ptr(), a.qs[b].as_ptr());
         let (mut sum, mut offset) = (_mm256_setzero_si256(), _mm256_setzero_si256());
-        for (g, &scale) in sc[b].iter().enumerate() {
+        for (g, &scale) in sm.iter().enumerate() {
             // SAFETY: 4 quants at w + 16g + 4j and 32 activation bytes at x + 128g + 32j,
             // j < 4, inside block b (lengths checked).
             let step = |j: usize| unsafe {
@@ -282,7 +293,7 @@ pub(super) unsafe fn dot8_q6_k(rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
         // SAFETY: 8 f32.
         let da = unsafe { _mm256_loadu_ps(a.d[b].as_ptr()) };
         let p = _mm256_mul_ps(
-            _mm256_mul_ps(_mm256_set1_ps(d[b][0]), da),
+            _mm256_mul_ps(_mm256_set1_ps(d[0]), da),
             _mm256_cvtepi32_ps(sum),
         );
         acc = _mm256_add_ps(acc, p);
