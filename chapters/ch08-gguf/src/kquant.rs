@@ -106,7 +106,7 @@ pub fn scale_min_k4(j: usize, s: &[u8]) -> (u8, u8) {
 // ANCHOR: q4_k
 /// The 4-bit quant `l` (0..256) of a Q4_K block: each 64 values use 32 bytes, the first 32
 /// values their low nibbles, the next 32 their high nibbles.
-fn q4_k_quant(qs: &[u8], l: usize) -> u8 {
+pub(crate) fn q4_k_quant(qs: &[u8], l: usize) -> u8 {
     let (chunk, within) = (l / 64, l % 64);
     let byte = qs[chunk * 32 + within % 32];
     if within < 32 { byte & 0x0f } else { byte >> 4 }
@@ -144,7 +144,7 @@ pub fn dot_q4_k_q8_k(b: &[u8], a: &BlockQ8K) -> f32 {
 /// The 6-bit quant `l` (0..256) of a Q6_K block, in 0..64: each 128 values use 64 bytes of
 /// `ql` and 32 of `qh`; value `l` of a half takes a nibble of `ql[l % 64]` (low for the first
 /// 64, high for the next) and two bits of `qh[l % 32]` (bits `2·(l / 32)`).
-fn q6_k_quant(ql: &[u8], qh: &[u8], l: usize) -> i32 {
+pub(crate) fn q6_k_quant(ql: &[u8], qh: &[u8], l: usize) -> i32 {
     let (half, w) = (l / 128, l % 128);
     let (ql, qh) = (&ql[half * 64..], &qh[half * 32..]);
     let low = if w < 64 {

@@ -11,10 +11,11 @@ use ch06_quantization::blocks::{BlockQ4_1, BlockQ8_1};
 const Q4_1_BYTES: usize = BlockQ4_1::BYTES;
 use ch07_simd_parallel::Isa;
 
+use crate::kocts::{self, KOcts, RowsK};
 use crate::kquant::{
     self, ActQuads, BlockQ8K, KQuads, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide,
 };
-use crate::octs::{self, ActOcts, Format32, Row32, Rows32};
+use crate::octs::{self, ActOcts, Block32, Format32, Rows32};
 
 /// Row dot products for the K-quant formats and Q5_0.
 pub trait KKernels: Sync {
@@ -60,12 +61,28 @@ pub trait KKernels: Sync {
     }
     /// One unpacked Q5_0 or Q4_1 row against eight tokens: the scalar kernel's eight dots,
     /// bit for bit.
-    fn dot8_row32(&self, format: Format32, row: Row32<'_>, a: &ActOcts) -> [f32; 8] {
+    fn dot8_row32(&self, format: Format32, row: &[Block32], a: &ActOcts) -> [f32; 8] {
         octs::dot8_row32(format, row, a)
+    }
+    /// Q4_K (or, with `q6_k`, Q6_K) rows unpacked for [`KKernels::dot8_q4_k`] (`dot8_q6_k`).
+    fn unpack_rows_k(&self, q6_k: bool, rows: &[&[u8]], out: &mut RowsK) {
+        if q6_k {
+            out.unpack(Q6_K_BYTES, rows, kocts::unpack_q6_k);
+        } else {
+            out.unpack(Q4_K_BYTES, rows, kocts::unpack_q4_k);
+        }
+    }
+    /// Row `i` of unpacked Q4_K rows against eight tokens: eight `dot_q4_k`s, bit for bit.
+    fn dot8_q4_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
+        kocts::dot8_q4_k(rows, i, a)
+    }
+    /// Row `i` of unpacked Q6_K rows against eight tokens: eight `dot_q6_k`s, bit for bit.
+    fn dot8_q6_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
+        kocts::dot8_q6_k(rows, i, a)
     }
     /// Q5_0 or Q4_1 rows unpacked for [`KKernels::dot8_row32`].
     fn unpack_rows32(&self, format: Format32, rows: &[&[u8]], out: &mut Rows32) {
-        out.unpack(format, rows, |b| octs::unpack_block(format, b));
+        out.unpack(format.bytes(), rows, |b| octs::unpack_block(format, b));
     }
     /// Chapter 7's `dot4_q4_1_q8_1` for one Q4_1 row against four tokens, bit for bit, given
     /// the activations interleaved too; `None` when this level has no such kernel.
@@ -129,8 +146,6 @@ pub fn for_isa(isa: Isa) -> &'static dyn KKernels {
     &ScalarK
 }
 
-#[cfg(target_arch = "x86_64")]
-mod avx2_kquads;
 #[cfg(target_arch = "x86_64")]
 mod avx2_octs;
 
@@ -210,18 +225,38 @@ pub mod avx2 {
             (unsafe { q6_k::<4, 1>(w, [a]) }).map(|r| r[0])
         }
         fn wants_quads(&self) -> bool {
-            true
+            VNNI
         }
         fn wants_octs(&self) -> bool {
             !VNNI
         }
+        fn unpack_rows_k(&self, q6_k: bool, rows: &[&[u8]], out: &mut RowsK) {
+            // SAFETY (both): for_isa hands this out only when the CPU has AVX2 and F16C.
+            if q6_k {
+                out.unpack(Q6_K_BYTES, rows, |b| unsafe {
+                    super::avx2_octs::unpack_q6_k(b)
+                });
+            } else {
+                out.unpack(Q4_K_BYTES, rows, |b| unsafe {
+                    super::avx2_octs::unpack_q4_k(b)
+                });
+            }
+        }
+        fn dot8_q6_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
+            // SAFETY: as below; the kernel checks the lengths.
+            unsafe { super::avx2_octs::dot8_q6_k(rows, i, a) }
+        }
+        fn dot8_q4_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
+            // SAFETY: as above; the kernel checks the lengths.
+            unsafe { super::avx2_octs::dot8_q4_k(rows, i, a) }
+        }
         fn unpack_rows32(&self, format: Format32, rows: &[&[u8]], out: &mut Rows32) {
             // SAFETY: for_isa hands this out only when the CPU has AVX2 and F16C.
-            out.unpack(format, rows, |b| unsafe {
+            out.unpack(format.bytes(), rows, |b| unsafe {
                 super::avx2_octs::unpack_block(format, b)
             });
         }
-        fn dot8_row32(&self, format: Format32, row: Row32<'_>, a: &ActOcts) -> [f32; 8] {
+        fn dot8_row32(&self, format: Format32, row: &[Block32], a: &ActOcts) -> [f32; 8] {
             // SAFETY: for_isa hands this out only when the CPU has AVX2; the kernel checks
             // the lengths.
             unsafe {
@@ -258,11 +293,10 @@ pub mod avx2 {
             quads: &KQuads,
             a: [&[BlockQ8K]; 4],
         ) -> Option<[f32; 4]> {
-            check_quads(w, Q4_K_BYTES, quads.qs.len(), a);
             if !VNNI {
-                // SAFETY: AVX2 and F16C (for_isa checked); the lengths are checked above.
-                return Some(unsafe { super::avx2_kquads::q4_k_quads(w, quads, a) });
+                return None;
             }
+            check_quads(w, Q4_K_BYTES, quads.qs.len(), a);
             // SAFETY: as in dot4_q5_0.
             Some(unsafe { super::avx512::q4_k_quads(w, quads, a) })
         }

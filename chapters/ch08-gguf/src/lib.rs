@@ -16,6 +16,7 @@ pub mod error;
 pub mod file;
 pub mod gguf;
 pub mod hexdump;
+pub mod kocts;
 pub mod kquant;
 pub mod ksimd;
 pub mod matrix;

@@ -6,6 +6,7 @@ use ch06_quantization::matrix::{Activations, Format};
 use ch06_quantization::{Bytes, Kernels, QMatrix};
 use rayon::prelude::*;
 
+use crate::kocts::{KOcts, RowsK};
 use crate::kquant::{self, BlockQ8K, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, QK_K};
 use crate::ksimd::KKernels;
 use crate::octs::{self, ActOcts, Format32};
@@ -211,7 +212,7 @@ impl KMatrix {
                 KActs::Q8_0(_) => unreachable!("the K-quants take Q8_K activations"),
             };
             if self.format == KFormat::Q5_0 && kk.wants_octs() {
-                return octs::prefill(
+                return octs::prefill32(
                     kk,
                     Format32::Q5_0,
                     out,
@@ -219,6 +220,29 @@ impl KMatrix {
                     seq,
                     |r| self.row_bytes(r),
                     |t| ActOcts::from_q8_0(std::array::from_fn(|j| q8_0(t + j))),
+                    |r, t| self.dot4(kk, r, std::array::from_fn(|j| &acts[t + j])),
+                    |r, t| self.dot(kk, r, &acts[t]),
+                );
+            }
+            if matches!(self.format, KFormat::Q4_K | KFormat::Q6_K) && kk.wants_octs() {
+                let q6_k = self.format == KFormat::Q6_K;
+                return octs::prefill(
+                    out,
+                    rows,
+                    seq,
+                    octs::tile_rows(cols / QK_K * 280), // 256 quants, 16 scales, d, dmin
+                    |t| KOcts::new(std::array::from_fn(|j| q8k(t + j))),
+                    |rs, u: &mut RowsK| {
+                        let rs: Vec<&[u8]> = rs.map(|r| self.row_bytes(r)).collect();
+                        kk.unpack_rows_k(q6_k, &rs, u);
+                    },
+                    |u, i, a| {
+                        if q6_k {
+                            kk.dot8_q6_k(u, i, a)
+                        } else {
+                            kk.dot8_q4_k(u, i, a)
+                        }
+                    },
                     |r, t| self.dot4(kk, r, std::array::from_fn(|j| &acts[t + j])),
                     |r, t| self.dot(kk, r, &acts[t]),
                 );
@@ -389,7 +413,7 @@ impl Matrix {
         match self {
             Matrix::Q(m)
                 if m.format() == Format::Q4_1
-                    && kk.wants_quads()
+                    && (kk.wants_quads() || kk.wants_octs())
                     && seq >= 4 * rayon::current_num_threads() =>
             {
                 q4_1_prefill(m, k, kk, out, x, seq)
@@ -472,7 +496,7 @@ fn q4_1_prefill(
     let nb = m.cols() / 32;
     let token = |t: usize| &a[t * nb..(t + 1) * nb];
     if kk.wants_octs() {
-        return octs::prefill(
+        return octs::prefill32(
             kk,
             Format32::Q4_1,
             out,

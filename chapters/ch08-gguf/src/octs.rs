@@ -21,6 +21,8 @@
 use ch06_quantization::blocks::BlockQ8_1;
 use ch06_quantization::f16::f16_to_f32_fast as f16;
 
+use std::ops::Range;
+
 use rayon::prelude::*;
 
 use crate::kquant::{Q5_0_BYTES, Q8_0Wide};
@@ -101,67 +103,57 @@ impl ActOcts {
 }
 // ANCHOR_END: octs
 
-/// Rows of Q5_0 or Q4_1 unpacked: each block's 32 quants as unsigned bytes in element order
-/// (Q5_0's in 0..32, before its offset of 16 is taken out; Q4_1's in 0..16), its scale `d`
-/// and, for Q4_1, its minimum `m`, as f32.
-#[derive(Default)]
-pub struct Rows32 {
+/// Rows of a matrix unpacked for an eight-token kernel: one `B` per block, row after row
+/// ([`Block32`] here, [`crate::kocts::BlockK`] for the K-quants).
+pub struct Rows<B> {
     /// Blocks per row.
     pub blocks: usize,
-    /// `(rows, blocks, 32)`.
-    pub q: Vec<[u8; 32]>,
     /// `(rows, blocks)`.
-    pub d: Vec<f32>,
-    /// `(rows, blocks)`; zeros for Q5_0.
-    pub m: Vec<f32>,
+    pub data: Vec<B>,
 }
 
-/// One row of a [`Rows32`].
-#[derive(Clone, Copy)]
-pub struct Row32<'a> {
-    pub q: &'a [[u8; 32]],
-    pub d: &'a [f32],
-    pub m: &'a [f32],
+impl<B> Default for Rows<B> {
+    fn default() -> Self {
+        Rows {
+            blocks: 0,
+            data: Vec::new(),
+        }
+    }
 }
 
-impl Rows32 {
-    /// Unpacks `rows` (each whole blocks of `format`), replacing what was here, each block
-    /// by `block` (its quants, `d`, `m`): [`unpack_block`] or a SIMD twin.
-    pub fn unpack(
-        &mut self,
-        format: Format32,
-        rows: &[&[u8]],
-        block: impl Fn(&[u8]) -> ([u8; 32], f32, f32),
-    ) {
-        self.q.clear();
-        self.d.clear();
-        self.m.clear();
+impl<B> Rows<B> {
+    /// Unpacks `rows` (each whole blocks of `bytes`), replacing what was here, each block
+    /// by `block` (a scalar unpacker or its SIMD twin).
+    pub fn unpack(&mut self, bytes: usize, rows: &[&[u8]], block: impl Fn(&[u8]) -> B) {
+        self.data.clear();
         for w in rows {
-            let blocks = w.chunks_exact(format.bytes());
+            let blocks = w.chunks_exact(bytes);
             self.blocks = blocks.len();
-            for b in blocks {
-                let (q, d, m) = block(b);
-                self.q.push(q);
-                self.d.push(d);
-                self.m.push(m);
-            }
+            self.data.extend(blocks.map(&block));
         }
     }
 
-    /// Row `i`.
-    pub fn row(&self, i: usize) -> Row32<'_> {
-        let at = i * self.blocks..(i + 1) * self.blocks;
-        Row32 {
-            q: &self.q[at.clone()],
-            d: &self.d[at.clone()],
-            m: &self.m[at],
-        }
+    /// Row `i`'s blocks.
+    pub fn row(&self, i: usize) -> &[B] {
+        &self.data[i * self.blocks..(i + 1) * self.blocks]
     }
 }
 
-/// One block of `format` unpacked: its 32 quants, unsigned, in element order; `d`; and
-/// `m` (0 for Q5_0).
-pub fn unpack_block(format: Format32, b: &[u8]) -> ([u8; 32], f32, f32) {
+/// A Q5_0 or Q4_1 block unpacked: its 32 quants as unsigned bytes in element order (Q5_0's
+/// in 0..32, before its offset of 16 is taken out; Q4_1's in 0..16), its scale `d` and,
+/// for Q4_1, its minimum `m` (0 for Q5_0), as f32: 40 bytes.
+#[derive(Clone, Copy)]
+pub struct Block32 {
+    pub q: [u8; 32],
+    pub d: f32,
+    pub m: f32,
+}
+
+/// Rows of Q5_0 or Q4_1 unpacked.
+pub type Rows32 = Rows<Block32>;
+
+/// One block of `format` unpacked.
+pub fn unpack_block(format: Format32, b: &[u8]) -> Block32 {
     let (nib, qh, m) = match format {
         Format32::Q5_0 => (&b[6..22], u32::from_le_bytes([b[2], b[3], b[4], b[5]]), 0.0),
         Format32::Q4_1 => (&b[4..20], 0, f16(u16::from_le_bytes([b[2], b[3]]))),
@@ -174,28 +166,29 @@ pub fn unpack_block(format: Format32, b: &[u8]) -> ([u8; 32], f32, f32) {
         };
         n | ((((qh >> j) & 1) as u8) << 4)
     });
-    (q, f16(u16::from_le_bytes([b[0], b[1]])), m)
+    let d = f16(u16::from_le_bytes([b[0], b[1]]));
+    Block32 { q, d, m }
 }
 
 /// The scalar twin of the eight-token kernel: one unpacked row against eight tokens, each
 /// token's sum exactly the scalar kernel's (chapter 6's `dot_q4_1_q8_1`, this chapter's
 /// `dot_q5_0_q8_0` block by block): the same integer dot per block, the same float
 /// operations, added in block order.
-pub fn dot8_row32(format: Format32, row: Row32<'_>, a: &ActOcts) -> [f32; 8] {
+pub fn dot8_row32(format: Format32, row: &[Block32], a: &ActOcts) -> [f32; 8] {
     assert_eq!(
-        row.q.len(),
+        row.len(),
         a.qs.len(),
         "one activation block per weight block"
     );
     let mut acc = [0.0f32; 8];
-    for (b, q) in row.q.iter().enumerate() {
+    for (b, Block32 { q, d, m }) in row.iter().enumerate() {
         for (t, acc) in acc.iter_mut().enumerate() {
             let dot: i32 = (0..32)
                 .map(|j| i32::from(q[j]) * i32::from(a.qs[b][32 * (j / 4) + 4 * t + j % 4]))
                 .sum();
             *acc += match format {
-                Format32::Q5_0 => row.d[b] * a.d[b][t] * (dot - a.sum16[b][t]) as f32,
-                Format32::Q4_1 => (row.d[b] * a.d[b][t]) * dot as f32 + row.m[b] * a.s[b][t],
+                Format32::Q5_0 => d * a.d[b][t] * (dot - a.sum16[b][t]) as f32,
+                Format32::Q4_1 => (d * a.d[b][t]) * dot as f32 + m * a.s[b][t],
             };
         }
     }
@@ -203,43 +196,40 @@ pub fn dot8_row32(format: Format32, row: Row32<'_>, a: &ActOcts) -> [f32; 8] {
 }
 
 // ANCHOR: prefill
-/// `out (seq, rows)` of a Q5_0 or Q4_1 matrix in a prefill, on a kernel that wants eight
-/// tokens a row ([`KKernels::wants_octs`]): each thread takes a band of tokens and
-/// interleaves them eight at a time (`octs(first token)`), then walks the weights in tiles
-/// of rows unpacked once for the band, every eight tokens meeting the whole tile while
-/// their activations are in L1. The band's last one to seven tokens go four
-/// (`dot4(row, first token)`) and then one (`dot(row, token)`) at a time. Every output is
-/// the scalar kernel's number, whichever way it was computed.
+/// `out (seq, rows)` of a matrix in a prefill, on a kernel that wants eight tokens a row
+/// ([`KKernels::wants_octs`]): each thread takes a band of tokens and interleaves them eight
+/// at a time (`octs(first token)`), then walks the weights in tiles of `tile` rows unpacked
+/// once for the band (`unpack(rows, into)`), every eight tokens meeting the whole tile
+/// while their activations are in L1 (`dot8(unpacked, row in the tile, eight tokens)`).
+/// The band's last one to seven tokens go four (`dot4(row, first token)`) and then one
+/// (`dot(row, token)`) at a time. Every output is the scalar kernel's number, whichever
+/// way it was computed.
 #[allow(clippy::too_many_arguments)]
-pub fn prefill<'w>(
-    kk: &dyn KKernels,
-    format: Format32,
+pub fn prefill<A: Send, U: Default>(
     out: &mut [f32],
     rows: usize,
     seq: usize,
-    row_bytes: impl Fn(usize) -> &'w [u8] + Sync,
-    octs: impl Fn(usize) -> ActOcts + Sync,
+    tile: usize,
+    octs: impl Fn(usize) -> A + Sync,
+    unpack: impl Fn(Range<usize>, &mut U) + Sync,
+    dot8: impl Fn(&U, usize, &A) -> [f32; 8] + Sync,
     dot4: impl Fn(usize, usize) -> [f32; 4] + Sync,
     dot: impl Fn(usize, usize) -> f32 + Sync,
 ) {
     assert_eq!(out.len(), seq * rows, "prefill: out is not (seq, rows)");
     let band = seq.div_ceil(rayon::current_num_threads());
-    // About 16 kB of unpacked weights per tile (40 bytes a block), 4 to 32 rows.
-    let blocks = row_bytes(0).len() / format.bytes();
-    let tile = (16_384 / (40 * blocks.max(1))).clamp(4, 32);
     out.par_chunks_mut(band * rows)
         .enumerate()
         .for_each(|(b, out_band)| {
             let (t0, n) = (b * band, out_band.len() / rows);
-            let groups: Vec<ActOcts> = (0..n / 8).map(|g| octs(t0 + 8 * g)).collect();
-            let mut unpacked = Rows32::default();
+            let groups: Vec<A> = (0..n / 8).map(|g| octs(t0 + 8 * g)).collect();
+            let mut unpacked = U::default();
             for r0 in (0..rows).step_by(tile) {
                 let r1 = (r0 + tile).min(rows);
-                let tile_rows: Vec<&[u8]> = (r0..r1).map(&row_bytes).collect();
-                kk.unpack_rows32(format, &tile_rows, &mut unpacked);
+                unpack(r0..r1, &mut unpacked);
                 for (g, a) in groups.iter().enumerate() {
                     for r in r0..r1 {
-                        let v = kk.dot8_row32(format, unpacked.row(r - r0), a);
+                        let v = dot8(&unpacked, r - r0, a);
                         for (j, v) in v.into_iter().enumerate() {
                             out_band[(8 * g + j) * rows + r] = v;
                         }
@@ -261,3 +251,39 @@ pub fn prefill<'w>(
         });
 }
 // ANCHOR_END: prefill
+
+/// Rows per tile for [`prefill`] when a row unpacks to `bytes`: about 16 kB, 4 to 32 rows.
+pub fn tile_rows(bytes: usize) -> usize {
+    (16_384 / bytes.max(1)).clamp(4, 32)
+}
+
+/// [`prefill`] for a Q5_0 or Q4_1 matrix of `rows` rows (`row_bytes(r)`), its tokens'
+/// activations interleaved by `octs`.
+#[allow(clippy::too_many_arguments)]
+pub fn prefill32<'w>(
+    kk: &dyn KKernels,
+    format: Format32,
+    out: &mut [f32],
+    rows: usize,
+    seq: usize,
+    row_bytes: impl Fn(usize) -> &'w [u8] + Sync,
+    octs: impl Fn(usize) -> ActOcts + Sync,
+    dot4: impl Fn(usize, usize) -> [f32; 4] + Sync,
+    dot: impl Fn(usize, usize) -> f32 + Sync,
+) {
+    let blocks = row_bytes(0).len() / format.bytes();
+    prefill(
+        out,
+        rows,
+        seq,
+        tile_rows(40 * blocks), // 32 quants, d and m a block
+        octs,
+        |rs, u: &mut Rows32| {
+            let rs: Vec<&[u8]> = rs.map(&row_bytes).collect();
+            kk.unpack_rows32(format, &rs, u);
+        },
+        |u, i, a| kk.dot8_row32(format, u.row(i), a),
+        dot4,
+        dot,
+    );
+}

@@ -6,6 +6,7 @@ use ch01_tensors::models;
 use ch06_quantization::blocks::BlockQ8_0;
 use ch06_quantization::f16::f32_to_f16;
 use ch07_simd_parallel::Isa;
+use ch08_gguf::kocts::{KOcts, RowsK};
 use ch08_gguf::kquant::*;
 use ch08_gguf::ksimd::{KKernels, ScalarK, for_isa};
 use ch08_gguf::octs::{ActOcts, Format32, Rows32};
@@ -459,21 +460,17 @@ fn interleaved_kernels_are_exact_at_the_extremes() {
         let q4k: Vec<u8> = (0..6)
             .flat_map(|i| block(&[wq; Q4_K_BYTES], Q4_K_BYTES, &[0, 2], i))
             .collect();
-        let tokens: Vec<Vec<BlockQ8K>> = (0..4)
+        let tokens: Vec<Vec<BlockQ8K>> = (0..8)
             .map(|t| acts(&vec![aq; 6 * QK_K], 0.01 + 0.002 * t as f32))
             .collect();
-        let a: [&[BlockQ8K]; 4] = std::array::from_fn(|t| &tokens[t][..]);
-        for (isa, k) in levels() {
-            if let Some(got) = k.dot4_q4_k_quads(&q4k, &KQuads::new(a), a) {
-                for t in 0..4 {
-                    let want = ScalarK.dot_q4_k(&q4k, a[t]);
-                    assert_eq!(got[t].to_bits(), want.to_bits(), "Q4_K token {t}, {isa:?}");
-                }
-            }
-        }
+        check_q4_k(&q4k, &tokens);
+        let q6k: Vec<u8> = (0..6)
+            .flat_map(|i| block(&[wq; Q6_K_BYTES], Q6_K_BYTES, &[208], i))
+            .collect();
+        check_q6_k(&q6k, &tokens);
     }
-    #[cfg(target_arch = "x86_64")]
-    if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("f16c") {
+    // The AVX2 level, when this process runs it, has eight-token kernels of its own.
+    if levels().iter().any(|(isa, _)| *isa == Isa::Avx2) {
         assert!(
             ran > 0,
             "the AVX2 level should have run the eight-token kernels"
@@ -484,19 +481,19 @@ fn interleaved_kernels_are_exact_at_the_extremes() {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(100))]
 
-    /// Random Q4_K rows of 1 to 9 super-blocks against random Q8_K activations (−128 too),
+    /// Random Q4_K and Q6_K rows of 1 to 9 super-blocks against random Q8_K activations (−128 too),
     /// each (token, block) its own scale, through the interleaved kernels.
     #[test]
-    fn interleaved_q4_k_equals_the_scalar_dot_on_random_blocks(
-        raw in proptest::collection::vec(any::<u8>(), 9 * Q4_K_BYTES),
-        q in proptest::collection::vec(any::<i8>(), 4 * 9 * QK_K),
+    fn k_quant_prefill_kernels_equal_the_scalar_dots_on_random_blocks(
+        raw in proptest::collection::vec(any::<u8>(), 9 * Q6_K_BYTES),
+        q in proptest::collection::vec(any::<i8>(), 8 * 9 * QK_K),
         nb in 1usize..=9,
         seed in 0usize..1_000_000,
     ) {
         let row: Vec<u8> = (0..nb)
             .flat_map(|i| block(&raw[i * Q4_K_BYTES..], Q4_K_BYTES, &[0, 2], seed + i))
             .collect();
-        let tokens: Vec<Vec<BlockQ8K>> = (0..4)
+        let tokens: Vec<Vec<BlockQ8K>> = (0..8)
             .map(|t| {
                 let mut a = acts(&q[t * 9 * QK_K..][..nb * QK_K], 1.0);
                 for (i, b) in a.iter_mut().enumerate() {
@@ -505,15 +502,69 @@ proptest! {
                 a
             })
             .collect();
-        let a: [&[BlockQ8K]; 4] = std::array::from_fn(|t| &tokens[t][..]);
-        let quads = KQuads::new(a);
-        for (isa, k) in levels() {
-            if let Some(got) = k.dot4_q4_k_quads(&row, &quads, a) {
-                for t in 0..4 {
-                    let want = ScalarK.dot_q4_k(&row, a[t]);
-                    prop_assert_eq!(got[t].to_bits(), want.to_bits(), "Q4_K {} blocks, token {}, {:?}", nb, t, isa);
-                }
+        check_q4_k(&row, &tokens);
+        let q6k: Vec<u8> = (0..nb)
+            .flat_map(|i| block(&raw[i * Q6_K_BYTES..], Q6_K_BYTES, &[208], seed + i))
+            .collect();
+        check_q6_k(&q6k, &tokens);
+    }
+}
+
+/// Every level's four-token (interleaved) and eight-token Q4_K kernels, and the eight-token
+/// kernel's scalar twin, against the scalar dot of each of eight tokens, bit for bit.
+fn check_q4_k(row: &[u8], tokens: &[Vec<BlockQ8K>]) {
+    let a: [&[BlockQ8K]; 8] = std::array::from_fn(|t| &tokens[t][..]);
+    let a4: [&[BlockQ8K]; 4] = std::array::from_fn(|t| a[t]);
+    let (quads, octs) = (KQuads::new(a4), KOcts::new(a));
+    let want: Vec<u32> = a
+        .iter()
+        .map(|a| ScalarK.dot_q4_k(row, a).to_bits())
+        .collect();
+    let n = a[0].len();
+    for (isa, k) in levels() {
+        if let Some(got) = k.dot4_q4_k_quads(row, &quads, a4) {
+            for t in 0..4 {
+                assert_eq!(
+                    got[t].to_bits(),
+                    want[t],
+                    "Q4_K interleaved, {n} blocks, token {t}, {isa:?}"
+                );
             }
+        }
+        let mut rows = RowsK::default();
+        k.unpack_rows_k(false, &[row], &mut rows);
+        let got = k.dot8_q4_k(&rows, 0, &octs);
+        let twin = ch08_gguf::kocts::dot8_q4_k(&rows, 0, &octs);
+        for t in 0..8 {
+            assert_eq!(
+                got[t].to_bits(),
+                want[t],
+                "Q4_K eight tokens, {n} blocks, token {t}, {isa:?}"
+            );
+            assert_eq!(twin[t].to_bits(), want[t], "Q4_K scalar twin, token {t}");
+        }
+    }
+}
+
+/// Every level's eight-token Q6_K kernel and its scalar twin against the scalar dot of each
+/// of eight tokens, bit for bit.
+fn check_q6_k(row: &[u8], tokens: &[Vec<BlockQ8K>]) {
+    let a: [&[BlockQ8K]; 8] = std::array::from_fn(|t| &tokens[t][..]);
+    let octs = KOcts::new(a);
+    let n = a[0].len();
+    for (isa, k) in levels() {
+        let mut rows = RowsK::default();
+        k.unpack_rows_k(true, &[row], &mut rows);
+        let got = k.dot8_q6_k(&rows, 0, &octs);
+        let twin = ch08_gguf::kocts::dot8_q6_k(&rows, 0, &octs);
+        for t in 0..8 {
+            let want = ScalarK.dot_q6_k(row, a[t]).to_bits();
+            assert_eq!(
+                got[t].to_bits(),
+                want,
+                "Q6_K eight tokens, {n} blocks, token {t}, {isa:?}"
+            );
+            assert_eq!(twin[t].to_bits(), want, "Q6_K scalar twin, token {t}");
         }
     }
 }

@@ -1,5 +1,6 @@
-//! The eight-token prefill kernel on AVX2 (layouts in [`crate::octs`]): one unpacked Q5_0
-//! or Q4_1 row against eight tokens, a token per 32-bit lane.
+//! The eight-token prefill kernels on AVX2 (layouts in [`crate::octs`] and
+//! [`crate::kocts`]): one unpacked Q5_0, Q4_1, Q4_K or Q6_K row against eight tokens, a token per
+//! 32-bit lane.
 //!
 //! Per block, eight steps of one broadcast load of the weight's four quants
 //! (`vpbroadcastd`, no shuffle), one load of the eight tokens' four activations and one
@@ -12,14 +13,16 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2::f16;
-use crate::octs::{ActOcts, Format32, Row32};
+use super::avx2::{f16, scales_and_mins};
+use crate::kocts::{BlockK, KOcts, RowsK};
+use crate::kquant::{Q4_K_BYTES, Q6_K_BYTES, QK_K};
+use crate::octs::{ActOcts, Block32, Format32};
 
 /// One Q5_0 or Q4_1 block unpacked as [`crate::octs::unpack_block`] does: the nibbles
 /// split by a shift and a mask, Q5_0's fifth bits spread over the bytes (each byte tests
 /// its own bit of `qh`) and put on with an OR; the scales by F16C.
 #[target_feature(enable = "avx2,f16c")]
-pub(super) fn unpack_block(format: Format32, b: &[u8]) -> ([u8; 32], f32, f32) {
+pub(super) fn unpack_block(format: Format32, b: &[u8]) -> Block32 {
     let q4_1 = format == Format32::Q4_1;
     let at = if q4_1 { 4 } else { 6 };
     assert!(b.len() >= at + 16, "a whole block");
@@ -45,7 +48,12 @@ pub(super) fn unpack_block(format: Format32, b: &[u8]) -> ([u8; 32], f32, f32) {
     let mut out = [0u8; 32];
     // SAFETY: 32 bytes into 32 bytes.
     unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), q) };
-    (out, f16(b, 0), if q4_1 { f16(b, 2) } else { 0.0 })
+    let m = if q4_1 { f16(b, 2) } else { 0.0 };
+    Block32 {
+        q: out,
+        d: f16(b, 0),
+        m,
+    }
 }
 
 /// Four steps of 16-bit sums: the weight's quants `4s..4s + 4` (at `w + 4s`) broadcast to
@@ -73,17 +81,16 @@ unsafe fn four_steps(w: *const u8, a: *const i8) -> __m256i {
 /// # Safety
 /// None beyond the CPU's: the lengths are checked here.
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn dot8_row32<const Q4_1: bool>(row: Row32<'_>, a: &ActOcts) -> [f32; 8] {
-    let n = row.q.len();
+pub(super) unsafe fn dot8_row32<const Q4_1: bool>(row: &[Block32], a: &ActOcts) -> [f32; 8] {
+    let n = row.len();
     assert!(
-        row.d.len() == n && row.m.len() == n && a.qs.len() == n,
+        a.qs.len() == n && a.d.len() == n && a.sum16.len() == n && a.s.len() == n,
         "one activation block per weight block"
     );
-    assert!(a.d.len() == n && a.sum16.len() == n && a.s.len() == n);
     let ones = _mm256_set1_epi16(1);
     let mut acc = _mm256_setzero_ps(); // lane t: token t's sum so far
-    for b in 0..n {
-        let (w, x) = (row.q[b].as_ptr(), a.qs[b].as_ptr());
+    for (b, Block32 { q, d, m }) in row.iter().enumerate() {
+        let (w, x) = (q.as_ptr(), a.qs[b].as_ptr());
         // SAFETY: 32 weight bytes and 256 activation bytes of block b (lengths checked).
         let (first, second) = unsafe { (four_steps(w, x), four_steps(w.add(16), x.add(128))) };
         let dots = if Q4_1 {
@@ -96,13 +103,13 @@ pub(super) unsafe fn dot8_row32<const Q4_1: bool>(row: Row32<'_>, a: &ActOcts) -
         };
         // SAFETY: 8 f32 (or i32) of block b.
         let da = unsafe { _mm256_loadu_ps(a.d[b].as_ptr()) };
-        let dw = _mm256_set1_ps(row.d[b]);
+        let dw = _mm256_set1_ps(*d);
         let p = if Q4_1 {
             // SAFETY: as above.
             let s = unsafe { _mm256_loadu_ps(a.s[b].as_ptr()) };
             _mm256_add_ps(
                 _mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(dots)),
-                _mm256_mul_ps(_mm256_set1_ps(row.m[b]), s),
+                _mm256_mul_ps(_mm256_set1_ps(*m), s),
             )
         } else {
             // SAFETY: as above.
@@ -118,3 +125,181 @@ pub(super) unsafe fn dot8_row32<const Q4_1: bool>(row: Row32<'_>, a: &ActOcts) -
     out
 }
 // ANCHOR_END: avx2_octs
+
+/// One Q4_K block unpacked as [`crate::kocts::unpack_q4_k`] does: each 32 bytes of nibbles
+/// give two sub-blocks, by a mask and by a shift and a mask; the scales by F16C.
+#[target_feature(enable = "avx2,f16c")]
+pub(super) fn unpack_q4_k(b: &[u8]) -> BlockK {
+    assert!(b.len() >= Q4_K_BYTES, "a whole block");
+    let low = _mm256_set1_epi8(0x0f);
+    let mut q = [0u8; QK_K];
+    for c in 0..4 {
+        // SAFETY: bytes 16 + 32c .. 48 + 32c of the block (checked), and 64 of the 256 out.
+        unsafe {
+            let v = _mm256_loadu_si256(b.as_ptr().add(16 + 32 * c).cast());
+            let out = q.as_mut_ptr().add(64 * c);
+            _mm256_storeu_si256(out.cast(), _mm256_and_si256(v, low));
+            let high = _mm256_and_si256(_mm256_srli_epi16::<4>(v), low);
+            _mm256_storeu_si256(out.add(32).cast(), high);
+        }
+    }
+    BlockK {
+        q,
+        sm: scales_and_mins(&b[4..16]),
+        d: [f16(b, 0), f16(b, 2)],
+    }
+}
+
+// ANCHOR: avx2_octs_q4_k
+/// Row `i` of unpacked Q4_K rows against eight tokens: per sub-block, eight steps summed in
+/// 16 bits (4-bit quants: safe), widened by `vpmaddwd` with the sub-block's scale; the mins
+/// meet the tokens' sub-block sums the same way (a sum of 32 activations fits in i16). Then
+/// `d · da · Σq − dmin · da · Σm` per token, as [`crate::kquant::dot_q4_k_q8_k`] writes it.
+///
+/// # Safety
+/// None beyond the CPU's: the lengths are checked here.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn dot8_q4_k(rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
+    let row = rows.row(i);
+    let n = row.len();
+    assert!(
+        a.qs.len() == n && a.d.len() == n && a.sums.len() == n,
+        "one activation block per weight block"
+    );
+    let mut acc = _mm256_setzero_ps(); // lane t: token t's sum so far
+    for (b, BlockK { q, sm, d }) in row.iter().enumerate() {
+        let (w, x) = (q.as_ptr(), a.qs[b].as_ptr());
+        let (mut sumq, mut summ) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+        for s in 0..8 {
+            // SAFETY: 32 quants of sub-block s and its 256 activation bytes (lengths checked).
+            let a16 = unsafe {
+                _mm256_add_epi16(
+                    four_steps(w.add(32 * s), x.add(256 * s)),
+                    four_steps(w.add(32 * s + 16), x.add(256 * s + 128)),
+                )
+            };
+            let scale = _mm256_set1_epi16(i16::from(sm[s]));
+            sumq = _mm256_add_epi32(sumq, _mm256_madd_epi16(a16, scale));
+            // SAFETY: 8 i32.
+            let sums = unsafe { _mm256_loadu_si256(a.sums[b][s].as_ptr().cast()) };
+            let min = _mm256_set1_epi32(i32::from(sm[8 + s]));
+            summ = _mm256_add_epi32(summ, _mm256_madd_epi16(sums, min));
+        }
+        // SAFETY: 8 f32.
+        let da = unsafe { _mm256_loadu_ps(a.d[b].as_ptr()) };
+        let [dw, dmin] = *d;
+        let p = _mm256_sub_ps(
+            _mm256_mul_ps(
+                _mm256_mul_ps(_mm256_set1_ps(dw), da),
+                _mm256_cvtepi32_ps(sumq),
+            ),
+            _mm256_mul_ps(
+                _mm256_mul_ps(_mm256_set1_ps(dmin), da),
+                _mm256_cvtepi32_ps(summ),
+            ),
+        );
+        acc = _mm256_add_ps(acc, p);
+    }
+    let mut out = [0.0f32; 8];
+    // SAFETY: eight f32 into eight f32.
+    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), acc) };
+    out
+}
+// ANCHOR_END: avx2_octs_q4_k
+
+/// One Q6_K block unpacked as [`crate::kocts::unpack_q6_k`] does: per half of 128 quants,
+/// four runs of 32, each a nibble of `ql` and two bits of `qh` put together by masks and
+/// shifts (as [`super::avx2`]'s Q6_K kernel does); the scale by F16C.
+#[target_feature(enable = "avx2,f16c")]
+pub(super) fn unpack_q6_k(b: &[u8]) -> BlockK {
+    assert!(b.len() >= Q6_K_BYTES, "a whole block");
+    let (low, three) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(3));
+    let mut q = [0u8; QK_K];
+    for h in 0..2 {
+        // SAFETY: ql bytes 64h..64h + 64 and qh bytes 128 + 32h..+32 of the block (checked),
+        // and quants 128h..128h + 128 of the 256 out.
+        unsafe {
+            let p = b.as_ptr();
+            let ql0 = _mm256_loadu_si256(p.add(64 * h).cast());
+            let ql1 = _mm256_loadu_si256(p.add(64 * h + 32).cast());
+            let qh = _mm256_loadu_si256(p.add(128 + 32 * h).cast());
+            let top = |v: __m256i| _mm256_and_si256(v, _mm256_slli_epi16::<4>(three)); // bits 4, 5
+            let runs = [
+                _mm256_or_si256(_mm256_and_si256(ql0, low), top(_mm256_slli_epi16::<4>(qh))),
+                _mm256_or_si256(_mm256_and_si256(ql1, low), top(_mm256_slli_epi16::<2>(qh))),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(ql0), low), top(qh)),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), low),
+                    top(_mm256_srli_epi16::<2>(qh)),
+                ),
+            ];
+            for (run, v) in runs.into_iter().enumerate() {
+                _mm256_storeu_si256(q.as_mut_ptr().add(128 * h + 32 * run).cast(), v);
+            }
+        }
+    }
+    let sm = b[192..208].try_into().expect("16 scales");
+    BlockK {
+        q,
+        sm,
+        d: [f16(b, 208), 0.0],
+    }
+}
+
+/// Row `i` of unpacked Q6_K rows against eight tokens: per group of 16, its four steps
+/// summed in 16 bits two at a time (6-bit quants: four could overflow), widened by
+/// `vpmaddwd` with the group's signed scale; the offset of 32 out once per block from the
+/// tokens' group sums. Then `d · da · Σ` per token, as [`crate::kquant::dot_q6_k_q8_k`].
+///
+/// # Safety
+/// None beyond the CPU's: the lengths are checked here.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn dot8_q6_k(rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
+    let row = rows.row(i);
+    let n = row.len();
+    assert!(
+        a.qs.len() == n && a.d.len() == n && a.sums16.len() == n,
+        "one activation block per weight block"
+    );
+    let mut acc = _mm256_setzero_ps(); // lane t: token t's sum so far
+    for (b, BlockK { q, sm, d }) in row.iter().enumerate() {
+        let (w, x) = (q.as_ptr(), a.qs[b].as_ptr());
+        let (mut sum, mut offset) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+        for (g, &scale) in sm.iter().enumerate() {
+            // SAFETY: 4 quants at w + 16g + 4j and 32 activation bytes at x + 128g + 32j,
+            // j < 4, inside block b (lengths checked).
+            let step = |j: usize| unsafe {
+                _mm256_maddubs_epi16(
+                    _mm256_set1_epi32(w.add(16 * g + 4 * j).cast::<i32>().read_unaligned()),
+                    _mm256_loadu_si256(x.add(128 * g + 32 * j).cast()),
+                )
+            };
+            let scale = i16::from(scale as i8);
+            let s16 = _mm256_set1_epi16(scale);
+            sum = _mm256_add_epi32(
+                sum,
+                _mm256_add_epi32(
+                    _mm256_madd_epi16(_mm256_add_epi16(step(0), step(1)), s16),
+                    _mm256_madd_epi16(_mm256_add_epi16(step(2), step(3)), s16),
+                ),
+            );
+            // A group's sum fits in i16: `vpmaddwd` by [scale, 0] multiplies it.
+            // SAFETY: 8 i32.
+            let sums = unsafe { _mm256_loadu_si256(a.sums16[b][g].as_ptr().cast()) };
+            let s32 = _mm256_set1_epi32(i32::from(scale as u16));
+            offset = _mm256_add_epi32(offset, _mm256_madd_epi16(sums, s32));
+        }
+        let sum = _mm256_sub_epi32(sum, _mm256_slli_epi32::<5>(offset));
+        // SAFETY: 8 f32.
+        let da = unsafe { _mm256_loadu_ps(a.d[b].as_ptr()) };
+        let p = _mm256_mul_ps(
+            _mm256_mul_ps(_mm256_set1_ps(d[0]), da),
+            _mm256_cvtepi32_ps(sum),
+        );
+        acc = _mm256_add_ps(acc, p);
+    }
+    let mut out = [0.0f32; 8];
+    // SAFETY: eight f32 into eight f32.
+    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), acc) };
+    out
+}
