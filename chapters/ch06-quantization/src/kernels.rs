@@ -34,6 +34,10 @@ pub trait Kernels: Sync {
     fn dot4_q8_0_q8_0(&self, w: [&[u8]; 4], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
         std::array::from_fn(|i| self.dot_q8_0_q8_0(w[i], a[i]))
     }
+    /// Four independent Q4_0 dots (see [`Kernels::dot4_q4_1_q8_1`]).
+    fn dot4_q4_0_q8_0(&self, w: [&[u8]; 4], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
+        std::array::from_fn(|i| self.dot_q4_0_q8_0(w[i], a[i]))
+    }
     /// Quantizes activations, `x.len()` a multiple of 32, to Q8_0 blocks.
     fn quantize_q8_0(&self, x: &[f32], out: &mut Vec<BlockQ8_0>);
     /// Quantizes activations to Q8_1 blocks.

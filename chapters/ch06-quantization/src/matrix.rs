@@ -427,6 +427,10 @@ impl QMatrix {
                 r.map(|r| self.row_bytes(r)),
                 t.map(|t| &a[t * nb..(t + 1) * nb]),
             ),
+            (Data::Blocks(_), Activations::Q8_0(a), Format::Q4_0) => k.dot4_q4_0_q8_0(
+                r.map(|r| self.row_bytes(r)),
+                t.map(|t| &a[t * nb..(t + 1) * nb]),
+            ),
             _ => std::array::from_fn(|i| self.dot_row(k, r[i], acts, t[i])),
         }
     }

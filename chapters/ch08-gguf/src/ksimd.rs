@@ -59,7 +59,12 @@ pub trait KKernels: Sync {
     fn wants_octs(&self) -> bool {
         false
     }
-    /// One unpacked Q5_0 or Q4_1 row against eight tokens: the scalar kernel's eight dots,
+    /// Whether [`KKernels::dot8_row32`] has a SIMD kernel at all, wanted or not: Q4_0 has no
+    /// other multi-token kernel, so it takes this one on every SIMD level.
+    fn has_octs(&self) -> bool {
+        false
+    }
+    /// One unpacked Q4_0, Q5_0 or Q4_1 row against eight tokens: the scalar kernel's eight dots,
     /// bit for bit.
     fn dot8_row32(&self, format: Format32, row: &[Block32], a: &ActOcts) -> [f32; 8] {
         octs::dot8_row32(format, row, a)
@@ -80,7 +85,7 @@ pub trait KKernels: Sync {
     fn dot8_q6_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
         kocts::dot8_q6_k(rows, i, a)
     }
-    /// Q5_0 or Q4_1 rows unpacked for [`KKernels::dot8_row32`].
+    /// Q4_0, Q5_0 or Q4_1 rows unpacked for [`KKernels::dot8_row32`].
     fn unpack_rows32(&self, format: Format32, rows: &[&[u8]], out: &mut Rows32) {
         out.unpack(format.bytes(), rows, |b| octs::unpack_block(format, b));
     }
@@ -230,6 +235,9 @@ pub mod avx2 {
         fn wants_octs(&self) -> bool {
             !VNNI
         }
+        fn has_octs(&self) -> bool {
+            true
+        }
         fn unpack_rows_k(&self, q6_k: bool, rows: &[&[u8]], out: &mut RowsK) {
             // SAFETY (both): for_isa hands this out only when the CPU has AVX2 and F16C.
             if q6_k {
@@ -261,7 +269,9 @@ pub mod avx2 {
             // the lengths.
             unsafe {
                 match format {
-                    Format32::Q5_0 => super::avx2_octs::dot8_row32::<false>(row, a),
+                    Format32::Q4_0 | Format32::Q5_0 => {
+                        super::avx2_octs::dot8_row32::<false>(row, a)
+                    }
                     Format32::Q4_1 => super::avx2_octs::dot8_row32::<true>(row, a),
                 }
             }

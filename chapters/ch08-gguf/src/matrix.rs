@@ -364,6 +364,13 @@ pub enum Acts {
 /// Rows a task of a grouped product computes.
 const GROUP_ROWS: usize = 64;
 
+/// Tokens a thread must have before a product is split by tokens (a prefill, each thread
+/// reading every weight for its band) rather than by rows ([`matmul_group`]: each weight
+/// read once for all the tokens), for a matrix with a multi-token prefill kernel. Eight is
+/// the widest kernel's width; a matrix without one stays split by rows four times longer.
+pub const FEW: usize = 8;
+
+/// A matrix of any format the engine runs.
 /// A matrix of any format the engine runs.
 pub enum Matrix {
     Q(QMatrix),
@@ -402,6 +409,12 @@ impl Matrix {
             Matrix::K(m) => m.dequantize_row(r, out),
         }
     }
+    // ANCHOR: choose
+    /// `out (seq, rows) = x (seq, cols) · Wᵀ`, the one place that picks how: with few tokens
+    /// a thread ([`FEW`]), split by rows ([`matmul_group`]); else, in a prefill, split by tokens,
+    /// Q4_0 and Q4_1 through [`q4_prefill`]'s multi-token kernels, the K-quants through
+    /// [`KMatrix::matmul`]'s, and the rest through chapter 6's product. Every path gives
+    /// every output the scalar kernel's bits.
     pub fn matmul(
         &self,
         k: &dyn Kernels,
@@ -411,16 +424,38 @@ impl Matrix {
         seq: usize,
     ) {
         match self {
+            _ if self.by_rows(kk, seq) => matmul_group(k, kk, &[self], &mut [out], x, seq),
             Matrix::Q(m)
-                if m.format() == Format::Q4_1
-                    && (kk.wants_quads() || kk.wants_octs())
-                    && seq >= 4 * rayon::current_num_threads() =>
+                if match m.format() {
+                    Format::Q4_1 => kk.wants_quads() || kk.wants_octs(),
+                    Format::Q4_0 => kk.has_octs(),
+                    _ => false,
+                } =>
             {
-                q4_1_prefill(m, k, kk, out, x, seq)
+                q4_prefill(m, k, kk, out, x, seq)
             }
             Matrix::Q(m) => m.matmul_with(k, out, x, seq),
             Matrix::K(m) => m.matmul(k, kk, out, x, seq),
         }
+    }
+    // ANCHOR_END: choose
+
+    /// Whether a product of `seq` tokens is split by rows: too few tokens per thread for
+    /// this matrix's prefill kernel to pay for reading every weight on every thread.
+    fn by_rows(&self, kk: &dyn KKernels, seq: usize) -> bool {
+        let wide = match self {
+            Matrix::Q(m) => match m.format() {
+                Format::Q4_0 => kk.has_octs(),
+                Format::Q4_1 => kk.wants_octs() || kk.wants_quads(),
+                _ => false,
+            },
+            Matrix::K(m) => match m.format {
+                KFormat::Q6_K => kk.wants_octs(),
+                _ => kk.wants_octs() || kk.wants_quads(),
+            },
+        };
+        let per_thread = if wide { FEW } else { 4 * FEW };
+        self.act_kind().is_some() && seq < per_thread * rayon::current_num_threads()
     }
 
     /// Which activations the matrix multiplies with: two matrices with the same kind can
@@ -439,6 +474,40 @@ impl Matrix {
         match self {
             Matrix::Q(m) => Acts::Q(m.quantize_activations(k, x)),
             Matrix::K(m) => Acts::K(x.chunks_exact(m.cols).map(|t| m.quantize(k, t)).collect()),
+        }
+    }
+
+    /// Rows `r0..r0 + n` against every token, `out[t]` token `t`'s `n` outputs: four tokens
+    /// at a time against each row (its blocks unpacked once for the four), then the last
+    /// one to three tokens four rows at a time. The same numbers as [`Matrix::matmul`].
+    fn block_of_rows(
+        &self,
+        k: &dyn Kernels,
+        kk: &dyn KKernels,
+        acts: &Acts,
+        r0: usize,
+        out: &mut [&mut [f32]],
+    ) {
+        let seq = out.len();
+        let mut t = 0;
+        while t + 4 <= seq {
+            for i in 0..out[t].len() {
+                let r = r0 + i;
+                let v = match (self, acts) {
+                    (Matrix::K(m), Acts::K(a)) => m.dot4(kk, r, std::array::from_fn(|j| &a[t + j])),
+                    (Matrix::Q(m), Acts::Q(a)) => {
+                        m.dot_rows4(k, [r; 4], a, [t, t + 1, t + 2, t + 3])
+                    }
+                    _ => unreachable!("quantize made the activations for this matrix"),
+                };
+                for (j, v) in v.into_iter().enumerate() {
+                    out[t + j][i] = v;
+                }
+            }
+            t += 4;
+        }
+        for (t, o) in out.iter_mut().enumerate().skip(t) {
+            self.rows_into(k, kk, acts, t, r0, o);
         }
     }
 
@@ -467,9 +536,10 @@ impl Matrix {
     }
 }
 
-/// Chapter 6's product for a Q4_1 matrix in a prefill, the same numbers bit for bit, with
-/// this chapter's interleaved-activation kernel doing each four tokens of a row.
-fn q4_1_prefill(
+/// Chapter 6's product for a Q4_0 or Q4_1 matrix in a prefill, the same numbers bit for
+/// bit, with this chapter's eight-token kernel (or, for Q4_1 with VNNI, the interleaved
+/// four-token one) doing the tokens of a row together.
+fn q4_prefill(
     m: &QMatrix,
     k: &dyn Kernels,
     kk: &dyn KKernels,
@@ -480,55 +550,85 @@ fn q4_1_prefill(
     assert_eq!(x.len(), seq * m.cols(), "matmul: x is not (seq, cols)");
     assert_eq!(out.len(), seq * m.rows(), "matmul: out is not (seq, rows)");
     // each token's row quantized on the threads: the same blocks as one call over all of x
-    let acts = Activations::Q8_1(
-        x.par_chunks(m.cols())
-            .flat_map_iter(|row| {
-                let Activations::Q8_1(a) = m.quantize_activations(k, row) else {
-                    unreachable!("Q4_1 takes Q8_1 activations")
-                };
-                a
-            })
-            .collect(),
-    );
-    let Activations::Q8_1(a) = &acts else {
-        unreachable!("built as Q8_1 above")
+    let per_token: Vec<Activations> = x
+        .par_chunks(m.cols())
+        .map(|row| m.quantize_activations(k, row))
+        .collect();
+    let acts = match m.format() {
+        Format::Q4_1 => Activations::Q8_1(
+            per_token
+                .into_iter()
+                .flat_map(|a| match a {
+                    Activations::Q8_1(a) => a,
+                    _ => unreachable!("Q4_1 takes Q8_1 activations"),
+                })
+                .collect(),
+        ),
+        _ => Activations::Q8_0(
+            per_token
+                .into_iter()
+                .flat_map(|a| match a {
+                    Activations::Q8_0(a) => a,
+                    _ => unreachable!("Q4_0 takes Q8_0 activations"),
+                })
+                .collect(),
+        ),
     };
     let nb = m.cols() / 32;
-    let token = |t: usize| &a[t * nb..(t + 1) * nb];
-    if kk.wants_octs() {
-        return octs::prefill32(
+    let dot4 = |r: usize, t: usize| m.dot_rows4(k, [r; 4], &acts, [t, t + 1, t + 2, t + 3]);
+    let dot = |r: usize, t: usize| m.dot_row(k, r, &acts, t);
+    match &acts {
+        Activations::Q8_0(a) => octs::prefill32(
+            kk,
+            Format32::Q4_0,
+            out,
+            m.rows(),
+            seq,
+            |r| m.row_bytes(r),
+            |t| ActOcts::from_q8_0_blocks(std::array::from_fn(|j| &a[(t + j) * nb..][..nb])),
+            dot4,
+            dot,
+        ),
+        Activations::Q8_1(a) if kk.wants_octs() => octs::prefill32(
             kk,
             Format32::Q4_1,
             out,
             m.rows(),
             seq,
             |r| m.row_bytes(r),
-            |t| ActOcts::from_q8_1(std::array::from_fn(|j| token(t + j))),
-            |r, t| m.dot_rows4(k, [r; 4], &acts, [t, t + 1, t + 2, t + 3]),
-            |r, t| m.dot_row(k, r, &acts, t),
-        );
+            |t| ActOcts::from_q8_1(std::array::from_fn(|j| &a[(t + j) * nb..][..nb])),
+            dot4,
+            dot,
+        ),
+        Activations::Q8_1(a) => prefill_bands(
+            out,
+            m.rows(),
+            seq,
+            |t| {
+                let a4 = std::array::from_fn(|j| &a[(t + j) * nb..][..nb]);
+                Some(ActQuads::from_q8_1(a4))
+            },
+            |r, t, q| {
+                let a4 = std::array::from_fn(|j| &a[(t + j) * nb..][..nb]);
+                q.and_then(|q| kk.dot4_q4_1_quads(m.row_bytes(r), q, a4))
+                    .unwrap_or_else(|| dot4(r, t))
+            },
+            dot,
+        ),
     }
-    prefill_bands(
-        out,
-        m.rows(),
-        seq,
-        |t| Some(ActQuads::from_q8_1(std::array::from_fn(|j| token(t + j)))),
-        |r, t, q| {
-            let a4 = std::array::from_fn(|j| token(t + j));
-            q.and_then(|q| kk.dot4_q4_1_quads(m.row_bytes(r), q, a4))
-                .unwrap_or_else(|| m.dot_rows4(k, [r; 4], &acts, [t, t + 1, t + 2, t + 3]))
-        },
-        |r, t| m.dot_row(k, r, &acts, t),
-    );
 }
 
 // ANCHOR: matmul_group
 /// Several products of the same input `x` (`(seq, cols)`), `outs[i] = x · mats[i]ᵀ`: Q, K
-/// and V, or gate and up. In a prefill each is an ordinary [`Matrix::matmul`]. In a decode
-/// step, where each product is a few hundred microseconds, the input is quantized once per
-/// kind of activation and every matrix's rows go to the threads in *one* parallel pass:
-/// one fork-join instead of three, and no thread idles while the smallest matrix finishes.
-/// Each output is the same `dot` as in `matmul`, so the numbers are the same bits.
+/// and V, or gate and up. In a prefill each is an ordinary [`Matrix::matmul`]. With too few
+/// tokens a thread for its prefill kernel (a decode step, or a batch of a few sequences;
+/// [`FEW`]), where each
+/// product is a few hundred microseconds, the input is quantized once per kind of
+/// activation and every matrix's rows go to the threads in *one* parallel pass: one
+/// fork-join instead of three, and no thread idles while the smallest matrix finishes. A
+/// task is a block of [`GROUP_ROWS`] rows against every token, so the block's weights come
+/// from memory once however many tokens there are. Each output is the same `dot` as in
+/// `matmul`, so the numbers are the same bits.
 pub fn matmul_group(
     k: &dyn Kernels,
     kk: &dyn KKernels,
@@ -538,44 +638,50 @@ pub fn matmul_group(
     seq: usize,
 ) {
     assert_eq!(mats.len(), outs.len(), "one output per matrix");
-    let threads = rayon::current_num_threads();
-    if seq >= 4 * threads || mats.iter().any(|m| m.act_kind().is_none()) {
-        for (m, out) in mats.iter().zip(outs.iter_mut()) {
+    let mut few: Vec<(&Matrix, &mut [f32])> = Vec::new();
+    for (m, out) in mats.iter().zip(outs.iter_mut()) {
+        if m.by_rows(kk, seq) {
+            few.push((m, out));
+        } else {
             m.matmul(k, kk, out, x, seq);
         }
-        return;
     }
     // One quantization per kind, shared by the matrices that take it.
     let mut acts: Vec<(&'static str, Acts)> = Vec::new();
-    for m in mats {
-        let kind = m.act_kind().expect("checked above");
+    for (m, _) in &few {
+        let kind = m.act_kind().expect("by_rows checked");
         if !acts.iter().any(|(k, _)| *k == kind) {
             acts.push((kind, m.quantize(k, x)));
         }
     }
     let acts_of = |m: &Matrix| {
-        let kind = m.act_kind().expect("checked above");
+        let kind = m.act_kind().expect("by_rows checked");
         &acts
             .iter()
             .find(|(k, _)| *k == kind)
             .expect("quantized above")
             .1
     };
-    let mut tasks: Vec<(&Matrix, usize, usize, &mut [f32])> = Vec::new();
-    for (m, out) in mats.iter().zip(outs.iter_mut()) {
+    // (matrix, first row, each token's outputs for the block's rows)
+    let mut tasks: Vec<(&Matrix, usize, Vec<&mut [f32]>)> = Vec::new();
+    for (m, out) in few {
         assert_eq!(
             out.len(),
             seq * m.rows(),
             "matmul_group: output is not (seq, rows)"
         );
+        let first = tasks.len();
         for (t, out_t) in out.chunks_exact_mut(m.rows()).enumerate() {
             for (c, o) in out_t.chunks_mut(GROUP_ROWS).enumerate() {
-                tasks.push((m, t, c * GROUP_ROWS, o));
+                if t == 0 {
+                    tasks.push((m, c * GROUP_ROWS, Vec::with_capacity(seq)));
+                }
+                tasks[first + c].2.push(o);
             }
         }
     }
     tasks
         .into_par_iter()
-        .for_each(|(m, t, r0, o)| m.rows_into(k, kk, acts_of(m), t, r0, o));
+        .for_each(|(m, r0, mut o)| m.block_of_rows(k, kk, acts_of(m), r0, &mut o));
 }
 // ANCHOR_END: matmul_group

@@ -1,5 +1,5 @@
-//! Eight tokens against one weight row, for a prefill of 32-value blocks (Q5_0 and Q4_1)
-//! on a CPU without VNNI: the layouts the AVX2 kernel reads, and its scalar twin.
+//! Eight tokens against one weight row, for a prefill of 32-value blocks (Q4_0, Q4_1 and
+//! Q5_0) on a CPU without VNNI (and, for Q4_0, on every SIMD level): the layouts the AVX2 kernel reads, and its scalar twin.
 //!
 //! The interleaved kernels of [`crate::kquant::ActQuads`] put (block, token) pairs in the
 //! lanes, so every step must first shuffle each block's weights into its lanes. Here a
@@ -18,7 +18,7 @@
 //! Rows32, per block:   q0 q1 … q31 (unsigned bytes) and d (and m) as f32
 //! ```
 
-use ch06_quantization::blocks::BlockQ8_1;
+use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
 use ch06_quantization::f16::f16_to_f32_fast as f16;
 
 use std::ops::Range;
@@ -32,6 +32,7 @@ use crate::ksimd::KKernels;
 #[allow(non_camel_case_types)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format32 {
+    Q4_0,
     Q5_0,
     Q4_1,
 }
@@ -40,6 +41,7 @@ impl Format32 {
     /// Bytes per block.
     pub fn bytes(self) -> usize {
         match self {
+            Format32::Q4_0 => 18,
             Format32::Q5_0 => Q5_0_BYTES,
             Format32::Q4_1 => 20,
         }
@@ -54,13 +56,23 @@ pub struct ActOcts {
     pub qs: Vec<[i8; 256]>,
     /// `(blocks, 8 tokens)`: each block's scale.
     pub d: Vec<[f32; 8]>,
-    /// `(blocks, 8 tokens)`: `16 · Σ qs` (Q5_0's offset, taken out).
-    pub sum16: Vec<[i32; 8]>,
+    /// `(blocks, 8 tokens)`: `o · Σ qs`, where `o` is the weight format's offset that the
+    /// kernel takes out at the end (16 for Q5_0, 8 for Q4_0; 0 for Q4_1).
+    pub offset: Vec<[i32; 8]>,
     /// `(blocks, 8 tokens)`: Q8_1's `s = d · Σ qs` (for Q4_1's minimum); 0 for Q8_0.
     pub s: Vec<[f32; 8]>,
 }
 
 impl ActOcts {
+    /// Eight tokens' Q8_0 activations for Q4_0 weights (chapter 6's blocks).
+    pub fn from_q8_0_blocks(a: [&[BlockQ8_0]; 8]) -> ActOcts {
+        ActOcts::build(a[0].len(), |t, i| {
+            let b = &a[t][i];
+            let sum: i32 = b.qs.iter().map(|&q| i32::from(q)).sum();
+            (&b.qs, f16(b.d), 8 * sum, 0.0)
+        })
+    }
+
     /// Eight tokens' Q8_0 activations (Q5_0's).
     pub fn from_q8_0(a: [&[Q8_0Wide]; 8]) -> ActOcts {
         ActOcts::build(a[0].len(), |t, i| {
@@ -77,7 +89,7 @@ impl ActOcts {
         })
     }
 
-    /// From `block(t, i)`: token `t`'s block `i` as (quants, d, sum16, s).
+    /// From `block(t, i)`: token `t`'s block `i` as (quants, d, offset, s).
     fn build<'a>(
         blocks: usize,
         block: impl Fn(usize, usize) -> (&'a [i8; 32], f32, i32, f32),
@@ -85,13 +97,13 @@ impl ActOcts {
         let mut out = ActOcts {
             qs: vec![[0; 256]; blocks],
             d: vec![[0.0; 8]; blocks],
-            sum16: vec![[0; 8]; blocks],
+            offset: vec![[0; 8]; blocks],
             s: vec![[0.0; 8]; blocks],
         };
         for i in 0..blocks {
             for t in 0..8 {
-                let (qs, d, sum16, s) = block(t, i);
-                (out.d[i][t], out.sum16[i][t], out.s[i][t]) = (d, sum16, s);
+                let (qs, d, offset, s) = block(t, i);
+                (out.d[i][t], out.offset[i][t], out.s[i][t]) = (d, offset, s);
                 for step in 0..8 {
                     let at = 32 * step + 4 * t;
                     out.qs[i][at..at + 4].copy_from_slice(&qs[4 * step..4 * step + 4]);
@@ -139,9 +151,10 @@ impl<B> Rows<B> {
     }
 }
 
-/// A Q5_0 or Q4_1 block unpacked: its 32 quants as unsigned bytes in element order (Q5_0's
-/// in 0..32, before its offset of 16 is taken out; Q4_1's in 0..16), its scale `d` and,
-/// for Q4_1, its minimum `m` (0 for Q5_0), as f32: 40 bytes.
+/// A Q4_0, Q5_0 or Q4_1 block unpacked: its 32 quants as unsigned bytes in element order
+/// (Q5_0's in 0..32, before its offset of 16 is taken out; Q4_0's in 0..16, before its
+/// offset of 8; Q4_1's in 0..16), its scale `d` and, for Q4_1, its minimum `m` (0 for the
+/// others), as f32: 40 bytes.
 #[derive(Clone, Copy)]
 pub struct Block32 {
     pub q: [u8; 32],
@@ -149,12 +162,13 @@ pub struct Block32 {
     pub m: f32,
 }
 
-/// Rows of Q5_0 or Q4_1 unpacked.
+/// Rows of Q4_0, Q5_0 or Q4_1 unpacked.
 pub type Rows32 = Rows<Block32>;
 
 /// One block of `format` unpacked.
 pub fn unpack_block(format: Format32, b: &[u8]) -> Block32 {
     let (nib, qh, m) = match format {
+        Format32::Q4_0 => (&b[2..18], 0, 0.0),
         Format32::Q5_0 => (&b[6..22], u32::from_le_bytes([b[2], b[3], b[4], b[5]]), 0.0),
         Format32::Q4_1 => (&b[4..20], 0, f16(u16::from_le_bytes([b[2], b[3]]))),
     };
@@ -171,8 +185,8 @@ pub fn unpack_block(format: Format32, b: &[u8]) -> Block32 {
 }
 
 /// The scalar twin of the eight-token kernel: one unpacked row against eight tokens, each
-/// token's sum exactly the scalar kernel's (chapter 6's `dot_q4_1_q8_1`, this chapter's
-/// `dot_q5_0_q8_0` block by block): the same integer dot per block, the same float
+/// token's sum exactly the scalar kernel's (chapter 6's `dot_q4_0_q8_0` and `dot_q4_1_q8_1`,
+/// this chapter's `dot_q5_0_q8_0` block by block): the same integer dot per block, the same float
 /// operations, added in block order.
 pub fn dot8_row32(format: Format32, row: &[Block32], a: &ActOcts) -> [f32; 8] {
     assert_eq!(
@@ -187,7 +201,7 @@ pub fn dot8_row32(format: Format32, row: &[Block32], a: &ActOcts) -> [f32; 8] {
                 .map(|j| i32::from(q[j]) * i32::from(a.qs[b][32 * (j / 4) + 4 * t + j % 4]))
                 .sum();
             *acc += match format {
-                Format32::Q5_0 => d * a.d[b][t] * (dot - a.sum16[b][t]) as f32,
+                Format32::Q4_0 | Format32::Q5_0 => d * a.d[b][t] * (dot - a.offset[b][t]) as f32,
                 Format32::Q4_1 => (d * a.d[b][t]) * dot as f32 + m * a.s[b][t],
             };
         }
@@ -226,7 +240,9 @@ pub fn prefill<A: Send, U: Default>(
             let mut unpacked = U::default();
             for r0 in (0..rows).step_by(tile) {
                 let r1 = (r0 + tile).min(rows);
-                unpack(r0..r1, &mut unpacked);
+                if !groups.is_empty() {
+                    unpack(r0..r1, &mut unpacked); // for nothing when the band has < 8 tokens
+                }
                 for (g, a) in groups.iter().enumerate() {
                     for r in r0..r1 {
                         let v = dot8(&unpacked, r - r0, a);
@@ -257,7 +273,7 @@ pub fn tile_rows(bytes: usize) -> usize {
     (16_384 / bytes.max(1)).clamp(4, 32)
 }
 
-/// [`prefill`] for a Q5_0 or Q4_1 matrix of `rows` rows (`row_bytes(r)`), its tokens'
+/// [`prefill`] for a Q4_0, Q5_0 or Q4_1 matrix of `rows` rows (`row_bytes(r)`), its tokens'
 /// activations interleaved by `octs`.
 #[allow(clippy::too_many_arguments)]
 pub fn prefill32<'w>(

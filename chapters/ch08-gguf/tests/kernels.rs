@@ -362,10 +362,24 @@ fn q8_1_tokens(q: &[i8], nb: usize) -> Vec<Vec<ch06_quantization::blocks::BlockQ
         .collect()
 }
 
-/// Every level's interleaved (four-token) and eight-token Q5_0 and Q4_1 kernels against the
-/// scalar dot of each token, bit for bit; returns how many levels had an eight-token
-/// kernel of their own.
-fn check_interleaved_32(q50: &[u8], q41: &[u8], q: &[i8], nb: usize) -> usize {
+/// Eight tokens of `nb` of chapter 6's Q8_0 blocks from `q` (Q4_0's activations).
+fn q8_0_blocks(q: &[i8], nb: usize) -> Vec<Vec<BlockQ8_0>> {
+    (0..8)
+        .map(|t| {
+            (0..nb)
+                .map(|i| BlockQ8_0 {
+                    d: f32_to_f16(0.015 + 0.002 * (nb * t + i) as f32),
+                    qs: q[(t * nb + i) * 32..][..32].try_into().unwrap(),
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Every level's interleaved (four-token) Q5_0 and Q4_1 kernels and eight-token Q4_0, Q5_0
+/// and Q4_1 kernels against the scalar dot of each token, bit for bit; returns how many
+/// levels had an eight-token kernel of their own.
+fn check_interleaved_32(q40: &[u8], q50: &[u8], q41: &[u8], q: &[i8], nb: usize) -> usize {
     use ch06_quantization::Kernels;
     let a8 = q8_0_tokens(q, nb);
     let a8: [&[Q8_0Wide]; 4] = std::array::from_fn(|t| &a8[t][..]);
@@ -375,16 +389,23 @@ fn check_interleaved_32(q50: &[u8], q41: &[u8], q: &[i8], nb: usize) -> usize {
     let (t8, t1) = (q8_0_tokens(q, nb), q8_1_tokens(q, nb));
     let octs8 = ActOcts::from_q8_0(std::array::from_fn(|t| &t8[t][..]));
     let octs1 = ActOcts::from_q8_1(std::array::from_fn(|t| &t1[t][..]));
+    let t0 = q8_0_blocks(q, nb);
+    let octs0 = ActOcts::from_q8_0_blocks(std::array::from_fn(|t| &t0[t][..]));
     let mut ran = 0;
     for (isa, k) in levels() {
         ran += usize::from(k.wants_octs());
         let mut rows = Rows32::default();
-        for (format, w, octs) in [(Format32::Q5_0, q50, &octs8), (Format32::Q4_1, q41, &octs1)] {
+        for (format, w, octs) in [
+            (Format32::Q4_0, q40, &octs0),
+            (Format32::Q5_0, q50, &octs8),
+            (Format32::Q4_1, q41, &octs1),
+        ] {
             k.unpack_rows32(format, &[w], &mut rows);
             let got = k.dot8_row32(format, rows.row(0), octs);
             let twin = ch08_gguf::octs::dot8_row32(format, rows.row(0), octs);
             for t in 0..8 {
                 let want = match format {
+                    Format32::Q4_0 => ch06_quantization::Scalar.dot_q4_0_q8_0(w, &t0[t]),
                     Format32::Q5_0 => ScalarK.dot_q5_0(w, &t8[t]),
                     Format32::Q4_1 => ch06_quantization::Scalar.dot_q4_1_q8_1(w, &t1[t]),
                 };
@@ -429,7 +450,7 @@ proptest! {
     /// Random rows of 1 to 10 blocks (no whole group, groups, and tails of one to three)
     /// against random activations, −128 included, through the interleaved kernels.
     #[test]
-    fn interleaved_q5_0_and_q4_1_equal_the_scalar_dots(
+    fn interleaved_q4_0_q5_0_and_q4_1_equal_the_scalar_dots(
         raw in proptest::collection::vec(any::<u8>(), 10 * 22),
         q in proptest::collection::vec(any::<i8>(), 8 * 10 * 32),
         nb in 1usize..=10,
@@ -437,7 +458,8 @@ proptest! {
     ) {
         let q50: Vec<u8> = (0..nb).flat_map(|i| block(&raw[i * 22..], 22, &[0], seed + i)).collect();
         let q41: Vec<u8> = (0..nb).flat_map(|i| block(&raw[i * 20..], 20, &[0, 2], seed + 7 * i)).collect();
-        check_interleaved_32(&q50, &q41, &q, nb);
+        let q40: Vec<u8> = (0..nb).flat_map(|i| block(&raw[i * 18..], 18, &[0], seed + 3 * i)).collect();
+        check_interleaved_32(&q40, &q50, &q41, &q, nb);
     }
 }
 
@@ -454,7 +476,10 @@ fn interleaved_kernels_are_exact_at_the_extremes() {
         let q41: Vec<u8> = (0..nb)
             .flat_map(|i| block(&[wq; 20], 20, &[0, 2], i))
             .collect();
-        ran += check_interleaved_32(&q50, &q41, &vec![aq; 8 * nb * 32], nb);
+        let q40: Vec<u8> = (0..nb)
+            .flat_map(|i| block(&[wq; 18], 18, &[0], i))
+            .collect();
+        ran += check_interleaved_32(&q40, &q50, &q41, &vec![aq; 8 * nb * 32], nb);
         // Q4_K: every quant, scale and min at its largest (or zero), six super-blocks (a
         // group of four and a tail of two).
         let q4k: Vec<u8> = (0..6)

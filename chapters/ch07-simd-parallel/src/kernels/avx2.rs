@@ -490,3 +490,48 @@ pub fn dot4_q8_0_q8_0(w: [&[u8]; 4], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
     }
     lanes4(sum)
 }
+
+/// Four Q4_0 dots at once: [`dot4_q8_0_q8_0`] with each weight block's nibbles unpacked and
+/// re-centred by −8 first, as [`dot_q4_0_q8_0`] does; one row against four tokens unpacks
+/// the row's block once.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub fn dot4_q4_0_q8_0(w: [&[u8]; 4], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
+    let nb = pairs_blocks::<{ BlockQ4_0::BYTES }, _>(&w, &a);
+    let one_row = w.iter().all(|r| r.as_ptr() == w[0].as_ptr());
+    let (wp, ap) = (w.map(<[u8]>::as_ptr), a.map(<[BlockQ8_0]>::as_ptr));
+    let unpack = |p: *const u8| {
+        // SAFETY: the caller passes a block's first byte; its 16 nibble bytes follow the scale.
+        let bytes = unsafe { _mm_loadu_si128(p.add(2).cast()) };
+        let low = _mm_and_si128(bytes, _mm_set1_epi8(0x0f));
+        let high = _mm_and_si128(_mm_srli_epi16::<4>(bytes), _mm_set1_epi8(0x0f));
+        _mm256_sub_epi8(_mm256_set_m128i(high, low), _mm256_set1_epi8(8))
+    };
+    let mut sum = _mm_setzero_ps();
+    for b in 0..nb {
+        // SAFETY: every row has nb blocks (checked above) and b < nb; unaligned loads only.
+        unsafe {
+            let wb: [*const u8; 4] = wp.map(|p| p.add(b * BlockQ4_0::BYTES));
+            let ab: [*const BlockQ8_0; 4] = ap.map(|p| p.add(b));
+            let q: [__m256i; 4] = if one_row {
+                [unpack(wb[0]); 4]
+            } else {
+                for p in wb {
+                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(8 * nb * BlockQ4_0::BYTES).cast()); // as in Q4_1
+                }
+                wb.map(unpack)
+            };
+            let p: [__m256i; 4] = std::array::from_fn(|i| {
+                let y = _mm256_loadu_si256((&raw const (*ab[i]).qs).cast());
+                _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(_mm256_sign_epi8(q[i], q[i]), _mm256_sign_epi8(y, q[i])),
+                    _mm256_set1_epi16(1),
+                )
+            });
+            let sumi = _mm_cvtepi32_ps(hsum4_i32(p));
+            let (d, _) = halves4_ptr(wb.map(|p| p.cast::<i32>()));
+            let (da, _) = halves4_ptr(ab.map(|p| p.cast::<i32>()));
+            sum = _mm_add_ps(sum, _mm_mul_ps(sumi, _mm_mul_ps(d, da)));
+        }
+    }
+    lanes4(sum)
+}

@@ -86,6 +86,9 @@ macro_rules! simd_kernels {
             fn dot4_q8_0_q8_0(&self, w: [&[u8]; 4], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
                 unsafe { avx2::dot4_q8_0_q8_0(w, a) }
             }
+            fn dot4_q4_0_q8_0(&self, w: [&[u8]; 4], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
+                unsafe { avx2::dot4_q4_0_q8_0(w, a) }
+            }
             fn dot_f32(&self, a: &[f32], b: &[f32]) -> f32 {
                 unsafe { avx2::dot_f32(a, b) }
             }

@@ -1,5 +1,5 @@
 //! The eight-token prefill kernels on AVX2 (layouts in [`crate::octs`] and
-//! [`crate::kocts`]): one unpacked Q5_0, Q4_1, Q4_K or Q6_K row against eight tokens, a token per
+//! [`crate::kocts`]): one unpacked Q4_0, Q5_0, Q4_1, Q4_K or Q6_K row against eight tokens, a token per
 //! 32-bit lane.
 //!
 //! Per block, eight steps of one broadcast load of the weight's four quants
@@ -18,13 +18,17 @@ use crate::kocts::{BlockK, KOcts, RowsK};
 use crate::kquant::{Q4_K_BYTES, Q6_K_BYTES, QK_K};
 use crate::octs::{ActOcts, Block32, Format32};
 
-/// One Q5_0 or Q4_1 block unpacked as [`crate::octs::unpack_block`] does: the nibbles
+/// One Q4_0, Q5_0 or Q4_1 block unpacked as [`crate::octs::unpack_block`] does: the nibbles
 /// split by a shift and a mask, Q5_0's fifth bits spread over the bytes (each byte tests
 /// its own bit of `qh`) and put on with an OR; the scales by F16C.
 #[target_feature(enable = "avx2,f16c")]
 pub(super) fn unpack_block(format: Format32, b: &[u8]) -> Block32 {
     let q4_1 = format == Format32::Q4_1;
-    let at = if q4_1 { 4 } else { 6 };
+    let at = match format {
+        Format32::Q4_0 => 2,
+        Format32::Q4_1 => 4,
+        Format32::Q5_0 => 6,
+    };
     assert!(b.len() >= at + 16, "a whole block");
     // SAFETY: the 16 nibble bytes, inside the block (checked).
     let nib = unsafe { _mm_loadu_si128(b.as_ptr().add(at).cast()) };
@@ -33,7 +37,7 @@ pub(super) fn unpack_block(format: Format32, b: &[u8]) -> Block32 {
         _mm_and_si128(_mm_srli_epi16::<4>(nib), low),
         _mm_and_si128(nib, low),
     );
-    if !q4_1 {
+    if format == Format32::Q5_0 {
         let qh = i32::from_le_bytes([b[2], b[3], b[4], b[5]]);
         // Byte j gets byte j / 8 of qh, then 16 if its bit j % 8 is set.
         let spread = _mm256_setr_epi8(
@@ -75,7 +79,8 @@ unsafe fn four_steps(w: *const u8, a: *const i8) -> __m256i {
 }
 
 // ANCHOR: avx2_octs
-/// One unpacked row (Q4_1 with `Q4_1`, else Q5_0) against eight tokens: each lane exactly
+/// One unpacked row (Q4_1 with `Q4_1`, else Q5_0 or Q4_0: their offset is in the
+/// activations) against eight tokens: each lane exactly
 /// [`crate::octs::dot8_row32`]'s, which is the scalar kernel's.
 ///
 /// # Safety
@@ -84,7 +89,7 @@ unsafe fn four_steps(w: *const u8, a: *const i8) -> __m256i {
 pub(super) unsafe fn dot8_row32<const Q4_1: bool>(row: &[Block32], a: &ActOcts) -> [f32; 8] {
     let n = row.len();
     assert!(
-        a.qs.len() == n && a.d.len() == n && a.sum16.len() == n && a.s.len() == n,
+        a.qs.len() == n && a.d.len() == n && a.offset.len() == n && a.s.len() == n,
         "one activation block per weight block"
     );
     let ones = _mm256_set1_epi16(1);
@@ -113,8 +118,8 @@ pub(super) unsafe fn dot8_row32<const Q4_1: bool>(row: &[Block32], a: &ActOcts) 
             )
         } else {
             // SAFETY: as above.
-            let sum16 = unsafe { _mm256_loadu_si256(a.sum16[b].as_ptr().cast()) };
-            let dots = _mm256_cvtepi32_ps(_mm256_sub_epi32(dots, sum16)); // Σ (q − 16)·a
+            let offset = unsafe { _mm256_loadu_si256(a.offset[b].as_ptr().cast()) };
+            let dots = _mm256_cvtepi32_ps(_mm256_sub_epi32(dots, offset)); // Σ (q − o)·a
             _mm256_mul_ps(_mm256_mul_ps(dw, da), dots)
         };
         acc = _mm256_add_ps(acc, p);

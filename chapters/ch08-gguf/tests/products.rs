@@ -1,0 +1,159 @@
+//! Every path a matrix product can take — a decode step, a few tokens, bands of four, the
+//! eight-token kernels — gives the scalar kernel's numbers, bit for bit, on every level this
+//! CPU runs and at every thread count: the choice of path is about speed only.
+
+use ch06_quantization::matrix::{Bytes, Format};
+use ch06_quantization::search::ScaleRule;
+use ch06_quantization::{QMatrix, Scalar};
+use ch07_simd_parallel::Isa;
+use ch08_gguf::ksimd::{KKernels, ScalarK, for_isa};
+use ch08_gguf::matrix::{KFormat, KMatrix, Matrix, matmul_group};
+
+const ROWS: usize = 44;
+const COLS: usize = 512;
+
+/// A deterministic pseudo-random stream (no dependency on a crate's generator).
+fn stream(seed: u64) -> impl FnMut() -> u64 {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    }
+}
+
+fn floats(n: usize, seed: u64) -> Vec<f32> {
+    let mut next = stream(seed);
+    (0..n)
+        .map(|_| (next() % 20_001) as f32 / 10_000.0 - 1.0)
+        .collect()
+}
+
+/// Random blocks of a K-quant format with every f16 scale a small finite number.
+fn k_matrix(format: KFormat, seed: u64) -> KMatrix {
+    let (values, bytes) = format.block();
+    let scales: &[usize] = match format {
+        KFormat::Q5_0 => &[0],
+        KFormat::Q4_K => &[0, 2],
+        KFormat::Q6_K => &[208],
+    };
+    let mut next = stream(seed);
+    let mut data: Vec<u8> = (0..ROWS * COLS / values * bytes)
+        .map(|_| next() as u8)
+        .collect();
+    for block in data.chunks_exact_mut(bytes) {
+        for &at in scales {
+            // an f16 between 2^-8 and 2^-6: exponent bits 7..9, any mantissa
+            let h = (((7 + next() % 3) as u16) << 10) | (next() as u16 & 0x3ff);
+            block[at..at + 2].copy_from_slice(&h.to_le_bytes());
+        }
+    }
+    KMatrix::new(format, ROWS, COLS, Bytes::from_vec(data)).expect("whole blocks")
+}
+
+/// Every matrix kind the files hold, but F32 (chapter 4's `linear`, not a quantized kernel).
+fn matrices() -> Vec<(String, Matrix)> {
+    let w = floats(ROWS * COLS, 7);
+    let mut out: Vec<(String, Matrix)> = [Format::Q4_0, Format::Q4_1, Format::Q8_0]
+        .into_iter()
+        .map(|f| {
+            let m = QMatrix::quantize(&w, ROWS, COLS, f, ScaleRule::Absmax).expect("quantizes");
+            (f.name().to_string(), Matrix::Q(m))
+        })
+        .collect();
+    for (i, f) in [KFormat::Q5_0, KFormat::Q4_K, KFormat::Q6_K]
+        .into_iter()
+        .enumerate()
+    {
+        out.push((f.name().to_string(), Matrix::K(k_matrix(f, 11 + i as u64))));
+    }
+    out
+}
+
+/// The scalar kernels' product, one token at a time.
+fn reference(m: &Matrix, x: &[f32], seq: usize) -> Vec<f32> {
+    let mut out = vec![0.0f32; seq * m.rows()];
+    for (t, o) in out.chunks_exact_mut(m.rows()).enumerate() {
+        let xt = &x[t * COLS..(t + 1) * COLS];
+        ch07_simd_parallel::bench::in_pool(1, || m.matmul(&Scalar, &ScalarK, o, xt, 1))
+            .expect("a pool of one thread");
+    }
+    out
+}
+
+fn levels() -> Vec<(
+    Isa,
+    &'static dyn ch06_quantization::Kernels,
+    &'static dyn KKernels,
+)> {
+    Isa::available()
+        .into_iter()
+        .map(|isa| {
+            let k = ch07_simd_parallel::kernels::for_isa(isa).expect("available");
+            (isa, k, for_isa(isa))
+        })
+        .collect()
+}
+
+#[test]
+fn every_product_path_gives_the_scalar_numbers() {
+    let mats = matrices();
+    for seq in [1, 2, 3, 5, 8, 9, 16, 17, 40] {
+        let x = floats(seq * COLS, 100 + seq as u64);
+        for (name, m) in &mats {
+            let want = reference(m, &x, seq);
+            for (isa, k, kk) in levels() {
+                for threads in [1, 2, 3] {
+                    let mut got = vec![0.0f32; seq * ROWS];
+                    ch07_simd_parallel::bench::in_pool(threads, || {
+                        m.matmul(k, kk, &mut got, &x, seq)
+                    })
+                    .expect("a pool");
+                    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                        assert_eq!(
+                            g.to_bits(),
+                            w.to_bits(),
+                            "{name}, {seq} tokens, {isa}, {threads} threads: token {}, row {} \
+                             is {g}, the scalar kernel gives {w}",
+                            i / ROWS,
+                            i % ROWS
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn grouped_products_equal_single_products() {
+    let mats = matrices();
+    for seq in [1, 3, 6, 8, 20] {
+        let x = floats(seq * COLS, 300 + seq as u64);
+        // Q, K and V of chapter 8's layers: matrices of different formats, one input
+        for group in [&mats[0..3], &mats[3..6], &mats[1..5]] {
+            let want: Vec<Vec<f32>> = group.iter().map(|(_, m)| reference(m, &x, seq)).collect();
+            for (isa, k, kk) in levels() {
+                for threads in [1, 2] {
+                    let mut outs: Vec<Vec<f32>> = vec![vec![0.0; seq * ROWS]; group.len()];
+                    let refs: Vec<&Matrix> = group.iter().map(|(_, m)| m).collect();
+                    ch07_simd_parallel::bench::in_pool(threads, || {
+                        let mut o: Vec<&mut [f32]> = outs.iter_mut().map(|o| &mut o[..]).collect();
+                        matmul_group(k, kk, &refs, &mut o, &x, seq)
+                    })
+                    .expect("a pool");
+                    for ((name, _), (got, want)) in group.iter().zip(outs.iter().zip(&want)) {
+                        assert!(
+                            got.iter()
+                                .zip(want)
+                                .all(|(g, w)| g.to_bits() == w.to_bits()),
+                            "{name} in a group, {seq} tokens, {isa}, {threads} threads: not the \
+                             scalar numbers"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
