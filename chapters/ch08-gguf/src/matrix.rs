@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use crate::kocts::{KOcts, RowsK};
 use crate::kquant::{self, BlockQ8K, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, QK_K};
 use crate::ksimd::KKernels;
-use crate::octs::{self, ActOcts, Format32};
+use crate::octs::{self, ActOcts, Format32, Rows32};
 
 /// The block formats of [`crate::kquant`] (named as llama.cpp names them).
 #[allow(non_camel_case_types)]
@@ -361,14 +361,30 @@ pub enum Acts {
     K(Vec<KActs>),
 }
 
+/// Every eight tokens' activations interleaved for an eight-token kernel ([`crate::octs`]).
+enum Eights {
+    Q32(Vec<ActOcts>),
+    K(Vec<KOcts>),
+}
+
+/// Which eight-token kernel a matrix has on a kernel level.
+#[derive(Clone, Copy)]
+enum EightKernel {
+    Q32(Format32),
+    K { q6_k: bool },
+}
+
 /// Rows a task of a grouped product computes.
 const GROUP_ROWS: usize = 64;
 
-/// Tokens a thread must have before a product is split by tokens (a prefill, each thread
-/// reading every weight for its band) rather than by rows ([`matmul_group`]: each weight
-/// read once for all the tokens), for a matrix with a multi-token prefill kernel. Eight is
-/// the widest kernel's width; a matrix without one stays split by rows four times longer.
-pub const FEW: usize = 8;
+/// Tokens a thread must have before a product is split by tokens (a prefill: each thread
+/// reads every weight for its band of tokens) rather than by rows ([`matmul_group`]: each
+/// weight read once for all the tokens, eight at a time where the matrix has an
+/// eight-token kernel), for a matrix with a multi-token prefill kernel. On the book's AMD
+/// EPYC (two threads), 16 to 24 tokens went up to 1.8× faster split by rows, and from 32 the
+/// two splits were level. A matrix without such a kernel stays split by rows twice as
+/// long.
+pub const FEW: usize = 16;
 
 /// A matrix of any format the engine runs.
 /// A matrix of any format the engine runs.
@@ -440,6 +456,125 @@ impl Matrix {
     }
     // ANCHOR_END: choose
 
+    /// The eight-token kernel this matrix has on `kk`'s level, if any.
+    fn eight_kernel(&self, kk: &dyn KKernels) -> Option<EightKernel> {
+        match self {
+            Matrix::Q(m) => match m.format() {
+                Format::Q4_0 if kk.has_octs() => Some(EightKernel::Q32(Format32::Q4_0)),
+                Format::Q4_1 if kk.wants_octs() => Some(EightKernel::Q32(Format32::Q4_1)),
+                _ => None,
+            },
+            Matrix::K(m) if kk.wants_octs() => Some(match m.format {
+                KFormat::Q5_0 => EightKernel::Q32(Format32::Q5_0),
+                KFormat::Q4_K => EightKernel::K { q6_k: false },
+                KFormat::Q6_K => EightKernel::K { q6_k: true },
+            }),
+            Matrix::K(_) => None,
+        }
+    }
+
+    /// Every whole eight of the `seq` tokens' activations interleaved for this matrix's
+    /// eight-token kernel: built once per product, shared by every block of rows.
+    fn eights(&self, kk: &dyn KKernels, acts: &Acts, seq: usize) -> Option<Eights> {
+        let kernel = self.eight_kernel(kk)?;
+        let groups = seq / 8;
+        if groups == 0 {
+            return None;
+        }
+        Some(match (kernel, acts) {
+            (EightKernel::Q32(_), Acts::Q(a)) => {
+                let nb = self.cols() / 32;
+                Eights::Q32(
+                    (0..groups)
+                        .map(|g| match a {
+                            Activations::Q8_0(a) => {
+                                ActOcts::from_q8_0_blocks(std::array::from_fn(|j| {
+                                    &a[(8 * g + j) * nb..][..nb]
+                                }))
+                            }
+                            Activations::Q8_1(a) => ActOcts::from_q8_1(std::array::from_fn(|j| {
+                                &a[(8 * g + j) * nb..][..nb]
+                            })),
+                        })
+                        .collect(),
+                )
+            }
+            (EightKernel::Q32(_), Acts::K(a)) => Eights::Q32(
+                (0..groups)
+                    .map(|g| {
+                        ActOcts::from_q8_0(std::array::from_fn(|j| match &a[8 * g + j] {
+                            KActs::Q8_0(a) => &a[..],
+                            KActs::Q8K(_) => unreachable!("Q5_0 takes Q8_0 activations"),
+                        }))
+                    })
+                    .collect(),
+            ),
+            (EightKernel::K { .. }, Acts::K(a)) => Eights::K(
+                (0..groups)
+                    .map(|g| {
+                        KOcts::new(std::array::from_fn(|j| match &a[8 * g + j] {
+                            KActs::Q8K(a) => &a[..],
+                            KActs::Q8_0(_) => unreachable!("the K-quants take Q8_K activations"),
+                        }))
+                    })
+                    .collect(),
+            ),
+            (EightKernel::K { .. }, Acts::Q(_)) => unreachable!("K-quants take K activations"),
+        })
+    }
+
+    /// Rows `r0..r0 + n` unpacked once, against every eight tokens of `eights`: `out[t][i]`
+    /// for the first `8 · groups` tokens.
+    fn block_of_rows_by_eights(
+        &self,
+        kk: &dyn KKernels,
+        eights: &Eights,
+        r0: usize,
+        out: &mut [&mut [f32]],
+    ) {
+        let n = out[0].len();
+        let bytes: Vec<&[u8]> = (r0..r0 + n)
+            .map(|r| match self {
+                Matrix::Q(m) => m.row_bytes(r),
+                Matrix::K(m) => m.row_bytes(r),
+            })
+            .collect();
+        let mut put = |g: usize, i: usize, v: [f32; 8]| {
+            for (j, v) in v.into_iter().enumerate() {
+                out[8 * g + j][i] = v;
+            }
+        };
+        match (self.eight_kernel(kk), eights) {
+            (Some(EightKernel::Q32(f)), Eights::Q32(groups)) => {
+                let mut rows = Rows32::default();
+                kk.unpack_rows32(f, &bytes, &mut rows);
+                for (g, a) in groups.iter().enumerate() {
+                    for i in 0..n {
+                        put(g, i, kk.dot8_row32(f, rows.row(i), a));
+                    }
+                }
+            }
+            (Some(EightKernel::K { q6_k }), Eights::K(groups)) => {
+                let mut rows = RowsK::default();
+                kk.unpack_rows_k(q6_k, &bytes, &mut rows);
+                for (g, a) in groups.iter().enumerate() {
+                    for i in 0..n {
+                        put(
+                            g,
+                            i,
+                            if q6_k {
+                                kk.dot8_q6_k(&rows, i, a)
+                            } else {
+                                kk.dot8_q4_k(&rows, i, a)
+                            },
+                        );
+                    }
+                }
+            }
+            _ => unreachable!("eights were built for this matrix's kernel"),
+        }
+    }
+
     /// Whether a product of `seq` tokens is split by rows: too few tokens per thread for
     /// this matrix's prefill kernel to pay for reading every weight on every thread.
     fn by_rows(&self, kk: &dyn KKernels, seq: usize) -> bool {
@@ -454,7 +589,7 @@ impl Matrix {
                 _ => kk.wants_octs() || kk.wants_quads(),
             },
         };
-        let per_thread = if wide { FEW } else { 4 * FEW };
+        let per_thread = if wide { FEW } else { 2 * FEW };
         self.act_kind().is_some() && seq < per_thread * rayon::current_num_threads()
     }
 
@@ -477,19 +612,24 @@ impl Matrix {
         }
     }
 
-    /// Rows `r0..r0 + n` against every token, `out[t]` token `t`'s `n` outputs: four tokens
-    /// at a time against each row (its blocks unpacked once for the four), then the last
-    /// one to three tokens four rows at a time. The same numbers as [`Matrix::matmul`].
+    /// Rows `r0..r0 + n` against every token, `out[t]` token `t`'s `n` outputs: eight tokens
+    /// at a time where the matrix has an eight-token kernel (`eights`), then four at a time
+    /// against each row (its blocks unpacked once for the four), then the last one to three
+    /// tokens four rows at a time. The same numbers as [`Matrix::matmul`].
     fn block_of_rows(
         &self,
         k: &dyn Kernels,
         kk: &dyn KKernels,
-        acts: &Acts,
+        (acts, eights): (&Acts, Option<&Eights>),
         r0: usize,
         out: &mut [&mut [f32]],
     ) {
         let seq = out.len();
         let mut t = 0;
+        if let Some(e) = eights {
+            self.block_of_rows_by_eights(kk, e, r0, out);
+            t = seq / 8 * 8;
+        }
         while t + 4 <= seq {
             for i in 0..out[t].len() {
                 let r = r0 + i;
@@ -662,9 +802,14 @@ pub fn matmul_group(
             .expect("quantized above")
             .1
     };
-    // (matrix, first row, each token's outputs for the block's rows)
-    let mut tasks: Vec<(&Matrix, usize, Vec<&mut [f32]>)> = Vec::new();
-    for (m, out) in few {
+    // Every eight tokens interleaved once per matrix that has an eight-token kernel.
+    let eights: Vec<Option<Eights>> = few
+        .iter()
+        .map(|(m, _)| m.eights(kk, acts_of(m), seq))
+        .collect();
+    // (matrix, its eights, first row, each token's outputs for the block's rows)
+    let mut tasks: Vec<(&Matrix, Option<&Eights>, usize, Vec<&mut [f32]>)> = Vec::new();
+    for ((m, out), e) in few.into_iter().zip(&eights) {
         assert_eq!(
             out.len(),
             seq * m.rows(),
@@ -674,14 +819,14 @@ pub fn matmul_group(
         for (t, out_t) in out.chunks_exact_mut(m.rows()).enumerate() {
             for (c, o) in out_t.chunks_mut(GROUP_ROWS).enumerate() {
                 if t == 0 {
-                    tasks.push((m, c * GROUP_ROWS, Vec::with_capacity(seq)));
+                    tasks.push((m, e.as_ref(), c * GROUP_ROWS, Vec::with_capacity(seq)));
                 }
-                tasks[first + c].2.push(o);
+                tasks[first + c].3.push(o);
             }
         }
     }
     tasks
         .into_par_iter()
-        .for_each(|(m, r0, mut o)| m.block_of_rows(k, kk, acts_of(m), r0, &mut o));
+        .for_each(|(m, e, r0, mut o)| m.block_of_rows(k, kk, (acts_of(m), e), r0, &mut o));
 }
 // ANCHOR_END: matmul_group

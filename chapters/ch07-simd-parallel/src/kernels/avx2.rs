@@ -374,6 +374,9 @@ pub fn dot4_q4_1_q8_1(w: [&[u8]; 4], a: [&[BlockQ8_1]; 4]) -> [f32; 4] {
     if w.iter().all(|r| r.as_ptr() == w[0].as_ptr()) {
         return one_row_four_tokens_q4_1(w[0], a, nb); // prefill: unpack each block once
     }
+    if a.iter().all(|t| t.as_ptr() == a[0].as_ptr()) {
+        return four_rows_one_token_q4_1(w, a[0], nb); // decode: load each token block once
+    }
     let (wp, ap) = (w.map(<[u8]>::as_ptr), a.map(<[BlockQ8_1]>::as_ptr));
     let mut sum = _mm_setzero_ps();
     for b in 0..nb {
@@ -442,6 +445,41 @@ fn one_row_four_tokens_q4_1(w: &[u8], a: [&[BlockQ8_1]; 4], nb: usize) -> [f32; 
     lanes4(sum)
 }
 
+/// [`dot4_q4_1_q8_1`] when the four activation rows are one token (a decode step): the
+/// token's quants are loaded, and its `d` and `s` decoded, once per block for the four rows.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn four_rows_one_token_q4_1(w: [&[u8]; 4], a: &[BlockQ8_1], nb: usize) -> [f32; 4] {
+    let wp = w.map(<[u8]>::as_ptr);
+    let mut sum = _mm_setzero_ps();
+    for (b, ab) in a.iter().enumerate().take(nb) {
+        let y = load32(qs_bytes(&ab.qs));
+        let [_, _, da, s] = halves([0; 4], q8_1_scales(ab));
+        // SAFETY: every row has nb blocks (checked by the caller) and b < nb.
+        unsafe {
+            let wb: [*const u8; 4] = wp.map(|p| p.add(b * BlockQ4_1::BYTES));
+            for p in wb {
+                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(8 * nb * BlockQ4_1::BYTES).cast());
+            }
+            let p: [__m256i; 4] = std::array::from_fn(|i| {
+                let bytes = _mm_loadu_si128(wb[i].add(4).cast());
+                let q = _mm256_and_si256(
+                    _mm256_set_m128i(_mm_srli_epi16::<4>(bytes), bytes),
+                    _mm256_set1_epi8(0x0f),
+                );
+                _mm256_madd_epi16(_mm256_maddubs_epi16(q, y), _mm256_set1_epi16(1))
+            });
+            let sumi = _mm_cvtepi32_ps(hsum4_i32(p));
+            let (d, m) = halves4_ptr(wb.map(|p| p.cast::<i32>()));
+            let t = _mm_add_ps(
+                _mm_mul_ps(_mm_mul_ps(d, _mm_set1_ps(da)), sumi),
+                _mm_mul_ps(m, _mm_set1_ps(s)),
+            );
+            sum = _mm_add_ps(sum, t);
+        }
+    }
+    lanes4(sum)
+}
+
 /// Four pairs of f16 decoded at once (F16C), from four pointers to two f16 side by side:
 /// `([x0.0, x1.0, x2.0, x3.0], [x0.1, x1.1, x2.1, x3.1])`.
 ///
@@ -493,10 +531,14 @@ pub fn dot4_q8_0_q8_0(w: [&[u8]; 4], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
 
 /// Four Q4_0 dots at once: [`dot4_q8_0_q8_0`] with each weight block's nibbles unpacked and
 /// re-centred by −8 first, as [`dot_q4_0_q8_0`] does; one row against four tokens unpacks
-/// the row's block once.
+/// the row's block once, four rows against one token ([`four_rows_one_token_q4_0`]) read
+/// the token's block once.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub fn dot4_q4_0_q8_0(w: [&[u8]; 4], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
     let nb = pairs_blocks::<{ BlockQ4_0::BYTES }, _>(&w, &a);
+    if a.iter().all(|t| t.as_ptr() == a[0].as_ptr()) {
+        return four_rows_one_token_q4_0(w, a[0], nb); // decode: one token, four rows
+    }
     let one_row = w.iter().all(|r| r.as_ptr() == w[0].as_ptr());
     let (wp, ap) = (w.map(<[u8]>::as_ptr), a.map(<[BlockQ8_0]>::as_ptr));
     let unpack = |p: *const u8| {
@@ -515,9 +557,6 @@ pub fn dot4_q4_0_q8_0(w: [&[u8]; 4], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
             let q: [__m256i; 4] = if one_row {
                 [unpack(wb[0]); 4]
             } else {
-                for p in wb {
-                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(8 * nb * BlockQ4_0::BYTES).cast()); // as in Q4_1
-                }
                 wb.map(unpack)
             };
             let p: [__m256i; 4] = std::array::from_fn(|i| {
@@ -535,3 +574,40 @@ pub fn dot4_q4_0_q8_0(w: [&[u8]; 4], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
     }
     lanes4(sum)
 }
+
+// ANCHOR: four_rows_q4_0
+/// Four Q4_0 rows against one token (a decode step): the token's block is loaded, and its
+/// scale decoded, once for the four rows. The nibbles stay unsigned (0..15, no sign trick):
+/// `Σ (q − 8)·y = Σ q·y − 8·Σ y`, and `8·Σ y` is one more `vpmaddubsw` per block, shared by
+/// the four rows. The integers are the same, so every lane is [`dot_q4_0_q8_0`]'s.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn four_rows_one_token_q4_0(w: [&[u8]; 4], a: &[BlockQ8_0], nb: usize) -> [f32; 4] {
+    let wp = w.map(<[u8]>::as_ptr);
+    let ones = _mm256_set1_epi16(1);
+    let mut sum = _mm_setzero_ps();
+    for (b, ab) in a.iter().enumerate().take(nb) {
+        let y = load32(qs_bytes(&ab.qs));
+        let eight_y = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(8), y), ones);
+        // SAFETY: every row has nb blocks (checked by the caller) and b < nb.
+        unsafe {
+            let wb: [*const u8; 4] = wp.map(|p| p.add(b * BlockQ4_0::BYTES));
+            for p in wb {
+                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(8 * nb * BlockQ4_0::BYTES).cast()); // as in Q4_1
+            }
+            let p: [__m256i; 4] = std::array::from_fn(|i| {
+                let bytes = _mm_loadu_si128(wb[i].add(2).cast());
+                let q = _mm256_and_si256(
+                    _mm256_set_m128i(_mm_srli_epi16::<4>(bytes), bytes),
+                    _mm256_set1_epi8(0x0f),
+                );
+                _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(q, y), ones), eight_y)
+            });
+            let sumi = _mm_cvtepi32_ps(hsum4_i32(p));
+            let (d, _) = halves4_ptr(wb.map(|p| p.cast::<i32>()));
+            let [_, _, da, _] = halves([0; 4], q8_0_scale(ab));
+            sum = _mm_add_ps(sum, _mm_mul_ps(sumi, _mm_mul_ps(d, _mm_set1_ps(da))));
+        }
+    }
+    lanes4(sum)
+}
+// ANCHOR_END: four_rows_q4_0
