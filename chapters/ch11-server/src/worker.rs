@@ -215,8 +215,9 @@ fn run(
                 }
             }
         }
-        forward(&mut live);
+        // the gauges first: a client that reads /metrics after its token sees this step
         publish(be, metrics);
+        forward(&mut live);
         // ANCHOR_END: step
     }
 }
