@@ -21,6 +21,7 @@ pub struct ApiError {
     /// Seconds after which a retry may succeed (a full queue, a model still loading).
     pub retry_after: Option<u32>,
 }
+// ANCHOR_END: api_error
 
 impl ApiError {
     pub fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
@@ -53,6 +54,7 @@ impl ApiError {
         self
     }
 
+    // ANCHOR: shape
     /// OpenAI's `type`: the client's fault, the server's, or too many requests.
     pub fn kind(&self) -> &'static str {
         match self.status.as_u16() {
@@ -72,8 +74,10 @@ impl ApiError {
             "code": self.code,
         }})
     }
+    // ANCHOR_END: shape
 }
 
+// ANCHOR: into_response
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = (self.status, axum::Json(self.body())).into_response();
@@ -85,7 +89,7 @@ impl IntoResponse for ApiError {
         response
     }
 }
-// ANCHOR_END: api_error
+// ANCHOR_END: into_response
 
 // ANCHOR: engine_error
 /// What chapter 10's engine refused, as an HTTP answer: the caller's mistakes are 400s with

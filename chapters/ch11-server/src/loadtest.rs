@@ -249,7 +249,6 @@ async fn get_json(addr: SocketAddr, path: &str) -> Result<Value, String> {
     serde_json::from_slice(&body).map_err(|e| format!("GET {path}: {e}"))
 }
 
-// ANCHOR: one_request
 /// One streamed completion, timed chunk by chunk.
 async fn one(addr: SocketAddr, model: &str, p: &Planned) -> Seen {
     let mut seen = Seen::default();
@@ -268,6 +267,7 @@ async fn one(addr: SocketAddr, model: &str, p: &Planned) -> Seen {
         seen.error = Some(format!("HTTP {}", resp.status().as_u16()));
         return seen;
     }
+    // ANCHOR: one_request
     let mut body = resp.into_body();
     let (mut buf, mut last, mut usage) = (Vec::<u8>::new(), start, None);
     let mut finished = false;
@@ -327,8 +327,8 @@ async fn one(addr: SocketAddr, model: &str, p: &Planned) -> Seen {
         seen.error = Some("stream ended early".into());
     }
     seen
+    // ANCHOR_END: one_request
 }
-// ANCHOR_END: one_request
 
 /// Runs the load against `addr`.
 pub async fn run(addr: SocketAddr, o: &LoadOptions) -> Result<Report, String> {

@@ -168,6 +168,8 @@ async fn complete(
         .code("server_busy")
         .retry_after(1)
     })?;
+    // ANCHOR_END: complete
+    // ANCHOR: submit
     // The template and the tokenizer are CPU work: a blocking thread, not the runtime's.
     let (shared, prompt) = (app.clone(), job.prompt.clone());
     let ids = tokio::task::spawn_blocking(move || prompt_ids(&shared, &prompt))
@@ -201,7 +203,7 @@ async fn complete(
         return Err(gone());
     }
     let rx = reply_rx.await.map_err(|_| gone())?.map_err(from_engine)?;
-    // ANCHOR_END: complete
+    // ANCHOR_END: submit
     let n = app.next_id.fetch_add(1, Ordering::Relaxed);
     let prefix = if endpoint == Endpoint::Chat {
         "chatcmpl"
