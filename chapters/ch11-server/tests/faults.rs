@@ -406,3 +406,36 @@ fn garbage_never_panics_the_server() {
     assert_eq!(get(s.addr, "/health").status, 200);
     still_serves(&s);
 }
+
+#[test]
+fn other_origins_are_allowed_only_with_cors() {
+    let preflight = |s: &Server| {
+        request(
+            s.addr,
+            "OPTIONS",
+            "/v1/chat/completions",
+            &[
+                ("Origin", "http://example.test"),
+                ("Access-Control-Request-Method", "POST"),
+                (
+                    "Access-Control-Request-Headers",
+                    "content-type,authorization",
+                ),
+            ],
+            b"",
+        )
+    };
+    let closed = Server::start(&[]);
+    assert_eq!(
+        preflight(&closed).header("access-control-allow-origin"),
+        None,
+        "CORS must be opt-in"
+    );
+    let open = Server::start(&["--cors"]);
+    let r = preflight(&open);
+    assert_eq!(
+        r.header("access-control-allow-origin").as_deref(),
+        Some("*"),
+        "{r:?}"
+    );
+}
