@@ -24,12 +24,12 @@ usage: ch11-server [-m FILE] [--host 127.0.0.1] [--port 8080] [--parallel N] [--
                    [--cancel-rate P] [--seed N] [--json]
            C clients send R streamed completions in all to the server at URL (loopback only)
            and report output tok/s, time to first token and inter-token latency
-       ch11-server demo [-m FILE]
-           start a server, send it a few requests, and print what a client sees
        ch11-server loadtest --compare [-m FILE] [-t THREADS] [--parallel N] --clients C
                    --requests R [...]
            the same load against this server and against llama-server, each started here on
            the same GGUF with the same slots and threads
+       ch11-server demo [-m FILE]
+           start a server, send it a few requests, and print what a client sees
 
 options (defaults in brackets):
   -m, --model FILE        the GGUF file [SmolLM2-135M-Instruct Q4_1, fetched on first use]
