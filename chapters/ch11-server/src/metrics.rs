@@ -74,12 +74,12 @@ impl Metrics {
         );
         r.register(
             "prompt_tokens",
-            "Prompt tokens of finished requests",
+            "Prompt tokens of accepted requests",
             self.prompt_tokens.clone(),
         );
         r.register(
             "generated_tokens",
-            "Tokens generated",
+            "Tokens generated and sent (cancelled requests' too)",
             self.generated_tokens.clone(),
         );
         r.register(

@@ -82,8 +82,10 @@ impl Reply {
         (String::from_utf8_lossy(&bytes).into_owned(), bytes)
     }
 
-    /// Records a token's latency: the first one's from arrival, the others' from the last.
+    /// Counts a token and records its latency: the first one's from arrival, the others'
+    /// from the last.
     pub fn timed_token(&mut self) {
+        self.metrics.generated_tokens.inc();
         let now = Instant::now();
         match self.last_token {
             None => self
@@ -98,10 +100,8 @@ impl Reply {
         self.last_token = Some(now);
     }
 
-    /// Counts a finished request's tokens.
+    /// Counts a finished request's prompt tokens found in the prefix cache, and its outcome.
     pub fn finished(&mut self, f: &Finished) {
-        self.metrics.prompt_tokens.inc_by(f.prompt_tokens as u64);
-        self.metrics.generated_tokens.inc_by(f.generated as u64);
         self.metrics
             .prefix_cache_hit_tokens
             .inc_by(f.cached_tokens as u64);

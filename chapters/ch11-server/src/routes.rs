@@ -180,7 +180,8 @@ async fn complete(
                 "tokenizing the prompt failed",
             )
         })??;
-    let max_tokens = fit(ids.len(), job.max_tokens, app.ctx, endpoint)?;
+    let prompt_len = ids.len();
+    let max_tokens = fit(prompt_len, job.max_tokens, app.ctx, endpoint)?;
     let req = EngineRequest {
         prompt: ids,
         max_tokens,
@@ -203,6 +204,7 @@ async fn complete(
         return Err(gone());
     }
     let rx = reply_rx.await.map_err(|_| gone())?.map_err(from_engine)?;
+    app.metrics.prompt_tokens.inc_by(prompt_len as u64);
     // ANCHOR_END: submit
     let n = app.next_id.fetch_add(1, Ordering::Relaxed);
     let prefix = if endpoint == Endpoint::Chat {
