@@ -168,6 +168,11 @@ impl<'m> BatchEngine<'m> {
         self.seqs.len()
     }
 
+    /// Requests admitted to the batch (the rest of [`BatchEngine::pending`] waits).
+    pub fn running(&self) -> usize {
+        self.seqs.iter().filter(|s| s.running).count()
+    }
+
     /// Free blocks in the pool (cached prefix blocks nobody holds count as free).
     pub fn free_blocks(&self) -> usize {
         self.pool.n_free()

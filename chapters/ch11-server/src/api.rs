@@ -1,0 +1,417 @@
+//! OpenAI's request bodies, read field by field.
+//!
+//! A body is checked in the order a client's mistakes are most useful to hear about: is it
+//! UTF-8, is it JSON, is it an object, does it ask for something this server does not do
+//! (`n > 1`, tools), and then each field with its own type and range. Reading the fields one
+//! at a time out of a `serde_json::Value` lets every error name the field (`param`), and
+//! leaves fields we do not know alone, as OpenAI's own server does.
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use ch09_generate::SamplerConfig;
+use ch09_generate::chat::Message;
+
+use crate::error::ApiError;
+
+/// Which endpoint a body was sent to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `/v1/chat/completions`: messages, rendered with the model's chat template.
+    Chat,
+    /// `/v1/completions`: a prompt, continued as it is.
+    Completions,
+}
+
+/// What the model is asked to continue.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Prompt {
+    Text(String),
+    Chat(Vec<Message>),
+}
+
+// ANCHOR: job
+/// A checked request: everything the handler needs, in our types.
+#[derive(Clone, Debug)]
+pub struct Job {
+    pub endpoint: Endpoint,
+    pub model: Option<String>,
+    pub prompt: Prompt,
+    /// `None`: as many as the context leaves.
+    pub max_tokens: Option<usize>,
+    pub sampling: SamplerConfig,
+    pub stops: Vec<String>,
+    pub stream: bool,
+    /// `stream_options.include_usage`: a last chunk with the token counts.
+    pub include_usage: bool,
+    /// `Some(n)`: each token's log-probability and the `n` most likely alternatives.
+    pub logprobs: Option<usize>,
+    /// Keep going past the end-of-generation token (llama-server's name; load tests).
+    pub ignore_eos: bool,
+}
+// ANCHOR_END: job
+
+/// The most stop strings, and alternatives per token, a request may ask for.
+pub const MAX_STOPS: usize = 16;
+pub const MAX_TOP_LOGPROBS: usize = 20;
+
+// ANCHOR: parse
+/// Reads a request body sent to `endpoint`.
+pub fn parse(body: &[u8], endpoint: Endpoint) -> Result<Job, ApiError> {
+    let text = std::str::from_utf8(body).map_err(|e| {
+        ApiError::invalid(
+            "body",
+            format!(
+                "the request body is not valid UTF-8 (bad byte at offset {})",
+                e.valid_up_to()
+            ),
+        )
+    })?;
+    let value: Value = serde_json::from_str(text).map_err(|e| {
+        ApiError::invalid("body", format!("the request body is not valid JSON: {e}"))
+    })?;
+    let Value::Object(obj) = value else {
+        return Err(ApiError::invalid(
+            "body",
+            "the request body must be a JSON object",
+        ));
+    };
+    unsupported(&obj, endpoint)?;
+    let prompt = match endpoint {
+        Endpoint::Chat => Prompt::Chat(messages(&obj)?),
+        Endpoint::Completions => Prompt::Text(prompt(&obj)?),
+    };
+    // ANCHOR_END: parse
+    let max_tokens = match field::<u64>(&obj, "max_completion_tokens")? {
+        Some(n) => Some(n),
+        None => field::<u64>(&obj, "max_tokens")?,
+    };
+    let max_tokens = max_tokens
+        .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+        .map(|n| {
+            if n == 0 {
+                Err(ApiError::invalid(
+                    "max_tokens",
+                    "max_tokens must be at least 1",
+                ))
+            } else {
+                Ok(n)
+            }
+        })
+        .transpose()?;
+    let d = SamplerConfig::default();
+    let temperature = range(&obj, "temperature", 0.0, 2.0)?.unwrap_or(d.temperature);
+    let top_p = range(&obj, "top_p", 0.0, 1.0)?.unwrap_or(d.top_p);
+    if top_p == 0.0 {
+        return Err(ApiError::invalid("top_p", "top_p must be above 0"));
+    }
+    let sampling = SamplerConfig {
+        temperature,
+        top_p,
+        frequency_penalty: range(&obj, "frequency_penalty", -2.0, 2.0)?.unwrap_or(0.0),
+        presence_penalty: range(&obj, "presence_penalty", -2.0, 2.0)?.unwrap_or(0.0),
+        // no seed: a different draw each time, as OpenAI's API does
+        seed: match field::<i64>(&obj, "seed")? {
+            Some(s) => s as u64,
+            None => fresh_seed(),
+        },
+        ..d
+    };
+    let stops = match obj.get("stop") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(_) => field::<Vec<String>>(&obj, "stop")?.unwrap_or_default(),
+    };
+    if stops.len() > MAX_STOPS || stops.iter().any(|s| s.is_empty() || s.len() > 256) {
+        return Err(ApiError::invalid(
+            "stop",
+            format!("stop takes at most {MAX_STOPS} strings of 1 to 256 bytes"),
+        ));
+    }
+    let stream = field::<bool>(&obj, "stream")?.unwrap_or(false);
+    let include_usage = match obj.get("stream_options") {
+        None | Some(Value::Null) => false,
+        Some(Value::Object(o)) => field::<bool>(o, "include_usage")
+            .map_err(|e| e.param("stream_options.include_usage"))?
+            .unwrap_or(false),
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "stream_options",
+                "stream_options must be an object",
+            ));
+        }
+    };
+    let logprobs = logprobs(&obj, endpoint)?;
+    Ok(Job {
+        endpoint,
+        model: field::<String>(&obj, "model")?,
+        prompt,
+        max_tokens,
+        sampling,
+        stops,
+        stream,
+        include_usage,
+        logprobs,
+        ignore_eos: field::<bool>(&obj, "ignore_eos")?.unwrap_or(false),
+    })
+}
+
+/// Field `name` as a `T`, `None` when absent or `null`; a wrong type is a 400 naming it.
+pub fn field<T: DeserializeOwned>(
+    obj: &Map<String, Value>,
+    name: &str,
+) -> Result<Option<T>, ApiError> {
+    match obj.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => T::deserialize(v)
+            .map(Some)
+            .map_err(|e| ApiError::invalid(name, format!("'{name}': {e}"))),
+    }
+}
+
+/// A number field that must lie in `lo..=hi`.
+fn range(obj: &Map<String, Value>, name: &str, lo: f32, hi: f32) -> Result<Option<f32>, ApiError> {
+    match field::<f32>(obj, name)? {
+        Some(x) if !(lo..=hi).contains(&x) => Err(ApiError::invalid(
+            name,
+            format!("'{name}' must be from {lo} to {hi}, not {x}"),
+        )),
+        x => Ok(x),
+    }
+}
+
+// ANCHOR: unsupported
+/// Fields that would change the answer in ways this server does not implement: refused by
+/// name rather than silently ignored.
+fn unsupported(obj: &Map<String, Value>, endpoint: Endpoint) -> Result<(), ApiError> {
+    let set = |k: &str| obj.get(k).is_some_and(|v| !v.is_null());
+    let mut refused = Vec::new();
+    if obj
+        .get("n")
+        .is_some_and(|v| !v.is_null() && v.as_u64() != Some(1))
+    {
+        refused.push("n (only 1 choice per request)");
+    }
+    if obj
+        .get("best_of")
+        .is_some_and(|v| !v.is_null() && v.as_u64() != Some(1))
+    {
+        refused.push("best_of");
+    }
+    for k in [
+        "tools",
+        "tool_choice",
+        "functions",
+        "function_call",
+        "audio",
+        "prediction",
+    ] {
+        if set(k) && !(k == "tool_choice" && obj[k] == "none") {
+            refused.push(k);
+        }
+    }
+    if obj
+        .get("logit_bias")
+        .is_some_and(|v| v.as_object().is_none_or(|m| !m.is_empty()) && !v.is_null())
+    {
+        refused.push("logit_bias");
+    }
+    if let Some(f) = obj.get("response_format").filter(|v| !v.is_null())
+        && f.get("type").and_then(Value::as_str) != Some("text")
+    {
+        refused.push("response_format (only {\"type\": \"text\"})");
+    }
+    if endpoint == Endpoint::Completions {
+        if obj.get("echo").is_some_and(|v| v == true) {
+            refused.push("echo");
+        }
+        if obj
+            .get("suffix")
+            .is_some_and(|v| v.as_str().is_some_and(|s| !s.is_empty()))
+        {
+            refused.push("suffix");
+        }
+    }
+    match refused.first() {
+        None => Ok(()),
+        Some(first) => Err(ApiError::invalid(
+            first.split(' ').next().unwrap_or(first),
+            format!("this server does not support: {}", refused.join(", ")),
+        )
+        .code("unsupported_parameter")),
+    }
+}
+// ANCHOR_END: unsupported
+
+/// A chat message as clients send it: `content` a string, or a list of parts.
+#[derive(Deserialize)]
+struct WireMessage {
+    role: String,
+    #[serde(default)]
+    content: Option<Content>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Parts(Vec<Part>),
+}
+
+#[derive(Deserialize)]
+struct Part {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    text: Option<String>,
+}
+
+fn messages(obj: &Map<String, Value>) -> Result<Vec<Message>, ApiError> {
+    let wire = field::<Vec<WireMessage>>(obj, "messages")?
+        .ok_or_else(|| ApiError::invalid("messages", "'messages' is required"))?;
+    if wire.is_empty() {
+        return Err(ApiError::invalid(
+            "messages",
+            "'messages' must not be empty",
+        ));
+    }
+    let mut out = Vec::with_capacity(wire.len());
+    for (i, m) in wire.into_iter().enumerate() {
+        let role = match m.role.as_str() {
+            "system" | "developer" => "system",
+            "user" => "user",
+            "assistant" => "assistant",
+            other => {
+                return Err(ApiError::invalid(
+                    "messages",
+                    format!(
+                        "messages[{i}]: role {other:?} is not supported (system, developer, user, assistant)"
+                    ),
+                ));
+            }
+        };
+        let content = match m.content {
+            None => String::new(),
+            Some(Content::Text(t)) => t,
+            Some(Content::Parts(parts)) => {
+                let mut text = String::new();
+                for p in parts {
+                    match (p.kind.as_str(), p.text) {
+                        ("text", Some(t)) => text.push_str(&t),
+                        (kind, _) => {
+                            return Err(ApiError::invalid(
+                                "messages",
+                                format!(
+                                    "messages[{i}]: content parts of type {kind:?} are not supported (text only)"
+                                ),
+                            ));
+                        }
+                    }
+                }
+                text
+            }
+        };
+        out.push(Message::new(role, &content));
+    }
+    Ok(out)
+}
+
+fn prompt(obj: &Map<String, Value>) -> Result<String, ApiError> {
+    match obj.get("prompt") {
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => {
+            Ok(a[0].as_str().unwrap_or_default().to_string())
+        }
+        Some(Value::Array(_)) => Err(ApiError::invalid(
+            "prompt",
+            "'prompt' must be one string (a list of prompts or of token ids is not supported)",
+        )),
+        None | Some(Value::Null) => Err(ApiError::invalid("prompt", "'prompt' is required")),
+        Some(_) => Err(ApiError::invalid("prompt", "'prompt' must be a string")),
+    }
+}
+
+/// Chat: `logprobs: true` with `top_logprobs: n`; completions: `logprobs: n`.
+fn logprobs(obj: &Map<String, Value>, endpoint: Endpoint) -> Result<Option<usize>, ApiError> {
+    let n = match endpoint {
+        Endpoint::Chat => match field::<bool>(obj, "logprobs")? {
+            Some(true) => Some(field::<u64>(obj, "top_logprobs")?.unwrap_or(0)),
+            _ => None,
+        },
+        Endpoint::Completions => field::<u64>(obj, "logprobs")?,
+    };
+    match n {
+        Some(n) if n as usize > MAX_TOP_LOGPROBS => Err(ApiError::invalid(
+            "top_logprobs",
+            format!("at most {MAX_TOP_LOGPROBS} alternatives per token, not {n}"),
+        )),
+        n => Ok(n.map(|n| n as usize)),
+    }
+}
+
+/// A seed for a request that gave none.
+fn fresh_seed() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ COUNTER.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chat(body: &str) -> Result<Job, ApiError> {
+        parse(body.as_bytes(), Endpoint::Chat)
+    }
+
+    #[test]
+    fn a_minimal_chat_request() {
+        let j = chat(r#"{"model":"m","messages":[{"role":"user","content":"Hi"}],"whatever":1}"#)
+            .unwrap();
+        assert_eq!(j.prompt, Prompt::Chat(vec![Message::new("user", "Hi")]));
+        assert_eq!((j.stream, j.max_tokens, j.logprobs), (false, None, None));
+    }
+
+    #[test]
+    fn wrong_types_name_the_field() {
+        let e = chat(r#"{"messages":[{"role":"user","content":"Hi"}],"temperature":"hot"}"#)
+            .unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("temperature"));
+        let e =
+            chat(r#"{"messages":[{"role":"user","content":"Hi"}],"max_tokens":-1}"#).unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("max_tokens"));
+        let e = chat(r#"{"messages":"Hi"}"#).unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("messages"));
+    }
+
+    #[test]
+    fn unsupported_fields_are_named() {
+        let e =
+            chat(r#"{"messages":[{"role":"user","content":"Hi"}],"n":2,"tools":[]}"#).unwrap_err();
+        assert!(
+            e.message.contains("n (only 1") && e.message.contains("tools"),
+            "{}",
+            e.message
+        );
+        assert_eq!(e.param.as_deref(), Some("n"));
+        assert!(chat(r#"{"messages":[{"role":"user","content":"Hi"}],"n":1}"#).is_ok());
+    }
+
+    #[test]
+    fn bad_bytes_and_bad_json() {
+        let e = parse(b"{\"prompt\": \"\xff\"}", Endpoint::Completions).unwrap_err();
+        assert!(
+            e.message.contains("UTF-8") && e.message.contains("offset 12"),
+            "{}",
+            e.message
+        );
+        let e = parse(b"{\"prompt\": ", Endpoint::Completions).unwrap_err();
+        assert!(e.message.contains("not valid JSON"), "{}", e.message);
+        let e = parse(b"[1]", Endpoint::Completions).unwrap_err();
+        assert!(e.message.contains("JSON object"));
+    }
+}
