@@ -1,5 +1,6 @@
 //! Book checks: every include resolves to a file and an anchor, every relative link and
-//! image points at a file, Rust code appears only through includes; then `mdbook build`.
+//! image points at a file, Rust code appears only through includes, no listing is longer
+//! than a reader can hold in view; then `mdbook build`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -8,6 +9,21 @@ use crate::{root, run_visible};
 
 /// The mdBook version CI installs (`cargo install mdbook --version … --locked`).
 pub const MDBOOK_VERSION: &str = "0.5.4";
+
+/// The most lines one listing (one Rust block, all its includes together) may show. A longer
+/// one is split at anchors, each part introduced by its own sentence.
+pub const MAX_LISTING_LINES: usize = 60;
+
+/// Listings still longer than [`MAX_LISTING_LINES`] while the code they show is being
+/// reworked, as `file:anchor` the way the page includes them. Remove an entry when its
+/// listing is split; `cargo xtask book` says when one no longer needs to be here.
+const LONG_LISTINGS_FOR_NOW: [&str; 5] = [
+    "chapters/ch08-gguf/src/ksimd.rs:avx2_q4_k",
+    "chapters/ch08-gguf/src/engine.rs:layer",
+    "chapters/ch08-gguf/src/engine.rs:attend",
+    "chapters/ch08-gguf/src/ksimd.rs:avx512_q5_0_quads",
+    "chapters/ch08-gguf/src/kquant.rs:quads",
+];
 
 pub fn run(build: bool) -> Result<(), String> {
     let src = root().join("book/src");
@@ -111,10 +127,19 @@ fn check_page(page: &Path, text: &str, problems: &mut Vec<String>) {
     let mut in_rust = false;
     let mut caption = String::new(); // the caption of the open Rust block
     let mut previous = ""; // the last non-empty line outside a block
+    let mut shown = 0; // lines the open Rust block shows, its includes expanded
+    let mut included = Vec::new(); // what the open Rust block includes, as `file:anchor`
+    let mut opened_at = 0; // the line of the open Rust block's fence
     for (lineno, line) in text.lines().enumerate() {
         let trimmed = line.trim_start();
         if let Some(info) = trimmed.strip_prefix("```") {
+            if in_rust {
+                check_listing_length(&name, opened_at, shown, &included, problems);
+            }
             in_rust = !in_rust && info.trim_start().starts_with("rust");
+            shown = 0;
+            included.clear();
+            opened_at = lineno + 1;
             if in_rust {
                 caption = previous
                     .strip_prefix("<span class=\"filename\">Filename: ")
@@ -132,6 +157,16 @@ fn check_page(page: &Path, text: &str, problems: &mut Vec<String>) {
         }
         if !in_rust && !trimmed.is_empty() {
             previous = trimmed;
+        }
+        if in_rust {
+            shown += match listing_target(trimmed) {
+                Some((file, anchor)) => {
+                    included.push(format!("{}:{}", file.trim_start_matches("../../"), anchor));
+                    std::fs::read_to_string(dir.join(file))
+                        .map_or(1, |content| listing_lines(&content, anchor))
+                }
+                None => 1,
+            };
         }
         if in_rust
             && !caption.is_empty()
@@ -152,6 +187,81 @@ fn check_page(page: &Path, text: &str, problems: &mut Vec<String>) {
                 lineno + 1
             ));
         }
+    }
+}
+
+/// The file and anchor (or line range, or nothing) of an include directive on its own line.
+fn listing_target(line: &str) -> Option<(&str, &str)> {
+    let target = line
+        .strip_prefix("{{#include ")
+        .or_else(|| line.strip_prefix("{{#rustdoc_include "))?
+        .split("}}")
+        .next()?
+        .trim();
+    Some(target.split_once(':').unwrap_or((target, "")))
+}
+
+/// How many lines mdBook shows for an include of `content` with `anchor`: the lines between
+/// `ANCHOR: name` and `ANCHOR_END: name` less any other anchor's marker lines, or a range
+/// `from:to` of line numbers, or the whole file.
+fn listing_lines(content: &str, anchor: &str) -> usize {
+    let lines: Vec<&str> = content.lines().collect();
+    if anchor.is_empty() {
+        return lines.len();
+    }
+    if anchor.starts_with(|c: char| c.is_ascii_digit()) {
+        let mut range = anchor.split(':');
+        let from = range.next().and_then(|n| n.parse().ok()).unwrap_or(1usize);
+        let to = range
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(lines.len());
+        return to.min(lines.len()).saturating_sub(from.max(1) - 1);
+    }
+    let names = |line: &str, marker: &str| {
+        line.split(marker)
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .is_some_and(|n| n == anchor)
+    };
+    let mut inside = false;
+    let mut count = 0;
+    for line in lines {
+        if line.contains("ANCHOR_END:") {
+            if names(line, "ANCHOR_END:") {
+                inside = false;
+            }
+        } else if line.contains("ANCHOR:") {
+            inside |= names(line, "ANCHOR:");
+        } else if inside {
+            count += 1;
+        }
+    }
+    count
+}
+
+fn check_listing_length(
+    page: &str,
+    lineno: usize,
+    shown: usize,
+    included: &[String],
+    problems: &mut Vec<String>,
+) {
+    let allowed = included
+        .iter()
+        .any(|i| LONG_LISTINGS_FOR_NOW.contains(&i.as_str()));
+    if shown > MAX_LISTING_LINES && !allowed {
+        problems.push(format!(
+            "{page}:{lineno}: a listing of {shown} lines ({}); split it at anchors into parts of \
+             at most {MAX_LISTING_LINES}, each with its own sentence",
+            included.join(", ")
+        ));
+    } else if shown <= MAX_LISTING_LINES && allowed {
+        println!(
+            "note: {page}:{lineno}: {} is {shown} lines now; take it off LONG_LISTINGS_FOR_NOW \
+             in xtask/src/book.rs",
+            included.join(", ")
+        );
     }
 }
 
@@ -184,6 +294,25 @@ fn link_targets(line: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_the_lines_an_include_shows() {
+        let file = "a\n// ANCHOR: one\nb\n// ANCHOR: inner\nc\n// ANCHOR_END: inner\nd\n\
+                    // ANCHOR_END: one\n// ANCHOR: one_more\ne\n// ANCHOR_END: one_more\n";
+        assert_eq!(listing_lines(file, "one"), 3, "b, c and d; markers dropped");
+        assert_eq!(listing_lines(file, "inner"), 1);
+        assert_eq!(
+            listing_lines(file, "one_more"),
+            1,
+            "a name that starts like another"
+        );
+        assert_eq!(listing_lines(file, "2:4"), 3);
+        assert_eq!(listing_lines(file, ""), 11);
+        assert_eq!(
+            listing_target("{{#include ../../chapters/x/src/a.rs:one}}"),
+            Some(("../../chapters/x/src/a.rs", "one"))
+        );
+    }
 
     #[test]
     fn finds_links_and_images() {

@@ -8,7 +8,7 @@
 //! cargo xtask hint ch01 2              print the hint of exercise 2
 //! cargo xtask solution ch01 2          print the solution of exercise 2
 //! cargo xtask book-output [--check] [chNN]  regenerate (or check) program output shown in the book
-//! cargo xtask book [--check-only]      check includes and links, then build the book
+//! cargo xtask book [--check-only]      check includes, links and listings, then build the book
 //! cargo xtask levels [scalar|avx2]    rerun the kernel-dependent checks with the kernels forced down
 //! cargo xtask fetch-models [which]     fetch and prepare the models (smollm2, smollm2-gguf, gemma3, all)
 //! ```
@@ -34,7 +34,8 @@ tasks:
   solution <chNN> <N>           print the reference solution of exercise N
   book-output [--check] [chNN]  regenerate the program output shown in the book (or check it);
                                 with chNN, only that chapter's
-  book [--check-only]           check the book's includes and links, then build it with mdbook
+  book [--check-only]           check the book's includes, links and listing lengths, then build
+                                it with mdbook
   levels [scalar|avx2]          rerun the tests and book output of the chapters that pick
                                 kernels by CPU (7 on) with each lower level forced
                                 (LLM_BOOK_ISA), or with the one named
@@ -125,7 +126,10 @@ fn test_all() -> Result<(), String> {
     // chapter 11's real clients: the openai package (into the venv) and Debian's chromium
     let mut deps = Command::new("bash");
     deps.current_dir(root()).arg("scripts/test-deps.sh");
-    run_visible(&mut deps, "install chapter 11's test clients (scripts/test-deps.sh)")?;
+    run_visible(
+        &mut deps,
+        "install chapter 11's test clients (scripts/test-deps.sh)",
+    )?;
     run_visible(
         cargo().args(["test", "--workspace", "--release", "--locked"]),
         "unit, equivalence and model tests (cargo test --workspace --release)",

@@ -10,6 +10,7 @@
 use std::process::ExitCode;
 
 mod commands;
+mod measure;
 
 const USAGE: &str = "\
 usage: ch07-simd-parallel [command] [options]
@@ -149,9 +150,9 @@ fn main() -> ExitCode {
     };
     let result = match args.command.as_str() {
         "levels" => commands::levels(&args),
-        "bench" => commands::bench(&args),
-        "compare" => commands::compare(&args),
-        "profile" => commands::profile(&args),
+        "bench" => measure::bench(&args),
+        "compare" => measure::compare(&args),
+        "profile" => measure::profile(&args),
         _ => commands::generate(&args),
     };
     match result {

@@ -1,5 +1,6 @@
 //! The fast path on the real model: the same tokens as chapter 6's scalar path, the same
-//! perplexity within 0.1%, the same logits with one thread or two.
+//! perplexity within 0.1%, the same logits with one thread or two, and from a prefill as
+//! from decode steps.
 //!
 //! `cargo test --release -p ch07-simd-parallel --test smollm2 -- --nocapture` prints what
 //! it compared. A missing model fails with the command that fetches it.
@@ -10,6 +11,7 @@ use ch01_tensors::models;
 use ch02_tokenizer::Tokenizer;
 use ch04_forward::Model;
 use ch04_forward::reference::{self, GreedyFixture};
+use ch05_kv_cache::KvCache;
 use ch06_quantization::eval::reference_logits;
 use ch06_quantization::forward::QEngine;
 use ch06_quantization::{Format, QModel, Scalar, ScaleRule};
@@ -144,4 +146,49 @@ fn perplexity_is_chapter_6s_within_0_1_percent() {
             scalar.perplexity
         );
     }
+}
+
+/// Chapter 5's promise, kept through this chapter's kernels on the fastest level this process
+/// runs: a token's logits are the same bits whether it came in a prefill or alone in a decode
+/// step. The 40-token prefill gives every thread at least four tokens at 1, 2 and 4 threads,
+/// so `matmul_with` splits the tokens and runs the four-token kernel; each decode step has one
+/// token, so it splits the rows and runs the four-row kernel with its prefetch.
+#[test]
+fn prefill_and_decode_give_the_same_bits_on_this_cpus_level() {
+    let (isa, k) = ch07_simd_parallel::kernels::detect().unwrap_or_else(|e| panic!("{e}"));
+    let engine = QEngine::with_kernels(model(), k);
+    let ids: Vec<u32> = (0..40u32).map(|i| (i * 997 + 5) % 49152).collect();
+    let vocab = model().config.vocab_size;
+    for threads in [1, 2, 4] {
+        assert!(
+            ids.len() >= 4 * threads,
+            "the prompt must give each of {threads} threads four tokens to take the prefill split"
+        );
+        let (prefill, decode) = in_pool(threads, || {
+            let prefill = engine.window_logits(&ids).unwrap();
+            let mut cache = KvCache::new(engine.layout(), ids.len());
+            let decode: Vec<f32> = ids
+                .iter()
+                .enumerate()
+                .flat_map(|(pos, &id)| engine.forward(&mut cache, &[id], pos).unwrap())
+                .collect();
+            (prefill, decode)
+        })
+        .unwrap();
+        assert_eq!(prefill.len(), ids.len() * vocab);
+        let first = prefill
+            .iter()
+            .zip(&decode)
+            .position(|(a, b)| a.to_bits() != b.to_bits());
+        assert!(
+            first.is_none(),
+            "{isa}, {threads} thread(s): position {}'s logits from the prefill differ from its \
+             decode step's (logit {}: {} against {})",
+            first.unwrap_or(0) / vocab,
+            first.unwrap_or(0) % vocab,
+            prefill[first.unwrap_or(0)],
+            decode[first.unwrap_or(0)]
+        );
+    }
+    eprintln!("{isa}: 40 positions, prefill and decode the same bits on 1, 2 and 4 threads");
 }

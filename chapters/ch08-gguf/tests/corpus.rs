@@ -1,99 +1,22 @@
 //! The GGUF parser against hostile input: the corpus that `scripts/make_gguf_corpus.py` writes
 //! to `fixtures/gguf-corpus/` (one valid file, one broken file per defect, and a manifest of
-//! the error each must get), every truncation of the valid file, and random damage to it.
+//! the error each must get) and every truncation of the valid file. Random damage to it is
+//! `tests/damage.rs`, and what a parse allocates `tests/allocation.rs`.
 //!
 //! Whatever the bytes, the parser must answer `Ok` or `Err`: never panic, never hang, never
 //! try to allocate what a count in the file asks for. `cargo test --release -p ch08-gguf
 //! --test corpus -- --nocapture` prints each broken file with the error it got.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::path::{Path, PathBuf};
+use std::panic::catch_unwind;
 
 use ch08_gguf::{Array, Error, GgmlType, Gguf, GgufFile, Value};
-use proptest::prelude::*;
 use serde_json::Value as Json;
 
-fn corpus_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/gguf-corpus")
-}
-
-fn read(name: &str) -> Vec<u8> {
-    let path = corpus_dir().join(name);
-    std::fs::read(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e}; regenerate the corpus with `python3 scripts/make_gguf_corpus.py`",
-            path.display()
-        )
-    })
-}
+mod common;
+use common::{corpus_dir, panic_text, read, touch_everything, valid_bytes};
 
 fn manifest() -> Json {
     serde_json::from_slice(&read("manifest.json")).expect("manifest.json is valid JSON")
-}
-
-fn valid_bytes() -> Vec<u8> {
-    read("valid.gguf")
-}
-
-/// The text of a caught panic.
-fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "(a panic without a message)".into())
-}
-
-/// Everything a program might read from a parsed file: every metadata key through every
-/// typed accessor, every tensor's description and bytes, and the model configuration and
-/// tokenizer built from the metadata. Errors are fine; a panic or a tensor outside the file
-/// is not.
-fn touch_everything(g: &Gguf, file: &[u8]) {
-    for (key, value) in &g.metadata {
-        // By address, not by value: a damaged f32 may be NaN, which equals nothing.
-        assert!(
-            g.get(key).is_some_and(|v| std::ptr::eq(v, value)),
-            "metadata key {key:?} cannot be found by name"
-        );
-        let _ = (value.type_name(), value.as_i128());
-        if let Value::Array(a) = value {
-            let _ = (a.len(), a.is_empty(), a.type_name());
-        }
-        let _ = g.opt_u64(key);
-        let _ = g.opt_f64(key);
-        let _ = g.opt_str(key);
-        let _ = g.opt_bool(key);
-        let _ = g.opt_array(key);
-        let _ = g.strings(key);
-        let _ = g.opt_ints(key);
-        let _ = g.opt_f32s(key);
-    }
-    for t in &g.tensors {
-        assert!(
-            g.tensor(&t.name).is_some_and(|u| std::ptr::eq(u, t)),
-            "tensor {:?} cannot be found by name",
-            t.name
-        );
-        let _ = (
-            t.elements(),
-            t.ty.name(),
-            t.ty.block_values(),
-            t.ty.block_bytes(),
-        );
-        let start = g.absolute_offset(t);
-        let end = start.checked_add(t.size);
-        assert!(
-            end.is_some_and(|end| end <= file.len() as u64),
-            "the parser accepted tensor {:?} at bytes {start}..{end:?} of a {}-byte file",
-            t.name,
-            file.len()
-        );
-        let _ = &file[start as usize..end.unwrap() as usize];
-    }
-    let _ = ch08_gguf::config::config(g);
-    let _ = ch08_gguf::tokenizer(g);
 }
 
 /// `Gguf::parse(bytes)`, with a panic turned into a message naming `what` was parsed.
@@ -372,157 +295,6 @@ fn the_valid_file_cut_at_any_byte_before_its_last_tensor_ends_is_refused() {
                 "{what} (inside the data section) should name a tensor that runs past the end, got: {e}"
             ),
             Err(e) => panic!("{what} is a whole file (its tensors end at {data_end}), but: {e}"),
-        }
-    }
-}
-
-// ---------------------------------------------------------------- counts and memory
-
-/// The system allocator, noting the largest single allocation each thread makes, so a test
-/// can see what a parse reserves.
-struct Measured;
-
-thread_local! {
-    static LARGEST: Cell<usize> = const { Cell::new(0) };
-}
-
-fn note(size: usize) {
-    // `try_with`: an allocation while the thread is being torn down is not noted.
-    let _ = LARGEST.try_with(|l| l.set(l.get().max(size)));
-}
-
-// SAFETY: every call is passed unchanged to the system allocator; noting a size allocates
-// nothing (the thread-local is a const-initialised Cell with no destructor).
-unsafe impl GlobalAlloc for Measured {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note(layout.size());
-        // SAFETY: the caller's contract is System's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note(layout.size());
-        // SAFETY: as above.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note(new_size);
-        // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Measured = Measured;
-
-/// The largest single allocation `Gguf::parse(bytes)` makes, and its result.
-fn largest_allocation(bytes: &[u8]) -> (usize, Result<Gguf, Error>) {
-    LARGEST.set(0);
-    let result = Gguf::parse(bytes);
-    (LARGEST.get(), result)
-}
-
-#[test]
-fn a_count_that_a_large_file_could_hold_reserves_no_memory_before_its_items_are_read() {
-    // 64 MiB of zeros behind a header whose count is as large as the check against the
-    // file's size allows: one metadata entry per 13 bytes, or one tensor per 32. The zeros
-    // then read as an entry with an empty key (twice, an error), or a tensor with no
-    // dimensions (an error). Only the header's few bytes should be read before that, and
-    // nothing allocated in proportion to the count.
-    let len: usize = 64 << 20;
-    for (what, count_at, count) in [
-        ("metadata entries", 16, (len as u64 - 24) / 13),
-        ("tensors", 8, (len as u64 - 24) / 32),
-    ] {
-        let mut bytes = vec![0u8; len];
-        bytes[..8].copy_from_slice(b"GGUF\x03\0\0\0");
-        bytes[count_at..count_at + 8].copy_from_slice(&count.to_le_bytes());
-        let (largest, result) = largest_allocation(&bytes);
-        assert!(
-            result.is_err(),
-            "a 64 MiB file of zeros claiming {count} {what} was accepted"
-        );
-        assert!(
-            largest <= 1 << 20,
-            "a header claiming {count} {what} (in a 64 MiB file) made the parser allocate {largest} bytes \
-             at once, before reading more than the first of them"
-        );
-    }
-}
-
-// ---------------------------------------------------------------- (d) random damage
-
-/// One change to the valid file.
-#[derive(Clone, Debug)]
-enum Damage {
-    /// XOR one byte with a mask.
-    Flip { at: prop::sample::Index, mask: u8 },
-    /// Write a little-endian u64 (a count, a length, a dimension, an offset).
-    U64 { at: prop::sample::Index, value: u64 },
-    /// Write a little-endian u32 (a version, a value type, n_dims, a ggml type).
-    U32 { at: prop::sample::Index, value: u32 },
-}
-
-fn damage() -> impl Strategy<Value = Damage> {
-    let big = prop_oneof![
-        Just(0u64),
-        Just(1),
-        Just(u64::MAX),
-        Just(1 << 62),
-        Just(1 << 32),
-        Just(i64::MAX as u64 + 1),
-        0..4096u64,
-        any::<u64>(),
-    ];
-    prop_oneof![
-        (any::<prop::sample::Index>(), 1..=255u8).prop_map(|(at, mask)| Damage::Flip { at, mask }),
-        (any::<prop::sample::Index>(), big).prop_map(|(at, value)| Damage::U64 { at, value }),
-        (
-            any::<prop::sample::Index>(),
-            prop_oneof![0..16u32, 0..64u32, any::<u32>()]
-        )
-            .prop_map(|(at, value)| Damage::U32 { at, value }),
-    ]
-}
-
-fn apply(bytes: &mut [u8], d: &Damage) {
-    let mut put = |at: &prop::sample::Index, le: &[u8]| {
-        let start = at.index(bytes.len() - le.len() + 1);
-        bytes[start..start + le.len()].copy_from_slice(le);
-    };
-    match d {
-        Damage::Flip { at, mask } => {
-            let i = at.index(bytes.len());
-            bytes[i] ^= mask;
-        }
-        Damage::U64 { at, value } => put(at, &value.to_le_bytes()),
-        Damage::U32 { at, value } => put(at, &value.to_le_bytes()),
-    }
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
-
-    #[test]
-    fn damaging_the_valid_file_never_panics(damages in prop::collection::vec(damage(), 1..6)) {
-        let mut bytes = valid_bytes();
-        for d in &damages {
-            apply(&mut bytes, d);
-        }
-        let outcome = catch_unwind(AssertUnwindSafe(|| {
-            if let Ok(g) = Gguf::parse(&bytes) {
-                touch_everything(&g, &bytes);
-            }
-        }));
-        if let Err(p) = outcome {
-            prop_assert!(
-                false,
-                "valid.gguf with {damages:?} made the parser (or a reader of its result) panic: {}",
-                panic_text(&*p)
-            );
         }
     }
 }

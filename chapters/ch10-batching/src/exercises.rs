@@ -8,8 +8,8 @@
 /// `free` and return `true`. Return `false` while someone still holds it.
 ///
 /// Hint: the block is free only when the count reaches 0 — a block that two requests share
-/// through their common prefix must survive the first one finishing. See "One pool, many
-/// holders".
+/// through their common prefix must survive the first one finishing. See "Paged memory for
+/// many".
 #[allow(clippy::ptr_arg)] // your solution pushes onto `free`
 pub fn release(refs: &mut [u32], free: &mut Vec<usize>, block: usize) -> bool {
     // TODO: decrement, and push to `free` at zero.

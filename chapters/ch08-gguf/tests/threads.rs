@@ -1,0 +1,175 @@
+//! The claims this chapter makes about its prefill kernels, checked at the thread counts they
+//! are about.
+//!
+//! `Matrix::matmul` chooses a product's path by the tokens each thread of rayon's pool would
+//! get: with at least [`ch08_gguf::matrix::FEW`] (16) a thread, the tokens are split and each
+//! thread runs the prefill kernels (eight tokens a row on AVX2, four interleaved on AVX-512
+//! VNNI) over every weight; with fewer, the rows are split and every block of rows meets all
+//! the tokens, eight at a time where the matrix has an eight-token kernel. A test in the
+//! default pool would reach one or the other depending on the machine's cores, so every test
+//! here names its thread counts. 37 tokens take the token split on one and two threads and
+//! the row split on four; they are four full groups of eight and five left over, so the
+//! leftover paths run too.
+//!
+//! `cargo test --release -p ch08-gguf --test threads -- --nocapture` prints what it checked.
+//! A missing model fails with the command that fetches it.
+
+use std::sync::OnceLock;
+
+use ch01_tensors::models;
+use ch04_forward::Model as F32Model;
+use ch05_kv_cache::KvCache;
+use ch06_quantization::forward::QEngine;
+use ch06_quantization::{Format, QModel, ScaleRule};
+use ch07_simd_parallel::bench::in_pool;
+use ch08_gguf::Loaded;
+use ch08_gguf::engine::Engine;
+
+/// The thread counts checked: one, the book's machine's two, and four, where 37 tokens are
+/// split by rows.
+const THREADS: [usize; 3] = [1, 2, 4];
+/// Prompt length: at least `16 * 2`, under `16 * 4`, and not a multiple of eight.
+const PROMPT: usize = 37;
+
+fn smollm2() -> &'static Loaded {
+    static M: OnceLock<Loaded> = OnceLock::new();
+    M.get_or_init(|| {
+        let path = models::require(&models::smollm2_gguf()).unwrap_or_else(|e| panic!("{e}"));
+        ch08_gguf::load(&path).unwrap_or_else(|e| panic!("loading {}: {e}", path.display()))
+    })
+}
+
+fn gemma3() -> &'static Loaded {
+    static M: OnceLock<Loaded> = OnceLock::new();
+    M.get_or_init(|| {
+        let path = models::require(&models::gemma3_gguf()).unwrap_or_else(|e| panic!("{e}"));
+        ch08_gguf::load(&path).unwrap_or_else(|e| panic!("loading {}: {e}", path.display()))
+    })
+}
+
+/// `PROMPT` token ids spread over the vocabulary.
+fn prompt(vocab: usize) -> Vec<u32> {
+    (0..PROMPT as u64)
+        .map(|i| ((i * 7919 + 13) % vocab as u64) as u32)
+        .collect()
+}
+
+/// The index of the first logit whose bits differ, if any.
+fn first_difference(a: &[f32], b: &[f32]) -> Option<usize> {
+    assert_eq!(a.len(), b.len(), "different numbers of logits");
+    a.iter()
+        .zip(b)
+        .position(|(x, y)| x.to_bits() != y.to_bits())
+}
+
+fn takes_the_prefill_kernels(threads: usize) {
+    assert!(
+        PROMPT >= 4 * threads,
+        "a {PROMPT}-token prompt gives {threads} threads fewer than four tokens each: \
+         the products would split rows, not take the prefill kernels"
+    );
+}
+
+/// A prefill of the whole prompt, then the same prompt one decode step at a time, both on
+/// `threads` threads: every position's logits the same bits.
+fn prefill_equals_decode(name: &str, m: &Loaded, threads: usize) {
+    takes_the_prefill_kernels(threads);
+    let e = m.engine().unwrap_or_else(|e| panic!("{e}"));
+    let vocab = m.model.config.vocab_size;
+    let ids = prompt(vocab);
+    let (prefill, decode) = in_pool(threads, || {
+        let prefill = e.window_logits(&ids).unwrap();
+        let mut cache = e.new_cache(ids.len()).unwrap();
+        let decode: Vec<f32> = ids
+            .iter()
+            .enumerate()
+            .flat_map(|(pos, &id)| e.forward(&mut cache, &[id], pos).unwrap())
+            .collect();
+        (prefill, decode)
+    })
+    .unwrap();
+    if let Some(i) = first_difference(&prefill, &decode) {
+        panic!(
+            "{name}, {threads} thread(s): position {}'s logits from a {PROMPT}-token prefill \
+             differ from its decode step's (logit {}: {} against {})",
+            i / vocab,
+            i % vocab,
+            prefill[i],
+            decode[i]
+        );
+    }
+}
+
+/// The prompt's logits on `threads` threads equal its logits on one.
+fn same_on_every_thread_count(name: &str, e: &Engine<'_>, vocab: usize) {
+    let ids = prompt(vocab);
+    let one = in_pool(1, || e.window_logits(&ids).unwrap()).unwrap();
+    for threads in THREADS {
+        takes_the_prefill_kernels(threads);
+        let got = in_pool(threads, || e.window_logits(&ids).unwrap()).unwrap();
+        if let Some(i) = first_difference(&one, &got) {
+            panic!(
+                "{name}: on {threads} threads, position {}'s logits differ from one thread's",
+                i / vocab
+            );
+        }
+    }
+}
+
+#[test]
+fn smollm2_prefill_equals_decode_on_1_2_and_4_threads() {
+    for threads in THREADS {
+        prefill_equals_decode("SmolLM2", smollm2(), threads);
+    }
+    eprintln!("SmolLM2: {PROMPT} positions, prefill = decode bit for bit on {THREADS:?} threads");
+}
+
+#[test]
+fn gemma3_prefill_equals_decode_on_1_2_and_4_threads() {
+    for threads in THREADS {
+        prefill_equals_decode("Gemma-3", gemma3(), threads);
+    }
+    eprintln!("Gemma-3: {PROMPT} positions, prefill = decode bit for bit on {THREADS:?} threads");
+}
+
+#[test]
+fn both_models_give_the_same_logits_on_1_2_and_4_threads() {
+    for (name, m) in [("SmolLM2", smollm2()), ("Gemma-3", gemma3())] {
+        let e = m.engine().unwrap_or_else(|e| panic!("{e}"));
+        same_on_every_thread_count(name, &e, m.model.config.vocab_size);
+    }
+}
+
+/// The file's SmolLM2 through this chapter's engine, whose prefill takes the kernels of the
+/// Gemma section where the CPU has them, against chapter 7's engine on the in-memory Q4_1
+/// model, whose prefill takes chapter 7's four-token kernel: the same bits, on every
+/// thread count.
+#[test]
+fn smollm2_prefill_is_chapter_7_s_on_1_2_and_4_threads() {
+    let file = models::require(&models::smollm2_hf_dir().join("model.safetensors"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let f32_model = F32Model::load(file.parent().unwrap()).unwrap();
+    let theirs = QModel::quantize(&f32_model, Format::Q4_1, ScaleRule::Absmax).unwrap();
+    let (isa, k) = ch07_simd_parallel::kernels::detect().unwrap();
+    let chapter_7 = QEngine::with_kernels(&theirs, k);
+    let ours = smollm2().engine().unwrap();
+    let vocab = theirs.config.vocab_size;
+    let ids = prompt(vocab);
+    for threads in THREADS {
+        takes_the_prefill_kernels(threads);
+        let (a, b) = in_pool(threads, || {
+            let mut cache = KvCache::new(chapter_7.layout(), ids.len());
+            let a = chapter_7.forward_all(&mut cache, &ids, 0).unwrap();
+            (a, ours.window_logits(&ids).unwrap())
+        })
+        .unwrap();
+        if let Some(i) = first_difference(&a, &b) {
+            panic!(
+                "{isa}, {threads} thread(s): position {}'s logits from the GGUF differ from \
+                 chapter 7's in-memory Q4_1 model",
+                i / vocab
+            );
+        }
+    }
+    eprintln!("{isa}: SmolLM2 from the file = chapter 7's logits on {THREADS:?} threads");
+}

@@ -1,0 +1,212 @@
+//! The commands that measure: `bench` (time to first token, pp512, tg128, memory, and the
+//! race against llama.cpp) and `roofline` (decode against the memory's read bandwidth).
+
+use ch01_tensors::models;
+use ch09_generate::{Sampler, SamplerConfig};
+use serde_json::json;
+
+use crate::cli::Args;
+use crate::commands::model_path;
+
+/// Peak resident memory of this process so far (`VmHWM`), in bytes.
+fn peak_rss() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Milliseconds from `start` to the first token of a 32-token prompt: load, prefill, sample.
+fn time_to_first_token(
+    path: &std::path::Path,
+    threads: usize,
+    start: std::time::Instant,
+) -> Result<f64, String> {
+    let m = ch08_gguf::load(path).map_err(|e| e.to_string())?;
+    let engine = m.engine()?;
+    let vocab = m.model.config.vocab_size as u64;
+    let prompt: Vec<u32> = (0..32u64)
+        .map(|i| ((i * 7919 + 13) % vocab) as u32)
+        .collect();
+    let mut sampler = Sampler::new(SamplerConfig {
+        temperature: 0.0,
+        ..Default::default()
+    });
+    ch07_simd_parallel::bench::in_pool(threads, || -> Result<(), String> {
+        let mut cache = engine.new_cache(prompt.len()).map_err(|e| e.to_string())?;
+        let logits = engine
+            .forward(&mut cache, &prompt, 0)
+            .map_err(|e| e.to_string())?;
+        std::hint::black_box(sampler.sample(&logits, &prompt));
+        Ok(())
+    })??;
+    Ok(start.elapsed().as_secs_f64() * 1e3)
+}
+
+/// `bench`: time to first token cold and warm, pp512, tg128, peak memory, and with
+/// `--compare` the race against llama-bench.
+pub fn bench(a: &Args, process_start: std::time::Instant) -> Result<(), String> {
+    let path = model_path(a)?;
+    // Cold: the file dropped from the page cache; timed from process start.
+    ch08_gguf::memory::evict(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let cold = time_to_first_token(&path, a.threads, process_start)?;
+    let warm = time_to_first_token(&path, a.threads, std::time::Instant::now())?;
+    let m = ch08_gguf::load(&path).map_err(|e| e.to_string())?;
+    let engine = m.engine()?;
+    let e2e = ch08_gguf::bench::end_to_end(&engine, a.threads, 3)?;
+    // the same 128 tokens as tg128, through the sampler, the stream decoder and the stop
+    // matcher: with the default sampling chain, and greedy
+    let prompt = m
+        .tokenizer
+        .encode_prompt(ch09_generate::streamed::PROMPT, true);
+    let greedy = SamplerConfig {
+        temperature: 0.0,
+        ..Default::default()
+    };
+    let (streamed, streamed_greedy) =
+        ch07_simd_parallel::bench::in_pool(a.threads, || -> Result<(f64, f64), String> {
+            let tok = &m.tokenizer.tokenizer;
+            let d = ch09_generate::streamed::decode_tok_s(&engine, tok, &prompt, &a.sampling, 3)?;
+            let g = ch09_generate::streamed::decode_tok_s(&engine, tok, &prompt, &greedy, 3)?;
+            Ok((d, g))
+        })??;
+    let (compare, process) = if a.compare {
+        let c = ch08_gguf::bench::compare(&engine, &path, a.threads, 3)?;
+        let completion = ch09_generate::race::llama_completion_path()?;
+        (
+            Some(c),
+            Some(ch09_generate::race::race(&path, &completion, a.threads, 3)?),
+        )
+    } else {
+        (None, None)
+    };
+    let rss = peak_rss();
+    if a.json {
+        println!(
+            "{:#}",
+            json!({"model": models::shown(&path), "threads": a.threads,
+                   "ttft_cold_ms": cold, "ttft_warm_ms": warm,
+                   "pp512_tok_s": e2e.pp512_tok_s, "tg128_tok_s": e2e.tg128_tok_s,
+                   "streamed_tok_s": streamed, "streamed_greedy_tok_s": streamed_greedy,
+                   "peak_rss_bytes": rss, "compare": compare, "process": process})
+        );
+        return Ok(());
+    }
+    println!(
+        "{} on {} threads ({} kernels):",
+        models::shown(&path),
+        a.threads,
+        e2e.isa
+    );
+    println!(
+        "  time to first token (32-token prompt): cold {cold:.0} ms (from process start, file evicted), warm {warm:.0} ms"
+    );
+    println!(
+        "  pp512 {:.1} tok/s   tg128 {:.1} tok/s   peak RSS {:.1} MB",
+        e2e.pp512_tok_s,
+        e2e.tg128_tok_s,
+        rss as f64 / 1e6
+    );
+    println!(
+        "  streamed, 128 tokens through generate(): {streamed:.1} tok/s sampled ({:.2}x tg128), {streamed_greedy:.1} tok/s greedy ({:.2}x)",
+        streamed / e2e.tg128_tok_s,
+        streamed_greedy / e2e.tg128_tok_s
+    );
+    if let Some(c) = compare {
+        println!(
+            "  llama.cpp: pp512 {:.1} tok/s ({:.2}x ours/theirs)   tg128 {:.1} tok/s ({:.2}x)",
+            c.llama_cpp_pp512_tok_s, c.pp512_ratio, c.llama_cpp_tg128_tok_s, c.tg128_ratio
+        );
+    }
+    if let Some(p) = process {
+        println!(
+            "  whole process, file evicted, 32-token prompt, 1 token ({} rounds, medians): ours {:.0} ms, {:.1} MB peak; llama-completion {:.0} ms, {:.1} MB peak",
+            p.rounds,
+            p.ours_ttft_cold_ms,
+            p.ours_peak_rss_bytes as f64 / 1e6,
+            p.llama_cpp_ttft_cold_ms,
+            p.llama_cpp_peak_rss_bytes as f64 / 1e6
+        );
+    }
+    Ok(())
+}
+
+// ANCHOR: roofline
+/// `roofline`: how close each model's decode comes to the memory's limit. A decode step
+/// reads every weight once, so bytes per token ÷ read bandwidth is the fastest it can go;
+/// the figure shows GB/s of weights streamed by the whole step (tg128), by the layers'
+/// matrix products alone and by the LM head alone (from `ch08-gguf profile`'s decode step).
+pub fn roofline(a: &Args) -> Result<(), String> {
+    let bandwidth = ch07_simd_parallel::bench::read_bandwidth(a.threads, 5)?;
+    let mut bars = Vec::new();
+    let mut rows = Vec::new();
+    for (name, path) in [
+        ("SmolLM2", models::smollm2_gguf()),
+        ("Gemma-3", models::gemma3_gguf()),
+    ] {
+        let path = models::require(&path)?;
+        let m = ch08_gguf::load(&path).map_err(|e| e.to_string())?;
+        let engine = m.engine()?;
+        let per_token = m.model.bytes_read_per_token() as f64;
+        let e2e = ch08_gguf::bench::end_to_end(&engine, a.threads, 3)?;
+        let (ops, _) = ch08_gguf::bench::profile(&engine, a.threads, 1, 64, 5)?;
+        let gbs = |o: &[&ch07_simd_parallel::profile::OpTime]| {
+            let bytes: usize = o.iter().map(|o| o.weight_bytes).sum();
+            let ms: f64 = o.iter().map(|o| o.ms).sum();
+            bytes as f64 / ms / 1e6
+        };
+        let (head, layers): (Vec<_>, Vec<_>) = ops
+            .iter()
+            .filter(|o| o.weight_bytes > 0)
+            .partition(|o| o.op.contains("LM head"));
+        let ceiling = bandwidth * 1e9 / per_token;
+        let step = e2e.tg128_tok_s * per_token / 1e9;
+        bars.push((
+            format!("{name}: {:.0} of {ceiling:.0} tok/s", e2e.tg128_tok_s),
+            step,
+        ));
+        bars.push((format!("{name} layers"), gbs(&layers)));
+        bars.push((format!("{name} LM head"), gbs(&head)));
+        rows.push(json!({"model": models::shown(&path), "mb_per_token": per_token / 1e6,
+            "tg128_tok_s": e2e.tg128_tok_s, "ceiling_tok_s": ceiling, "share_of_ceiling": e2e.tg128_tok_s / ceiling,
+            "step_gb_s": step, "layers_gb_s": gbs(&layers), "lm_head_gb_s": gbs(&head)}));
+    }
+    if let Some(out) = &a.svg {
+        let title = format!(
+            "{} threads: weights streamed per second in a decode step",
+            a.threads
+        );
+        std::fs::write(
+            out,
+            ch07_simd_parallel::roofline::svg(&title, &bars, bandwidth),
+        )
+        .map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+    }
+    if a.json {
+        println!(
+            "{:#}",
+            json!({"threads": a.threads, "read_bandwidth_gb_s": bandwidth, "models": rows})
+        );
+        return Ok(());
+    }
+    println!("read bandwidth, {} threads: {bandwidth:.1} GB/s", a.threads);
+    for r in &rows {
+        println!(
+            "{}: {:.1} MB a token; ceiling {:.0} tok/s; tg128 {:.1} tok/s ({:.0}% of it); GB/s: step {:.1}, layers' products {:.1}, LM head {:.1}",
+            r["model"].as_str().unwrap_or("?"),
+            r["mb_per_token"].as_f64().unwrap_or(0.0),
+            r["ceiling_tok_s"].as_f64().unwrap_or(0.0),
+            r["tg128_tok_s"].as_f64().unwrap_or(0.0),
+            100.0 * r["share_of_ceiling"].as_f64().unwrap_or(0.0),
+            r["step_gb_s"].as_f64().unwrap_or(0.0),
+            r["layers_gb_s"].as_f64().unwrap_or(0.0),
+            r["lm_head_gb_s"].as_f64().unwrap_or(0.0),
+        );
+    }
+    Ok(())
+}
+// ANCHOR_END: roofline

@@ -1,0 +1,119 @@
+//! The sampling chain's own tests: each stage on hand-made logits, the trace, top-k's
+//! selection against a full sort, and greedy. (`tests/` checks the draws' distribution.)
+
+use super::*;
+
+fn cands(logits: &[f32]) -> Vec<Candidate> {
+    logits
+        .iter()
+        .enumerate()
+        .map(|(i, &l)| Candidate {
+            id: i as u32,
+            logit: l,
+        })
+        .collect()
+}
+
+#[test]
+fn each_stage_on_hand_made_logits() {
+    let mut c = cands(&[1.0, 3.0, 2.0, 0.0]);
+    top_k(&mut c, 2);
+    assert_eq!(c.iter().map(|c| c.id).collect::<Vec<_>>(), [1, 2]);
+
+    // probabilities of [ln 4, ln 3, ln 2, ln 1] are 0.4, 0.3, 0.2, 0.1
+    let mut c = cands(&[4f32.ln(), 3f32.ln(), 2f32.ln(), 0.0]);
+    top_k(&mut c, 0);
+    top_p(&mut c, 0.65);
+    assert_eq!(c.iter().map(|c| c.id).collect::<Vec<_>>(), [0, 1]);
+    let mut c = cands(&[4f32.ln(), 3f32.ln(), 2f32.ln(), 0.0]);
+    min_p(&mut c, 0.5); // keep p ≥ 0.2
+    assert_eq!(c.iter().map(|c| c.id).collect::<Vec<_>>(), [0, 1, 2]);
+
+    let mut l = vec![2.0, -2.0, 1.0];
+    let cfg = SamplerConfig {
+        repeat_penalty: 2.0,
+        frequency_penalty: 0.5,
+        presence_penalty: 0.25,
+        ..Default::default()
+    };
+    apply_penalties(&mut l, &[0, 1, 1], &cfg);
+    assert_eq!(l, [2.0 / 2.0 - 0.5 - 0.25, -2.0 * 2.0 - 1.0 - 0.25, 1.0]);
+}
+
+#[test]
+fn the_trace_sees_every_stage_in_order_and_ends_with_the_survivors() {
+    let cfg = SamplerConfig {
+        temperature: 0.5,
+        top_k: 3,
+        top_p: 0.9,
+        min_p: 0.2,
+        ..Default::default()
+    };
+    let s = Sampler::new(cfg);
+    let logits = [1.0, 3.0, 2.0, 0.0, 2.5];
+    let mut seen = Vec::new();
+    let out = s.survivors_traced(&logits, &[], &mut |stage, c| seen.push((stage, c.to_vec())));
+    let names: Vec<&str> = seen.iter().map(|(s, _)| s.name()).collect();
+    assert_eq!(
+        names,
+        ["penalties", "top-k", "top-p", "min-p", "temperature"]
+    );
+    assert_eq!(
+        seen[0].1.len(),
+        5,
+        "the first stage sees the whole vocabulary"
+    );
+    assert_eq!(seen[1].1.len(), 3, "top-k 3 keeps three");
+    assert_eq!(
+        seen[4].1, out,
+        "the last stage is what the draw chooses from"
+    );
+    assert_eq!(out, s.survivors(&logits, &[]));
+    assert_eq!(out[0].logit, 3.0 / 0.5, "temperature divides the logits");
+}
+
+#[test]
+fn top_k_selects_what_a_full_sort_keeps() {
+    // many ties and a spread of values, in a scrambled order
+    let logits: Vec<f32> = (0..5000u32)
+        .map(|i| ((i.wrapping_mul(2_654_435_761) >> 20) % 97) as f32 / 7.0 - 5.0)
+        .collect();
+    for k in [1, 2, 40, 96, 97, 500, 4999, 5000, 6000, 0] {
+        let mut want = cands(&logits);
+        want.sort_by(|a, b| b.logit.total_cmp(&a.logit).then(a.id.cmp(&b.id)));
+        if k > 0 && k < want.len() {
+            want.truncate(k);
+        }
+        let mut got = cands(&logits);
+        top_k(&mut got, k);
+        assert_eq!(got, want, "top-k {k}");
+    }
+}
+
+#[test]
+fn greedy_is_the_chains_first_survivor() {
+    let logits: Vec<f32> = (0..3000u32)
+        .map(|i| ((i.wrapping_mul(40_503) >> 7) % 61) as f32 / 3.0)
+        .collect();
+    for (history, repeat_penalty) in [(vec![], 1.0), (vec![5, 9, 9, 2999], 1.3)] {
+        let cfg = SamplerConfig {
+            temperature: 0.0,
+            repeat_penalty,
+            frequency_penalty: 0.2,
+            ..Default::default()
+        };
+        let mut s = Sampler::new(cfg);
+        let first = s.survivors(&logits, &history)[0].id;
+        assert_eq!(s.sample(&logits, &history), first);
+    }
+}
+
+#[test]
+fn temperature_zero_is_greedy_and_ties_go_to_the_lower_id() {
+    let cfg = SamplerConfig {
+        temperature: 0.0,
+        ..Default::default()
+    };
+    let mut s = Sampler::new(cfg);
+    assert_eq!(s.sample(&[0.5, 2.0, 2.0, 1.0], &[]), 1);
+}
