@@ -14,17 +14,6 @@ pub const MDBOOK_VERSION: &str = "0.5.4";
 /// one is split at anchors, each part introduced by its own sentence.
 pub const MAX_LISTING_LINES: usize = 60;
 
-/// Listings still longer than [`MAX_LISTING_LINES`] while the code they show is being
-/// reworked, as `file:anchor` the way the page includes them. Remove an entry when its
-/// listing is split; `cargo xtask book` says when one no longer needs to be here.
-const LONG_LISTINGS_FOR_NOW: [&str; 5] = [
-    "chapters/ch08-gguf/src/ksimd.rs:avx2_q4_k",
-    "chapters/ch08-gguf/src/engine.rs:layer",
-    "chapters/ch08-gguf/src/engine.rs:attend",
-    "chapters/ch08-gguf/src/ksimd.rs:avx512_q5_0_quads",
-    "chapters/ch08-gguf/src/kquant.rs:quads",
-];
-
 pub fn run(build: bool) -> Result<(), String> {
     let src = root().join("book/src");
     let mut pages = Vec::new();
@@ -247,21 +236,12 @@ fn check_listing_length(
     included: &[String],
     problems: &mut Vec<String>,
 ) {
-    let allowed = included
-        .iter()
-        .any(|i| LONG_LISTINGS_FOR_NOW.contains(&i.as_str()));
-    if shown > MAX_LISTING_LINES && !allowed {
+    if shown > MAX_LISTING_LINES {
         problems.push(format!(
             "{page}:{lineno}: a listing of {shown} lines ({}); split it at anchors into parts of \
              at most {MAX_LISTING_LINES}, each with its own sentence",
             included.join(", ")
         ));
-    } else if shown <= MAX_LISTING_LINES && allowed {
-        println!(
-            "note: {page}:{lineno}: {} is {shown} lines now; take it off LONG_LISTINGS_FOR_NOW \
-             in xtask/src/book.rs",
-            included.join(", ")
-        );
     }
 }
 

@@ -320,6 +320,8 @@ impl<'m> Engine<'m> {
             let r = t * kv_dim..(t + 1) * kv_dim;
             cache.write(l, pos0 + t, &k[r.clone()], &v[r]);
         }
+        // ANCHOR_END: layer
+        // ANCHOR: layer_attention
         let mut heads_out = vec![0.0f32; seq * q_dim];
         let cache = &*cache;
         heads_out.par_chunks_mut(q_dim).enumerate().for_each_init(
@@ -345,6 +347,8 @@ impl<'m> Engine<'m> {
             o = rmsnorm_rows(&o, n, eps); // Gemma: the attention output normalised
         }
         ops::add_inplace(x, &o);
+        // ANCHOR_END: layer_attention
+        // ANCHOR: layer_ffn
         let xn = rmsnorm_rows(x, &w.ffn_norm, eps);
         let mut gate = vec![0.0f32; seq * ffn];
         let mut up = vec![0.0f32; seq * ffn];
@@ -366,7 +370,7 @@ impl<'m> Engine<'m> {
         }
         ops::add_inplace(x, &down);
     }
-    // ANCHOR_END: layer
+    // ANCHOR_END: layer_ffn
 
     /// Final norm and the LM head: `(rows, dim)` → `(rows, vocab)`.
     pub fn head(&self, x: &[f32]) -> Vec<f32> {
@@ -500,6 +504,8 @@ pub fn attend<S: KvStore + ?Sized>(
             }
             continue;
         }
+        // ANCHOR_END: attend
+        // ANCHOR: attend_loops
         for (i, j) in keys.clone().enumerate() {
             let key = store.key(layer, kv, j);
             for (g, h) in hs.clone().enumerate() {
@@ -519,4 +525,4 @@ pub fn attend<S: KvStore + ?Sized>(
         }
     }
 }
-// ANCHOR_END: attend
+// ANCHOR_END: attend_loops

@@ -220,7 +220,9 @@ pub struct ActQuads {
     /// `(groups, 4 blocks, 4 tokens)`: Q8_1's `s = d · Σ qs` (for Q4_1's minimum); 0 for Q8_0.
     pub s: Vec<[f32; 16]>,
 }
+// ANCHOR_END: quads
 
+// ANCHOR: quads_build
 impl ActQuads {
     /// The whole groups of four blocks of four tokens' activations (the blocks after the last
     /// whole group are left to the caller).
@@ -267,7 +269,7 @@ impl ActQuads {
         out
     }
 }
-// ANCHOR_END: quads
+// ANCHOR_END: quads_build
 
 /// Four tokens' Q8_K activations interleaved as [`ActQuads`] does for Q8_0, for Q4_K rows:
 /// for every group of four super-blocks, every sub-block `s` of 32 and every four-byte step

@@ -391,7 +391,7 @@ pub mod avx2 {
         }
     }
 
-    // ANCHOR: avx2_q4_k
+    // ANCHOR: avx2_q4_k_scales
     /// Q4_K's eight 6-bit scales and eight 6-bit mins as sixteen bytes (scales first): the
     /// rule of [`kquant::scale_min_k4`] applied to all eight pairs at once, on three words.
     #[inline]
@@ -414,7 +414,9 @@ pub mod avx2 {
         }
         out
     }
+    // ANCHOR_END: avx2_q4_k_scales
 
+    // ANCHOR: avx2_q4_k
     /// `R` Q4_K rows against `T` tokens (1 × 1, 1 × 4 for a prefill, 4 × 1 for a decode step):
     /// each weight block is unpacked once for its `T` tokens.
     #[target_feature(enable = "avx2,f16c")]
@@ -438,6 +440,8 @@ pub mod avx2 {
                 let h = _mm256_hadd_epi16(bs, bs); // per half: 4 pair sums, twice
                 _mm256_castsi256_si128(_mm256_permute4x64_epi64::<0b00_00_10_00>(h))
             });
+            // ANCHOR_END: avx2_q4_k
+            // ANCHOR: avx2_q4_k_rows
             for r in 0..R {
                 let b = &w[r][i * Q4_K_BYTES..(i + 1) * Q4_K_BYTES];
                 if R == 4 {
@@ -483,7 +487,7 @@ pub mod avx2 {
         }
         acc
     }
-    // ANCHOR_END: avx2_q4_k
+    // ANCHOR_END: avx2_q4_k_rows
 
     /// `R` Q6_K rows against `T` tokens.
     #[target_feature(enable = "avx2,f16c")]
@@ -870,6 +874,8 @@ pub mod avx512 {
                 let act = unsafe { _mm512_loadu_si512(qs.as_ptr().add(64 * s).cast()) };
                 dots = _mm512_dpbusd_epi32(dots, _mm512_permutex2var_epi32(q01, *step, q23), act);
             }
+            // ANCHOR_END: avx512_q5_0_quads
+            // ANCHOR: avx512_q5_0_quads_float
             // SAFETY: the gather reads 4 bytes at the start of each of the four blocks: the
             // f16 d (and, for Q4_1, the f16 m after it).
             let dm = unsafe { _mm_i32gather_epi32::<1>(b.cast(), strides) };
@@ -898,8 +904,7 @@ pub mod avx512 {
         unsafe { _mm_storeu_ps(out.as_mut_ptr(), acc) };
         out
     }
-
-    // ANCHOR_END: avx512_q5_0_quads
+    // ANCHOR_END: avx512_q5_0_quads_float
 
     // ANCHOR: avx512_q4_k_quads
     /// One Q4_K row against four tokens, sixteen (super-block, token) pairs a lane each, as

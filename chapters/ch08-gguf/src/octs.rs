@@ -62,7 +62,9 @@ pub struct ActOcts {
     /// `(blocks, 8 tokens)`: Q8_1's `s = d · Σ qs` (for Q4_1's minimum); 0 for Q8_0.
     pub s: Vec<[f32; 8]>,
 }
+// ANCHOR_END: octs
 
+// ANCHOR: octs_build
 impl ActOcts {
     /// Eight tokens' Q8_0 activations for Q4_0 weights (chapter 6's blocks).
     pub fn from_q8_0_blocks(a: [&[BlockQ8_0]; 8]) -> ActOcts {
@@ -113,7 +115,7 @@ impl ActOcts {
         out
     }
 }
-// ANCHOR_END: octs
+// ANCHOR_END: octs_build
 
 /// Rows of a matrix unpacked for an eight-token kernel: one `B` per block, row after row
 /// ([`Block32`] here, [`crate::kocts::BlockK`] for the K-quants).
