@@ -1,0 +1,312 @@
+//! A product of a few tokens (a decode step, or a batch of a few sequences): split by rows,
+//! each task a block of rows against every token, so the weights are read once for the
+//! batch; eight tokens at a time through the eight-token kernels where the matrix has one.
+
+use ch06_quantization::Kernels;
+use ch06_quantization::matrix::{Activations, Format};
+use rayon::prelude::*;
+
+use super::{Acts, GROUP_ROWS, KActs, KFormat, Matrix, rows_in_fours};
+use crate::kocts::{KOcts, RowsK};
+use crate::ksimd::KKernels;
+use crate::octs::{ActOcts, Format32, Rows32};
+
+/// Tokens a thread must have before a product is split by tokens (a prefill: each thread
+/// reads every weight for its band of tokens) rather than by rows ([`matmul_group`]: each
+/// weight read once for all the tokens, eight at a time where the matrix has an
+/// eight-token kernel), for a matrix with a multi-token prefill kernel. On the book's AMD
+/// EPYC (two threads), 16 to 24 tokens went up to 1.8× faster split by rows, and from 32 the
+/// two splits were level. A matrix without such a kernel stays split by rows twice as
+/// long.
+pub const FEW: usize = 16;
+
+/// Every eight tokens' activations interleaved for an eight-token kernel ([`crate::octs`]).
+enum Eights {
+    Q32(Vec<ActOcts>),
+    K(Vec<KOcts>),
+}
+
+/// Which eight-token kernel a matrix has on a kernel level.
+#[derive(Clone, Copy)]
+enum EightKernel {
+    Q32(Format32),
+    K { q6_k: bool },
+}
+
+impl Matrix {
+    /// The eight-token kernel this matrix has on `kk`'s level, if any.
+    fn eight_kernel(&self, kk: &dyn KKernels) -> Option<EightKernel> {
+        match self {
+            Matrix::Q(m) => match m.format() {
+                Format::Q4_0 if kk.has_octs() => Some(EightKernel::Q32(Format32::Q4_0)),
+                Format::Q4_1 if kk.wants_octs() => Some(EightKernel::Q32(Format32::Q4_1)),
+                _ => None,
+            },
+            Matrix::K(m) if kk.wants_octs() => Some(match m.format {
+                KFormat::Q5_0 => EightKernel::Q32(Format32::Q5_0),
+                KFormat::Q4_K => EightKernel::K { q6_k: false },
+                KFormat::Q6_K => EightKernel::K { q6_k: true },
+            }),
+            Matrix::K(_) => None,
+        }
+    }
+
+    /// Every whole eight of the `seq` tokens' activations interleaved for this matrix's
+    /// eight-token kernel: built once per product, shared by every block of rows.
+    fn eights(&self, kk: &dyn KKernels, acts: &Acts, seq: usize) -> Option<Eights> {
+        let kernel = self.eight_kernel(kk)?;
+        let groups = seq / 8;
+        if groups == 0 {
+            return None;
+        }
+        Some(match (kernel, acts) {
+            (EightKernel::Q32(_), Acts::Q(a)) => {
+                let nb = self.cols() / 32;
+                Eights::Q32(
+                    (0..groups)
+                        .map(|g| match a {
+                            Activations::Q8_0(a) => {
+                                ActOcts::from_q8_0_blocks(std::array::from_fn(|j| {
+                                    &a[(8 * g + j) * nb..][..nb]
+                                }))
+                            }
+                            Activations::Q8_1(a) => ActOcts::from_q8_1(std::array::from_fn(|j| {
+                                &a[(8 * g + j) * nb..][..nb]
+                            })),
+                        })
+                        .collect(),
+                )
+            }
+            (EightKernel::Q32(_), Acts::K(a)) => Eights::Q32(
+                (0..groups)
+                    .map(|g| {
+                        ActOcts::from_q8_0(std::array::from_fn(|j| match &a[8 * g + j] {
+                            KActs::Q8_0(a) => &a[..],
+                            KActs::Q8K(_) => unreachable!("Q5_0 takes Q8_0 activations"),
+                        }))
+                    })
+                    .collect(),
+            ),
+            (EightKernel::K { .. }, Acts::K(a)) => Eights::K(
+                (0..groups)
+                    .map(|g| {
+                        KOcts::new(std::array::from_fn(|j| match &a[8 * g + j] {
+                            KActs::Q8K(a) => &a[..],
+                            KActs::Q8_0(_) => unreachable!("the K-quants take Q8_K activations"),
+                        }))
+                    })
+                    .collect(),
+            ),
+            (EightKernel::K { .. }, Acts::Q(_)) => unreachable!("K-quants take K activations"),
+        })
+    }
+
+    /// Rows `r0..r0 + n` unpacked once, against every eight tokens of `eights`: `out[t][i]`
+    /// for the first `8 · groups` tokens.
+    fn block_of_rows_by_eights(
+        &self,
+        kk: &dyn KKernels,
+        eights: &Eights,
+        r0: usize,
+        out: &mut [&mut [f32]],
+    ) {
+        let n = out[0].len();
+        let bytes: Vec<&[u8]> = (r0..r0 + n)
+            .map(|r| match self {
+                Matrix::Q(m) => m.row_bytes(r),
+                Matrix::K(m) => m.row_bytes(r),
+            })
+            .collect();
+        let mut put = |g: usize, i: usize, v: [f32; 8]| {
+            for (j, v) in v.into_iter().enumerate() {
+                out[8 * g + j][i] = v;
+            }
+        };
+        match (self.eight_kernel(kk), eights) {
+            (Some(EightKernel::Q32(f)), Eights::Q32(groups)) => {
+                let mut rows = Rows32::default();
+                kk.unpack_rows32(f, &bytes, &mut rows);
+                for (g, a) in groups.iter().enumerate() {
+                    for i in 0..n {
+                        put(g, i, kk.dot8_row32(f, rows.row(i), a));
+                    }
+                }
+            }
+            (Some(EightKernel::K { q6_k }), Eights::K(groups)) => {
+                let mut rows = RowsK::default();
+                kk.unpack_rows_k(q6_k, &bytes, &mut rows);
+                for (g, a) in groups.iter().enumerate() {
+                    for i in 0..n {
+                        put(
+                            g,
+                            i,
+                            if q6_k {
+                                kk.dot8_q6_k(&rows, i, a)
+                            } else {
+                                kk.dot8_q4_k(&rows, i, a)
+                            },
+                        );
+                    }
+                }
+            }
+            _ => unreachable!("eights were built for this matrix's kernel"),
+        }
+    }
+
+    /// Whether a product of `seq` tokens is split by rows: too few tokens per thread for
+    /// this matrix's prefill kernel to pay for reading every weight on every thread.
+    pub(super) fn by_rows(&self, kk: &dyn KKernels, seq: usize) -> bool {
+        let wide = match self {
+            Matrix::Q(m) => match m.format() {
+                Format::Q4_0 => kk.has_octs(),
+                Format::Q4_1 => kk.wants_octs() || kk.wants_quads(),
+                _ => false,
+            },
+            Matrix::K(m) => match m.format {
+                KFormat::Q6_K => kk.wants_octs(),
+                _ => kk.wants_octs() || kk.wants_quads(),
+            },
+        };
+        let per_thread = if wide { FEW } else { 2 * FEW };
+        self.act_kind().is_some() && seq < per_thread * rayon::current_num_threads()
+    }
+
+    /// Rows `r0..r0 + n` against every token, `out[t]` token `t`'s `n` outputs: eight tokens
+    /// at a time where the matrix has an eight-token kernel (`eights`), then four at a time
+    /// against each row (its blocks unpacked once for the four), then the last one to three
+    /// tokens four rows at a time. The same numbers as [`Matrix::matmul`].
+    fn block_of_rows(
+        &self,
+        k: &dyn Kernels,
+        kk: &dyn KKernels,
+        (acts, eights): (&Acts, Option<&Eights>),
+        r0: usize,
+        out: &mut [&mut [f32]],
+    ) {
+        let seq = out.len();
+        let mut t = 0;
+        if let Some(e) = eights {
+            self.block_of_rows_by_eights(kk, e, r0, out);
+            t = seq / 8 * 8;
+        }
+        while t + 4 <= seq {
+            for i in 0..out[t].len() {
+                let r = r0 + i;
+                let v = match (self, acts) {
+                    (Matrix::K(m), Acts::K(a)) => m.dot4(kk, r, std::array::from_fn(|j| &a[t + j])),
+                    (Matrix::Q(m), Acts::Q(a)) => {
+                        m.dot_rows4(k, [r; 4], a, [t, t + 1, t + 2, t + 3])
+                    }
+                    _ => unreachable!("quantize made the activations for this matrix"),
+                };
+                for (j, v) in v.into_iter().enumerate() {
+                    out[t + j][i] = v;
+                }
+            }
+            t += 4;
+        }
+        for (t, o) in out.iter_mut().enumerate().skip(t) {
+            self.rows_into(k, kk, acts, t, r0, o);
+        }
+    }
+
+    /// Rows `r0..r0 + out.len()` for token `t`, four at a time: the same numbers as
+    /// [`Matrix::matmul`] gives them.
+    fn rows_into(
+        &self,
+        k: &dyn Kernels,
+        kk: &dyn KKernels,
+        acts: &Acts,
+        t: usize,
+        r0: usize,
+        out: &mut [f32],
+    ) {
+        let (m, a) = match (self, acts) {
+            (Matrix::K(m), Acts::K(a)) => return m.rows_into(kk, &a[t], r0, out),
+            (Matrix::Q(m), Acts::Q(a)) => (m, a),
+            _ => unreachable!("quantize made the activations for this matrix"),
+        };
+        rows_in_fours(
+            out,
+            r0,
+            |r| m.dot_rows4(k, [r, r + 1, r + 2, r + 3], a, [t; 4]),
+            |r| m.dot_row(k, r, a, t),
+        );
+    }
+}
+
+/// A task of a grouped product: a matrix, its eight-token activations if it has them, the
+/// first row of its block, and each token's outputs for the block's rows.
+type Task<'a> = (&'a Matrix, Option<&'a Eights>, usize, Vec<&'a mut [f32]>);
+
+// ANCHOR: matmul_group
+/// Several products of the same input `x` (`(seq, cols)`), `outs[i] = x · mats[i]ᵀ`: Q, K
+/// and V, or gate and up. In a prefill each is an ordinary [`Matrix::matmul`]. With too few
+/// tokens a thread for its prefill kernel (a decode step, or a batch of a few sequences;
+/// [`FEW`]), where each
+/// product is a few hundred microseconds, the input is quantized once per kind of
+/// activation and every matrix's rows go to the threads in *one* parallel pass: one
+/// fork-join instead of three, and no thread idles while the smallest matrix finishes. A
+/// task is a block of [`GROUP_ROWS`] rows against every token, so the block's weights come
+/// from memory once however many tokens there are. Each output is the same `dot` as in
+/// `matmul`, so the numbers are the same bits.
+pub fn matmul_group(
+    k: &dyn Kernels,
+    kk: &dyn KKernels,
+    mats: &[&Matrix],
+    outs: &mut [&mut [f32]],
+    x: &[f32],
+    seq: usize,
+) {
+    assert_eq!(mats.len(), outs.len(), "one output per matrix");
+    let mut few: Vec<(&Matrix, &mut [f32])> = Vec::new();
+    for (m, out) in mats.iter().zip(outs.iter_mut()) {
+        if m.by_rows(kk, seq) {
+            few.push((m, out));
+        } else {
+            m.matmul(k, kk, out, x, seq);
+        }
+    }
+    // One quantization per kind, shared by the matrices that take it.
+    let mut acts: Vec<(&'static str, Acts)> = Vec::new();
+    for (m, _) in &few {
+        let kind = m.act_kind().expect("by_rows checked");
+        if !acts.iter().any(|(k, _)| *k == kind) {
+            acts.push((kind, m.quantize(k, x)));
+        }
+    }
+    let acts_of = |m: &Matrix| {
+        let kind = m.act_kind().expect("by_rows checked");
+        &acts
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .expect("quantized above")
+            .1
+    };
+    // Every eight tokens interleaved once per matrix that has an eight-token kernel.
+    let eights: Vec<Option<Eights>> = few
+        .iter()
+        .map(|(m, _)| m.eights(kk, acts_of(m), seq))
+        .collect();
+    let mut tasks: Vec<Task> = Vec::new();
+    for ((m, out), e) in few.into_iter().zip(&eights) {
+        assert_eq!(
+            out.len(),
+            seq * m.rows(),
+            "matmul_group: output is not (seq, rows)"
+        );
+        let first = tasks.len();
+        for (t, out_t) in out.chunks_exact_mut(m.rows()).enumerate() {
+            for (c, o) in out_t.chunks_mut(GROUP_ROWS).enumerate() {
+                if t == 0 {
+                    tasks.push((m, e.as_ref(), c * GROUP_ROWS, Vec::with_capacity(seq)));
+                }
+                tasks[first + c].3.push(o);
+            }
+        }
+    }
+    tasks
+        .into_par_iter()
+        .for_each(|(m, e, r0, mut o)| m.block_of_rows(k, kk, (acts_of(m), e), r0, &mut o));
+}
+// ANCHOR_END: matmul_group

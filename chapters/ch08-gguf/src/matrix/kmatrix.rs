@@ -1,0 +1,296 @@
+//! A matrix of Q5_0, Q4_K or Q6_K rows, used in place in the file, and its product: chapter
+//! 6's split by tokens in a prefill, with this chapter's multi-token kernels.
+
+use ch06_quantization::{Bytes, Kernels};
+use rayon::prelude::*;
+
+use super::{GROUP_ROWS, Interleaved, prefill_bands, rows_in_fours};
+use crate::kocts::{KOcts, RowsK};
+use crate::kquant::{
+    self, ActQuads, BlockQ8K, KQuads, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide, QK_K,
+};
+use crate::ksimd::KKernels;
+use crate::octs::{self, ActOcts, Format32};
+
+/// The block formats of [`crate::kquant`] (named as llama.cpp names them).
+#[allow(non_camel_case_types)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KFormat {
+    Q5_0,
+    Q4_K,
+    Q6_K,
+}
+
+impl KFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            KFormat::Q5_0 => "Q5_0",
+            KFormat::Q4_K => "Q4_K",
+            KFormat::Q6_K => "Q6_K",
+        }
+    }
+    /// (values, bytes) per block.
+    pub fn block(self) -> (usize, usize) {
+        match self {
+            KFormat::Q5_0 => (32, Q5_0_BYTES),
+            KFormat::Q4_K => (QK_K, Q4_K_BYTES),
+            KFormat::Q6_K => (QK_K, Q6_K_BYTES),
+        }
+    }
+}
+
+/// A matrix of Q5_0, Q4_K or Q6_K rows, in place in the file.
+pub struct KMatrix {
+    pub format: KFormat,
+    pub rows: usize,
+    pub cols: usize,
+    data: Bytes,
+}
+
+/// One token's activations, quantized for a format.
+pub enum KActs {
+    Q8_0(Vec<Q8_0Wide>),
+    Q8K(Vec<BlockQ8K>),
+}
+
+impl KMatrix {
+    /// `bytes` must hold exactly `rows` rows of `cols` values.
+    pub fn new(format: KFormat, rows: usize, cols: usize, data: Bytes) -> Result<KMatrix, String> {
+        let (bv, bb) = format.block();
+        if !cols.is_multiple_of(bv) {
+            return Err(format!(
+                "{} rows must be whole blocks of {bv}, not {cols}",
+                format.name()
+            ));
+        }
+        let need = rows.checked_mul(cols / bv * bb);
+        if need != Some(data.as_slice().len()) {
+            return Err(format!(
+                "a ({rows}, {cols}) {} matrix takes {need:?} bytes, not {}",
+                format.name(),
+                data.as_slice().len()
+            ));
+        }
+        Ok(KMatrix {
+            format,
+            rows,
+            cols,
+            data,
+        })
+    }
+
+    #[inline]
+    pub fn row_len(&self) -> usize {
+        let (bv, bb) = self.format.block();
+        self.cols / bv * bb
+    }
+
+    #[inline]
+    pub fn row_bytes(&self, r: usize) -> &[u8] {
+        let n = self.row_len();
+        &self.data.as_slice()[r * n..(r + 1) * n]
+    }
+
+    pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
+        let w = self.row_bytes(r);
+        let (bv, bb) = self.format.block();
+        for (b, o) in w.chunks_exact(bb).zip(out.chunks_exact_mut(bv)) {
+            match self.format {
+                KFormat::Q5_0 => kquant::dequantize_q5_0(b, o.try_into().expect("32")),
+                KFormat::Q4_K => kquant::dequantize_q4_k(b, o.try_into().expect("256")),
+                KFormat::Q6_K => kquant::dequantize_q6_k(b, o.try_into().expect("256")),
+            }
+        }
+    }
+
+    /// One token's activations (`cols` values) in the format this matrix multiplies with.
+    pub fn quantize(&self, k: &dyn Kernels, x: &[f32]) -> KActs {
+        match self.format {
+            KFormat::Q5_0 => {
+                let mut out = Vec::new();
+                k.quantize_q8_0(x, &mut out);
+                KActs::Q8_0(out.iter().map(Q8_0Wide::from).collect())
+            }
+            _ => KActs::Q8K(
+                x.chunks_exact(QK_K)
+                    .map(|c| kquant::quantize_q8_k(c.try_into().expect("256")))
+                    .collect(),
+            ),
+        }
+    }
+
+    pub fn dot(&self, kk: &dyn KKernels, r: usize, a: &KActs) -> f32 {
+        let w = self.row_bytes(r);
+        match (self.format, a) {
+            (KFormat::Q5_0, KActs::Q8_0(a)) => kk.dot_q5_0(w, a),
+            (KFormat::Q4_K, KActs::Q8K(a)) => kk.dot_q4_k(w, a),
+            (KFormat::Q6_K, KActs::Q8K(a)) => kk.dot_q6_k(w, a),
+            _ => unreachable!("quantize made the activations for this format"),
+        }
+    }
+
+    /// Row `r` against four tokens' activations: four `dot`s, bit for bit, with each weight
+    /// block unpacked once.
+    pub fn dot4(&self, kk: &dyn KKernels, r: usize, a: [&KActs; 4]) -> [f32; 4] {
+        let w = self.row_bytes(r);
+        match (self.format, a) {
+            (
+                KFormat::Q5_0,
+                [
+                    KActs::Q8_0(a0),
+                    KActs::Q8_0(a1),
+                    KActs::Q8_0(a2),
+                    KActs::Q8_0(a3),
+                ],
+            ) => kk.dot4_q5_0(w, [a0, a1, a2, a3]),
+            (
+                KFormat::Q4_K,
+                [
+                    KActs::Q8K(a0),
+                    KActs::Q8K(a1),
+                    KActs::Q8K(a2),
+                    KActs::Q8K(a3),
+                ],
+            ) => kk.dot4_q4_k(w, [a0, a1, a2, a3]),
+            (
+                KFormat::Q6_K,
+                [
+                    KActs::Q8K(a0),
+                    KActs::Q8K(a1),
+                    KActs::Q8K(a2),
+                    KActs::Q8K(a3),
+                ],
+            ) => kk.dot4_q6_k(w, [a0, a1, a2, a3]),
+            _ => unreachable!("quantize made the activations for this format"),
+        }
+    }
+
+    /// Rows `r0..r0 + out.len()` against one token's activations, four at a time.
+    pub(super) fn rows_into(&self, kk: &dyn KKernels, a: &KActs, r0: usize, out: &mut [f32]) {
+        rows_in_fours(out, r0, |r| self.rows4(kk, r, a), |r| self.dot(kk, r, a));
+    }
+
+    /// Rows `r..r + 4` against one token: four `dot`s, bit for bit.
+    pub fn rows4(&self, kk: &dyn KKernels, r: usize, a: &KActs) -> [f32; 4] {
+        let w: [&[u8]; 4] = std::array::from_fn(|i| self.row_bytes(r + i));
+        match (self.format, a) {
+            (KFormat::Q5_0, KActs::Q8_0(a)) => kk.rows4_q5_0(w, a),
+            (KFormat::Q4_K, KActs::Q8K(a)) => kk.rows4_q4_k(w, a),
+            (KFormat::Q6_K, KActs::Q8K(a)) => kk.rows4_q6_k(w, a),
+            _ => unreachable!("quantize made the activations for this format"),
+        }
+    }
+
+    // ANCHOR: kmatmul
+    /// `out (seq, rows) = x (seq, cols) · Wᵀ`, split like chapter 6's: bands of at least
+    /// four tokens per thread in a prefill (four tokens per weight row at a time), blocks
+    /// of 64 rows in a decode step. Each output equals one `dot` whatever the split.
+    pub fn matmul(
+        &self,
+        k: &dyn Kernels,
+        kk: &dyn KKernels,
+        out: &mut [f32],
+        x: &[f32],
+        seq: usize,
+    ) {
+        let (rows, cols) = (self.rows, self.cols);
+        let threads = rayon::current_num_threads();
+        let acts: Vec<KActs> = if seq >= 4 * threads {
+            x.par_chunks_exact(cols)
+                .map(|t| self.quantize(k, t))
+                .collect()
+        } else {
+            // a decode step: one token is quicker to quantize than to hand to another thread
+            x.chunks_exact(cols).map(|t| self.quantize(k, t)).collect()
+        };
+        if seq >= 4 * threads {
+            let q8_0 = |t: usize| match &acts[t] {
+                KActs::Q8_0(a) => &a[..],
+                KActs::Q8K(_) => unreachable!("Q5_0 takes Q8_0 activations"),
+            };
+            let q8k = |t: usize| match &acts[t] {
+                KActs::Q8K(a) => &a[..],
+                KActs::Q8_0(_) => unreachable!("the K-quants take Q8_K activations"),
+            };
+            if self.format == KFormat::Q5_0 && kk.wants_octs() {
+                return octs::prefill32(
+                    kk,
+                    Format32::Q5_0,
+                    out,
+                    rows,
+                    seq,
+                    |r| self.row_bytes(r),
+                    |t| ActOcts::from_q8_0(std::array::from_fn(|j| q8_0(t + j))),
+                    |r, t| self.dot4(kk, r, std::array::from_fn(|j| &acts[t + j])),
+                    |r, t| self.dot(kk, r, &acts[t]),
+                );
+            }
+            if matches!(self.format, KFormat::Q4_K | KFormat::Q6_K) && kk.wants_octs() {
+                let q6_k = self.format == KFormat::Q6_K;
+                return octs::prefill(
+                    out,
+                    rows,
+                    seq,
+                    octs::tile_rows(cols / QK_K * 280), // 256 quants, 16 scales, d, dmin
+                    |t| KOcts::new(std::array::from_fn(|j| q8k(t + j))),
+                    |rs, u: &mut RowsK| {
+                        let rs: Vec<&[u8]> = rs.map(|r| self.row_bytes(r)).collect();
+                        kk.unpack_rows_k(q6_k, &rs, u);
+                    },
+                    |u, i, a| {
+                        if q6_k {
+                            kk.dot8_q6_k(u, i, a)
+                        } else {
+                            kk.dot8_q4_k(u, i, a)
+                        }
+                    },
+                    |r, t| self.dot4(kk, r, std::array::from_fn(|j| &acts[t + j])),
+                    |r, t| self.dot(kk, r, &acts[t]),
+                );
+            }
+            let wants = kk.wants_quads();
+            prefill_bands(
+                out,
+                rows,
+                seq,
+                // on a kernel that wants them, four tokens' activations interleaved once for
+                // all the rows
+                |t| match self.format {
+                    KFormat::Q5_0 if wants => {
+                        Some(Interleaved::Q8_0(ActQuads::new(std::array::from_fn(|j| {
+                            q8_0(t + j)
+                        }))))
+                    }
+                    KFormat::Q4_K if wants => {
+                        Some(Interleaved::Q8K(KQuads::new(std::array::from_fn(|j| {
+                            q8k(t + j)
+                        }))))
+                    }
+                    _ => None,
+                },
+                |r, t, q| {
+                    let w = self.row_bytes(r);
+                    let fast = match q {
+                        Some(Interleaved::Q8_0(q)) => {
+                            Some(kk.dot4_q5_0_quads(w, q, std::array::from_fn(|j| q8_0(t + j))))
+                        }
+                        Some(Interleaved::Q8K(q)) => {
+                            kk.dot4_q4_k_quads(w, q, std::array::from_fn(|j| q8k(t + j)))
+                        }
+                        None => None,
+                    };
+                    fast.unwrap_or_else(|| self.dot4(kk, r, std::array::from_fn(|j| &acts[t + j])))
+                },
+                |r, t| self.dot(kk, r, &acts[t]),
+            );
+        } else {
+            for (t, out_t) in out.chunks_exact_mut(rows).enumerate() {
+                out_t
+                    .par_chunks_mut(GROUP_ROWS)
+                    .enumerate()
+                    .for_each(|(c, o)| self.rows_into(kk, &acts[t], c * GROUP_ROWS, o));
+            }
+        }
+    }
+    // ANCHOR_END: kmatmul
+}
