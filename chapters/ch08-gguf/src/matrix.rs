@@ -89,9 +89,6 @@ pub enum Acts {
     K(Vec<KActs>),
 }
 
-/// Rows a task of a grouped product computes.
-const GROUP_ROWS: usize = 64;
-
 /// A matrix of any format the engine runs.
 pub enum Matrix {
     Q(QMatrix),
@@ -146,20 +143,28 @@ impl Matrix {
     ) {
         match self {
             _ if self.by_rows(kk, seq) => matmul_group(k, kk, &[self], &mut [out], x, seq),
-            Matrix::Q(m)
-                if match m.format() {
-                    Format::Q4_1 => kk.wants_quads() || kk.wants_octs(),
-                    Format::Q4_0 => kk.has_octs(),
-                    _ => false,
-                } =>
-            {
-                q4_prefill(m, k, kk, out, x, seq)
-            }
+            Matrix::Q(m) if self.has_prefill_kernel(kk) => q4_prefill(m, k, kk, out, x, seq),
             Matrix::Q(m) => m.matmul_with(k, out, x, seq),
             Matrix::K(m) => m.matmul(k, kk, out, x, seq),
         }
     }
     // ANCHOR_END: choose
+
+    /// Whether this matrix has a multi-token prefill kernel on `kk`'s level (beyond chapter
+    /// 6's four-token dot): the eight-token kernels, or VNNI's interleaved four-token ones.
+    fn has_prefill_kernel(&self, kk: &dyn KKernels) -> bool {
+        match self {
+            Matrix::Q(m) => match m.format() {
+                Format::Q4_0 => kk.has_octs(),
+                Format::Q4_1 => kk.wants_octs() || kk.wants_quads(),
+                _ => false,
+            },
+            Matrix::K(m) => match m.format {
+                KFormat::Q6_K => kk.wants_octs(),
+                _ => kk.wants_octs() || kk.wants_quads(),
+            },
+        }
+    }
 
     /// Which activations the matrix multiplies with: two matrices with the same kind can
     /// share one quantization of the same input. `None` for f32 weights (no quantization).

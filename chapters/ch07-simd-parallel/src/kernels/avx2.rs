@@ -80,8 +80,18 @@ fn dot_u8_i8(x: __m256i, y: __m256i) -> i32 {
 /// bytes (elements 0..16), then the high nibbles (elements 16..32).
 #[target_feature(enable = "avx2")]
 pub(super) fn unpack_nibbles(qs: &[u8; 16]) -> __m256i {
-    // SAFETY: `qs` is 16 readable bytes; loadu has no alignment requirement.
-    let bytes = unsafe { _mm_loadu_si128(qs.as_ptr().cast()) };
+    // SAFETY: `qs` is 16 readable bytes.
+    unsafe { unpack_nibbles_at(qs.as_ptr()) }
+}
+
+/// [`unpack_nibbles`] of the 16 bytes at `p`, for the kernels that walk blocks by pointer.
+///
+/// # Safety
+/// `p` must be readable for 16 bytes (no alignment needed).
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn unpack_nibbles_at(p: *const u8) -> __m256i {
+    // SAFETY: the caller's promise; loadu has no alignment requirement.
+    let bytes = unsafe { _mm_loadu_si128(p.cast()) };
     let low = _mm_and_si128(bytes, _mm_set1_epi8(0x0f));
     let high = _mm_and_si128(_mm_srli_epi16::<4>(bytes), _mm_set1_epi8(0x0f));
     _mm256_set_m128i(high, low)
@@ -393,12 +403,9 @@ pub fn dot4_q4_1_q8_1(w: [&[u8]; 4], a: [&[BlockQ8_1]; 4]) -> [f32; 4] {
                 _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(8 * nb * BlockQ4_1::BYTES).cast());
             }
             let p: [__m256i; 4] = std::array::from_fn(|i| {
-                let bytes = _mm_loadu_si128(wb[i].add(4).cast());
-                let low = _mm_and_si128(bytes, _mm_set1_epi8(0x0f));
-                let high = _mm_and_si128(_mm_srli_epi16::<4>(bytes), _mm_set1_epi8(0x0f));
                 let y = _mm256_loadu_si256((&raw const (*ab[i]).qs).cast());
                 _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(_mm256_set_m128i(high, low), y),
+                    _mm256_maddubs_epi16(unpack_nibbles_at(wb[i].add(4)), y),
                     _mm256_set1_epi16(1),
                 )
             });
@@ -427,10 +434,7 @@ fn one_row_four_tokens_q4_1(w: &[u8], a: [&[BlockQ8_1]; 4], nb: usize) -> [f32; 
         unsafe {
             let wb = w.as_ptr().add(b * BlockQ4_1::BYTES);
             let ab: [*const BlockQ8_1; 4] = ap.map(|p| p.add(b));
-            let bytes = _mm_loadu_si128(wb.add(4).cast());
-            let low = _mm_and_si128(bytes, _mm_set1_epi8(0x0f));
-            let high = _mm_and_si128(_mm_srli_epi16::<4>(bytes), _mm_set1_epi8(0x0f));
-            let q = _mm256_set_m128i(high, low);
+            let q = unpack_nibbles_at(wb.add(4));
             let p: [__m256i; 4] = std::array::from_fn(|i| {
                 let y = _mm256_loadu_si256((&raw const (*ab[i]).qs).cast());
                 _mm256_madd_epi16(_mm256_maddubs_epi16(q, y), _mm256_set1_epi16(1))
@@ -461,11 +465,7 @@ fn four_rows_one_token_q4_1(w: [&[u8]; 4], a: &[BlockQ8_1], nb: usize) -> [f32; 
                 _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(8 * nb * BlockQ4_1::BYTES).cast());
             }
             let p: [__m256i; 4] = std::array::from_fn(|i| {
-                let bytes = _mm_loadu_si128(wb[i].add(4).cast());
-                let q = _mm256_and_si256(
-                    _mm256_set_m128i(_mm_srli_epi16::<4>(bytes), bytes),
-                    _mm256_set1_epi8(0x0f),
-                );
+                let q = unpack_nibbles_at(wb[i].add(4));
                 _mm256_madd_epi16(_mm256_maddubs_epi16(q, y), _mm256_set1_epi16(1))
             });
             let sumi = _mm_cvtepi32_ps(hsum4_i32(p));
@@ -543,10 +543,7 @@ pub fn dot4_q4_0_q8_0(w: [&[u8]; 4], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
     let (wp, ap) = (w.map(<[u8]>::as_ptr), a.map(<[BlockQ8_0]>::as_ptr));
     let unpack = |p: *const u8| {
         // SAFETY: the caller passes a block's first byte; its 16 nibble bytes follow the scale.
-        let bytes = unsafe { _mm_loadu_si128(p.add(2).cast()) };
-        let low = _mm_and_si128(bytes, _mm_set1_epi8(0x0f));
-        let high = _mm_and_si128(_mm_srli_epi16::<4>(bytes), _mm_set1_epi8(0x0f));
-        _mm256_sub_epi8(_mm256_set_m128i(high, low), _mm256_set1_epi8(8))
+        _mm256_sub_epi8(unsafe { unpack_nibbles_at(p.add(2)) }, _mm256_set1_epi8(8))
     };
     let mut sum = _mm_setzero_ps();
     for b in 0..nb {
@@ -595,11 +592,7 @@ fn four_rows_one_token_q4_0(w: [&[u8]; 4], a: &[BlockQ8_0], nb: usize) -> [f32; 
                 _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(8 * nb * BlockQ4_0::BYTES).cast()); // as in Q4_1
             }
             let p: [__m256i; 4] = std::array::from_fn(|i| {
-                let bytes = _mm_loadu_si128(wb[i].add(2).cast());
-                let q = _mm256_and_si256(
-                    _mm256_set_m128i(_mm_srli_epi16::<4>(bytes), bytes),
-                    _mm256_set1_epi8(0x0f),
-                );
+                let q = unpack_nibbles_at(wb[i].add(2));
                 _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(q, y), ones), eight_y)
             });
             let sumi = _mm_cvtepi32_ps(hsum4_i32(p));

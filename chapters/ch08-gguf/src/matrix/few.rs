@@ -6,7 +6,7 @@ use ch06_quantization::Kernels;
 use ch06_quantization::matrix::{Activations, Format};
 use rayon::prelude::*;
 
-use super::{Acts, GROUP_ROWS, KActs, KFormat, Matrix, rows_in_fours};
+use super::{Acts, KActs, KFormat, Matrix, rows_in_fours};
 use crate::kocts::{KOcts, RowsK};
 use crate::ksimd::KKernels;
 use crate::octs::{ActOcts, Format32, Rows32};
@@ -19,6 +19,9 @@ use crate::octs::{ActOcts, Format32, Rows32};
 /// two splits were level. A matrix without such a kernel stays split by rows twice as
 /// long.
 pub const FEW: usize = 16;
+
+/// Rows a task of a grouped product computes.
+const GROUP_ROWS: usize = 64;
 
 /// Every eight tokens' activations interleaved for an eight-token kernel ([`crate::octs`]).
 enum Eights {
@@ -52,7 +55,8 @@ impl Matrix {
     }
 
     /// Every whole eight of the `seq` tokens' activations interleaved for this matrix's
-    /// eight-token kernel: built once per product, shared by every block of rows.
+    /// eight-token kernel: built once per kind of activation, shared by every block of rows
+    /// of every matrix of that kind.
     fn eights(&self, kk: &dyn KKernels, acts: &Acts, seq: usize) -> Option<Eights> {
         let kernel = self.eight_kernel(kk)?;
         let groups = seq / 8;
@@ -156,18 +160,11 @@ impl Matrix {
     /// Whether a product of `seq` tokens is split by rows: too few tokens per thread for
     /// this matrix's prefill kernel to pay for reading every weight on every thread.
     pub(super) fn by_rows(&self, kk: &dyn KKernels, seq: usize) -> bool {
-        let wide = match self {
-            Matrix::Q(m) => match m.format() {
-                Format::Q4_0 => kk.has_octs(),
-                Format::Q4_1 => kk.wants_octs() || kk.wants_quads(),
-                _ => false,
-            },
-            Matrix::K(m) => match m.format {
-                KFormat::Q6_K => kk.wants_octs(),
-                _ => kk.wants_octs() || kk.wants_quads(),
-            },
+        let per_thread = if self.has_prefill_kernel(kk) {
+            FEW
+        } else {
+            2 * FEW
         };
-        let per_thread = if wide { FEW } else { 2 * FEW };
         self.act_kind().is_some() && seq < per_thread * rayon::current_num_threads()
     }
 
@@ -235,9 +232,9 @@ impl Matrix {
     }
 }
 
-/// A task of a grouped product: a matrix, its eight-token activations if it has them, the
-/// first row of its block, and each token's outputs for the block's rows.
-type Task<'a> = (&'a Matrix, Option<&'a Eights>, usize, Vec<&'a mut [f32]>);
+/// A task of a grouped product: a matrix, the first row of its block, and each token's
+/// outputs for the block's rows.
+type Task<'a> = (&'a Matrix, usize, Vec<&'a mut [f32]>);
 
 // ANCHOR: matmul_group
 /// Several products of the same input `x` (`(seq, cols)`), `outs[i] = x · mats[i]ᵀ`: Q, K
@@ -267,29 +264,32 @@ pub fn matmul_group(
             m.matmul(k, kk, out, x, seq);
         }
     }
-    // One quantization per kind, shared by the matrices that take it.
-    let mut acts: Vec<(&'static str, Acts)> = Vec::new();
+    // One quantization per kind, shared by the matrices that take it, and every eight of
+    // its tokens interleaved once if a matrix of the kind has an eight-token kernel.
+    let mut acts: Vec<(&'static str, Acts, Option<Eights>)> = Vec::new();
     for (m, _) in &few {
         let kind = m.act_kind().expect("by_rows checked");
-        if !acts.iter().any(|(k, _)| *k == kind) {
-            acts.push((kind, m.quantize(k, x)));
+        let i = match acts.iter().position(|(k, ..)| *k == kind) {
+            Some(i) => i,
+            None => {
+                acts.push((kind, m.quantize(k, x), None));
+                acts.len() - 1
+            }
+        };
+        if acts[i].2.is_none() {
+            acts[i].2 = m.eights(kk, &acts[i].1, seq);
         }
     }
     let acts_of = |m: &Matrix| {
         let kind = m.act_kind().expect("by_rows checked");
-        &acts
+        let (_, a, e) = acts
             .iter()
-            .find(|(k, _)| *k == kind)
-            .expect("quantized above")
-            .1
+            .find(|(k, ..)| *k == kind)
+            .expect("quantized above");
+        (a, e.as_ref().filter(|_| m.eight_kernel(kk).is_some()))
     };
-    // Every eight tokens interleaved once per matrix that has an eight-token kernel.
-    let eights: Vec<Option<Eights>> = few
-        .iter()
-        .map(|(m, _)| m.eights(kk, acts_of(m), seq))
-        .collect();
     let mut tasks: Vec<Task> = Vec::new();
-    for ((m, out), e) in few.into_iter().zip(&eights) {
+    for (m, out) in few {
         assert_eq!(
             out.len(),
             seq * m.rows(),
@@ -299,14 +299,14 @@ pub fn matmul_group(
         for (t, out_t) in out.chunks_exact_mut(m.rows()).enumerate() {
             for (c, o) in out_t.chunks_mut(GROUP_ROWS).enumerate() {
                 if t == 0 {
-                    tasks.push((m, e.as_ref(), c * GROUP_ROWS, Vec::with_capacity(seq)));
+                    tasks.push((m, c * GROUP_ROWS, Vec::with_capacity(seq)));
                 }
-                tasks[first + c].3.push(o);
+                tasks[first + c].2.push(o);
             }
         }
     }
     tasks
         .into_par_iter()
-        .for_each(|(m, e, r0, mut o)| m.block_of_rows(k, kk, (acts_of(m), e), r0, &mut o));
+        .for_each(|(m, r0, mut o)| m.block_of_rows(k, kk, acts_of(m), r0, &mut o));
 }
 // ANCHOR_END: matmul_group

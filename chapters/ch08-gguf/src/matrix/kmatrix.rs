@@ -4,7 +4,7 @@
 use ch06_quantization::{Bytes, Kernels};
 use rayon::prelude::*;
 
-use super::{GROUP_ROWS, Interleaved, prefill_bands, rows_in_fours};
+use super::{Interleaved, prefill_bands, rows_in_fours};
 use crate::kocts::{KOcts, RowsK};
 use crate::kquant::{
     self, ActQuads, BlockQ8K, KQuads, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide, QK_K,
@@ -182,9 +182,10 @@ impl KMatrix {
     }
 
     // ANCHOR: kmatmul
-    /// `out (seq, rows) = x (seq, cols) · Wᵀ`, split like chapter 6's: bands of at least
-    /// four tokens per thread in a prefill (four tokens per weight row at a time), blocks
-    /// of 64 rows in a decode step. Each output equals one `dot` whatever the split.
+    /// `out (seq, rows) = x (seq, cols) · Wᵀ` in a prefill (a decode step or a few tokens
+    /// go through [`super::matmul_group`], as [`super::Matrix::matmul`] decides), split
+    /// like chapter 6's: each thread a band of tokens, several tokens per weight row at a
+    /// time. Each output equals one `dot` whatever the split.
     pub fn matmul(
         &self,
         k: &dyn Kernels,
@@ -194,103 +195,89 @@ impl KMatrix {
         seq: usize,
     ) {
         let (rows, cols) = (self.rows, self.cols);
-        let threads = rayon::current_num_threads();
-        let acts: Vec<KActs> = if seq >= 4 * threads {
-            x.par_chunks_exact(cols)
-                .map(|t| self.quantize(k, t))
-                .collect()
-        } else {
-            // a decode step: one token is quicker to quantize than to hand to another thread
-            x.chunks_exact(cols).map(|t| self.quantize(k, t)).collect()
+        let acts: Vec<KActs> = x
+            .par_chunks_exact(cols)
+            .map(|t| self.quantize(k, t))
+            .collect();
+        let q8_0 = |t: usize| match &acts[t] {
+            KActs::Q8_0(a) => &a[..],
+            KActs::Q8K(_) => unreachable!("Q5_0 takes Q8_0 activations"),
         };
-        if seq >= 4 * threads {
-            let q8_0 = |t: usize| match &acts[t] {
-                KActs::Q8_0(a) => &a[..],
-                KActs::Q8K(_) => unreachable!("Q5_0 takes Q8_0 activations"),
-            };
-            let q8k = |t: usize| match &acts[t] {
-                KActs::Q8K(a) => &a[..],
-                KActs::Q8_0(_) => unreachable!("the K-quants take Q8_K activations"),
-            };
-            if self.format == KFormat::Q5_0 && kk.wants_octs() {
-                return octs::prefill32(
-                    kk,
-                    Format32::Q5_0,
-                    out,
-                    rows,
-                    seq,
-                    |r| self.row_bytes(r),
-                    |t| ActOcts::from_q8_0(std::array::from_fn(|j| q8_0(t + j))),
-                    |r, t| self.dot4(kk, r, std::array::from_fn(|j| &acts[t + j])),
-                    |r, t| self.dot(kk, r, &acts[t]),
-                );
-            }
-            if matches!(self.format, KFormat::Q4_K | KFormat::Q6_K) && kk.wants_octs() {
-                let q6_k = self.format == KFormat::Q6_K;
-                return octs::prefill(
-                    out,
-                    rows,
-                    seq,
-                    octs::tile_rows(cols / QK_K * 280), // 256 quants, 16 scales, d, dmin
-                    |t| KOcts::new(std::array::from_fn(|j| q8k(t + j))),
-                    |rs, u: &mut RowsK| {
-                        let rs: Vec<&[u8]> = rs.map(|r| self.row_bytes(r)).collect();
-                        kk.unpack_rows_k(q6_k, &rs, u);
-                    },
-                    |u, i, a| {
-                        if q6_k {
-                            kk.dot8_q6_k(u, i, a)
-                        } else {
-                            kk.dot8_q4_k(u, i, a)
-                        }
-                    },
-                    |r, t| self.dot4(kk, r, std::array::from_fn(|j| &acts[t + j])),
-                    |r, t| self.dot(kk, r, &acts[t]),
-                );
-            }
-            let wants = kk.wants_quads();
-            prefill_bands(
+        let q8k = |t: usize| match &acts[t] {
+            KActs::Q8K(a) => &a[..],
+            KActs::Q8_0(_) => unreachable!("the K-quants take Q8_K activations"),
+        };
+        if self.format == KFormat::Q5_0 && kk.wants_octs() {
+            return octs::prefill32(
+                kk,
+                Format32::Q5_0,
                 out,
                 rows,
                 seq,
-                // on a kernel that wants them, four tokens' activations interleaved once for
-                // all the rows
-                |t| match self.format {
-                    KFormat::Q5_0 if wants => {
-                        Some(Interleaved::Q8_0(ActQuads::new(std::array::from_fn(|j| {
-                            q8_0(t + j)
-                        }))))
-                    }
-                    KFormat::Q4_K if wants => {
-                        Some(Interleaved::Q8K(KQuads::new(std::array::from_fn(|j| {
-                            q8k(t + j)
-                        }))))
-                    }
-                    _ => None,
-                },
-                |r, t, q| {
-                    let w = self.row_bytes(r);
-                    let fast = match q {
-                        Some(Interleaved::Q8_0(q)) => {
-                            Some(kk.dot4_q5_0_quads(w, q, std::array::from_fn(|j| q8_0(t + j))))
-                        }
-                        Some(Interleaved::Q8K(q)) => {
-                            kk.dot4_q4_k_quads(w, q, std::array::from_fn(|j| q8k(t + j)))
-                        }
-                        None => None,
-                    };
-                    fast.unwrap_or_else(|| self.dot4(kk, r, std::array::from_fn(|j| &acts[t + j])))
-                },
+                |r| self.row_bytes(r),
+                |t| ActOcts::from_q8_0(std::array::from_fn(|j| q8_0(t + j))),
+                |r, t| self.dot4(kk, r, std::array::from_fn(|j| &acts[t + j])),
                 |r, t| self.dot(kk, r, &acts[t]),
             );
-        } else {
-            for (t, out_t) in out.chunks_exact_mut(rows).enumerate() {
-                out_t
-                    .par_chunks_mut(GROUP_ROWS)
-                    .enumerate()
-                    .for_each(|(c, o)| self.rows_into(kk, &acts[t], c * GROUP_ROWS, o));
-            }
         }
+        if matches!(self.format, KFormat::Q4_K | KFormat::Q6_K) && kk.wants_octs() {
+            let q6_k = self.format == KFormat::Q6_K;
+            return octs::prefill(
+                out,
+                rows,
+                seq,
+                octs::tile_rows(cols / QK_K * 280), // 256 quants, 16 scales, d, dmin
+                |t| KOcts::new(std::array::from_fn(|j| q8k(t + j))),
+                |rs, u: &mut RowsK| {
+                    let rs: Vec<&[u8]> = rs.map(|r| self.row_bytes(r)).collect();
+                    kk.unpack_rows_k(q6_k, &rs, u);
+                },
+                |u, i, a| {
+                    if q6_k {
+                        kk.dot8_q6_k(u, i, a)
+                    } else {
+                        kk.dot8_q4_k(u, i, a)
+                    }
+                },
+                |r, t| self.dot4(kk, r, std::array::from_fn(|j| &acts[t + j])),
+                |r, t| self.dot(kk, r, &acts[t]),
+            );
+        }
+        let wants = kk.wants_quads();
+        prefill_bands(
+            out,
+            rows,
+            seq,
+            // on a kernel that wants them, four tokens' activations interleaved once for
+            // all the rows
+            |t| match self.format {
+                KFormat::Q5_0 if wants => {
+                    Some(Interleaved::Q8_0(ActQuads::new(std::array::from_fn(|j| {
+                        q8_0(t + j)
+                    }))))
+                }
+                KFormat::Q4_K if wants => {
+                    Some(Interleaved::Q8K(KQuads::new(std::array::from_fn(|j| {
+                        q8k(t + j)
+                    }))))
+                }
+                _ => None,
+            },
+            |r, t, q| {
+                let w = self.row_bytes(r);
+                let fast = match q {
+                    Some(Interleaved::Q8_0(q)) => {
+                        Some(kk.dot4_q5_0_quads(w, q, std::array::from_fn(|j| q8_0(t + j))))
+                    }
+                    Some(Interleaved::Q8K(q)) => {
+                        kk.dot4_q4_k_quads(w, q, std::array::from_fn(|j| q8k(t + j)))
+                    }
+                    None => None,
+                };
+                fast.unwrap_or_else(|| self.dot4(kk, r, std::array::from_fn(|j| &acts[t + j])))
+            },
+            |r, t| self.dot(kk, r, &acts[t]),
+        );
     }
     // ANCHOR_END: kmatmul
 }
