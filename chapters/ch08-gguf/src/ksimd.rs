@@ -69,6 +69,11 @@ pub trait KKernels: Sync {
     fn dot8_row32(&self, format: Format32, row: &[Block32], a: &ActOcts) -> [f32; 8] {
         octs::dot8_row32(format, row, a)
     }
+    /// One Q8_0 row (its bytes as in the file) against eight tokens: eight of chapter 6's
+    /// `dot_q8_0_q8_0`, bit for bit ([`crate::octs_q8_0`]).
+    fn dot8_q8_0(&self, w: &[u8], a: &ActOcts) -> [f32; 8] {
+        crate::octs_q8_0::dot8_q8_0(w, a)
+    }
     /// Q4_K (or, with `q6_k`, Q6_K) rows unpacked for [`KKernels::dot8_q4_k`] (`dot8_q6_k`).
     fn unpack_rows_k(&self, q6_k: bool, rows: &[&[u8]], out: &mut RowsK) {
         if q6_k {
@@ -153,6 +158,8 @@ pub fn for_isa(isa: Isa) -> &'static dyn KKernels {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2_octs;
+#[cfg(target_arch = "x86_64")]
+mod avx2_q8_0;
 
 #[cfg(target_arch = "x86_64")]
 pub mod avx2 {
@@ -263,6 +270,11 @@ pub mod avx2 {
             out.unpack(format.bytes(), rows, |b| unsafe {
                 super::avx2_octs::unpack_block(format, b)
             });
+        }
+        fn dot8_q8_0(&self, w: &[u8], a: &ActOcts) -> [f32; 8] {
+            // SAFETY: for_isa hands this out only when the CPU has AVX2 and F16C; the kernel
+            // checks the lengths.
+            unsafe { super::avx2_q8_0::dot8_q8_0(w, a) }
         }
         fn dot8_row32(&self, format: Format32, row: &[Block32], a: &ActOcts) -> [f32; 8] {
             // SAFETY: for_isa hands this out only when the CPU has AVX2; the kernel checks

@@ -24,6 +24,7 @@ pub mod memory;
 pub mod metadata;
 pub mod model;
 pub mod octs;
+pub mod octs_q8_0;
 pub mod tokenizer;
 pub mod types;
 

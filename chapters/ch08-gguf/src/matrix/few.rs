@@ -33,7 +33,11 @@ enum Eights {
 #[derive(Clone, Copy)]
 enum EightKernel {
     Q32(Format32),
-    K { q6_k: bool },
+    /// Q8_0's, on the rows as they lie in the file (nothing to unpack).
+    Q8_0,
+    K {
+        q6_k: bool,
+    },
 }
 
 impl Matrix {
@@ -43,6 +47,7 @@ impl Matrix {
             Matrix::Q(m) => match m.format() {
                 Format::Q4_0 if kk.has_octs() => Some(EightKernel::Q32(Format32::Q4_0)),
                 Format::Q4_1 if kk.wants_octs() => Some(EightKernel::Q32(Format32::Q4_1)),
+                Format::Q8_0 if kk.has_octs() => Some(EightKernel::Q8_0),
                 _ => None,
             },
             Matrix::K(m) if kk.wants_octs() => Some(match m.format {
@@ -64,7 +69,7 @@ impl Matrix {
             return None;
         }
         Some(match (kernel, acts) {
-            (EightKernel::Q32(_), Acts::Q(a)) => {
+            (EightKernel::Q32(_) | EightKernel::Q8_0, Acts::Q(a)) => {
                 let nb = self.cols() / 32;
                 Eights::Q32(
                     (0..groups)
@@ -102,6 +107,7 @@ impl Matrix {
                     .collect(),
             ),
             (EightKernel::K { .. }, Acts::Q(_)) => unreachable!("K-quants take K activations"),
+            (EightKernel::Q8_0, Acts::K(_)) => unreachable!("Q8_0 takes chapter 6's activations"),
         })
     }
 
@@ -133,6 +139,13 @@ impl Matrix {
                 for (g, a) in groups.iter().enumerate() {
                     for i in 0..n {
                         put(g, i, kk.dot8_row32(f, rows.row(i), a));
+                    }
+                }
+            }
+            (Some(EightKernel::Q8_0), Eights::Q32(groups)) => {
+                for (g, a) in groups.iter().enumerate() {
+                    for (i, w) in bytes.iter().enumerate() {
+                        put(g, i, kk.dot8_q8_0(w, a));
                     }
                 }
             }

@@ -1,0 +1,102 @@
+//! The eight-token Q8_0 kernel (a batch's tokens against Gemma-3's LM head): every level
+//! this CPU has, and the scalar twin, give chapter 6's `dot_q8_0_q8_0` of each token, bit for
+//! bit, on random rows and at the extremes of the sign trick.
+
+use ch06_quantization::blocks::BlockQ8_0;
+use ch06_quantization::f16::f32_to_f16;
+use ch06_quantization::{Kernels, Scalar};
+use ch07_simd_parallel::Isa;
+use ch08_gguf::ksimd::for_isa;
+use ch08_gguf::octs::ActOcts;
+use proptest::prelude::*;
+
+/// A Q8_0 row of `nb` blocks: quants from `q`, scale `d(i)` for block `i`.
+fn row(q: &[i8], nb: usize, d: impl Fn(usize) -> f32) -> Vec<u8> {
+    (0..nb)
+        .flat_map(|i| {
+            let mut b = f32_to_f16(d(i)).to_le_bytes().to_vec();
+            b.extend(q[32 * i..32 * (i + 1)].iter().map(|&v| v as u8));
+            b
+        })
+        .collect()
+}
+
+/// Eight tokens of `nb` activation blocks from `q`, each (token, block) its own scale.
+fn tokens(q: &[i8], nb: usize) -> Vec<Vec<BlockQ8_0>> {
+    (0..8)
+        .map(|t| {
+            (0..nb)
+                .map(|i| BlockQ8_0 {
+                    d: f32_to_f16(0.011 + 0.003 * (nb * t + i) as f32),
+                    qs: q[(t * nb + i) * 32..][..32].try_into().unwrap(),
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Returns how many SIMD levels were checked.
+fn check(w: &[u8], a: &[Vec<BlockQ8_0>]) -> usize {
+    let octs = ActOcts::from_q8_0_blocks(std::array::from_fn(|t| &a[t][..]));
+    let twin = ch08_gguf::octs_q8_0::dot8_q8_0(w, &octs);
+    let mut simd = 0;
+    for isa in Isa::available() {
+        let got = for_isa(isa).dot8_q8_0(w, &octs);
+        simd += usize::from(isa != Isa::Scalar);
+        for t in 0..8 {
+            let want = Scalar.dot_q8_0_q8_0(w, &a[t]);
+            assert_eq!(
+                got[t].to_bits(),
+                want.to_bits(),
+                "eight-token Q8_0 on {isa:?}, token {t}: {} instead of chapter 6's {want}",
+                got[t]
+            );
+            assert_eq!(
+                twin[t].to_bits(),
+                want.to_bits(),
+                "the scalar twin, token {t}"
+            );
+        }
+    }
+    simd
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Random rows of 1 to 24 blocks (weights −128 included; activations in −127..=127, as
+    /// chapter 6's quantization makes them) with a different scale in every block.
+    #[test]
+    fn eight_token_q8_0_equals_chapter_6s_dot(
+        wq in proptest::collection::vec(any::<i8>(), 24 * 32),
+        aq in proptest::collection::vec(-127i8..=127, 8 * 24 * 32),
+        nb in 1usize..=24,
+        scale in 1e-4f32..1.0,
+    ) {
+        let w = row(&wq, nb, |i| scale * (1.0 + i as f32));
+        check(&w, &tokens(&aq, nb));
+    }
+}
+
+#[test]
+fn eight_token_q8_0_is_exact_at_the_extremes() {
+    // The widest 16-bit pairs of the sign trick: |w| = 128 or 127 against ±127.
+    let mut simd = 0;
+    for (wq, aq) in [
+        (-128i8, 127i8),
+        (-128, -127),
+        (127, 127),
+        (127, -127),
+        (-127, -127),
+    ] {
+        let nb = 20; // a Gemma-3 row: 640 values
+        let w = row(&vec![wq; 32 * nb], nb, |i| 0.5 + i as f32);
+        simd += check(&w, &tokens(&vec![aq; 8 * 32 * nb], nb));
+    }
+    if Isa::Avx2.supported() {
+        assert!(
+            simd > 0,
+            "the AVX2 level should have run its eight-token Q8_0 kernel"
+        );
+    }
+}
