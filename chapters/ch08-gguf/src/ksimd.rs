@@ -69,6 +69,15 @@ pub trait KKernels: Sync {
     fn dot8_row32(&self, format: Format32, row: &[Block32], a: &ActOcts) -> [f32; 8] {
         octs::dot8_row32(format, row, a)
     }
+    /// One Q4_0, Q5_0 or Q4_1 row as it lies in the file against eight tokens, each block
+    /// unpacked as it is met: [`KKernels::dot8_row32`]'s numbers without an unpacked copy.
+    fn dot8_raw32(&self, format: Format32, w: &[u8], a: &ActOcts) -> [f32; 8] {
+        let row: Vec<Block32> = w
+            .chunks_exact(format.bytes())
+            .map(|b| octs::unpack_block(format, b))
+            .collect();
+        self.dot8_row32(format, &row, a)
+    }
     /// One Q8_0 row (its bytes as in the file) against eight tokens: eight of chapter 6's
     /// `dot_q8_0_q8_0`, bit for bit ([`crate::octs_q8_0`]).
     fn dot8_q8_0(&self, w: &[u8], a: &ActOcts) -> [f32; 8] {
@@ -270,6 +279,18 @@ pub mod avx2 {
             out.unpack(format.bytes(), rows, |b| unsafe {
                 super::avx2_octs::unpack_block(format, b)
             });
+        }
+        fn dot8_raw32(&self, format: Format32, w: &[u8], a: &ActOcts) -> [f32; 8] {
+            // SAFETY: for_isa hands this out only when the CPU has AVX2 and F16C; the kernel
+            // checks the lengths.
+            unsafe {
+                match format {
+                    Format32::Q4_0 | Format32::Q5_0 => {
+                        super::avx2_octs::dot8_raw32::<false>(format, w, a)
+                    }
+                    Format32::Q4_1 => super::avx2_octs::dot8_raw32::<true>(format, w, a),
+                }
+            }
         }
         fn dot8_q8_0(&self, w: &[u8], a: &ActOcts) -> [f32; 8] {
             // SAFETY: for_isa hands this out only when the CPU has AVX2 and F16C; the kernel

@@ -78,7 +78,6 @@ unsafe fn four_steps(w: *const u8, a: *const i8) -> __m256i {
     _mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3]))
 }
 
-// ANCHOR: avx2_octs
 /// One unpacked row (Q4_1 with `Q4_1`, else Q5_0 or Q4_0: their offset is in the
 /// activations) against eight tokens: each lane exactly
 /// [`crate::octs::dot8_row32`]'s, which is the scalar kernel's.
@@ -87,14 +86,52 @@ unsafe fn four_steps(w: *const u8, a: *const i8) -> __m256i {
 /// None beyond the CPU's: the lengths are checked here.
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn dot8_row32<const Q4_1: bool>(row: &[Block32], a: &ActOcts) -> [f32; 8] {
-    let n = row.len();
+    dot8_blocks::<Q4_1>(row.len(), |b| row[b], a)
+}
+
+/// One row as it lies in the file (whole blocks of `format`) against eight tokens, each
+/// block unpacked into registers as it is met: for a batch of eight tokens, which would use
+/// an unpacked copy of the row once, no copy is made. Each lane is [`dot8_row32`]'s.
+///
+/// # Safety
+/// None beyond the CPU's: the lengths are checked here.
+#[target_feature(enable = "avx2,f16c")]
+pub(super) unsafe fn dot8_raw32<const Q4_1: bool>(
+    format: Format32,
+    w: &[u8],
+    a: &ActOcts,
+) -> [f32; 8] {
+    let bytes = format.bytes();
+    assert_eq!(
+        w.len(),
+        a.qs.len() * bytes,
+        "one activation block per weight block"
+    );
+    dot8_blocks::<Q4_1>(
+        a.qs.len(),
+        |b| unpack_block(format, &w[b * bytes..][..bytes]),
+        a,
+    )
+}
+
+// ANCHOR: avx2_octs
+/// The body of [`dot8_row32`] and [`dot8_raw32`]: `n` blocks, block `b` unpacked by
+/// `block(b)`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn dot8_blocks<const Q4_1: bool>(
+    n: usize,
+    block: impl Fn(usize) -> Block32,
+    a: &ActOcts,
+) -> [f32; 8] {
     assert!(
         a.qs.len() == n && a.d.len() == n && a.offset.len() == n && a.s.len() == n,
         "one activation block per weight block"
     );
     let ones = _mm256_set1_epi16(1);
     let mut acc = _mm256_setzero_ps(); // lane t: token t's sum so far
-    for (b, Block32 { q, d, m }) in row.iter().enumerate() {
+    for b in 0..n {
+        let Block32 { q, d, m } = block(b);
         let (w, x) = (q.as_ptr(), a.qs[b].as_ptr());
         // SAFETY: 32 weight bytes and 256 activation bytes of block b (lengths checked).
         let (first, second) = unsafe { (four_steps(w, x), four_steps(w.add(16), x.add(128))) };
@@ -108,13 +145,13 @@ pub(super) unsafe fn dot8_row32<const Q4_1: bool>(row: &[Block32], a: &ActOcts) 
         };
         // SAFETY: 8 f32 (or i32) of block b.
         let da = unsafe { _mm256_loadu_ps(a.d[b].as_ptr()) };
-        let dw = _mm256_set1_ps(*d);
+        let dw = _mm256_set1_ps(d);
         let p = if Q4_1 {
             // SAFETY: as above.
             let s = unsafe { _mm256_loadu_ps(a.s[b].as_ptr()) };
             _mm256_add_ps(
                 _mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(dots)),
-                _mm256_mul_ps(_mm256_set1_ps(*m), s),
+                _mm256_mul_ps(_mm256_set1_ps(m), s),
             )
         } else {
             // SAFETY: as above.

@@ -20,6 +20,10 @@ use crate::octs::{ActOcts, Format32, Rows32};
 /// long.
 pub const FEW: usize = 16;
 
+/// Up to this many eights of tokens, a block of rows is unpacked block by block in
+/// registers for each eight ([`KKernels::dot8_raw32`]) rather than once into memory.
+const RAW_GROUPS: usize = 1;
+
 /// Rows a task of a grouped product computes.
 const GROUP_ROWS: usize = 64;
 
@@ -133,6 +137,13 @@ impl Matrix {
             }
         };
         match (self.eight_kernel(kk), eights) {
+            (Some(EightKernel::Q32(f)), Eights::Q32(groups)) if groups.len() <= RAW_GROUPS => {
+                for (g, a) in groups.iter().enumerate() {
+                    for (i, w) in bytes.iter().enumerate() {
+                        put(g, i, kk.dot8_raw32(f, w, a));
+                    }
+                }
+            }
             (Some(EightKernel::Q32(f)), Eights::Q32(groups)) => {
                 let mut rows = Rows32::default();
                 kk.unpack_rows32(f, &bytes, &mut rows);
