@@ -169,6 +169,8 @@ pub fn for_isa(isa: Isa) -> &'static dyn KKernels {
 mod avx2_octs;
 #[cfg(target_arch = "x86_64")]
 mod avx2_q8_0;
+#[cfg(target_arch = "x86_64")]
+mod avx2_rows4;
 
 #[cfg(target_arch = "x86_64")]
 pub mod avx2 {
@@ -349,8 +351,8 @@ pub mod avx2 {
                 // SAFETY: as in dot4_q5_0.
                 return unsafe { super::avx512::q5_0_pairs::<4, 1>(w, [a]) };
             }
-            // SAFETY: as above.
-            (unsafe { q5_0::<4, 1>(w, [a]) }).map(|r| r[0])
+            // SAFETY: as above; the kernel checks the lengths.
+            unsafe { super::avx2_rows4::rows4_q5_0(w, a) }
         }
     }
 
