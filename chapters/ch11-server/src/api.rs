@@ -6,7 +6,6 @@
 //! at a time out of a `serde_json::Value` lets every error name the field (`param`), and
 //! leaves fields we do not know alone, as OpenAI's own server does.
 
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 

@@ -29,8 +29,8 @@ use ch10_batching::bench::percentile;
 mod llama_server;
 mod mix;
 
-pub(crate) use llama_server::{Started, free_port, wait_healthy};
 pub use llama_server::compare;
+pub(crate) use llama_server::{Started, free_port, wait_healthy};
 use mix::{Planned, plan};
 
 /// The longest a whole load test may run, and one request.
@@ -103,7 +103,6 @@ pub fn loopback(url: &str) -> Result<SocketAddr, String> {
         )),
     }
 }
-
 
 /// What one request saw.
 #[derive(Default)]

@@ -187,4 +187,3 @@ pub fn load(a: &Args) -> Result<(), String> {
     Ok(())
 }
 // ANCHOR_END: load
-
