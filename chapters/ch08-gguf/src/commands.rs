@@ -1,23 +1,26 @@
-//! The binary's commands.
+//! The binary's commands, in three groups: reading the file (`inspect`, `hex`, `tokenize`,
+//! here), running its model (`logits`, `generate`, `load`: [`run`]) and measuring it
+//! (`bench`, `profile`, `compare`: [`speed`]).
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::PathBuf;
-use std::time::Instant;
 
 use ch01_tensors::models;
-use ch02_tokenizer::StreamDecoder;
 use ch02_tokenizer::show::visible;
-use ch04_forward::model::argmax;
-use ch07_simd_parallel::bench::in_pool;
 use ch08_gguf::gguf::{Array, Value};
-use ch08_gguf::{GgufFile, hexdump, memory};
+use ch08_gguf::{GgufFile, hexdump};
 use serde_json::{Value as Json, json};
 
 use crate::Args;
 
-/// The file to read: `--model`, or the default SmolLM2 GGUF (fetched on first use).
-fn model_path(a: &Args) -> Result<PathBuf, String> {
+mod run;
+mod speed;
+
+pub use run::{generate, load, logits};
+pub use speed::{bench, compare, profile};
+
+/// The file to read: `-m`/`--model`, or the default SmolLM2 GGUF (fetched on first use).
+pub(crate) fn model_path(a: &Args) -> Result<PathBuf, String> {
     match &a.model {
         Some(p) => Ok(p.clone()),
         None => {
@@ -30,10 +33,9 @@ fn model_path(a: &Args) -> Result<PathBuf, String> {
     }
 }
 
-fn open_model(a: &Args) -> Result<ch08_gguf::Loaded, String> {
+pub(crate) fn open_model(a: &Args) -> Result<ch08_gguf::Loaded, String> {
     ch08_gguf::load(&model_path(a)?).map_err(|e| e.to_string())
 }
-
 /// A metadata value for people: arrays longer than 6 shown by their first elements.
 fn show_value(v: &Value) -> String {
     fn first<T: std::fmt::Debug>(v: &[T]) -> String {
@@ -226,352 +228,4 @@ fn read_stdin() -> Result<String, String> {
         return Err(format!("standard input is longer than {max} bytes"));
     }
     String::from_utf8(bytes).map_err(|e| format!("standard input is not UTF-8: {e}"))
-}
-
-/// `logits`: the logits after every position of `--ids`, all positions in one pass.
-pub fn logits(a: &Args) -> Result<(), String> {
-    let m = open_model(a)?;
-    let ids = a.ids.clone().unwrap_or_default();
-    let engine = m.engine()?;
-    let mut cache = engine.new_cache(ids.len()).map_err(|e| e.to_string())?;
-    let logits = in_pool(a.threads, || engine.forward_all(&mut cache, &ids, 0))?
-        .map_err(|e| e.to_string())?;
-    let vocab = m.model.lm_head().rows();
-    let mut positions = Vec::new();
-    for row in logits.chunks_exact(vocab) {
-        let mut order: Vec<usize> = (0..vocab).collect();
-        // Highest first; equal logits keep the lower id first, like argmax.
-        order.sort_by(|&i, &j| row[j].total_cmp(&row[i]).then(i.cmp(&j)));
-        let top: Vec<(usize, f32)> = order.iter().take(a.top).map(|&i| (i, row[i])).collect();
-        positions.push((argmax(row), top));
-    }
-    if a.json {
-        let positions: Vec<_> = positions
-            .iter()
-            .map(|(am, top)| json!({"argmax": am, "top": top}))
-            .collect();
-        println!("{}", json!({"ids": ids, "positions": positions}));
-        return Ok(());
-    }
-    for (t, (am, top)) in positions.iter().enumerate() {
-        let top: Vec<String> = top.iter().map(|(i, l)| format!("{i}:{l:.3}")).collect();
-        println!(
-            "position {t:3} (id {:6}): argmax {am:6}   top {}",
-            ids[t],
-            top.join(" ")
-        );
-    }
-    Ok(())
-}
-
-// ANCHOR: generate
-/// `generate`: greedy, streamed, from the file alone.
-pub fn generate(a: &Args) -> Result<(), String> {
-    let m = open_model(a)?;
-    let tok = &m.tokenizer;
-    let prompt = match (&a.ids, &a.prompt) {
-        (Some(ids), _) => ids.clone(),
-        (None, text) => {
-            tok.encode_prompt(text.as_deref().unwrap_or("The capital of France is"), true)
-        }
-    };
-    if prompt.is_empty() {
-        return Err("the prompt is empty: the model needs at least one token".into());
-    }
-    let engine = m.engine()?;
-    let isa = engine.kernels.name();
-    let mut dec = StreamDecoder::new(&tok.tokenizer);
-    if !a.json {
-        // The prompt as text, without the BOS the file asks for (its text is "<bos>").
-        let shown = match prompt.split_first() {
-            Some((&first, rest)) if Some(first) == tok.bos && tok.add_bos => rest,
-            _ => &prompt[..],
-        };
-        print!(
-            "{}",
-            tok.tokenizer.decode(shown).map_err(|e| e.to_string())?
-        );
-    }
-    let mut out = std::io::stdout();
-    let run = in_pool(a.threads, || {
-        engine.greedy(&prompt, a.n, true, &mut |id| {
-            if !a.json {
-                let _ = write!(out, "{}", dec.push(id).unwrap_or_default());
-                let _ = out.flush();
-            }
-        })
-    })?
-    .map_err(|e| e.to_string())?;
-    let text = tok.tokenizer.decode(&run.ids).unwrap_or_default();
-    if a.json {
-        println!(
-            "{:#}",
-            json!({ "prompt_ids": prompt, "generated_ids": run.ids, "text": text,
-                    "isa": isa, "threads": a.threads,
-                    "prefill_tok_s": prompt.len() as f64 / run.prefill_seconds.max(1e-9),
-                    "decode_tok_s": run.decode_tok_s() })
-        );
-        return Ok(());
-    }
-    println!(
-        "\n---\n{} prompt tokens, {} generated; decode {:.1} tok/s ({isa} kernels, {} threads)",
-        prompt.len(),
-        run.ids.len(),
-        run.decode_tok_s(),
-        a.threads
-    );
-    Ok(())
-}
-// ANCHOR_END: generate
-
-// ANCHOR: load
-/// `load`: each step from a path to the first token, with its time and what it made
-/// resident: the process's memory, and how much of the file is in the page cache.
-pub fn load(a: &Args) -> Result<(), String> {
-    let path = model_path(a)?;
-    if a.cold {
-        memory::evict(&path).map_err(|e| format!("{}: {e}", models::shown(&path)))?;
-    }
-    let (k, kk) = ch08_gguf::kernels()?;
-    let mut steps: Vec<(&str, f64, memory::Usage)> = Vec::new();
-    let start = Instant::now();
-    let mut mark = |name, file: Option<&GgufFile>| {
-        steps.push((name, start.elapsed().as_secs_f64(), memory::usage(file)));
-    };
-    mark("start", None);
-    let file = GgufFile::open_with(&path, a.access).map_err(|e| e.to_string())?;
-    mark("open + parse header", Some(&file));
-    let model = ch08_gguf::arch::load_model(&file).map_err(|e| e.to_string())?;
-    mark("weights (views)", Some(&file));
-    let tok = ch08_gguf::tokenizer(&file.gguf).map_err(|e| e.to_string())?;
-    mark("tokenizer", Some(&file));
-    let prompt = tok.encode_prompt("The capital of France is", true);
-    let engine = ch08_gguf::engine::Engine::new(&model, k, kk);
-    let mut cache = engine.new_cache(prompt.len()).map_err(|e| e.to_string())?;
-    let logits = in_pool(a.threads, || engine.forward(&mut cache, &prompt, 0))?
-        .map_err(|e| e.to_string())?;
-    let first = argmax(&logits);
-    mark("first token", Some(&file));
-    let file_mb = file.gguf.file_len as f64 / 1e6;
-    if a.json {
-        let steps: Vec<Json> = steps
-            .iter()
-            .map(|(name, t, u)| {
-                json!({"step": name, "seconds": t, "rss_bytes": u.rss,
-                                       "rss_file_bytes": u.rss_file, "rss_anon_bytes": u.rss_anon,
-                                       "file_cached_bytes": u.file_cached})
-            })
-            .collect();
-        println!(
-            "{:#}",
-            json!({"file": models::shown(&path), "file_bytes": file.gguf.file_len, "cold": a.cold,
-                   "access": format!("{:?}", a.access).to_lowercase(),
-                   "first_token": first, "steps": steps})
-        );
-        return Ok(());
-    }
-    println!(
-        "{} ({file_mb:.1} MB), {} start, {:?} access:",
-        models::shown(&path),
-        if a.cold {
-            "cold (evicted from the page cache)"
-        } else {
-            "warm"
-        },
-        a.access
-    );
-    println!(
-        "  {:<22} {:>10} {:>10} {:>10} {:>10} {:>14}",
-        "step", "ms", "RSS MB", "file MB", "anon MB", "file cached MB"
-    );
-    for (name, t, u) in &steps {
-        println!(
-            "  {name:<22} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>14}",
-            t * 1e3,
-            u.rss as f64 / 1e6,
-            u.rss_file as f64 / 1e6,
-            u.rss_anon as f64 / 1e6,
-            u.file_cached
-                .map_or("–".to_string(), |b| format!("{:.1}", b as f64 / 1e6))
-        );
-    }
-    println!(
-        "  first token: {first} {:?}",
-        String::from_utf8_lossy(tok.tokenizer.piece(first as u32).unwrap_or_default())
-    );
-    Ok(())
-}
-// ANCHOR_END: load
-
-/// `bench`: pp512 and tg128 of the file.
-pub fn bench(a: &Args) -> Result<(), String> {
-    let m = open_model(a)?;
-    let engine = m.engine()?;
-    let r = ch08_gguf::bench::end_to_end(&engine, a.threads, a.runs)?;
-    let head_ms = ch08_gguf::bench::lm_head_ms(&engine, a.threads, 5 * a.runs)?;
-    let head_share = head_ms / (1e3 / r.tg128_tok_s);
-    let rates = ch08_gguf::bench::matrix_rates(&engine, a.threads, 20 * a.runs)?;
-    // The tokenizer on the committed perplexity text, 20 times: its vocabulary is what
-    // differs most between the two families (49 152 BPE tokens, 262 144 SentencePiece ones).
-    let text = ch01_tensors::files::read_to_string(
-        &models::workspace_root().join("fixtures/reference/perplexity-text.txt"),
-        ch01_tensors::files::MAX_TEXT_FILE,
-    )
-    .map_err(|e| format!("fixtures/reference/perplexity-text.txt: {e}"))?;
-    let start = Instant::now();
-    let mut n_tokens = 0;
-    for _ in 0..20 {
-        n_tokens = std::hint::black_box(m.tokenizer.tokenizer.encode(&text, false)).len();
-    }
-    let encode_s = start.elapsed().as_secs_f64() / 20.0;
-    let encode_mb_s = text.len() as f64 / encode_s / 1e6;
-    let mb = m.model.bytes_read_per_token() as f64 / 1e6;
-    if a.json {
-        println!(
-            "{:#}",
-            json!({"file": models::shown(&m.file.path), "architecture": m.model.family.name,
-                   "isa": r.isa, "threads": r.threads, "pp512_tok_s": r.pp512_tok_s,
-                   "tg128_tok_s": r.tg128_tok_s, "mb_read_per_token": mb,
-                   "lm_head_mb": m.model.lm_head().bytes() as f64 / 1e6,
-                   "lm_head_ms": head_ms, "lm_head_share_of_decode": head_share,
-                   "encode_mb_s": encode_mb_s, "encode_tokens": n_tokens,
-                   "matrices": rates.iter().map(|(f, r, c, g)| json!({"format": f, "rows": r, "cols": c, "gb_s": g})).collect::<Vec<_>>(),
-                   "vocab": m.model.config.vocab_size})
-        );
-        return Ok(());
-    }
-    println!(
-        "{} ({}, {mb:.1} MB of weights read per token, {:.1} MB of them the LM head), {} kernels, {} threads:",
-        models::shown(&m.file.path),
-        m.model.family.name,
-        m.model.lm_head().bytes() as f64 / 1e6,
-        r.isa,
-        r.threads
-    );
-    println!(
-        "  pp512 {:.1} tok/s   tg128 {:.1} tok/s",
-        r.pp512_tok_s, r.tg128_tok_s
-    );
-    println!(
-        "  LM head alone: {head_ms:.2} ms a token, {:.0}% of a decode step, {:.1} GB/s",
-        100.0 * head_share,
-        m.model.lm_head().bytes() as f64 / head_ms / 1e6
-    );
-    for (f, r, c, g) in &rates {
-        println!("  one-token product, {f} ({r} × {c}): {g:.1} GB/s");
-    }
-    println!(
-        "  tokenizer ({} tokens): the perplexity text, {} bytes, to {n_tokens} ids in {:.2} ms ({encode_mb_s:.1} MB/s)",
-        m.model.config.vocab_size,
-        text.len(),
-        encode_s * 1e3
-    );
-    Ok(())
-}
-
-/// `profile`: where one decode step (after 64 positions) and one 512-token prefill spend
-/// their time.
-pub fn profile(a: &Args) -> Result<(), String> {
-    let m = open_model(a)?;
-    let engine = m.engine()?;
-    let steps = [
-        ("decode step (1 token after 64)", 1, 64, a.runs),
-        ("prefill (512 tokens)", 512, 0, a.runs.min(2)),
-    ];
-    let mut out = Vec::new();
-    for (name, tokens, context, runs) in steps {
-        let (ops, forward_ms) =
-            ch08_gguf::bench::profile(&engine, a.threads, tokens, context, runs)?;
-        out.push((name, tokens, context, ops, forward_ms));
-    }
-    if a.json {
-        let steps: Vec<_> = out
-            .iter()
-            .map(|(name, tokens, context, ops, ms)| json!({"step": name, "tokens": tokens, "context": context, "forward_ms": ms, "ops": ops}))
-            .collect();
-        println!(
-            "{:#}",
-            json!({"file": models::shown(&m.file.path), "threads": a.threads, "isa": engine.kernels.name(), "steps": steps})
-        );
-        return Ok(());
-    }
-    println!(
-        "{} ({}), {} kernels, {} threads",
-        models::shown(&m.file.path),
-        m.model.family.name,
-        engine.kernels.name(),
-        a.threads
-    );
-    for (name, _, _, ops, forward_ms) in &out {
-        println!("\n{name}: {forward_ms:.2} ms");
-        println!(
-            "  {:<22} {:>9} {:>7} {:>9} {:>7}",
-            "op", "ms", "share", "MB", "GB/s"
-        );
-        for o in ops {
-            let mb = o.weight_bytes as f64 / 1e6;
-            let gbs = if o.weight_bytes > 0 {
-                format!("{:.1}", mb / o.ms)
-            } else {
-                "–".into()
-            };
-            println!(
-                "  {:<22} {:>9.3} {:>6.1}% {:>9.1} {:>7}",
-                o.op,
-                o.ms,
-                100.0 * o.ms / forward_ms,
-                mb,
-                gbs
-            );
-        }
-    }
-    Ok(())
-}
-
-/// `compare`: llama-bench and ours on the same file, alternating.
-pub fn compare(a: &Args) -> Result<(), String> {
-    let m = open_model(a)?;
-    let engine = m.engine()?;
-    let c = ch08_gguf::bench::compare(&engine, &m.file.path, a.threads, a.rounds)?;
-    let name = m
-        .file
-        .path
-        .file_name()
-        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    let title = format!(
-        "{name}, {} threads, {} alternating rounds, medians ({} kernels):",
-        c.threads, c.rounds, c.isa
-    );
-    if let Some(path) = &a.markdown {
-        let md = format!(
-            "{title}\n\n| test | ours | llama.cpp | ours / llama.cpp |\n|---|---:|---:|---:|\n\
-             | pp512 | {:.1} tok/s | {:.1} tok/s | {:.2}× |\n| tg128 | {:.1} tok/s | {:.1} tok/s | {:.2}× |\n",
-            c.ours_pp512_tok_s,
-            c.llama_cpp_pp512_tok_s,
-            c.pp512_ratio,
-            c.ours_tg128_tok_s,
-            c.llama_cpp_tg128_tok_s,
-            c.tg128_ratio
-        );
-        ch01_tensors::files::write_output(path, &md)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-    }
-    if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&c).map_err(|e| e.to_string())?
-        );
-        return Ok(());
-    }
-    println!("{title}");
-    println!("  test             ours      llama.cpp    ratio");
-    println!(
-        "  pp512   {:>9.1} tok/s {:>9.1} tok/s   {:.2}x",
-        c.ours_pp512_tok_s, c.llama_cpp_pp512_tok_s, c.pp512_ratio
-    );
-    println!(
-        "  tg128   {:>9.1} tok/s {:>9.1} tok/s   {:.2}x",
-        c.ours_tg128_tok_s, c.llama_cpp_tg128_tok_s, c.tg128_ratio
-    );
-    Ok(())
 }

@@ -10,68 +10,27 @@
 //! | RoPE base | one (100 000) | 10 000 on sliding layers, 1 000 000 on global ones |
 //!
 //! With `Family::llama()` every step is chapter 6's, in chapter 6's order, so SmolLM2 gives
-//! chapter 7's logits bit for bit (a test checks it).
+//! chapter 7's logits bit for bit (a test checks it). The family and its GELU are in
+//! `engine/family.rs`, attention over the cache in `engine/attend.rs`.
 
 use ch01_tensors::ops;
-use ch03_attention::{Heads, Pairing, RopeTable};
+use ch03_attention::{Pairing, RopeTable};
 use ch04_forward::Config;
 use ch04_forward::layer::rmsnorm_rows;
 use ch05_kv_cache::forward::kv_layout;
 use ch05_kv_cache::{KvLayout, KvStore, RingCache};
 use ch06_quantization::Kernels;
-use ch06_quantization::f16::{f16_to_f32_fast, f32_to_f16, round_f16};
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::ksimd::KKernels;
 use crate::matrix::Matrix;
 
-// ANCHOR: family
-/// The feed-forward network's gate activation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Activation {
-    /// `x · σ(x)` (Llama).
-    Silu,
-    /// GELU, tanh form, computed as llama.cpp does: input rounded to f16, output rounded to
-    /// f16 (its 65 536-entry table), exact beyond ±10 (Gemma).
-    GeluTanhF16,
-}
+mod attend;
+mod family;
 
-/// What one architecture does differently, as data.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Family {
-    pub name: &'static str,
-    /// Multiply the embedding rows by this (Gemma: √dim).
-    pub embed_scale: Option<f32>,
-    pub activation: Activation,
-    /// RMSNorm each head of Q and K (with the layer's `q_norm`, `k_norm`) before RoPE.
-    pub qk_norm: bool,
-    /// RMSNorm the attention output and the FFN output before adding them to the stream.
-    pub post_norms: bool,
-}
-
-impl Family {
-    pub fn llama() -> Family {
-        Family {
-            name: "llama",
-            embed_scale: None,
-            activation: Activation::Silu,
-            qk_norm: false,
-            post_norms: false,
-        }
-    }
-
-    pub fn gemma3(dim: usize) -> Family {
-        Family {
-            name: "gemma3",
-            embed_scale: Some((dim as f32).sqrt()),
-            activation: Activation::GeluTanhF16,
-            qk_norm: true,
-            post_norms: true,
-        }
-    }
-}
-// ANCHOR_END: family
+pub use attend::attend;
+pub use family::{Activation, Family, gelu_f16};
 
 /// One decoder layer. The optional norms are present exactly when the family uses them.
 pub struct Layer {
@@ -428,101 +387,3 @@ impl<'m> Engine<'m> {
         self.forward_all(&mut cache, ids, 0)
     }
 }
-
-// ANCHOR: gelu
-/// llama.cpp's GELU: `0.5·x·(1 + tanh(√(2/π)·x·(1 + 0.044715·x²)))`, looked up in a table
-/// indexed by `x` rounded to f16 and holding f16 results; 0 below −10 and `x` above 10.
-pub fn gelu_f16(x: f32) -> f32 {
-    if x <= -10.0 {
-        0.0
-    } else if x >= 10.0 {
-        x
-    } else {
-        gelu_table()[usize::from(f32_to_f16(x))]
-    }
-}
-
-/// GELU of every f16 value, rounded to f16 (and stored as the f32 it rounds to): 256 kB,
-/// made once.
-fn gelu_table() -> &'static [f32] {
-    static TABLE: std::sync::OnceLock<Vec<f32>> = std::sync::OnceLock::new();
-    TABLE.get_or_init(|| {
-        (0..=u16::MAX)
-            .map(|bits| {
-                let x = f16_to_f32_fast(bits);
-                round_f16(0.5 * x * (1.0 + (0.797_884_6_f32 * x * (1.0 + 0.044715 * x * x)).tanh()))
-            })
-            .collect()
-    })
-}
-// ANCHOR_END: gelu
-
-// ANCHOR: attend
-/// Chapter 6's `attend` for one query row, with a window: the query at `pos` sees keys
-/// `pos + 1 − window ..= pos` (all of `0..=pos` without one). The query heads that share a
-/// KV head are done together, key by key, so each key and value is read from the cache once
-/// for the group, not once per head (Gemma-3: four heads on one KV head of 256 floats).
-/// Each head's numbers are chapter 6's, step for step: the same dot products, softmax and
-/// additions in the same order.
-#[allow(clippy::too_many_arguments)]
-pub fn attend<S: KvStore + ?Sized>(
-    k: &dyn Kernels,
-    out: &mut [f32],
-    q: &[f32],
-    store: &S,
-    layer: usize,
-    heads: Heads,
-    pos: usize,
-    window: Option<usize>,
-    scores: &mut Vec<f32>,
-) {
-    let d = heads.head_dim;
-    let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
-    let keys = first..pos + 1;
-    let n = keys.len();
-    let scale = 1.0 / (d as f32).sqrt();
-    let group = heads.group_size();
-    scores.resize(group * n, 0.0); // (group, n): one row of scores per head of the group
-    for kv in 0..heads.n_kv_heads {
-        let hs = kv * group..(kv + 1) * group; // the query heads on this KV head
-        let runs = (d <= 64)
-            .then(|| store.runs(layer, kv, keys.clone()))
-            .flatten();
-        if let Some((ks, vs)) = runs {
-            // Small heads (SmolLM2's 64) with their keys side by side in the cache: a head's
-            // scores, and its weighted sum of values (kept in registers), in one kernel call
-            // each; the same numbers as the loops below. Large heads (Gemma-3's 256) go
-            // through the loops, which read each key once for the whole group.
-            for (g, h) in hs.clone().enumerate() {
-                let row = &mut scores[g * n..(g + 1) * n];
-                k.dot_f32_rows(&q[h * d..(h + 1) * d], ks, row);
-                row.iter_mut().for_each(|s| *s *= scale);
-                ops::softmax_inplace(row);
-                let o = &mut out[h * d..(h + 1) * d];
-                o.fill(0.0);
-                k.axpy_rows(o, row, vs);
-            }
-            continue;
-        }
-        // ANCHOR_END: attend
-        // ANCHOR: attend_loops
-        for (i, j) in keys.clone().enumerate() {
-            let key = store.key(layer, kv, j);
-            for (g, h) in hs.clone().enumerate() {
-                scores[g * n + i] = k.dot_f32(&q[h * d..(h + 1) * d], key) * scale;
-            }
-        }
-        for row in scores.chunks_exact_mut(n) {
-            ops::softmax_inplace(row);
-        }
-        let o = &mut out[hs.start * d..hs.end * d];
-        o.fill(0.0);
-        for (i, j) in keys.clone().enumerate() {
-            let value = store.value(layer, kv, j);
-            for (g, o) in o.chunks_exact_mut(d).enumerate() {
-                k.axpy(o, scores[g * n + i], value);
-            }
-        }
-    }
-}
-// ANCHOR_END: attend_loops

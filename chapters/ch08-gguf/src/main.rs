@@ -3,14 +3,16 @@
 //! ```text
 //! ch08-gguf [inspect] [FILE] [--tensors] [--json]    header, metadata, tensor table
 //! ch08-gguf hex [FILE] [--keys N]                    the first bytes, field by field
-//! ch08-gguf tokenize [--model FILE] [--special] [--json] [-- TEXT]   (or stdin)
-//! ch08-gguf logits [--model FILE] --ids 1,2,3 [--top K] [--json]
-//! ch08-gguf generate [--model FILE] [--prompt TEXT | --ids IDS] [-n N] [--json]
-//! ch08-gguf load [--model FILE] [--cold] [--json]    load time, first token, memory
-//! ch08-gguf bench [--model FILE] [--json]            pp512 and tg128
-//! ch08-gguf profile [--model FILE] [--json]          where a decode step and a prefill spend their time
-//! ch08-gguf compare [--model FILE] [--rounds N]      ours vs llama-bench on the same file
+//! ch08-gguf tokenize [-m FILE] [--special] [--json] [-- TEXT]   (or stdin)
+//! ch08-gguf logits [-m FILE] --ids 1,2,3 [--top K] [--json]
+//! ch08-gguf generate [-m FILE] [--prompt TEXT | --ids IDS] [-n N] [--json]
+//! ch08-gguf load [-m FILE] [--cold] [--json]         load time, first token, memory
+//! ch08-gguf bench [-m FILE] [--json]                 pp512 and tg128
+//! ch08-gguf profile [-m FILE] [--json]               where a decode step and a prefill spend their time
+//! ch08-gguf compare [-m FILE] [--rounds N]           ours vs llama-bench on the same file
 //! ```
+//!
+//! `inspect` and `hex` take the file as `-m FILE` too.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -38,7 +40,8 @@ commands:
                    bash scripts/llamacpp.sh)
 
 options:
-  --model FILE     the GGUF file (default: SmolLM2-135M-Instruct Q4_1, fetched on first use)
+  -m, --model FILE the GGUF file (default: SmolLM2-135M-Instruct Q4_1, fetched on first use);
+                   inspect and hex also take it as FILE
   --tensors        inspect: list every tensor
   --keys N         hex: metadata entries to walk (default 4)
   --special        tokenize: parse special tokens such as <|im_start|> in TEXT
@@ -134,7 +137,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         match arg {
             Value(v) if a.command.is_empty() => a.command = v.string()?,
             Value(v) => positional.push(v.string()?),
-            Long("model") => a.model = Some(parser.value()?.into()),
+            Short('m') | Long("model") => a.model = Some(parser.value()?.into()),
             Long("tensors") => a.tensors = true,
             Long("keys") => a.keys = parser.value()?.parse()?,
             Long("special") => a.special = true,
@@ -162,8 +165,8 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         a.command = "inspect".into();
     }
     let allowed: &[&str] = match a.command.as_str() {
-        "inspect" => &["--tensors", "--json"],
-        "hex" => &["--keys"],
+        "inspect" => &["--model", "--tensors", "--json"],
+        "hex" => &["--model", "--keys"],
         "tokenize" => &["--model", "--special", "--json"],
         "logits" => &["--model", "--ids", "--top", "--json", "--threads"],
         "generate" => &["--model", "--prompt", "--ids", "-n", "--json", "--threads"],
@@ -178,11 +181,16 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
             .into());
         }
     };
-    if let Some(flag) = seen.iter().find(|f| !allowed.contains(&f.as_str())) {
+    // `-m` is `--model`'s short spelling, as in chapters 9 to 11.
+    let long = |f: &str| if f == "-m" { "--model" } else { f }.to_string();
+    if let Some(flag) = seen.iter().find(|f| !allowed.contains(&long(f).as_str())) {
         return Err(format!("{flag} does not go with `{}`", a.command).into());
     }
     match (a.command.as_str(), positional.len()) {
         ("inspect" | "hex", 0) => {}
+        ("inspect" | "hex", 1) if a.model.is_some() => {
+            return Err(format!("`{}` takes FILE or -m FILE, not both", a.command).into());
+        }
         ("inspect" | "hex", 1) => a.model = Some(positional.remove(0).into()),
         ("tokenize", 1) => a.text = Some(positional.remove(0)),
         ("tokenize", 0) => {} // read from standard input

@@ -8,11 +8,11 @@
 //! tokens. Replies ignore the end-of-text token (`ignore_eos`, which llama-server reads too),
 //! so a request's length is what was asked. The client is hyper's own HTTP/1.1 connection,
 //! one per request, on a single-threaded runtime that leaves the cores to the server.
+//! The mix is drawn in `loadtest/mix.rs`; `--compare` starts both servers in
+//! `loadtest/llama_server.rs`.
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -24,8 +24,14 @@ use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
 
-use ch09_generate::rng::Rng;
 use ch10_batching::bench::percentile;
+
+mod llama_server;
+mod mix;
+
+pub use llama_server::compare;
+pub(crate) use llama_server::{Started, free_port, wait_healthy};
+use mix::{Planned, plan};
 
 /// The longest a whole load test may run, and one request.
 pub const MAX_SECONDS: u64 = 600;
@@ -96,45 +102,6 @@ pub fn loopback(url: &str) -> Result<SocketAddr, String> {
             "--url {url:?}: the load test only talks to this machine (127.0.0.1, localhost, [::1])"
         )),
     }
-}
-
-/// One request of the mix.
-#[derive(Clone, Debug)]
-struct Planned {
-    prompt: String,
-    reply: usize,
-    /// Hang up after this many tokens.
-    cancel_after: Option<usize>,
-    seed: u64,
-}
-
-const WORDS: &[&str] = &[
-    "the", "time", "people", "way", "water", "day", "world", "life", "hand", "part", "place",
-    "work", "week", "case", "point", "number", "group", "fact", "house", "city", "river", "night",
-    "light", "story", "road", "book", "school", "family", "money", "music", "market", "garden",
-    "window", "table", "paper", "morning", "summer", "winter", "friend", "mother",
-];
-
-fn plan(o: &LoadOptions) -> Vec<Planned> {
-    let mut rng = Rng::new(o.seed);
-    let around = |n: usize, rng: &mut Rng| n / 2 + (rng.next_u64() % (n as u64 + 1)) as usize;
-    (0..o.requests)
-        .map(|i| {
-            let words = around(o.prompt, &mut rng).max(1);
-            let prompt: Vec<&str> = (0..words)
-                .map(|_| WORDS[(rng.next_u64() % WORDS.len() as u64) as usize])
-                .collect();
-            let reply = around(o.reply, &mut rng).max(2);
-            let cancel_after = (rng.next_f64() < o.cancel_rate)
-                .then(|| 1 + (rng.next_u64() % (reply as u64 - 1)) as usize);
-            Planned {
-                prompt: prompt.join(" "),
-                reply,
-                cancel_after,
-                seed: o.seed.wrapping_mul(1_000_003).wrapping_add(i as u64),
-            }
-        })
-        .collect()
 }
 
 /// What one request saw.
@@ -414,124 +381,6 @@ pub fn run_and_print(o: &LoadOptions) -> Result<(), String> {
     Ok(())
 }
 
-/// A server started for `--compare`; stopped (SIGTERM, then waited for) when dropped.
-pub(crate) struct Started(pub(crate) Child);
-
-impl Drop for Started {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) with our own child's pid; it has not been waited for yet.
-        unsafe {
-            libc::kill(self.0.id() as i32, libc::SIGTERM);
-        }
-        let _ = self.0.wait();
-    }
-}
-
-/// A port nobody listens on now (llama-server has no "pick one" flag).
-pub(crate) fn free_port() -> Result<u16, String> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    Ok(l.local_addr().map_err(|e| e.to_string())?.port())
-}
-
-/// Waits until `GET /health` answers 200, at most a minute.
-pub(crate) async fn wait_healthy(addr: SocketAddr, child: &mut Child) -> Result<(), String> {
-    for _ in 0..600 {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Err(format!("the server exited while starting ({status})"));
-        }
-        if get_json(addr, "/health").await.is_ok() {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Err("the server did not become healthy within a minute".into())
-}
-
-// ANCHOR: compare
-/// `loadtest --compare`: the same load against this server and llama-server, each started
-/// here on `model` with `parallel` slots and `threads` threads, one after the other.
-pub fn compare(
-    o: &LoadOptions,
-    model: &Path,
-    threads: usize,
-    parallel: usize,
-) -> Result<(), String> {
-    let llama_server =
-        ch07_simd_parallel::compare::llama_bench_path()?.with_file_name("llama-server");
-    if !llama_server.is_file() {
-        return Err(format!(
-            "{} is not built: run `bash scripts/llamacpp.sh`",
-            llama_server.display()
-        ));
-    }
-    // Each slot holds one request's prompt and reply at most.
-    let per_slot = (o.prompt * 3 / 2 + o.reply * 3 / 2 + 64).next_multiple_of(256);
-    let rt = runtime()?;
-    let mut reports = Vec::new();
-    for which in ["ch11-server", "llama-server"] {
-        let port = free_port()?;
-        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-        let mut cmd = if which == "ch11-server" {
-            let mut c = Command::new(std::env::current_exe().map_err(|e| e.to_string())?);
-            c.args(["--queue", "4096", "--ctx", &per_slot.to_string()]);
-            c
-        } else {
-            let mut c = Command::new(&llama_server);
-            c.args([
-                "-np",
-                &parallel.to_string(),
-                "-c",
-                &(per_slot * parallel).to_string(),
-            ]);
-            c.arg("--no-webui");
-            c
-        };
-        cmd.arg("-m").arg(model);
-        cmd.args([
-            "-t",
-            &threads.to_string(),
-            "--port",
-            &port.to_string(),
-            "--host",
-            "127.0.0.1",
-        ]);
-        if which == "ch11-server" {
-            cmd.args(["--parallel", &parallel.to_string()]);
-        }
-        eprintln!("starting {which} ...");
-        let mut child = cmd
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("could not start {which}: {e}"))?;
-        let ready = rt.block_on(wait_healthy(addr, &mut child));
-        let started = Started(child);
-        ready.map_err(|e| format!("{which}: {e}"))?;
-        let mut report = rt.block_on(run(addr, o))?;
-        report.target = which.to_string();
-        drop(started);
-        reports.push(report);
-    }
-    let (ours, theirs) = (&reports[0], &reports[1]);
-    if o.json {
-        println!(
-            "{}",
-            json!({"ch11_server": ours.json(), "llama_server": theirs.json(),
-            "output_tok_s_ratio": ours.output_tok_s / theirs.output_tok_s,
-            "ttft_ms_p99_ratio": ours.ttft_ms_p99 / theirs.ttft_ms_p99})
-        );
-    } else {
-        println!("{}\n{}", ours.text(), theirs.text());
-        println!(
-            "ours / llama-server: output tok/s {:.2}x, time to first token p99 {:.2}x",
-            ours.output_tok_s / theirs.output_tok_s,
-            ours.ttft_ms_p99 / theirs.ttft_ms_p99
-        );
-    }
-    Ok(())
-}
-// ANCHOR_END: compare
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -542,24 +391,5 @@ mod tests {
         assert!(loopback("http://localhost:8080/").is_ok());
         assert!(loopback("http://10.0.0.1:8080").is_err());
         assert!(loopback("https://127.0.0.1:8080").is_err());
-    }
-
-    #[test]
-    fn the_mix_is_fixed_by_its_seed() {
-        let o = LoadOptions {
-            requests: 20,
-            cancel_rate: 0.5,
-            ..LoadOptions::default()
-        };
-        let (a, b) = (plan(&o), plan(&o));
-        for (x, y) in a.iter().zip(&b) {
-            assert_eq!(
-                (&x.prompt, x.reply, x.cancel_after),
-                (&y.prompt, y.reply, y.cancel_after)
-            );
-            assert!((64..=192).contains(&x.reply));
-            assert!(x.cancel_after.is_none_or(|n| n < x.reply));
-        }
-        assert!(a.iter().any(|p| p.cancel_after.is_some()));
     }
 }

@@ -1,0 +1,189 @@
+//! Running the file's model: `logits`, `generate` and `load`.
+
+use std::io::Write;
+use std::time::Instant;
+
+use ch01_tensors::models;
+use ch02_tokenizer::StreamDecoder;
+use ch04_forward::model::argmax;
+use ch07_simd_parallel::bench::in_pool;
+use ch08_gguf::{GgufFile, memory};
+use serde_json::{Value as Json, json};
+
+use super::{model_path, open_model};
+use crate::Args;
+
+/// `logits`: the logits after every position of `--ids`, all positions in one pass.
+pub fn logits(a: &Args) -> Result<(), String> {
+    let m = open_model(a)?;
+    let ids = a.ids.clone().unwrap_or_default();
+    let engine = m.engine()?;
+    let mut cache = engine.new_cache(ids.len()).map_err(|e| e.to_string())?;
+    let logits = in_pool(a.threads, || engine.forward_all(&mut cache, &ids, 0))?
+        .map_err(|e| e.to_string())?;
+    let vocab = m.model.lm_head().rows();
+    let mut positions = Vec::new();
+    for row in logits.chunks_exact(vocab) {
+        let mut order: Vec<usize> = (0..vocab).collect();
+        // Highest first; equal logits keep the lower id first, like argmax.
+        order.sort_by(|&i, &j| row[j].total_cmp(&row[i]).then(i.cmp(&j)));
+        let top: Vec<(usize, f32)> = order.iter().take(a.top).map(|&i| (i, row[i])).collect();
+        positions.push((argmax(row), top));
+    }
+    if a.json {
+        let positions: Vec<_> = positions
+            .iter()
+            .map(|(am, top)| json!({"argmax": am, "top": top}))
+            .collect();
+        println!("{}", json!({"ids": ids, "positions": positions}));
+        return Ok(());
+    }
+    for (t, (am, top)) in positions.iter().enumerate() {
+        let top: Vec<String> = top.iter().map(|(i, l)| format!("{i}:{l:.3}")).collect();
+        println!(
+            "position {t:3} (id {:6}): argmax {am:6}   top {}",
+            ids[t],
+            top.join(" ")
+        );
+    }
+    Ok(())
+}
+
+// ANCHOR: generate
+/// `generate`: greedy, streamed, from the file alone.
+pub fn generate(a: &Args) -> Result<(), String> {
+    let m = open_model(a)?;
+    let tok = &m.tokenizer;
+    let prompt = match (&a.ids, &a.prompt) {
+        (Some(ids), _) => ids.clone(),
+        (None, text) => {
+            tok.encode_prompt(text.as_deref().unwrap_or("The capital of France is"), true)
+        }
+    };
+    if prompt.is_empty() {
+        return Err("the prompt is empty: the model needs at least one token".into());
+    }
+    let engine = m.engine()?;
+    let isa = engine.kernels.name();
+    let mut dec = StreamDecoder::new(&tok.tokenizer);
+    if !a.json {
+        // The prompt as text, without the BOS the file asks for (its text is "<bos>").
+        let shown = match prompt.split_first() {
+            Some((&first, rest)) if Some(first) == tok.bos && tok.add_bos => rest,
+            _ => &prompt[..],
+        };
+        print!(
+            "{}",
+            tok.tokenizer.decode(shown).map_err(|e| e.to_string())?
+        );
+    }
+    let mut out = std::io::stdout();
+    let run = in_pool(a.threads, || {
+        engine.greedy(&prompt, a.n, true, &mut |id| {
+            if !a.json {
+                let _ = write!(out, "{}", dec.push(id).unwrap_or_default());
+                let _ = out.flush();
+            }
+        })
+    })?
+    .map_err(|e| e.to_string())?;
+    let text = tok.tokenizer.decode(&run.ids).unwrap_or_default();
+    if a.json {
+        println!(
+            "{:#}",
+            json!({ "prompt_ids": prompt, "generated_ids": run.ids, "text": text,
+                    "isa": isa, "threads": a.threads,
+                    "prefill_tok_s": prompt.len() as f64 / run.prefill_seconds.max(1e-9),
+                    "decode_tok_s": run.decode_tok_s() })
+        );
+        return Ok(());
+    }
+    println!(
+        "\n---\n{} prompt tokens, {} generated; decode {:.1} tok/s ({isa} kernels, {} threads)",
+        prompt.len(),
+        run.ids.len(),
+        run.decode_tok_s(),
+        a.threads
+    );
+    Ok(())
+}
+// ANCHOR_END: generate
+
+// ANCHOR: load
+/// `load`: each step from a path to the first token, with its time and what it made
+/// resident: the process's memory, and how much of the file is in the page cache.
+pub fn load(a: &Args) -> Result<(), String> {
+    let path = model_path(a)?;
+    if a.cold {
+        memory::evict(&path).map_err(|e| format!("{}: {e}", models::shown(&path)))?;
+    }
+    let (k, kk) = ch08_gguf::kernels()?;
+    let mut steps: Vec<(&str, f64, memory::Usage)> = Vec::new();
+    let start = Instant::now();
+    let mut mark = |name, file: Option<&GgufFile>| {
+        steps.push((name, start.elapsed().as_secs_f64(), memory::usage(file)));
+    };
+    mark("start", None);
+    let file = GgufFile::open_with(&path, a.access).map_err(|e| e.to_string())?;
+    mark("open + parse header", Some(&file));
+    let model = ch08_gguf::arch::load_model(&file).map_err(|e| e.to_string())?;
+    mark("weights (views)", Some(&file));
+    let tok = ch08_gguf::tokenizer(&file.gguf).map_err(|e| e.to_string())?;
+    mark("tokenizer", Some(&file));
+    let prompt = tok.encode_prompt("The capital of France is", true);
+    let engine = ch08_gguf::engine::Engine::new(&model, k, kk);
+    let mut cache = engine.new_cache(prompt.len()).map_err(|e| e.to_string())?;
+    let logits = in_pool(a.threads, || engine.forward(&mut cache, &prompt, 0))?
+        .map_err(|e| e.to_string())?;
+    let first = argmax(&logits);
+    mark("first token", Some(&file));
+    let file_mb = file.gguf.file_len as f64 / 1e6;
+    if a.json {
+        let steps: Vec<Json> = steps
+            .iter()
+            .map(|(name, t, u)| {
+                json!({"step": name, "seconds": t, "rss_bytes": u.rss,
+                                       "rss_file_bytes": u.rss_file, "rss_anon_bytes": u.rss_anon,
+                                       "file_cached_bytes": u.file_cached})
+            })
+            .collect();
+        println!(
+            "{:#}",
+            json!({"file": models::shown(&path), "file_bytes": file.gguf.file_len, "cold": a.cold,
+                   "access": format!("{:?}", a.access).to_lowercase(),
+                   "first_token": first, "steps": steps})
+        );
+        return Ok(());
+    }
+    println!(
+        "{} ({file_mb:.1} MB), {} start, {:?} access:",
+        models::shown(&path),
+        if a.cold {
+            "cold (evicted from the page cache)"
+        } else {
+            "warm"
+        },
+        a.access
+    );
+    println!(
+        "  {:<22} {:>10} {:>10} {:>10} {:>10} {:>14}",
+        "step", "ms", "RSS MB", "file MB", "anon MB", "file cached MB"
+    );
+    for (name, t, u) in &steps {
+        println!(
+            "  {name:<22} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>14}",
+            t * 1e3,
+            u.rss as f64 / 1e6,
+            u.rss_file as f64 / 1e6,
+            u.rss_anon as f64 / 1e6,
+            u.file_cached
+                .map_or("–".to_string(), |b| format!("{:.1}", b as f64 / 1e6))
+        );
+    }
+    println!(
+        "  first token: {first} {:?}",
+        String::from_utf8_lossy(tok.tokenizer.piece(first as u32).unwrap_or_default())
+    );
+    Ok(())
+}
+// ANCHOR_END: load

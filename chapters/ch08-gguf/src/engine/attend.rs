@@ -1,0 +1,76 @@
+//! Attention over the cache for one query row, with an optional sliding window.
+
+use ch01_tensors::ops;
+use ch03_attention::Heads;
+use ch05_kv_cache::KvStore;
+use ch06_quantization::Kernels;
+
+// ANCHOR: attend
+/// Chapter 6's `attend` for one query row, with a window: the query at `pos` sees keys
+/// `pos + 1 − window ..= pos` (all of `0..=pos` without one). The query heads that share a
+/// KV head are done together, key by key, so each key and value is read from the cache once
+/// for the group, not once per head (Gemma-3: four heads on one KV head of 256 floats).
+/// Each head's numbers are chapter 6's, step for step: the same dot products, softmax and
+/// additions in the same order.
+#[allow(clippy::too_many_arguments)]
+pub fn attend<S: KvStore + ?Sized>(
+    k: &dyn Kernels,
+    out: &mut [f32],
+    q: &[f32],
+    store: &S,
+    layer: usize,
+    heads: Heads,
+    pos: usize,
+    window: Option<usize>,
+    scores: &mut Vec<f32>,
+) {
+    let d = heads.head_dim;
+    let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
+    let keys = first..pos + 1;
+    let n = keys.len();
+    let scale = 1.0 / (d as f32).sqrt();
+    let group = heads.group_size();
+    scores.resize(group * n, 0.0); // (group, n): one row of scores per head of the group
+    for kv in 0..heads.n_kv_heads {
+        let hs = kv * group..(kv + 1) * group; // the query heads on this KV head
+        let runs = (d <= 64)
+            .then(|| store.runs(layer, kv, keys.clone()))
+            .flatten();
+        if let Some((ks, vs)) = runs {
+            // Small heads (SmolLM2's 64) with their keys side by side in the cache: a head's
+            // scores, and its weighted sum of values (kept in registers), in one kernel call
+            // each; the same numbers as the loops below. Large heads (Gemma-3's 256) go
+            // through the loops, which read each key once for the whole group.
+            for (g, h) in hs.clone().enumerate() {
+                let row = &mut scores[g * n..(g + 1) * n];
+                k.dot_f32_rows(&q[h * d..(h + 1) * d], ks, row);
+                row.iter_mut().for_each(|s| *s *= scale);
+                ops::softmax_inplace(row);
+                let o = &mut out[h * d..(h + 1) * d];
+                o.fill(0.0);
+                k.axpy_rows(o, row, vs);
+            }
+            continue;
+        }
+        // ANCHOR_END: attend
+        // ANCHOR: attend_loops
+        for (i, j) in keys.clone().enumerate() {
+            let key = store.key(layer, kv, j);
+            for (g, h) in hs.clone().enumerate() {
+                scores[g * n + i] = k.dot_f32(&q[h * d..(h + 1) * d], key) * scale;
+            }
+        }
+        for row in scores.chunks_exact_mut(n) {
+            ops::softmax_inplace(row);
+        }
+        let o = &mut out[hs.start * d..hs.end * d];
+        o.fill(0.0);
+        for (i, j) in keys.clone().enumerate() {
+            let value = store.value(layer, kv, j);
+            for (g, o) in o.chunks_exact_mut(d).enumerate() {
+                k.axpy(o, scores[g * n + i], value);
+            }
+        }
+    }
+}
+// ANCHOR_END: attend_loops
