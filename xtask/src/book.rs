@@ -25,6 +25,7 @@ pub fn run(build: bool) -> Result<(), String> {
             .map_err(|e| format!("cannot read {}: {e}", page.display()))?;
         check_page(page, &text, &mut problems);
     }
+    crate::perf::check(&mut problems);
     if !problems.is_empty() {
         return Err(format!(
             "the book has {} problem(s):\n  {}",

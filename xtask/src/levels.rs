@@ -47,6 +47,23 @@ pub fn below_best() -> Vec<&'static str> {
     }
 }
 
+/// The level this process's kernels run at: the best this CPU has, or the one
+/// `LLM_BOOK_ISA` forces (chapter 7's dispatch never goes above the CPU's best).
+pub fn best_level() -> &'static str {
+    let below = below_best();
+    let best = match below.len() {
+        2 => "avx512",
+        1 => "avx2",
+        _ => "scalar",
+    };
+    match std::env::var("LLM_BOOK_ISA").ok().as_deref() {
+        Some(forced @ ("scalar" | "avx2")) if below.contains(&forced) => {
+            if forced == "scalar" { "scalar" } else { "avx2" }
+        }
+        _ => best,
+    }
+}
+
 /// `levels`: with `only`, that level alone (it must be below this CPU's best).
 pub fn run(only: Option<&str>) -> Result<(), String> {
     let mut levels = below_best();

@@ -10,15 +10,18 @@
 //! cargo xtask book-output [--check] [chNN]  regenerate (or check) program output shown in the book
 //! cargo xtask book [--check-only]      check includes, links and listings, then build the book
 //! cargo xtask levels [scalar|avx2]    rerun the kernel-dependent checks with the kernels forced down
+//! cargo xtask perf [--list] [NAME|chNN]  measure the book's speed tables on this machine
 //! cargo xtask fetch-models [which]     fetch and prepare the models (smollm2, smollm2-gguf, gemma3, all)
 //! ```
 //!
 //! Only the standard library: this crate builds in a second on a fresh machine.
 
 mod book;
+mod cmdline;
 mod exercises;
 mod levels;
 mod output;
+mod perf;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -39,6 +42,9 @@ tasks:
   levels [scalar|avx2]          rerun the tests and book output of the chapters that pick
                                 kernels by CPU (7 on) with each lower level forced
                                 (LLM_BOOK_ISA), or with the one named
+  perf [--list] [NAME|chNN ...]  measure every speed table the book shows, on this machine,
+                                into book/src/measured/ (or only those named; run nothing
+                                else meanwhile: it takes about 40 minutes in all)
   fetch-models [smollm2|smollm2-gguf|gemma3|all]  fetch, verify and prepare the models
                                 (default: all; smollm2-gguf skips the f32 copy chapters 1-5 read)";
 
@@ -60,6 +66,7 @@ fn main() -> ExitCode {
         ["book", "--check-only"] => book::run(false),
         ["levels"] => levels::run(None),
         ["levels", level] => levels::run(Some(level)),
+        ["perf", rest @ ..] => perf::run(rest),
         ["fetch-models"] => fetch_models("all"),
         ["fetch-models", which] => fetch_models(which),
         ["help" | "--help" | "-h"] | [] => {

@@ -20,6 +20,7 @@
 
 use std::path::Path;
 
+use crate::cmdline::{normalise_paths, split_args};
 use crate::exercises::{chapters, find_chapter};
 use crate::{cargo, root};
 
@@ -183,40 +184,6 @@ fn produce(line: &str, check: bool) -> Result<(String, Option<String>), String> 
     Ok((normalise_paths(&text, &root()), stale_figure))
 }
 
-/// Splits on spaces, except inside double quotes: `-p "a b"` is two arguments, `-p` and
-/// `a b`. There are no escapes; a quote left open is an error.
-fn split_args(line: &str) -> Result<Vec<String>, String> {
-    let mut args = Vec::new();
-    let mut word: Option<String> = None;
-    let mut quoted = false;
-    for c in line.chars() {
-        match c {
-            '"' => {
-                quoted = !quoted;
-                word.get_or_insert_default();
-            }
-            c if c.is_whitespace() && !quoted => args.extend(word.take()),
-            c => word.get_or_insert_default().push(c),
-        }
-    }
-    if quoted {
-        return Err(format!("an unclosed quote in: {line}"));
-    }
-    args.extend(word);
-    Ok(args)
-}
-
-fn normalise_paths(text: &str, root: &Path) -> String {
-    let mut text = text.to_string();
-    for form in [root.canonicalize().ok(), Some(root.to_path_buf())]
-        .into_iter()
-        .flatten()
-    {
-        text = text.replace(&form.display().to_string(), ".");
-    }
-    text
-}
-
 /// Masks what changes from run to run or machine to machine:
 /// - every number directly followed by a unit of [`UNITS`] (`12.5 GFLOP/s`, `3ms`, `4.2x`,
 ///   `2 threads`) becomes `#`;
@@ -340,24 +307,6 @@ fn describe_difference(path: &Path, committed: &str, fresh: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn quoted_arguments_keep_their_spaces() {
-        assert_eq!(
-            split_args(r#"-p ch09-generate -- -p "The capital of France is" -n 8"#).unwrap(),
-            [
-                "-p",
-                "ch09-generate",
-                "--",
-                "-p",
-                "The capital of France is",
-                "-n",
-                "8"
-            ]
-        );
-        assert_eq!(split_args(r#"a "" b"#).unwrap(), ["a", "", "b"]);
-        assert!(split_args(r#"-p "open"#).is_err());
-    }
 
     #[test]
     fn masks_only_measurements() {

@@ -1,0 +1,256 @@
+//! `cargo xtask perf`: every speed table the book shows, measured again on this machine.
+//!
+//! A speed is a fact about one machine on one day, so the book never copies one into its
+//! prose. Each chapter lists the measurements its pages show in `chapters/chNN-slug/perf.txt`,
+//! one per line, in the syntax of `book-outputs.txt`:
+//!
+//! ```text
+//! # name: cargo run args; {out} is the file the program writes its table to
+//! ch07-compare.md: -p ch07-simd-parallel -- compare --rounds 5 --markdown {out}
+//! ch10-curve-smollm2.txt: -p ch10-batching -- curve --compare
+//! ```
+//!
+//! `perf` runs each (`cargo run --release -q <args>`, one after another, never two at once)
+//! and writes `book/src/measured/<name>`: a header naming the CPU, its kernel level, its cores,
+//! the load on it when the run began, the date and the commit, then the table (the file the
+//! program wrote at `{out}`, or, without `{out}`, what it printed). Pages include these files,
+//! so a table and the machine it describes never part. `book` checks that every listed file
+//! exists with its header and that nothing else sits in `book/src/measured/`;
+//! `book-output --check` leaves them alone, as it does every number.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use crate::cmdline::{normalise_paths, split_args};
+use crate::exercises::chapters;
+use crate::{cargo, root};
+
+/// Where the measured files live, under the book's source.
+pub const DIR: &str = "book/src/measured";
+
+/// How every measured file's header begins (the book check looks for it).
+pub const HEADER: &str = "Measured on ";
+
+/// One line of a `perf.txt`.
+pub struct Entry {
+    /// The file's name in [`DIR`] (`ch07-compare.md`).
+    pub name: String,
+    /// The arguments after `cargo run --release -q`, `{out}` not yet replaced.
+    pub args: String,
+    /// The `perf.txt` and line it came from, for messages.
+    pub source: String,
+}
+
+impl Entry {
+    /// Whether `perf NAME` means this entry: its file name, that name without the
+    /// extension, or its chapter (`ch07` for `ch07-compare.md`).
+    fn answers_to(&self, name: &str) -> bool {
+        self.name == name
+            || self.name.rsplit_once('.').is_some_and(|(stem, _)| stem == name)
+            || self.name.starts_with(&format!("{name}-"))
+    }
+}
+
+/// Every chapter's entries, in chapter order.
+pub fn entries() -> Result<Vec<Entry>, String> {
+    let mut all = Vec::new();
+    for chapter in chapters() {
+        let list = chapter.dir.join("perf.txt");
+        let Ok(text) = std::fs::read_to_string(&list) else {
+            continue;
+        };
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let source = format!("chapters/{}/perf.txt:{}", chapter.package, i + 1);
+            let (name, args) = line
+                .split_once(':')
+                .ok_or_else(|| format!("{source}: expected `<name>: <cargo run args>`"))?;
+            let name = name.trim().to_string();
+            if name.contains('/') || !(name.ends_with(".md") || name.ends_with(".txt")) {
+                return Err(format!("{source}: {name:?} should be a plain .md or .txt name"));
+            }
+            all.push(Entry {
+                name,
+                args: args.trim().to_string(),
+                source,
+            });
+        }
+    }
+    Ok(all)
+}
+
+/// `perf [--list] [NAME|chNN ...]`: measure every entry, or those named (an entry's name
+/// without its extension, or a chapter's `chNN` for all of that chapter's).
+pub fn run(args: &[&str]) -> Result<(), String> {
+    let list_only = args.contains(&"--list");
+    let wanted: Vec<&str> = args.iter().copied().filter(|a| *a != "--list").collect();
+    let all = entries()?;
+    let chosen: Vec<&Entry> = all
+        .iter()
+        .filter(|e| wanted.is_empty() || wanted.iter().any(|w| e.answers_to(w)))
+        .collect();
+    if let Some(unknown) = wanted.iter().find(|w| !all.iter().any(|e| e.answers_to(w))) {
+        return Err(format!(
+            "no measurement is called {unknown:?}; `cargo xtask perf --list` lists them"
+        ));
+    }
+    if list_only {
+        for e in &chosen {
+            println!("{:28} cargo run --release -q {}", e.name, e.args);
+        }
+        return Ok(());
+    }
+    let dir = root().join(DIR);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    eprintln!(
+        "measuring {} table(s) on {}; run nothing else meanwhile: every other program on the \
+         CPU shows up in them",
+        chosen.len(),
+        machine().0
+    );
+    let started = Instant::now();
+    for e in chosen {
+        let t = Instant::now();
+        measure(e, &dir)?;
+        eprintln!("  {} took {:.0} s", e.name, t.elapsed().as_secs_f64());
+    }
+    eprintln!("done in {:.1} min", started.elapsed().as_secs_f64() / 60.0);
+    Ok(())
+}
+
+/// Runs one entry and writes its file, header first.
+fn measure(e: &Entry, dir: &std::path::Path) -> Result<(), String> {
+    let target = dir.join(&e.name);
+    let load = load_average();
+    // the program writes its table to a scratch file, never straight into the book: a run
+    // that fails leaves the committed table as it was
+    let scratch: PathBuf =
+        std::env::temp_dir().join(format!("llm-book-perf-{}-{}", std::process::id(), e.name));
+    let uses_out = e.args.contains("{out}");
+    let args = split_args(&e.args.replace("{out}", &scratch.display().to_string()))?;
+    eprintln!("  running: cargo run --release -q {}", e.args.replace("{out}", &e.name));
+    let output = cargo()
+        .args(["run", "--release", "-q"])
+        .args(&args)
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|err| format!("could not run cargo: {err}"))?;
+    if !output.status.success() {
+        let _ = std::fs::remove_file(&scratch); // ours, made by this run
+        return Err(format!("{} ({}) failed: {}", e.name, e.source, output.status));
+    }
+    let table = if uses_out {
+        let t = std::fs::read_to_string(&scratch);
+        let _ = std::fs::remove_file(&scratch);
+        t.map_err(|err| format!("{}: the program did not write its table: {err}", e.name))?
+    } else {
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let table = normalise_paths(&table, &root());
+    let text = format!("{}\n{}", header(e, load.as_deref()), table.trim_end());
+    std::fs::write(&target, text + "\n")
+        .map_err(|err| format!("cannot write {}: {err}", target.display()))
+}
+
+/// `Measured on AMD EPYC (family 25, model 17), avx512 kernels, 2 cores, load 0.05 at the start, 2026-11-24,
+/// commit 7c96552: cargo xtask perf ch07-compare` (italic in a Markdown file).
+fn header(e: &Entry, load: Option<&str>) -> String {
+    let (cpu, cores) = machine();
+    let level = crate::levels::best_level();
+    let date = capture("date", &["-u", "+%Y-%m-%d"]).unwrap_or_else(|| "date unknown".into());
+    let mut commit =
+        capture("git", &["rev-parse", "--short", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    let changed = capture("git", &["status", "--porcelain", "--untracked-files=no", "chapters"])
+        .is_some_and(|s| !s.is_empty());
+    if changed {
+        commit.push_str(" with uncommitted changes to chapters/");
+    }
+    let load = load.map(|l| format!(", load {l} at the start")).unwrap_or_default();
+    let stem = e.name.rsplit_once('.').map_or(e.name.as_str(), |(s, _)| s);
+    let line = format!(
+        "{HEADER}{cpu}, {level} kernels, {cores} cores{load}, {date}, commit {commit}: \
+         `cargo xtask perf {stem}`"
+    );
+    if e.name.ends_with(".md") {
+        format!("*{line}*\n")
+    } else {
+        line.replace('`', "")
+    }
+}
+
+/// The CPU's model name (with its family and model numbers, which tell one generation of
+/// "AMD EPYC" from another) and how many cores the program may use.
+fn machine() -> (String, usize) {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let field = |key: &str| {
+        info.lines()
+            .find(|l| l.split(':').next().is_some_and(|k| k.trim() == key))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.split_whitespace().collect::<Vec<_>>().join(" "))
+    };
+    let cpu = match (field("model name"), field("cpu family"), field("model")) {
+        (Some(name), Some(family), Some(model)) => {
+            format!("{name} (family {family}, model {model})")
+        }
+        (Some(name), _, _) => name,
+        _ => std::env::consts::ARCH.to_string(),
+    };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cpu, cores)
+}
+
+/// The one-minute load average, as the kernel reports it (Linux only).
+fn load_average() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    text.split_whitespace().next().map(str::to_string)
+}
+
+fn capture(program: &str, args: &[&str]) -> Option<String> {
+    let out = std::process::Command::new(program)
+        .args(args)
+        .current_dir(root())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// For `book`: every listed file exists and starts with its header, and the directory holds
+/// nothing else (a table no command makes would be a number no reader can reproduce).
+pub fn check(problems: &mut Vec<String>) {
+    let all = match entries() {
+        Ok(all) => all,
+        Err(e) => return problems.push(e),
+    };
+    let dir = root().join(DIR);
+    for e in &all {
+        let path = dir.join(&e.name);
+        match std::fs::read_to_string(&path) {
+            Ok(text) if text.trim_start_matches('*').starts_with(HEADER) => {}
+            Ok(_) => problems.push(format!(
+                "{DIR}/{}: does not begin with its header; regenerate it with `cargo xtask perf {}`",
+                e.name, e.name
+            )),
+            Err(_) => problems.push(format!(
+                "{DIR}/{} ({}) is missing; make it with `cargo xtask perf {}`",
+                e.name, e.source, e.name
+            )),
+        }
+    }
+    if let Ok(files) = std::fs::read_dir(&dir) {
+        for f in files.filter_map(Result::ok) {
+            let name = f.file_name().to_string_lossy().into_owned();
+            if !all.iter().any(|e| e.name == name) {
+                problems.push(format!(
+                    "{DIR}/{name}: no chapter's perf.txt makes it; list its command or remove it"
+                ));
+            }
+        }
+    }
+}
