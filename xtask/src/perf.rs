@@ -111,6 +111,22 @@ pub fn run(args: &[&str]) -> Result<(), String> {
         chosen.len(),
         machine().0
     );
+    // build everything first, so no compiler shares the CPU with a measurement
+    let mut build = cargo();
+    build.args(["build", "--release", "-q"]);
+    let mut packages: Vec<String> = Vec::new();
+    for e in &chosen {
+        let args = split_args(&e.args)?;
+        for pair in args.windows(2) {
+            if pair[0] == "-p" && !packages.contains(&pair[1]) {
+                packages.push(pair[1].clone());
+            }
+        }
+    }
+    for p in &packages {
+        build.args(["-p", p]);
+    }
+    crate::run_visible(&mut build, "build the measured programs")?;
     let started = Instant::now();
     // one failure (llama.cpp not built, a model missing) does not cost the other tables
     let mut failed = Vec::new();
