@@ -117,7 +117,8 @@ pub fn run(args: &[&str]) -> Result<(), String> {
     let mut packages: Vec<String> = Vec::new();
     for e in &chosen {
         let args = split_args(&e.args)?;
-        for pair in args.windows(2) {
+        let cargo_args = args.split(|a| a == "--").next().unwrap_or_default();
+        for pair in cargo_args.windows(2) {
             if pair[0] == "-p" && !packages.contains(&pair[1]) {
                 packages.push(pair[1].clone());
             }
