@@ -76,6 +76,22 @@ pub fn evict(path: &Path) -> std::io::Result<()> {
     }
 }
 
+/// [`evict`], then a check that it worked: the bytes of `path` still in the page cache (by
+/// [`cached_bytes`] on a fresh mapping of it). A "cold" measurement must look at this: the
+/// kernel keeps the pages of a file any process has mapped, this one included, so a
+/// program that still holds a model mapped cannot make that file cold for another.
+pub fn evict_checked(path: &Path) -> std::io::Result<u64> {
+    evict(path)?;
+    let f = ch01_tensors::files::open_regular(path)?;
+    if f.metadata()?.len() == 0 {
+        return Ok(0);
+    }
+    // SAFETY: a read-only mapping of a regular file, read only by mincore (never its bytes)
+    // and dropped before this returns.
+    let map = unsafe { memmap2::Mmap::map(&f)? };
+    Ok(cached_bytes(&map).unwrap_or(0))
+}
+
 #[cfg(not(target_os = "linux"))]
 pub fn evict(_path: &Path) -> std::io::Result<()> {
     Err(std::io::Error::other(

@@ -74,7 +74,21 @@ pub fn race(
             .chain(common.iter().chain(extra).map(OsString::from))
             .collect()
     };
-    let evict = || ch08_gguf::memory::evict(gguf).map_err(|e| format!("{}: {e}", gguf.display()));
+    // a cold start means the file is not in the page cache; if some process maps it (the
+    // caller must not), the kernel keeps its pages, and the race would be warm
+    let evict = || {
+        let left = ch08_gguf::memory::evict_checked(gguf)
+            .map_err(|e| format!("{}: {e}", gguf.display()))?;
+        if left > 1 << 20 {
+            return Err(format!(
+                "{}: {:.1} MB stayed in the page cache after eviction (is another process \
+                 mapping it?), so the start would not be cold",
+                gguf.display(),
+                left as f64 / 1e6
+            ));
+        }
+        Ok::<(), String>(())
+    };
     let (mut ours_ms, mut theirs_ms, mut ours_rss, mut theirs_rss) =
         (vec![], vec![], vec![], vec![]);
     for _ in 0..rounds {
