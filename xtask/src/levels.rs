@@ -80,6 +80,18 @@ pub fn run(only: Option<&str>) -> Result<(), String> {
         }
         levels.retain(|l| *l == level);
     }
+    // On a VNNI machine, chapter 8's other prefill layout too (`LLM_BOOK_PREFILL=quads`): the
+    // default takes the eight-token kernels there as everywhere, and the interleaved ones
+    // must still give the same bits through the whole model.
+    if only.is_none() && best_level() == "avx512" && std::env::var_os("LLM_BOOK_ISA").is_none() {
+        let mut test = cargo();
+        test.args(["test", "--release", "--locked", "-p", "ch08-gguf"])
+            .env("LLM_BOOK_PREFILL", "quads");
+        run_visible(
+            &mut test,
+            "LLM_BOOK_PREFILL=quads: chapter 8's tests with the interleaved prefill kernels",
+        )?;
+    }
     if levels.is_empty() {
         eprintln!("\n==> kernel levels: this CPU runs the scalar kernels only; nothing to force");
         return Ok(());
