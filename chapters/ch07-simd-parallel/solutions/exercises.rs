@@ -63,3 +63,16 @@ pub fn round_away(v: __m256) -> __m256 {
         _mm256_or_ps(step, _mm256_and_ps(v, _mm256_set1_ps(-0.0))),
     )
 }
+
+/// Exercise 5: eight tokens' block, a token per lane.
+pub fn interleave_eight(tokens: [&[i8; 32]; 8]) -> [[[i8; 4]; 8]; 8] {
+    std::array::from_fn(|k| std::array::from_fn(|t| std::array::from_fn(|i| tokens[t][4 * k + i])))
+}
+
+/// Exercise 6: one step of the eight-token kernel.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+pub fn eights_step(pairs: __m256i, q: __m256i, step: __m256i, k: usize) -> __m256i {
+    let quads = _mm256_permutevar8x32_epi32(q, _mm256_set1_epi32(k as i32));
+    _mm256_add_epi16(pairs, _mm256_maddubs_epi16(quads, step))
+}

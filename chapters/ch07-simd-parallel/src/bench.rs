@@ -205,3 +205,42 @@ pub fn end_to_end(
     })?
 }
 // ANCHOR_END: e2e
+
+/// One thread's prefill products of a SmolLM2-sized Q4_1 matrix (1536 × 576, its gate and
+/// up) with 64 tokens, in billions of multiply-adds a second: chapter 6's product on kernels
+/// `k` (four tokens a dot, one shared horizontal add), and the same products eight tokens a
+/// register ([`crate::eights`], on this CPU's best kernel). The medians of `runs`.
+pub fn prefill_rates(k: &dyn Kernels, runs: usize) -> Result<(f64, f64), String> {
+    use crate::eights::{Eights, dot8_q4_1_best};
+    use ch06_quantization::matrix::Activations;
+    let (rows, cols, seq) = (1536, 576, 64);
+    let w = ch01_tensors::random::uniform(rows * cols, 11);
+    let m = QMatrix::quantize(&w, rows, cols, Format::Q4_1, ScaleRule::Absmax)?;
+    let x = ch01_tensors::random::uniform(seq * cols, 12);
+    let mut out = vec![0.0f32; seq * rows];
+    let macs = (rows * cols * seq) as f64;
+    let (mut four, mut eight) = in_pool(1, || {
+        let (mut four, mut eight) = (Vec::new(), Vec::new());
+        for _ in 0..runs + 1 {
+            let start = Instant::now();
+            m.matmul_with(k, &mut out, &x, seq);
+            four.push(macs / start.elapsed().as_secs_f64() / 1e9);
+            let start = Instant::now();
+            let Activations::Q8_1(a) = m.quantize_activations(k, &x) else {
+                unreachable!("Q4_1 takes Q8_1 activations")
+            };
+            let nb = cols / 32;
+            for g in 0..seq / 8 {
+                let e = Eights::new(std::array::from_fn(|t| &a[(8 * g + t) * nb..][..nb]));
+                for r in 0..rows {
+                    for (t, v) in dot8_q4_1_best(m.row_bytes(r), &e).into_iter().enumerate() {
+                        out[(8 * g + t) * rows + r] = v;
+                    }
+                }
+            }
+            eight.push(macs / start.elapsed().as_secs_f64() / 1e9);
+        }
+        (four.split_off(1), eight.split_off(1)) // the first run warms up
+    })?;
+    Ok((median(&mut four), median(&mut eight)))
+}

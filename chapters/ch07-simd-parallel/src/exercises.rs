@@ -74,3 +74,36 @@ pub fn round_away(v: __m256) -> __m256 {
     // TODO: truncate, compare the fraction with 0.5, add ±1 where needed.
     todo!("exercise 4: rounding half away from zero")
 }
+
+/// Exercise 5: eight tokens' block, a token per lane.
+///
+/// `tokens[t]` is token `t`'s 32 activation quants of one block. Return them laid out as
+/// [`crate::eights::Eights`] holds a block: step `k` (0..8), then token `t` (0..8), then
+/// the four quants `4k..4k + 4` of that token, so that when a step's 32 bytes are loaded
+/// into a register, 32-bit lane `t` holds token `t`'s four quants of that step.
+///
+/// Hint: it is a transpose of (token, step) into (step, token), four bytes at a time:
+/// `out[k][t]` is `tokens[t][4k..4k + 4]`. See "Many tokens at once".
+pub fn interleave_eight(tokens: [&[i8; 32]; 8]) -> [[[i8; 4]; 8]; 8] {
+    // TODO: out[k][t] = token t's quants 4k..4k + 4.
+    todo!("exercise 5: eight tokens' block, a token per lane")
+}
+
+/// Exercise 6: one step of the eight-token kernel.
+///
+/// `q` holds a weight block's 32 quants (unsigned, 0..=15) in element order, one per byte;
+/// `step` is step `k` of eight tokens' activations (token `t`'s quants `4k..4k + 4` in 32-bit
+/// lane `t`). Return `pairs` plus this step's products: in each 16-bit lane, the sum of two
+/// neighbouring products of weight quant × activation quant, as `vpmaddubsw` makes them,
+/// where every token meets the SAME four weight quants `4k..4k + 4`.
+///
+/// Hint: those four weight quants are 32-bit lane `k` of `q`; copy that lane to all eight
+/// lanes with `_mm256_permutevar8x32_epi32(q, _mm256_set1_epi32(k as i32))`, then
+/// `_mm256_maddubs_epi16` (weights first: they are the unsigned operand) and
+/// `_mm256_add_epi16`. See "Many tokens at once".
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+pub fn eights_step(pairs: __m256i, q: __m256i, step: __m256i, k: usize) -> __m256i {
+    // TODO: broadcast lane k of q, multiply with the step, add to pairs.
+    todo!("exercise 6: one step of the eight-token kernel")
+}

@@ -3,7 +3,7 @@
 
 use ch01_tensors::models;
 use ch06_quantization::{Format, Kernels};
-use ch07_simd_parallel::bench::{end_to_end, in_pool, kernel_rate, read_bandwidth};
+use ch07_simd_parallel::bench::{end_to_end, in_pool, kernel_rate, prefill_rates, read_bandwidth};
 use ch07_simd_parallel::kernels::{detect, for_isa};
 use ch07_simd_parallel::{Isa, compare};
 use serde_json::json;
@@ -44,6 +44,8 @@ pub fn bench(a: &Args) -> Result<(), String> {
             }
         }
     }
+    // a prefill's products: four tokens a dot against eight tokens a register
+    let (four, eight) = prefill_rates(best, a.runs)?;
     let mut e2e = Vec::new();
     // End to end on the SIMD levels (chapter 6's eval measures the scalar one).
     for level in Isa::available().into_iter().filter(|&l| l != Isa::Scalar) {
@@ -79,6 +81,11 @@ pub fn bench(a: &Args) -> Result<(), String> {
                 k.isa, k.format, k.threads, k.gb_s, k.gmac_s
             );
         }
+        md += &format!(
+            "| {isa} q4_1 prefill product, 64 tokens: four a dot / eight a register | 1 | \
+             {four:.1} / {eight:.1} GMAC/s ({:.2}×) |\n",
+            eight / four
+        );
         for e in &e2e {
             md += &format!(
                 "| {} end to end: pp512 / tg128 | {} | {:.1} / {:.1} tok/s |\n",
@@ -121,6 +128,7 @@ pub fn bench(a: &Args) -> Result<(), String> {
         println!(
             "{:#}",
             json!({ "chosen": isa.name(), "bandwidth": bandwidth, "kernels": kernels, "end_to_end": e2e,
+                    "prefill_gmac_s": { "four_a_dot": four, "eight_a_register": eight },
                                   "bytes_per_token": per_token, "decode_ceiling_tok_s": ceiling })
         );
         return Ok(());
@@ -144,6 +152,11 @@ pub fn bench(a: &Args) -> Result<(), String> {
             k.isa, k.format, k.threads, k.gb_s, k.gmac_s
         );
     }
+    println!(
+        "\na Q4_1 prefill product (1536 × 576, 64 tokens, 1 thread, {isa}): four tokens a dot \
+         {four:.1} GMAC/s, eight a register {eight:.1} GMAC/s ({:.2}x)",
+        eight / four
+    );
     println!(
         "\nSmolLM2 Q4_1 end to end ({:.1} MB of weights read per token; at {best_bw:.1} GB/s the decode ceiling is {ceiling:.0} tok/s):",
         per_token / 1e6

@@ -161,3 +161,73 @@ fn ex4_round_half_away_from_zero() {
         }
     }
 }
+
+#[test]
+fn ex5_eight_tokens_a_token_per_lane() {
+    let tokens: Vec<[i8; 32]> = (0..8)
+        .map(|t| std::array::from_fn(|j| (t * 32 + j) as i8)) // every quant says where it is from
+        .collect();
+    let got = interleave_eight(std::array::from_fn(|t| &tokens[t]));
+    for k in 0..8 {
+        for t in 0..8 {
+            let want = &tokens[t][4 * k..4 * k + 4];
+            assert!(
+                got[k][t] == want,
+                "step {k}, lane {t} should hold token {t}'s quants {}..{} ({want:?}), yours \
+                 holds {:?}",
+                4 * k,
+                4 * k + 4,
+                got[k][t]
+            );
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[test]
+fn ex6_one_step_of_the_eight_token_kernel() {
+    cannot_run(6)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn ex6_one_step_of_the_eight_token_kernel() {
+    require_avx2(6);
+    for seed in 0..50u64 {
+        let (wq, aq, start) = (
+            uniform(32, seed),
+            uniform(32, 500 + seed),
+            uniform(16, 900 + seed),
+        );
+        let q: [u8; 32] = std::array::from_fn(|j| ((wq[j] + 1.0) * 7.9) as u8); // 0..=15
+        let acts: [i8; 32] = std::array::from_fn(|j| (aq[j] * 127.0) as i8);
+        let pairs0: [i16; 16] = std::array::from_fn(|j| (start[j] * 1000.0) as i16);
+        for k in 0..8 {
+            // lane t's two i16: products 0-1 and 2-3 of the weight quants 4k.. with token t's
+            let want: [i16; 16] = std::array::from_fn(|j| {
+                let (t, half) = (j / 2, j % 2);
+                let p = |i: usize| i16::from(q[4 * k + i]) * i16::from(acts[4 * t + i]);
+                pairs0[j] + p(2 * half) + p(2 * half + 1)
+            });
+            // SAFETY: AVX2 was checked above; every load and store is of 32 bytes.
+            let got: [i16; 16] = unsafe {
+                let v = eights_step(
+                    _mm256_loadu_si256(pairs0.as_ptr().cast()),
+                    _mm256_loadu_si256(q.as_ptr().cast()),
+                    _mm256_loadu_si256(acts.as_ptr().cast()),
+                    k,
+                );
+                let mut out = [0i16; 16];
+                _mm256_storeu_si256(out.as_mut_ptr().cast(), v);
+                out
+            };
+            assert!(
+                got == want,
+                "step {k}: every token must meet the weight quants {}..{} (lane {k} of q, copied \
+                 to all eight lanes); expected the 16-bit sums {want:?}, yours are {got:?}",
+                4 * k,
+                4 * k + 4
+            );
+        }
+    }
+}

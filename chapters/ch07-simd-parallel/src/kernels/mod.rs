@@ -18,6 +18,8 @@ use crate::isa::Isa;
 #[cfg(target_arch = "x86_64")]
 pub mod avx2;
 #[cfg(target_arch = "x86_64")]
+pub mod avx2_eights;
+#[cfg(target_arch = "x86_64")]
 pub mod avx512;
 
 // ANCHOR: dispatch
