@@ -63,6 +63,7 @@ fn cases(blocks: usize) -> Vec<(Vec<f32>, Vec<Vec<f32>>)> {
     cases
 }
 
+#[allow(clippy::needless_range_loop)] // t names a token in the messages
 fn check(name: &str, f: impl Fn(&[u8], &Eights) -> [f32; TOKENS]) {
     for blocks in [1, 2, 5, 18] {
         for (c, (w, acts)) in cases(blocks).iter().enumerate() {
@@ -102,6 +103,7 @@ fn the_avx2_kernel_is_chapter_6s_dot_in_every_lane() {
 }
 
 #[test]
+#[allow(clippy::needless_range_loop)] // b, k and t name a block, a step and a token
 fn the_layout_puts_quants_4k_to_4k_plus_4_of_token_t_at_step_k_lane_t() {
     let tokens: Vec<Vec<BlockQ8_1>> = (0..TOKENS as u64)
         .map(|t| q8_1_row(&uniform(2 * QK, 300 + t)))

@@ -20,6 +20,8 @@ pub mod avx2;
 #[cfg(target_arch = "x86_64")]
 pub mod avx2_eights;
 #[cfg(target_arch = "x86_64")]
+pub mod avx2_rows4;
+#[cfg(target_arch = "x86_64")]
 pub mod avx512;
 
 // ANCHOR: dispatch
@@ -83,13 +85,13 @@ macro_rules! simd_kernels {
                 unsafe { avx2::quantize_q8_1(x, out) }
             }
             fn dot4_q4_1_q8_1(&self, w: [&[u8]; 4], a: [&[BlockQ8_1]; 4]) -> [f32; 4] {
-                unsafe { avx2::dot4_q4_1_q8_1(w, a) }
+                unsafe { avx2_rows4::dot4_q4_1_q8_1(w, a) }
             }
             fn dot4_q8_0_q8_0(&self, w: [&[u8]; 4], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
-                unsafe { avx2::dot4_q8_0_q8_0(w, a) }
+                unsafe { avx2_rows4::dot4_q8_0_q8_0(w, a) }
             }
             fn dot4_q4_0_q8_0(&self, w: [&[u8]; 4], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
-                unsafe { avx2::dot4_q4_0_q8_0(w, a) }
+                unsafe { avx2_rows4::dot4_q4_0_q8_0(w, a) }
             }
             fn dot_f32(&self, a: &[f32], b: &[f32]) -> f32 {
                 unsafe { avx2::dot_f32(a, b) }
