@@ -13,7 +13,8 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2::{f16, scales_and_mins};
+use super::avx2::f16;
+use super::avx2_kquants::scales_and_mins;
 use crate::kocts::{BlockK, KOcts, RowsK};
 use crate::kquant::{Q4_K_BYTES, Q6_K_BYTES, QK_K};
 use crate::octs::{ActOcts, Block32, Format32};
