@@ -1,4 +1,4 @@
-//! The HTTP side: the router, its handlers, and the API key check.
+//! The HTTP side: the router and its handlers (the API key check is in `routes/auth.rs`).
 //!
 //! Handlers are plain async functions with axum's extractors. The completion handlers do
 //! only quick things on the async runtime: read and check the body, take a place in the
@@ -12,13 +12,12 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{Method, StatusCode, Uri, header};
-use axum::middleware::{self, Next};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::json;
-use sha2::{Digest, Sha256};
 use tokio::sync::{Semaphore, oneshot};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::CorsLayer;
@@ -34,6 +33,10 @@ use crate::error::{ApiError, from_engine};
 use crate::metrics::Metrics;
 use crate::reply::Reply;
 use crate::worker::{Command, Worker};
+
+mod auth;
+use auth::require_key;
+pub use auth::{digest, same_digest};
 
 /// The chat page, served from the binary.
 const PAGE: &str = include_str!("../static/chat.html");
@@ -306,42 +309,6 @@ fn body_error(r: BytesRejection, app: &Shared) -> ApiError {
     }
 }
 
-// ANCHOR: require_key
-/// With `--api-key`, every `/v1` request needs `Authorization: Bearer KEY`. The keys are
-/// compared as SHA-256 digests, every byte, so the time taken says nothing about how much
-/// of a wrong key was right.
-async fn require_key(State(app): State<App>, req: Request, next: Next) -> Response {
-    if let Some(want) = &app.key {
-        let given = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        let refused = match given {
-            None => Some("no API key: send the header 'Authorization: Bearer KEY'"),
-            Some(k) if !same_digest(&digest(k), want) => Some("the API key is not valid"),
-            Some(_) => None,
-        };
-        if let Some(message) = refused {
-            return ApiError::new(StatusCode::UNAUTHORIZED, message)
-                .code("invalid_api_key")
-                .into_response();
-        }
-    }
-    next.run(req).await
-}
-
-pub fn digest(key: &str) -> [u8; 32] {
-    Sha256::digest(key.as_bytes()).into()
-}
-
-/// Equal digests, looking at every byte whatever the first difference.
-pub fn same_digest(a: &[u8; 32], b: &[u8; 32]) -> bool {
-    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
-    std::hint::black_box(diff) == 0
-}
-// ANCHOR_END: require_key
-
 async fn models(State(app): State<App>) -> Response {
     axum::Json(json!({"object": "list", "data": [
         {"id": app.name, "object": "model", "created": app.created, "owned_by": "llm-book"}
@@ -401,11 +368,5 @@ mod tests {
         );
         let e = fit(100, None, 100, Endpoint::Chat).unwrap_err();
         assert_eq!(e.param.as_deref(), Some("messages"));
-    }
-
-    #[test]
-    fn digests_compare() {
-        assert!(same_digest(&digest("k"), &digest("k")));
-        assert!(!same_digest(&digest("k"), &digest("K")));
     }
 }
