@@ -4,6 +4,41 @@
 
 use std::path::Path;
 
+/// One line of a chapter's list (`book-outputs.txt`, `perf.txt`): `<name>: <cargo run args>`.
+pub struct ListEntry {
+    /// The file the line names.
+    pub name: String,
+    /// The arguments after `cargo run --release -q`, as written.
+    pub args: String,
+    /// `path:line`, for messages.
+    pub source: String,
+}
+
+/// The entries of the list at `path` (none if there is no such file), skipping blank lines
+/// and `#` comments.
+pub fn list_entries(path: &Path) -> Result<Vec<ListEntry>, String> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Ok(Vec::new());
+    };
+    let mut entries = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let source = format!("{}:{}", path.display(), i + 1);
+        let (name, args) = line
+            .split_once(':')
+            .ok_or_else(|| format!("{source}: expected `<name>: <cargo run args>`"))?;
+        entries.push(ListEntry {
+            name: name.trim().to_string(),
+            args: args.trim().to_string(),
+            source,
+        });
+    }
+    Ok(entries)
+}
+
 /// Splits on spaces, except inside double quotes: `-p "a b"` is two arguments, `-p` and
 /// `a b`. There are no escapes; a quote left open is an error.
 pub fn split_args(line: &str) -> Result<Vec<String>, String> {

@@ -58,7 +58,11 @@ pub fn best_level() -> &'static str {
     };
     match std::env::var("LLM_BOOK_ISA").ok().as_deref() {
         Some(forced @ ("scalar" | "avx2")) if below.contains(&forced) => {
-            if forced == "scalar" { "scalar" } else { "avx2" }
+            if forced == "scalar" {
+                "scalar"
+            } else {
+                "avx2"
+            }
         }
         _ => best,
     }

@@ -20,7 +20,7 @@
 
 use std::path::Path;
 
-use crate::cmdline::{normalise_paths, split_args};
+use crate::cmdline::{list_entries, normalise_paths, split_args};
 use crate::exercises::{chapters, find_chapter};
 use crate::{cargo, root};
 
@@ -48,22 +48,8 @@ pub fn run(check: bool, only: Option<&str>) -> Result<(), String> {
         if only.as_ref().is_some_and(|p| *p != chapter.package) {
             continue;
         }
-        let list = chapter.dir.join("book-outputs.txt");
-        let Ok(text) = std::fs::read_to_string(&list) else {
-            continue;
-        };
-        for (lineno, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let (name, args) = line.split_once(':').ok_or_else(|| {
-                format!(
-                    "{}:{}: expected `<name>.txt: <cargo run args>`",
-                    list.display(),
-                    lineno + 1
-                )
-            })?;
+        for entry in list_entries(&chapter.dir.join("book-outputs.txt"))? {
+            let (name, args) = (entry.name.as_str(), entry.args.as_str());
             count += 1;
             let (fresh, figure) = produce(args, check)?;
             if let Some(stale_figure) = figure {

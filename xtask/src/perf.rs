@@ -21,7 +21,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use crate::cmdline::{normalise_paths, split_args};
+use crate::cmdline::{list_entries, normalise_paths, split_args};
 use crate::exercises::chapters;
 use crate::{cargo, root};
 
@@ -46,7 +46,10 @@ impl Entry {
     /// extension, or its chapter (`ch07` for `ch07-compare.md`).
     fn answers_to(&self, name: &str) -> bool {
         self.name == name
-            || self.name.rsplit_once('.').is_some_and(|(stem, _)| stem == name)
+            || self
+                .name
+                .rsplit_once('.')
+                .is_some_and(|(stem, _)| stem == name)
             || self.name.starts_with(&format!("{name}-"))
     }
 }
@@ -55,27 +58,17 @@ impl Entry {
 pub fn entries() -> Result<Vec<Entry>, String> {
     let mut all = Vec::new();
     for chapter in chapters() {
-        let list = chapter.dir.join("perf.txt");
-        let Ok(text) = std::fs::read_to_string(&list) else {
-            continue;
-        };
-        for (i, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let source = format!("chapters/{}/perf.txt:{}", chapter.package, i + 1);
-            let (name, args) = line
-                .split_once(':')
-                .ok_or_else(|| format!("{source}: expected `<name>: <cargo run args>`"))?;
-            let name = name.trim().to_string();
-            if name.contains('/') || !(name.ends_with(".md") || name.ends_with(".txt")) {
-                return Err(format!("{source}: {name:?} should be a plain .md or .txt name"));
+        for e in list_entries(&chapter.dir.join("perf.txt"))? {
+            if e.name.contains('/') || !(e.name.ends_with(".md") || e.name.ends_with(".txt")) {
+                return Err(format!(
+                    "{}: {:?} should be a plain .md or .txt name",
+                    e.source, e.name
+                ));
             }
             all.push(Entry {
-                name,
-                args: args.trim().to_string(),
-                source,
+                name: e.name,
+                args: e.args,
+                source: e.source,
             });
         }
     }
@@ -163,7 +156,10 @@ fn measure(e: &Entry, dir: &std::path::Path) -> Result<(), String> {
         std::env::temp_dir().join(format!("llm-book-perf-{}-{}", std::process::id(), e.name));
     let uses_out = e.args.contains("{out}");
     let args = split_args(&e.args.replace("{out}", &scratch.display().to_string()))?;
-    eprintln!("  running: cargo run --release -q {}", e.args.replace("{out}", &e.name));
+    eprintln!(
+        "  running: cargo run --release -q {}",
+        e.args.replace("{out}", &e.name)
+    );
     let output = cargo()
         .args(["run", "--release", "-q"])
         .args(&args)
@@ -174,7 +170,10 @@ fn measure(e: &Entry, dir: &std::path::Path) -> Result<(), String> {
         .map_err(|err| format!("could not run cargo: {err}"))?;
     if !output.status.success() {
         let _ = std::fs::remove_file(&scratch); // ours, made by this run
-        return Err(format!("{} ({}) failed: {}", e.name, e.source, output.status));
+        return Err(format!(
+            "{} ({}) failed: {}",
+            e.name, e.source, output.status
+        ));
     }
     let table = if uses_out {
         let t = std::fs::read_to_string(&scratch);
@@ -197,12 +196,17 @@ fn header(e: &Entry, load: Option<&str>) -> String {
     let date = capture("date", &["-u", "+%Y-%m-%d"]).unwrap_or_else(|| "date unknown".into());
     let mut commit =
         capture("git", &["rev-parse", "--short", "HEAD"]).unwrap_or_else(|| "unknown".into());
-    let changed = capture("git", &["status", "--porcelain", "--untracked-files=no", "chapters"])
-        .is_some_and(|s| !s.is_empty());
+    let changed = capture(
+        "git",
+        &["status", "--porcelain", "--untracked-files=no", "chapters"],
+    )
+    .is_some_and(|s| !s.is_empty());
     if changed {
         commit.push_str(" with uncommitted changes to chapters/");
     }
-    let load = load.map(|l| format!(", load {l} at the start")).unwrap_or_default();
+    let load = load
+        .map(|l| format!(", load {l} at the start"))
+        .unwrap_or_default();
     let stem = e.name.rsplit_once('.').map_or(e.name.as_str(), |(s, _)| s);
     let line = format!(
         "{HEADER}{cpu}, {level} kernels, {cores} cores{load}, {date}, commit {commit}: \
