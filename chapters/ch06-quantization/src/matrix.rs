@@ -132,6 +132,23 @@ impl QMatrix {
         }
     }
 
+    /// The stored bytes of rows `r..r + n`, back to back, as [`QMatrix::row_bytes`] gives
+    /// each one.
+    pub fn rows_bytes(&self, r: usize, n: usize) -> &[u8] {
+        match &self.data {
+            Data::F32(t) => {
+                let rows = &t.as_slice().expect("contiguous")[r * self.cols..(r + n) * self.cols];
+                // SAFETY: as in `row_bytes`.
+                unsafe { std::slice::from_raw_parts(rows.as_ptr().cast::<u8>(), rows.len() * 4) }
+            }
+            Data::Int8 { q, .. } => &q.as_slice()[r * self.cols..(r + n) * self.cols],
+            Data::Blocks(b) => {
+                let len = self.format.row_bytes(self.cols);
+                &b.as_slice()[r * len..(r + n) * len]
+            }
+        }
+    }
+
     // ANCHOR: dequantize_row
     /// Row `r` as f32: `(cols)` values written to `out`.
     pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {

@@ -5,7 +5,8 @@
 //! contribution is computed from exact integer sums with the same float operations as the
 //! scalar code, so every level returns the same bits.
 
-use ch06_quantization::blocks::{BlockQ4_1, BlockQ8_1};
+use ch06_quantization::blocks::{BlockQ4_1, BlockQ8_0, BlockQ8_1};
+use ch06_quantization::dot;
 
 /// Bytes of a Q4_1 block (chapter 6's format).
 const Q4_1_BYTES: usize = BlockQ4_1::BYTES;
@@ -124,6 +125,12 @@ pub trait KKernels: Sync {
     fn rows4_q5_0(&self, w: [&[u8]; 4], a: &[Q8_0Wide]) -> [f32; 4] {
         w.map(|w| self.dot_q5_0(w, a))
     }
+    /// Eight consecutive Q8_0 rows (`w`, their bytes back to back) with one token's
+    /// activations (a decode step's LM head): eight of chapter 6's `dot_q8_0_q8_0`.
+    fn rows8_q8_0(&self, w: &[u8], a: &[BlockQ8_0]) -> [f32; 8] {
+        let row_len = w.len() / 8;
+        std::array::from_fn(|r| dot::dot_q8_0_q8_0(&w[r * row_len..(r + 1) * row_len], a))
+    }
 }
 
 /// The plain-Rust kernels of [`crate::kquant`].
@@ -201,6 +208,8 @@ mod avx2_octs;
 mod avx2_q8_0;
 #[cfg(target_arch = "x86_64")]
 mod avx2_rows4;
+#[cfg(target_arch = "x86_64")]
+mod avx2_rows8;
 
 #[cfg(target_arch = "x86_64")]
 pub mod avx2;

@@ -60,6 +60,25 @@ pub(super) fn q8_0_scale(b: &BlockQ8_0) -> [u8; 4] {
     [d0, d1, 0, 0]
 }
 
+// ANCHOR: prefetch_next_rows
+/// In a decode step, while block `b` of the `nb` blocks of a group of consecutive rows
+/// (`group` bytes from `first`) is multiplied, asks for block `b`'s share of the group that
+/// follows: by the last block, the whole next group has been asked for, in memory order, a
+/// line or a few at a time. A kernel that walks four or eight rows side by side reads four
+/// or eight interleaved streams, which the hardware prefetcher follows poorly; this turns
+/// them back into one stream, one group ahead. A prefetch never faults, so an address past
+/// the matrix is harmless.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub fn prefetch_next_rows(first: *const u8, group: usize, nb: usize, b: usize) {
+    let share = group.div_ceil(nb).next_multiple_of(64);
+    let at = first.wrapping_add(group + b * share);
+    for line in (0..share).step_by(64) {
+        _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(line).cast());
+    }
+}
+// ANCHOR_END: prefetch_next_rows
+
 /// Sum of 32 signed-by-signed byte products, `Σ x_j·y_j`.
 #[target_feature(enable = "avx2")]
 fn dot_i8(x: __m256i, y: __m256i) -> i32 {

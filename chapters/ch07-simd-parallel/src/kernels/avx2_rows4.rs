@@ -11,7 +11,9 @@ use std::arch::x86_64::*;
 
 use ch06_quantization::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
 
-use super::avx2::{halves, load32, q8_0_scale, q8_1_scales, qs_bytes, unpack_nibbles_at};
+use super::avx2::{
+    halves, load32, prefetch_next_rows, q8_0_scale, q8_1_scales, qs_bytes, unpack_nibbles_at,
+};
 
 // ANCHOR: hsum4
 /// The four sums of the 8 lanes of `p[0]`, …, `p[3]`, as one vector: two rounds of
@@ -130,9 +132,7 @@ fn four_rows_one_token_q4_1(w: [&[u8]; 4], a: &[BlockQ8_1], nb: usize) -> [f32; 
         // SAFETY: every row has nb blocks (checked by the caller) and b < nb.
         unsafe {
             let wb: [*const u8; 4] = wp.map(|p| p.add(b * BlockQ4_1::BYTES));
-            for p in wb {
-                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(8 * nb * BlockQ4_1::BYTES).cast());
-            }
+            prefetch_next_rows(wp[0], 4 * nb * BlockQ4_1::BYTES, nb, b);
             let p: [__m256i; 4] = std::array::from_fn(|i| {
                 let q = unpack_nibbles_at(wb[i].add(4));
                 _mm256_madd_epi16(_mm256_maddubs_epi16(q, y), _mm256_set1_epi16(1))
@@ -177,9 +177,7 @@ pub fn dot4_q8_0_q8_0(w: [&[u8]; 4], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
         unsafe {
             let wb: [*const u8; 4] = wp.map(|p| p.add(b * BlockQ8_0::BYTES));
             let ab: [*const BlockQ8_0; 4] = ap.map(|p| p.add(b));
-            for p in wb {
-                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(8 * nb * BlockQ8_0::BYTES).cast()); // as in Q4_1
-            }
+            prefetch_next_rows(wp[0], 4 * nb * BlockQ8_0::BYTES, nb, b); // as in Q4_1
             let p: [__m256i; 4] = std::array::from_fn(|i| {
                 let x = _mm256_loadu_si256(wb[i].add(2).cast());
                 let y = _mm256_loadu_si256((&raw const (*ab[i]).qs).cast());
@@ -257,9 +255,7 @@ fn four_rows_one_token_q4_0(w: [&[u8]; 4], a: &[BlockQ8_0], nb: usize) -> [f32; 
         // SAFETY: every row has nb blocks (checked by the caller) and b < nb.
         unsafe {
             let wb: [*const u8; 4] = wp.map(|p| p.add(b * BlockQ4_0::BYTES));
-            for p in wb {
-                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(8 * nb * BlockQ4_0::BYTES).cast()); // as in Q4_1
-            }
+            prefetch_next_rows(wp[0], 4 * nb * BlockQ4_0::BYTES, nb, b); // as in Q4_1
             let p: [__m256i; 4] = std::array::from_fn(|i| {
                 let q = unpack_nibbles_at(wb[i].add(2));
                 _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(q, y), ones), eight_y)

@@ -170,6 +170,10 @@ impl<const VNNI: bool> KKernels for Avx2K<VNNI> {
         // SAFETY: as above; the kernel checks the lengths.
         unsafe { super::avx2_rows4::rows4_q5_0(w, a) }
     }
+    fn rows8_q8_0(&self, w: &[u8], a: &[BlockQ8_0]) -> [f32; 8] {
+        // SAFETY: as above; the kernel checks the lengths.
+        unsafe { super::avx2_rows8::rows8_q8_0(w, a) }
+    }
 }
 
 #[inline]
@@ -214,19 +218,6 @@ pub(super) fn load(p: &[i8], at: usize) -> __m256i {
     assert!(at + 32 <= p.len());
     // SAFETY: 32 bytes at `at`, checked above.
     unsafe { _mm256_loadu_si256(p.as_ptr().add(at).cast()) }
-}
-
-/// In a decode step (four rows at a time, each thread walking its rows in order), asks
-/// for the `len` bytes at `block`'s place eight rows further on, as chapter 7's kernels
-/// do: the hardware prefetcher does not run far enough ahead of four interleaved
-/// streams on its own. A prefetch never faults, so an address past the matrix is fine.
-#[inline]
-#[target_feature(enable = "avx2")]
-pub(super) fn prefetch_rows_ahead(block: &[u8], row_len: usize, len: usize) {
-    let ahead = block.as_ptr().wrapping_add(8 * row_len);
-    for line in (0..len).step_by(64) {
-        _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line).cast());
-    }
 }
 
 /// The sums of an `R × T` grid of lane vectors: four at once when there are four.
@@ -325,3 +316,4 @@ unsafe fn q5_0<const R: usize, const T: usize>(
     }
     acc
 }
+

@@ -5,7 +5,8 @@
 use super::*;
 use std::arch::x86_64::*;
 
-use super::avx2::{f16, grid_sums, load, prefetch_rows_ahead};
+use super::avx2::{f16, grid_sums, load};
+use ch07_simd_parallel::kernels::avx2::prefetch_next_rows;
 
 // ANCHOR: avx2_q4_k_scales
 /// Q4_K's eight 6-bit scales and eight 6-bit mins as sixteen bytes (scales first): the
@@ -57,11 +58,11 @@ pub(super) unsafe fn q4_k<const R: usize, const T: usize>(
         });
         // ANCHOR_END: avx2_q4_k
         // ANCHOR: avx2_q4_k_rows
+        if R == 4 {
+            prefetch_next_rows(w[0].as_ptr(), 4 * blocks * Q4_K_BYTES, blocks, i);
+        }
         for r in 0..R {
             let b = &w[r][i * Q4_K_BYTES..(i + 1) * Q4_K_BYTES];
-            if R == 4 {
-                prefetch_rows_ahead(b, blocks * Q4_K_BYTES, Q4_K_BYTES);
-            }
             let sm = scales_and_mins(&b[4..16]);
             // SAFETY: 16 bytes.
             let sm = _mm256_cvtepu8_epi16(unsafe { _mm_loadu_si128(sm.as_ptr().cast()) });
@@ -124,11 +125,11 @@ pub(super) unsafe fn q6_k<const R: usize, const T: usize>(
     let blocks = w[0].len() / Q6_K_BYTES;
     for i in 0..blocks {
         let mut sums = [[_mm256_setzero_si256(); T]; R];
+        if R == 4 {
+            prefetch_next_rows(w[0].as_ptr(), 4 * blocks * Q6_K_BYTES, blocks, i);
+        }
         for r in 0..R {
             let b = &w[r][i * Q6_K_BYTES..(i + 1) * Q6_K_BYTES];
-            if R == 4 {
-                prefetch_rows_ahead(b, blocks * Q6_K_BYTES, Q6_K_BYTES);
-            }
             // SAFETY: the 16 scale bytes at 192..208 of a 210-byte block.
             let sc = _mm256_cvtepi8_epi16(unsafe { _mm_loadu_si128(b.as_ptr().add(192).cast()) });
             let halves = [

@@ -3,6 +3,8 @@
 
 use std::arch::x86_64::*;
 
+use ch07_simd_parallel::kernels::avx2::prefetch_next_rows;
+
 use crate::kquant::{Q5_0_BYTES, Q8_0Wide};
 
 // ANCHOR: avx2_rows4_q5_0
@@ -10,7 +12,8 @@ use crate::kquant::{Q5_0_BYTES, Q8_0Wide};
 /// for bit. The quants stay unsigned (0..31) as Q4_0's do in chapter 7's four-row kernel:
 /// `Σ (q − 16)·a = Σ q·a − 16·Σ a`, where `Σ a` came with the activations, so a row's block
 /// costs its unpacking, one `vpmaddubsw` and one `vpmaddwd`, with no sign trick; the token's
-/// block is loaded once for the four rows, and each row is prefetched eight rows ahead.
+/// block is loaded once for the four rows, and the next four rows are prefetched in order
+/// (chapter 7's `prefetch_next_rows`).
 ///
 /// # Safety
 /// None beyond the CPU's (AVX2 and F16C): the lengths are checked here.
@@ -36,9 +39,9 @@ pub(super) unsafe fn rows4_q5_0(w: [&[u8]; 4], a: &[Q8_0Wide]) -> [f32; 4] {
         let y = unsafe { _mm256_loadu_si256(ab.qs.as_ptr().cast()) };
         // SAFETY: block i of every row lies inside it (lengths checked); a prefetch of an
         // address past the matrix never faults.
+        prefetch_next_rows(wp[0], 4 * row_len, a.len(), i);
         let p: [__m256i; 4] = std::array::from_fn(|r| unsafe {
             let b = wp[r].add(i * Q5_0_BYTES);
-            _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add(8 * row_len).cast());
             let qh = b.add(2).cast::<i32>().read_unaligned();
             let nib = _mm_loadu_si128(b.add(6).cast());
             let q = _mm256_set_m128i(

@@ -4,6 +4,7 @@
 //! (`vpsrlvw`) splits the nibbles, a masked add puts the fifth bit on with `qh` itself as
 //! the mask, and `vpdpbusd` multiplies and sums four byte pairs per lane in one step.
 use super::*;
+use ch07_simd_parallel::kernels::avx2::prefetch_next_rows;
 use std::arch::x86_64::*;
 
 /// The 32 nibbles of the 16 bytes at `p`: the low nibbles in bytes 0..16, the high ones
@@ -62,15 +63,13 @@ pub(super) unsafe fn q5_0_pairs<const R: usize, const T: usize>(
     let strides = _mm_setr_epi32(0, 22, 44, 66); // the f16 scales of four blocks
     let mut i = 0;
     while i + 4 <= blocks {
+        if R == 4 {
+            for k in i..i + 4 {
+                prefetch_next_rows(w[0].as_ptr(), 4 * blocks * Q5_0_BYTES, blocks, k);
+            }
+        }
         let dw: [__m128; R] = std::array::from_fn(|r| {
             let b = w[r][i * Q5_0_BYTES..].as_ptr();
-            if R == 4 {
-                avx2::prefetch_rows_ahead(
-                    &w[r][i * Q5_0_BYTES..],
-                    blocks * Q5_0_BYTES,
-                    4 * Q5_0_BYTES,
-                );
-            }
             // SAFETY: the gather reads 4 bytes at the start of each of blocks i..i + 4,
             // which lie inside the row (lengths checked by the caller).
             _mm_cvtph_ps(_mm_cvtepi32_epi16(unsafe {

@@ -24,8 +24,20 @@ pub const FEW: usize = 16;
 /// registers for each eight ([`KKernels::dot8_raw32`]) rather than once into memory.
 const RAW_GROUPS: usize = 1;
 
-/// Rows a task of a grouped product computes.
+/// Rows a task of a grouped product computes, at the least.
 const GROUP_ROWS: usize = 64;
+
+/// Rows a task computes in a product of `seq` tokens: [`GROUP_ROWS`], or, below eight tokens
+/// (no eight-token kernel, nothing unpacked per block of rows), about an eighth of a
+/// thread's share of a large matrix such as an LM head, so that each task walks a long run
+/// of consecutive rows that the decode kernels' prefetch streams in order.
+fn task_rows(rows: usize, seq: usize) -> usize {
+    if seq >= 8 {
+        return GROUP_ROWS;
+    }
+    let share = rows / (8 * rayon::current_num_threads());
+    share.max(GROUP_ROWS) / GROUP_ROWS * GROUP_ROWS
+}
 
 /// Every eight tokens' activations interleaved for an eight-token kernel ([`crate::octs`]).
 enum Eights {
@@ -247,6 +259,17 @@ impl Matrix {
             (Matrix::Q(m), Acts::Q(a)) => (m, a),
             _ => unreachable!("quantize made the activations for this matrix"),
         };
+        let mut done = 0;
+        if let (Format::Q8_0, Activations::Q8_0(a)) = (m.format(), a) {
+            // eight rows at a time: an LM head's rows
+            let nb = m.cols() / 32;
+            let a_t = &a[t * nb..(t + 1) * nb];
+            done = out.len() / 8 * 8;
+            for (i, o8) in out[..done].chunks_exact_mut(8).enumerate() {
+                o8.copy_from_slice(&kk.rows8_q8_0(m.rows_bytes(r0 + 8 * i, 8), a_t));
+            }
+        }
+        let (r0, out) = (r0 + done, &mut out[done..]);
         rows_in_fours(
             out,
             r0,
@@ -320,10 +343,11 @@ pub fn matmul_group(
             "matmul_group: output is not (seq, rows)"
         );
         let first = tasks.len();
+        let n = task_rows(m.rows(), seq);
         for (t, out_t) in out.chunks_exact_mut(m.rows()).enumerate() {
-            for (c, o) in out_t.chunks_mut(GROUP_ROWS).enumerate() {
+            for (c, o) in out_t.chunks_mut(n).enumerate() {
                 if t == 0 {
-                    tasks.push((m, c * GROUP_ROWS, Vec::with_capacity(seq)));
+                    tasks.push((m, c * n, Vec::with_capacity(seq)));
                 }
                 tasks[first + c].2.push(o);
             }
@@ -334,3 +358,4 @@ pub fn matmul_group(
         .for_each(|(m, r0, mut o)| m.block_of_rows(k, kk, acts_of(m), r0, &mut o));
 }
 // ANCHOR_END: matmul_group
+

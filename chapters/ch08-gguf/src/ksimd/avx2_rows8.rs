@@ -1,0 +1,77 @@
+//! Eight Q8_0 rows against one token (a decode step's LM head) on AVX2: the rows' sums in
+//! the eight lanes of one register, so the float arithmetic of a block is three vector
+//! instructions for all eight rows.
+
+use std::arch::x86_64::*;
+
+use ch06_quantization::blocks::BlockQ8_0;
+use ch07_simd_parallel::kernels::avx2::prefetch_next_rows;
+
+// ANCHOR: avx2_rows8_q8_0
+/// Eight consecutive Q8_0 rows (`w`: their bytes, `row_len` each, as in the file) against
+/// one token's Q8_0 activations: lane `r` is chapter 6's `dot_q8_0_q8_0` of row `r`, bit
+/// for bit. Per block, each row's 32 products are summed to one integer (the sign trick and
+/// `vpmaddubsw` + `vpmaddwd`, as chapter 7), six `vphaddd` and one add fold the eight rows'
+/// lane vectors into one vector of eight sums, one gather fetches the eight rows' f16 scales
+/// (they lie `row_len` apart), and each lane then does the scalar's `sum += sumi · (d · d_a)`
+/// in the scalar's order: eight independent sums, one per lane, block after block.
+///
+/// # Safety
+/// None beyond the CPU's (AVX2 and F16C): the lengths are checked here.
+#[target_feature(enable = "avx2,f16c")]
+pub(super) unsafe fn rows8_q8_0(w: &[u8], a: &[BlockQ8_0]) -> [f32; 8] {
+    let row_len = a.len() * BlockQ8_0::BYTES;
+    assert!(
+        w.len() == 8 * row_len && w.len() <= i32::MAX as usize,
+        "eight rows of whole blocks, one per activation block"
+    );
+    let step = row_len as i32;
+    // lane r: the offset of row r's block from row 0's
+    let rows = _mm256_setr_epi32(0, step, 2 * step, 3 * step, 4 * step, 5 * step, 6 * step, 7 * step);
+    // the low two bytes (the f16 scale) of each 32-bit lane, packed into each 128-bit half
+    let low_halves = _mm256_setr_epi8(
+        0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4, 5, 8, 9, 12, 13, -1,
+        -1, -1, -1, -1, -1, -1, -1,
+    );
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = _mm256_setzero_ps(); // lane r: row r's sum so far
+    for (b, ab) in a.iter().enumerate() {
+        // SAFETY: block b of every row lies inside `w` (length checked); the gather reads the
+        // first 4 bytes of each row's block (scale and two quants); a prefetch never faults.
+        unsafe {
+            let base = w.as_ptr().add(b * BlockQ8_0::BYTES);
+            let y = _mm256_loadu_si256(ab.qs.as_ptr().cast());
+            prefetch_next_rows(w.as_ptr(), 8 * row_len, a.len(), b);
+            let p: [__m256i; 8] = std::array::from_fn(|r| {
+                let row = base.add(r * row_len);
+                let x = _mm256_loadu_si256(row.add(2).cast());
+                let pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+                _mm256_madd_epi16(pairs, ones)
+            });
+            // [r0 r1 r2 r3 | r0 r1 r2 r3] and [r4 .. r7 | r4 .. r7], each half one 128-bit
+            // half's partial sums; the two halves added give the eight rows' sums in order.
+            let h01 = _mm256_hadd_epi32(p[0], p[1]);
+            let h23 = _mm256_hadd_epi32(p[2], p[3]);
+            let h45 = _mm256_hadd_epi32(p[4], p[5]);
+            let h67 = _mm256_hadd_epi32(p[6], p[7]);
+            let (lo, hi) = (_mm256_hadd_epi32(h01, h23), _mm256_hadd_epi32(h45, h67));
+            let sumi = _mm256_add_epi32(
+                _mm256_permute2x128_si256::<0x20>(lo, hi),
+                _mm256_permute2x128_si256::<0x31>(lo, hi),
+            );
+            let g = _mm256_i32gather_epi32::<1>(base.cast(), rows);
+            let g = _mm256_permute4x64_epi64::<0b00_00_10_00>(_mm256_shuffle_epi8(g, low_halves));
+            let dw = _mm256_cvtph_ps(_mm256_castsi256_si128(g));
+            let da = _mm256_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(
+                ab.d,
+            )))));
+            let term = _mm256_mul_ps(_mm256_cvtepi32_ps(sumi), _mm256_mul_ps(dw, da));
+            acc = _mm256_add_ps(acc, term);
+        }
+    }
+    let mut out = [0.0f32; 8];
+    // SAFETY: eight f32 into eight f32.
+    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), acc) };
+    out
+}
+// ANCHOR_END: avx2_rows8_q8_0
