@@ -91,6 +91,7 @@ fn make_synthetic(py: &Path, out: &Path, shape: &str, mix: &str) -> Result<(), S
         .arg(out)
         .arg("--tokenizer-from")
         .arg(models::smollm2_gguf())
+        .stdout(std::io::stderr()) // its last line too: the table alone goes to stdout
         .status()
         .map_err(|e| format!("cannot run {}: {e}", py.display()))?;
     if status.success() {

@@ -46,8 +46,8 @@ pub fn params_label(n: u64) -> String {
     }
 }
 
-fn gb(bytes: u64) -> String {
-    format!("{:.2}", bytes as f64 / 1e9)
+fn mb(bytes: u64) -> String {
+    format!("{:.0}", bytes as f64 / 1e6)
 }
 
 /// `a / b` as a ratio cell, or `–` when `b` is not a positive number.
@@ -59,23 +59,23 @@ fn ratio(a: f64, b: f64) -> String {
     }
 }
 
-// ANCHOR: markdown
-/// The table: one row per file, speeds in tok/s, sizes in GB (10⁹ bytes).
+/// The table: one row per file, speeds in tok/s, sizes in MB (10⁶ bytes).
 pub fn markdown(rows: &[ScaleRow], s: &Setup) -> String {
     let mut t = String::new();
     let _ = writeln!(
         t,
         "{} threads, {} alternating round(s) of ours and llama-bench per file, medians ({} \
          kernels). Read bandwidth {:.1} GB/s; the ceiling is that bandwidth over the bytes a \
-         decode step reads. Peak RSS: a whole process, file evicted, 32-token prompt, one \
-         token (ours / llama-completion). The `llama-*` files are synthetic: random weights \
-         in a real model's shape, for speed and memory only.\n",
+         decode step reads, and ours tg128 is given as a share of it. Peak RSS: a whole \
+         process, file evicted, 32-token prompt, one token (ours / llama-completion). The \
+         `llama-*` files are synthetic: random weights in a real model's shape, for speed \
+         and memory only.\n",
         s.threads, s.rounds, s.isa, s.bandwidth_gb_s
     );
     t.push_str(
-        "| model | params | file GB | ours pp512 | llama.cpp pp512 | ratio | ours tg128 \
-         | llama.cpp tg128 | ratio | GB a token | ceiling tok/s | ours % of ceiling \
-         | peak RSS GB, ours / llama.cpp |\n",
+        "| model | params | file MB | ours pp512 | llama.cpp pp512 | ratio | ours tg128 \
+         | llama.cpp tg128 | ratio | MB a token | ceiling tok/s | ours % of ceiling \
+         | peak RSS MB, ours / llama.cpp |\n",
     );
     t.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for r in rows {
@@ -89,22 +89,21 @@ pub fn markdown(rows: &[ScaleRow], s: &Setup) -> String {
             "| {} | {} | {} | {:.1} | {:.1} | {} | {:.1} | {:.1} | {} | {} | {:.1} | {share} | {} / {} |",
             r.model,
             params_label(r.params),
-            gb(r.file_bytes),
+            mb(r.file_bytes),
             r.ours_pp512_tok_s,
             r.llama_cpp_pp512_tok_s,
             ratio(r.ours_pp512_tok_s, r.llama_cpp_pp512_tok_s),
             r.ours_tg128_tok_s,
             r.llama_cpp_tg128_tok_s,
             ratio(r.ours_tg128_tok_s, r.llama_cpp_tg128_tok_s),
-            gb(r.bytes_per_token),
+            mb(r.bytes_per_token),
             r.ceiling_tok_s,
-            gb(r.ours_peak_rss_bytes),
-            gb(r.llama_cpp_peak_rss_bytes),
+            mb(r.ours_peak_rss_bytes),
+            mb(r.llama_cpp_peak_rss_bytes),
         );
     }
     t
 }
-// ANCHOR_END: markdown
 
 /// tok/s against parameters (millions, both axes logarithmic): ours and llama.cpp, prefill
 /// and decode, and the decode ceiling. A line joins files of different sizes, so a second
@@ -141,13 +140,14 @@ pub fn svg(rows: &[ScaleRow], threads: usize) -> String {
 }
 
 /// The files `scale` measures when given none: the two real models, then synthetic
-/// Llama shapes at 1B, 3B and 7B in Q4_0.
-pub const DEFAULT_FILES: [&str; 5] = [
+/// Llama shapes at 1B, 3B and 7B in Q4_0, and the 7B again in the Q4_K_M-like mix.
+pub const DEFAULT_FILES: [&str; 6] = [
     "smollm2",
     "gemma3",
     "llama-1b-q4_0",
     "llama-3b-q4_0",
     "llama-7b-q4_0",
+    "llama-7b-q4_k_m",
 ];
 
 /// The shapes and mixes `scripts/make_synthetic_gguf.py` writes.
@@ -232,7 +232,7 @@ mod tests {
             );
         }
         assert!(
-            lines[2].contains("| a.gguf | 135M | 0.70 | 100.0 | 80.0 | 1.25× | 30.0 | 20.0 | 1.50× | 0.65 | 40.0 | 75% | 0.75 / 0.80 |"),
+            lines[2].contains("| a.gguf | 135M | 700 | 100.0 | 80.0 | 1.25× | 30.0 | 20.0 | 1.50× | 650 | 40.0 | 75% | 750 / 800 |"),
             "{}",
             lines[2]
         );
