@@ -140,6 +140,12 @@ pub fn scale(a: &Args) -> Result<(), String> {
         .iter()
         .map(|n| resolve(n))
         .collect::<Result<Vec<_>, _>>()?;
+    for out in [&a.markdown, &a.svg].into_iter().flatten() {
+        let dir = out.parent().filter(|d| !d.as_os_str().is_empty());
+        if dir.is_some_and(|d| !d.is_dir()) {
+            return Err(format!("{}: its folder does not exist", out.display()));
+        }
+    }
     let bench = llama_bench_path()?;
     let completion = ch09_generate::race::llama_completion_path()?;
     let missing: Vec<&Target> = targets

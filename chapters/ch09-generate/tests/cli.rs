@@ -230,6 +230,7 @@ fn scale_refuses_unknown_files_and_names_before_measuring() {
         (missing.to_str().unwrap(), "no such file"),
         ("llama-2b-q4_0", "llama-SHAPE-MIX"),
         ("llama-7b-q8_0", "llama-SHAPE-MIX"),
+        ("--markdown=/no/such/folder/t.md", "folder does not exist"),
     ] {
         let o = run(&["scale", "smollm2", arg]);
         assert_eq!(o.status.code(), Some(1), "{arg}: {}", stderr(&o));
