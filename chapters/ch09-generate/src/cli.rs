@@ -17,6 +17,13 @@ usage: ch09-generate [-m FILE] -p TEXT [options]
        ch09-generate roofline [-t THREADS] [--svg OUT.svg] [--json]
            both models' decode against the memory's read bandwidth: GB/s of weights
            streamed by a whole step, by the layers' products, by the LM head
+       ch09-generate scale [-t THREADS] [--rounds R] [--markdown OUT.md] [--svg OUT.svg]
+                           [--json] [FILE|NAME]...
+           speed and memory against size, ours and llama.cpp: pp512, tg128, the decode
+           ceiling, peak RSS. NAME: smollm2, gemma3, or llama-SHAPE-MIX (SHAPE 1b, 3b,
+           7b or 9b; MIX q4_0 or q4_k_m), a synthetic file made on first use by
+           scripts/make_synthetic_gguf.py [smollm2 gemma3 llama-1b-q4_0 llama-3b-q4_0
+           llama-7b-q4_0 llama-7b-q4_k_m]
 
 Generates text from a GGUF model (SmolLM2 or Gemma-3), streamed as it is made.
 
@@ -45,7 +52,9 @@ options (defaults in brackets):
   --compare               bench: also race llama.cpp: llama-bench's pp512/tg128, and llama-completion
                           as a whole process (cold, 32-token prompt, 1 token: time and peak memory);
                           build them first with bash scripts/llamacpp.sh
-  --svg FILE              stages, roofline: also draw the figure as SVG
+  --svg FILE              stages, roofline, scale: also draw the figure as SVG
+  --markdown FILE         scale: also write the table as Markdown
+  --rounds R              scale: alternating rounds per file (medians) [1]
   -h, --help              this text";
 
 /// The parsed command line: which command, and every option (defaults filled in).
@@ -54,6 +63,10 @@ pub struct Args {
     pub text_file: Option<PathBuf>,
     pub compare: bool,
     pub svg: Option<PathBuf>,
+    pub markdown: Option<PathBuf>,
+    pub rounds: usize,
+    /// `scale`'s files and names.
+    pub files: Vec<String>,
     pub model: Option<PathBuf>,
     pub prompt: Option<String>,
     pub n: usize,
@@ -88,6 +101,9 @@ pub fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         text_file: None,
         compare: false,
         svg: None,
+        markdown: None,
+        rounds: 1,
+        files: Vec::new(),
         model: None,
         prompt: None,
         n: 128,
@@ -131,12 +147,17 @@ pub fn parse_args() -> Result<Option<Args>, lexopt::Error> {
             Long("text") => a.text_file = Some(p.value()?.into()),
             Long("compare") => a.compare = true,
             Long("svg") => a.svg = Some(p.value()?.into()),
+            Long("markdown") => a.markdown = Some(p.value()?.into()),
+            Long("rounds") => a.rounds = number(&mut p, "--rounds")?,
+            Value(v) if a.command == "scale" => a.files.push(v.string()?),
             Value(v) if a.command == "generate" && a.prompt.is_none() => {
                 let v = v.string()?;
                 match v.as_str() {
-                    "perplexity" | "bench" | "chat" | "stages" | "roofline" => a.command = v,
+                    "perplexity" | "bench" | "chat" | "stages" | "roofline" | "scale" => {
+                        a.command = v
+                    }
                     other => return Err(format!(
-                        "unknown command {other:?} (chat, stages, perplexity or bench; generating needs -p TEXT)"
+                        "unknown command {other:?} (chat, stages, perplexity, bench, roofline or scale; generating needs -p TEXT)"
                     )
                     .into()),
                 }
@@ -158,8 +179,19 @@ pub fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         "a prompt is needed: -p TEXT",
     )?;
     check(
-        a.svg.is_none() || matches!(a.command.as_str(), "stages" | "roofline"),
-        "--svg goes with stages or roofline",
+        a.svg.is_none() || matches!(a.command.as_str(), "stages" | "roofline" | "scale"),
+        "--svg goes with stages, roofline or scale",
+    )?;
+    let scale = a.command == "scale";
+    check(a.markdown.is_none() || scale, "--markdown goes with scale")?;
+    check(a.rounds == 1 || scale, "--rounds goes with scale")?;
+    check(
+        (1..=20).contains(&a.rounds),
+        "--rounds must be between 1 and 20",
+    )?;
+    check(
+        a.model.is_none() || !scale,
+        "scale takes its files as arguments (scale FILE...), not -m",
     )?;
     check(!a.echo || a.command == "chat", "--echo goes with chat")?;
     check(

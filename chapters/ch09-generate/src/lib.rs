@@ -6,7 +6,8 @@
 //! - [`generate`]: the loop that ties chapter 8's engine, the sampler and the streaming
 //!   decoder together, and says why it stopped;
 //! - [`stages`]: the distribution after each stage of the chain, as a table or a figure;
-//! - [`streamed`]: decode speed as a user meets it, through the whole loop.
+//! - [`streamed`]: decode speed as a user meets it, through the whole loop;
+//! - [`scaling`]: speed and memory against the model's size, as a table and a figure.
 
 pub mod chat;
 pub mod generate;
@@ -15,6 +16,7 @@ pub mod plot;
 pub mod race;
 pub mod rng;
 pub mod sampling;
+pub mod scaling;
 pub mod session;
 pub mod stages;
 pub mod stop;

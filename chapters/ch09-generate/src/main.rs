@@ -5,17 +5,20 @@
 //!               [--repeat-penalty R] [--repeat-last-n N] [--seed S] [-t THREADS]
 //!               [--stop TEXT]... [--json] [--verbose]
 //! ch09-generate stages [-m FILE] -p TEXT [sampling options] [--svg OUT.svg] [--json]
+//! ch09-generate scale [FILE|NAME]... [--markdown OUT.md] [--svg OUT.svg]
 //! ```
 //!
 //! `cli.rs` reads and checks the options (`--help` prints them all); `commands.rs` holds
 //! the commands that make text (generate, `chat`, `stages`, `perplexity`), and
-//! `measure.rs` those that time it (`bench`, `roofline`).
+//! `measure.rs` those that time it (`bench`, `roofline`), and `scale.rs` the table of
+//! speed and memory against the model's size.
 
 use std::process::ExitCode;
 
 mod cli;
 mod commands;
 mod measure;
+mod scale;
 
 use cli::{USAGE, parse_args};
 
@@ -38,6 +41,7 @@ fn main() -> ExitCode {
         "chat" => commands::chat(&args),
         "stages" => commands::stages(&args),
         "roofline" => measure::roofline(&args),
+        "scale" => scale::scale(&args),
         _ => commands::run(&args),
     };
     match result {

@@ -32,6 +32,12 @@ fn bad_flags_are_usage_errors() {
         &["stages", "-p", "x", "--top-p", "1.5"],
         &["-p", "x", "--svg", "out.svg"],
         &["-p", "x", "--echo"],
+        &["bench", "--markdown", "out.md"],
+        &["bench", "--rounds", "3"],
+        &["scale", "--rounds", "0"],
+        &["scale", "--rounds", "many"],
+        &["scale", "-m", "x.gguf"],
+        &["-p", "x", "extra"],
     ] {
         let o = run(args);
         assert_eq!(
@@ -213,4 +219,30 @@ fn stages_shows_the_chain_stage_by_stage() {
     let o = run_stages(&["-p", "x", "--svg", "/nonexistent-dir/stages.svg"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("cannot write"), "{}", stderr(&o));
+}
+
+/// `scale` checks every file and name before it measures anything (or looks for llama.cpp),
+/// so a typo fails at once, with the names it knows.
+#[test]
+fn scale_refuses_unknown_files_and_names_before_measuring() {
+    let missing = std::env::temp_dir().join(format!("ch09-scale-{}.gguf", std::process::id()));
+    for (arg, want) in [
+        (missing.to_str().unwrap(), "no such file"),
+        ("llama-2b-q4_0", "llama-SHAPE-MIX"),
+        ("llama-7b-q8_0", "llama-SHAPE-MIX"),
+        ("--markdown=/no/such/folder/t.md", "folder does not exist"),
+    ] {
+        let o = run(&["scale", "smollm2", arg]);
+        assert_eq!(o.status.code(), Some(1), "{arg}: {}", stderr(&o));
+        assert!(
+            stderr(&o).starts_with("error: ") && stderr(&o).contains(want),
+            "{arg}: expected {want:?} in {}",
+            stderr(&o)
+        );
+    }
+    let help = String::from_utf8_lossy(&run(&["--help"]).stdout).into_owned();
+    assert!(
+        help.contains("ch09-generate scale"),
+        "--help names scale: {help}"
+    );
 }
