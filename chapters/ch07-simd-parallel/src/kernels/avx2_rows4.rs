@@ -66,13 +66,10 @@ pub fn dot4_q4_1_q8_1(w: [&[u8]; 4], a: [&[BlockQ8_1]; 4]) -> [f32; 4] {
         unsafe {
             let wb: [*const u8; 4] = wp.map(|p| p.add(b * BlockQ4_1::BYTES));
             let ab: [*const BlockQ8_1; 4] = ap.map(|p| p.add(b));
-            // Ask for the weights eight rows further on (the next group but one, in a
-            // matrix-vector product) while these are multiplied: the hardware prefetcher
-            // does not follow four interleaved streams far enough ahead on its own. A
-            // prefetch never faults, so an address past the matrix is harmless.
-            for p in wb {
-                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(8 * nb * BlockQ4_1::BYTES).cast());
-            }
+            // Ask for the next four rows, in memory order, a block's share at a time, while
+            // these are multiplied: the hardware prefetcher follows four interleaved
+            // streams poorly on its own (see `prefetch_next_rows`).
+            prefetch_next_rows(wp[0], 4 * nb * BlockQ4_1::BYTES, nb, b);
             let p: [__m256i; 4] = std::array::from_fn(|i| {
                 let y = _mm256_loadu_si256((&raw const (*ab[i]).qs).cast());
                 _mm256_madd_epi16(
