@@ -27,12 +27,12 @@ const RAW_GROUPS: usize = 1;
 /// Rows a task of a grouped product computes, at the least.
 const GROUP_ROWS: usize = 64;
 
-/// Rows a task computes in a product of `seq` tokens: [`GROUP_ROWS`], or, below eight tokens
-/// (no eight-token kernel, nothing unpacked per block of rows), about an eighth of a
-/// thread's share of a large matrix such as an LM head, so that each task walks a long run
-/// of consecutive rows that the decode kernels' prefetch streams in order.
+/// Rows a task computes in a product of `seq` tokens: [`GROUP_ROWS`], whose weights stay in
+/// cache while every token meets them; or, for one token (a decode step), about an eighth of
+/// a thread's share of a large matrix such as an LM head, so that each task walks a long
+/// run of consecutive rows that the decode kernels' prefetch streams in order.
 fn task_rows(rows: usize, seq: usize) -> usize {
-    if seq >= 8 {
+    if seq > 1 {
         return GROUP_ROWS;
     }
     let share = rows / (8 * rayon::current_num_threads());
