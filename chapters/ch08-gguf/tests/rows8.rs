@@ -12,9 +12,16 @@ use proptest::prelude::*;
 fn rows(q: &[i8], scales: &[u16], nb: usize) -> Vec<u8> {
     (0..8 * nb)
         .flat_map(|i| {
-            let d = if scales[i] & 0x7c00 == 0x7c00 { scales[i] & 0x83ff } else { scales[i] };
+            let d = if scales[i] & 0x7c00 == 0x7c00 {
+                scales[i] & 0x83ff
+            } else {
+                scales[i]
+            };
             let quants = q[i * 32..][..32].iter().map(|&v| v as u8);
-            d.to_le_bytes().into_iter().chain(quants).collect::<Vec<u8>>()
+            d.to_le_bytes()
+                .into_iter()
+                .chain(quants)
+                .collect::<Vec<u8>>()
         })
         .collect()
 }
@@ -41,7 +48,10 @@ fn check(w: &[u8], a: &[BlockQ8_0]) -> usize {
 fn token(q: &[i8], d: &[u16]) -> Vec<BlockQ8_0> {
     q.chunks_exact(32)
         .zip(d)
-        .map(|(c, &d)| BlockQ8_0 { d: d & 0x7bff, qs: c.try_into().unwrap() })
+        .map(|(c, &d)| BlockQ8_0 {
+            d: d & 0x7bff,
+            qs: c.try_into().unwrap(),
+        })
         .collect()
 }
 
@@ -67,11 +77,20 @@ fn eight_q8_0_rows_are_exact_at_the_extremes() {
     let nb = 20;
     // activations come from chapter 6's quantizer, in −127..=127; a weight from a file may
     // be −128
-    for (wq, aq) in [(-128i8, -127i8), (-128, 127), (127, -127), (127, 127), (0, -127)] {
+    for (wq, aq) in [
+        (-128i8, -127i8),
+        (-128, 127),
+        (127, -127),
+        (127, 127),
+        (0, -127),
+    ] {
         let w = rows(&vec![wq; 8 * nb * 32], &vec![0x3c00; 8 * nb], nb); // scale 1.0
         simd += check(&w, &token(&vec![aq; nb * 32], &vec![0x3800; nb])); // 0.5
     }
     if Isa::Avx2.supported() {
-        assert!(simd > 0, "the AVX2 level should have run its eight-row Q8_0 kernel");
+        assert!(
+            simd > 0,
+            "the AVX2 level should have run its eight-row Q8_0 kernel"
+        );
     }
 }

@@ -316,4 +316,3 @@ unsafe fn q5_0<const R: usize, const T: usize>(
     }
     acc
 }
-

@@ -27,14 +27,25 @@ pub(super) unsafe fn rows8_q8_0(w: &[u8], a: &[BlockQ8_0]) -> [f32; 8] {
     );
     let step = row_len as i32;
     // lane r: the offset of row r's block from row 0's
-    let rows = _mm256_setr_epi32(0, step, 2 * step, 3 * step, 4 * step, 5 * step, 6 * step, 7 * step);
+    let rows = _mm256_setr_epi32(
+        0,
+        step,
+        2 * step,
+        3 * step,
+        4 * step,
+        5 * step,
+        6 * step,
+        7 * step,
+    );
     // the low two bytes (the f16 scale) of each 32-bit lane, packed into each 128-bit half
     let low_halves = _mm256_setr_epi8(
-        0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4, 5, 8, 9, 12, 13, -1,
-        -1, -1, -1, -1, -1, -1, -1,
+        0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4, 5, 8, 9, 12, 13, -1, -1,
+        -1, -1, -1, -1, -1, -1,
     );
     let ones = _mm256_set1_epi16(1);
     let mut acc = _mm256_setzero_ps(); // lane r: row r's sum so far
+    // ANCHOR_END: avx2_rows8_q8_0
+    // ANCHOR: avx2_rows8_q8_0_block
     for (b, ab) in a.iter().enumerate() {
         // SAFETY: block b of every row lies inside `w` (length checked); the gather reads the
         // first 4 bytes of each row's block (scale and two quants); a prefetch never faults.
@@ -74,4 +85,4 @@ pub(super) unsafe fn rows8_q8_0(w: &[u8], a: &[BlockQ8_0]) -> [f32; 8] {
     unsafe { _mm256_storeu_ps(out.as_mut_ptr(), acc) };
     out
 }
-// ANCHOR_END: avx2_rows8_q8_0
+// ANCHOR_END: avx2_rows8_q8_0_block

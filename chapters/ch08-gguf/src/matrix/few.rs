@@ -358,4 +358,3 @@ pub fn matmul_group(
         .for_each(|(m, r0, mut o)| m.block_of_rows(k, kk, acts_of(m), r0, &mut o));
 }
 // ANCHOR_END: matmul_group
-
