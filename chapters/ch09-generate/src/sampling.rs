@@ -125,6 +125,32 @@ pub fn top_k(c: &mut Vec<Candidate>, k: usize) {
     c.sort_unstable_by(order);
 }
 
+/// The `k` highest of `logits` (`0 < k`), sorted as [`top_k`] sorts them: the same
+/// candidates it keeps, in one pass that holds at most `2k`. A logit joins only if it beats
+/// the `k`-th best kept so far (a later id with an equal logit loses the tie, as in the
+/// order); when `2k` are held, a selection cuts them back to `k`.
+pub fn top_k_of(logits: &[f32], k: usize) -> Vec<Candidate> {
+    let order = |a: &Candidate, b: &Candidate| b.logit.total_cmp(&a.logit).then(a.id.cmp(&b.id));
+    let mut kept: Vec<Candidate> = Vec::with_capacity(2 * k);
+    let mut bar: Option<f32> = None; // the k-th best logit once k are kept
+    for (id, &logit) in logits.iter().enumerate() {
+        if bar.is_some_and(|b| !logit.total_cmp(&b).is_gt()) {
+            continue;
+        }
+        kept.push(Candidate {
+            id: id as u32,
+            logit,
+        });
+        if kept.len() == 2 * k {
+            kept.select_nth_unstable_by(k - 1, order);
+            kept.truncate(k);
+            bar = Some(kept[k - 1].logit);
+        }
+    }
+    top_k(&mut kept, k);
+    kept
+}
+
 /// Keeps the fewest candidates (sorted highest first) whose probabilities sum to at least
 /// `p`; always at least one.
 pub fn top_p(c: &mut Vec<Candidate>, p: f32) {
@@ -192,9 +218,31 @@ impl Sampler {
     }
 
     /// The candidates that survive every filter, highest first, with their final logits
-    /// (after temperature): what the draw chooses from.
+    /// (after temperature): what the draw chooses from. [`Sampler::survivors_traced`]'s
+    /// result, found without a candidate for every token of the vocabulary when top-k cuts:
+    /// one pass keeps the `k` best seen so far ([`top_k_of`]), and the later stages run on
+    /// those `k`, which is all they would see after the chain's top-k anyway.
     pub fn survivors(&self, logits: &[f32], history: &[u32]) -> Vec<Candidate> {
-        self.survivors_traced(logits, history, &mut |_, _| {})
+        let cfg = &self.config;
+        if cfg.top_k == 0 || cfg.top_k >= logits.len() {
+            return self.survivors_traced(logits, history, &mut |_, _| {});
+        }
+        let recent = &history[history.len().saturating_sub(cfg.repeat_last_n)..];
+        let mut c = if recent.is_empty() || !cfg.has_penalties() {
+            top_k_of(logits, cfg.top_k)
+        } else {
+            let mut penalised = logits.to_vec();
+            apply_penalties(&mut penalised, recent, cfg);
+            top_k_of(&penalised, cfg.top_k)
+        };
+        top_p(&mut c, cfg.top_p);
+        min_p(&mut c, cfg.min_p);
+        if cfg.temperature > 0.0 {
+            for x in &mut c {
+                x.logit /= cfg.temperature;
+            }
+        }
+        c
     }
 
     /// [`Sampler::survivors`], calling `trace` with each stage's name and its candidates

@@ -117,3 +117,38 @@ fn temperature_zero_is_greedy_and_ties_go_to_the_lower_id() {
     let mut s = Sampler::new(cfg);
     assert_eq!(s.sample(&[0.5, 2.0, 2.0, 1.0], &[]), 1);
 }
+
+#[test]
+fn survivors_in_one_pass_equal_the_full_chain() {
+    let mut rng = crate::rng::Rng::new(7);
+    for case in 0..300 {
+        let n = 1 + (rng.next_u64() % 3000) as usize;
+        // few distinct values, so ties (and ties at the k-th place) are common
+        let levels = 1 + rng.next_u64() % 50;
+        let logits: Vec<f32> = (0..n)
+            .map(|_| (rng.next_u64() % levels) as f32 * 0.25 - 3.0)
+            .collect();
+        let history: Vec<u32> = (0..rng.next_u64() % 80)
+            .map(|_| (rng.next_u64() % n as u64) as u32)
+            .collect();
+        let penalties = case % 2 == 0;
+        let cfg = SamplerConfig {
+            top_k: 1 + (rng.next_u64() % 70) as usize,
+            top_p: [1.0, 0.95, 0.5][case % 3],
+            min_p: [0.0, 0.05, 0.3][(case / 3) % 3],
+            temperature: [0.8, 1.0, 1.7][(case / 9) % 3],
+            repeat_penalty: if penalties { 1.3 } else { 1.0 },
+            frequency_penalty: if penalties { 0.2 } else { 0.0 },
+            ..SamplerConfig::default()
+        };
+        let s = Sampler::new(cfg);
+        let fast = s.survivors(&logits, &history);
+        let full = s.survivors_traced(&logits, &history, &mut |_, _| {});
+        assert_eq!(
+            fast, full,
+            "case {case}: the one-pass top-k kept other candidates than the chain's sort \
+             (n {n}, top-k {})",
+            s.config.top_k
+        );
+    }
+}
