@@ -151,6 +151,9 @@ pub fn top_k_of(logits: &[f32], k: usize) -> Vec<Candidate> {
     kept
 }
 
+// ANCHOR_END: filters
+
+// ANCHOR: filters_p
 /// Keeps the fewest candidates (sorted highest first) whose probabilities sum to at least
 /// `p`; always at least one.
 pub fn top_p(c: &mut Vec<Candidate>, p: f32) {
@@ -180,7 +183,7 @@ pub fn min_p(c: &mut Vec<Candidate>, min_p: f32) {
     let floor = max + min_p.ln();
     c.retain(|c| c.logit >= floor);
 }
-// ANCHOR_END: filters
+// ANCHOR_END: filters_p
 
 /// The stages of the chain, in the order [`Sampler::survivors`] runs them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -218,35 +221,9 @@ impl Sampler {
     }
 
     /// The candidates that survive every filter, highest first, with their final logits
-    /// (after temperature): what the draw chooses from. [`Sampler::survivors_traced`]'s
-    /// result, found without a candidate for every token of the vocabulary when top-k cuts:
-    /// one pass keeps the `k` best seen so far ([`top_k_of`]), and the later stages run on
-    /// those `k`, which is all they would see after the chain's top-k anyway.
-    pub fn survivors(&self, logits: &[f32], history: &[u32]) -> Vec<Candidate> {
-        let cfg = &self.config;
-        if cfg.top_k == 0 || cfg.top_k >= logits.len() {
-            return self.survivors_traced(logits, history, &mut |_, _| {});
-        }
-        let recent = &history[history.len().saturating_sub(cfg.repeat_last_n)..];
-        let mut c = if recent.is_empty() || !cfg.has_penalties() {
-            top_k_of(logits, cfg.top_k)
-        } else {
-            let mut penalised = logits.to_vec();
-            apply_penalties(&mut penalised, recent, cfg);
-            top_k_of(&penalised, cfg.top_k)
-        };
-        top_p(&mut c, cfg.top_p);
-        min_p(&mut c, cfg.min_p);
-        if cfg.temperature > 0.0 {
-            for x in &mut c {
-                x.logit /= cfg.temperature;
-            }
-        }
-        c
-    }
-
-    /// [`Sampler::survivors`], calling `trace` with each stage's name and its candidates
-    /// after the stage has run (`ch09-generate stages` draws them).
+    /// (after temperature), calling `trace` with each stage's name and its candidates after
+    /// the stage has run (`ch09-generate stages` draws them). [`Sampler::survivors`] is
+    /// the same without the trace, and quicker.
     pub fn survivors_traced(
         &self,
         logits: &[f32],
@@ -281,6 +258,36 @@ impl Sampler {
         c
     }
     // ANCHOR_END: sampler
+
+    // ANCHOR: sampler_fast
+    /// The candidates that survive every filter, highest first, with their final logits
+    /// (after temperature): what the draw chooses from. [`Sampler::survivors_traced`]'s
+    /// result, found without a candidate for every token of the vocabulary when top-k cuts:
+    /// one pass keeps the `k` best seen so far ([`top_k_of`]), and the later stages run on
+    /// those `k`, which is all they would see after the chain's top-k anyway.
+    pub fn survivors(&self, logits: &[f32], history: &[u32]) -> Vec<Candidate> {
+        let cfg = &self.config;
+        if cfg.top_k == 0 || cfg.top_k >= logits.len() {
+            return self.survivors_traced(logits, history, &mut |_, _| {});
+        }
+        let recent = &history[history.len().saturating_sub(cfg.repeat_last_n)..];
+        let mut c = if recent.is_empty() || !cfg.has_penalties() {
+            top_k_of(logits, cfg.top_k)
+        } else {
+            let mut penalised = logits.to_vec();
+            apply_penalties(&mut penalised, recent, cfg);
+            top_k_of(&penalised, cfg.top_k)
+        };
+        top_p(&mut c, cfg.top_p);
+        min_p(&mut c, cfg.min_p);
+        if cfg.temperature > 0.0 {
+            for x in &mut c {
+                x.logit /= cfg.temperature;
+            }
+        }
+        c
+    }
+    // ANCHOR_END: sampler_fast
 
     // ANCHOR: sampler_draw
     /// The next token after `logits`, given the tokens so far.
