@@ -30,23 +30,19 @@ pub fn llama_bench_path() -> Result<PathBuf, String> {
     Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
 }
 
-/// One llama-bench run of `gguf`: (pp512, tg128) tokens per second.
-pub fn llama_bench_once(bin: &Path, gguf: &Path, threads: usize) -> Result<(f64, f64), String> {
+/// One llama-bench run of `gguf` on `threads` with the test flags `tests` (`-p 512 -n 128`,
+/// say): the JSON it prints, one object per test.
+fn llama_bench_json(
+    bin: &Path,
+    gguf: &Path,
+    threads: usize,
+    tests: &[&str],
+) -> Result<serde_json::Value, String> {
     let out = Command::new(bin)
         .args(["-m"])
         .arg(gguf)
-        .args([
-            "-p",
-            "512",
-            "-n",
-            "128",
-            "-r",
-            "1",
-            "-o",
-            "json",
-            "-t",
-            &threads.to_string(),
-        ])
+        .args(tests)
+        .args(["-r", "1", "-o", "json", "-t", &threads.to_string()])
         .output()
         .map_err(|e| format!("running {}: {e}", bin.display()))?;
     if !out.status.success() {
@@ -59,24 +55,47 @@ pub fn llama_bench_once(bin: &Path, gguf: &Path, threads: usize) -> Result<(f64,
                 .unwrap_or("")
         ));
     }
-    let v: serde_json::Value =
-        serde_json::from_slice(&out.stdout).map_err(|e| format!("llama-bench's JSON: {e}"))?;
-    let rate = |prompt: u64, generated: u64| {
-        v.as_array()
-            .and_then(|a| {
-                a.iter().find(|t| {
-                    t["n_prompt"].as_u64() == Some(prompt) && t["n_gen"].as_u64() == Some(generated)
-                })
+    serde_json::from_slice(&out.stdout).map_err(|e| format!("llama-bench's JSON: {e}"))
+}
+
+/// The tokens per second of the test with `prompt` prompt and `generated` generated tokens
+/// in llama-bench's JSON `v` (`name` for the message when it is missing).
+fn llama_bench_rate(
+    v: &serde_json::Value,
+    prompt: u64,
+    generated: u64,
+    name: &str,
+) -> Result<f64, String> {
+    v.as_array()
+        .and_then(|a| {
+            a.iter().find(|t| {
+                t["n_prompt"].as_u64() == Some(prompt) && t["n_gen"].as_u64() == Some(generated)
             })
-            .and_then(|t| t["avg_ts"].as_f64())
-            .ok_or_else(|| {
-                format!(
-                    "llama-bench printed no {} result",
-                    if generated == 0 { "pp512" } else { "tg128" }
-                )
-            })
-    };
-    Ok((rate(512, 0)?, rate(0, 128)?))
+        })
+        .and_then(|t| t["avg_ts"].as_f64())
+        .ok_or_else(|| format!("llama-bench printed no {name} result"))
+}
+
+/// One llama-bench run of `gguf`: (pp512, tg128) tokens per second.
+pub fn llama_bench_once(bin: &Path, gguf: &Path, threads: usize) -> Result<(f64, f64), String> {
+    let v = llama_bench_json(bin, gguf, threads, &["-p", "512", "-n", "128"])?;
+    Ok((
+        llama_bench_rate(&v, 512, 0, "pp512")?,
+        llama_bench_rate(&v, 0, 128, "tg128")?,
+    ))
+}
+
+/// One llama-bench run of `gguf`: tg128 after `depth` tokens already in the cache
+/// (`-d`), tokens per second.
+pub fn llama_bench_depth(
+    bin: &Path,
+    gguf: &Path,
+    threads: usize,
+    depth: usize,
+) -> Result<f64, String> {
+    let depth = depth.to_string();
+    let v = llama_bench_json(bin, gguf, threads, &["-p", "0", "-n", "128", "-d", &depth])?;
+    llama_bench_rate(&v, 0, 128, "tg128 at depth")
 }
 
 /// The side-by-side result.

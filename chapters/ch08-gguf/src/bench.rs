@@ -5,7 +5,9 @@ use std::path::Path;
 use std::time::Instant;
 
 use ch07_simd_parallel::bench::{EndToEnd, in_pool, median};
-use ch07_simd_parallel::compare::{Comparison, llama_bench_once, llama_bench_path};
+use ch07_simd_parallel::compare::{
+    Comparison, llama_bench_depth, llama_bench_once, llama_bench_path,
+};
 use ch07_simd_parallel::profile::OpTime;
 
 use crate::engine::Engine;
@@ -158,6 +160,61 @@ pub fn compare(
         tg128_ratio: ot / lt,
         per_round,
     })
+}
+
+/// tg128 after `depth` tokens in the cache (llama-bench's `-d`): the prompt is prefilled
+/// untimed, then 128 greedy decode steps are timed. Tokens per second.
+pub fn decode_at_depth(engine: &Engine, threads: usize, depth: usize) -> Result<f64, String> {
+    let limit = engine.model.max_positions();
+    if depth.saturating_add(128) > limit {
+        return Err(format!(
+            "a depth of {depth} and 128 tokens need {} positions; this model has {limit}",
+            depth.saturating_add(128)
+        ));
+    }
+    let vocab = engine.model.config.vocab_size as u64;
+    let prompt: Vec<u32> = (0..depth as u64)
+        .map(|i| ((i * 7919 + 13) % vocab) as u32)
+        .collect();
+    let err = |e: crate::Error| e.to_string();
+    in_pool(threads, || -> Result<f64, String> {
+        let mut cache = engine.new_cache(depth + 128).map_err(err)?;
+        let mut next = 1;
+        if depth > 0 {
+            let logits = engine.forward(&mut cache, &prompt, 0).map_err(err)?;
+            next = ch04_forward::model::argmax(&logits) as u32;
+        }
+        let start = Instant::now();
+        for pos in depth..depth + 128 {
+            let logits = engine.forward(&mut cache, &[next], pos).map_err(err)?;
+            next = ch04_forward::model::argmax(&logits) as u32;
+        }
+        Ok(128.0 / start.elapsed().as_secs_f64())
+    })?
+}
+
+/// tg128 at a depth, ours and llama-bench's, alternating `rounds` times: the medians
+/// (ours, llama.cpp) and every round's pair.
+pub fn compare_depth(
+    engine: &Engine,
+    gguf: &Path,
+    threads: usize,
+    depth: usize,
+    rounds: usize,
+) -> Result<(f64, f64, Vec<[f64; 2]>), String> {
+    let bin = llama_bench_path()?;
+    let mut per_round = Vec::new();
+    for round in 0..rounds {
+        let theirs = llama_bench_depth(&bin, gguf, threads, depth)?;
+        let ours = decode_at_depth(engine, threads, depth)?;
+        eprintln!(
+            "round {}/{rounds}: tg128 at depth {depth}: ours {ours:.1}, llama.cpp {theirs:.1} tok/s",
+            round + 1
+        );
+        per_round.push([ours, theirs]);
+    }
+    let med = |i: usize| median(&mut per_round.iter().map(|r| r[i]).collect::<Vec<_>>());
+    Ok((med(0), med(1), per_round))
 }
 
 // ANCHOR: profile

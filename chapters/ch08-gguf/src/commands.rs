@@ -17,7 +17,7 @@ mod run;
 mod speed;
 
 pub use run::{generate, load, logits};
-pub use speed::{bench, compare, profile};
+pub use speed::{bench, compare, depth, profile};
 
 /// The file to read: `-m`/`--model`, or the default SmolLM2 GGUF (fetched on first use).
 pub(crate) fn model_path(a: &Args) -> Result<PathBuf, String> {

@@ -10,6 +10,7 @@
 //! ch08-gguf bench [-m FILE] [--json]                 pp512 and tg128
 //! ch08-gguf profile [-m FILE] [--json]               where a decode step and a prefill spend their time
 //! ch08-gguf compare [-m FILE] [--rounds N]           ours vs llama-bench on the same file
+//! ch08-gguf depth [-m FILE] [--depth N]              the same for tg128 after N cached tokens
 //! ```
 //!
 //! `inspect` and `hex` take the file as `-m FILE` too.
@@ -38,6 +39,8 @@ commands:
   compare          llama.cpp's llama-bench and ours on the same file and thread count,
                    alternating rounds; medians and ratios (build it first:
                    bash scripts/llamacpp.sh)
+  depth            tg128 after --depth tokens already in the cache, ours and
+                   llama-bench -d, alternating rounds; medians and the ratio
 
 options:
   -m, --model FILE the GGUF file (default: SmolLM2-135M-Instruct Q4_1, fetched on first use);
@@ -54,8 +57,9 @@ options:
   --access HOW     load: normal (the default), random (no read-ahead: only what is touched
                    is read) or willneed (read the whole file now, in the background)
   --runs N         bench, profile: runs per measurement (default 3)
-  --rounds N       compare: rounds (default 5)
-  --markdown FILE  compare: also write the result as a Markdown table
+  --rounds N       compare, depth: rounds (default 5)
+  --markdown FILE  compare, depth: also write the result as a Markdown table
+  --depth N        depth: tokens in the cache before the 128 timed (default 4096)
   --json           machine-readable output
   -h, --help       this text";
 
@@ -78,6 +82,7 @@ pub struct Args {
     pub rounds: usize,
     pub markdown: Option<PathBuf>,
     pub json: bool,
+    pub depth: usize,
 }
 
 /// Upper bounds for numeric flags: each sizes a loop, an allocation or a pool.
@@ -87,6 +92,7 @@ const MAX_TOP: usize = 1000;
 const MAX_KEYS: usize = 64;
 const MAX_IDS: usize = 1 << 16;
 const MAX_RUNS: usize = 1000;
+const MAX_DEPTH: usize = 1 << 17;
 
 fn parse_ids(s: &str) -> Result<Vec<u32>, String> {
     let ids: Vec<u32> = s
@@ -124,6 +130,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         rounds: 5,
         markdown: None,
         json: false,
+        depth: 4096,
     };
     let mut seen = Vec::new();
     let mut parser = lexopt::Parser::from_env();
@@ -157,6 +164,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
             Long("rounds") => a.rounds = parser.value()?.parse()?,
             Long("markdown") => a.markdown = Some(parser.value()?.into()),
             Long("json") => a.json = true,
+            Long("depth") => a.depth = parser.value()?.parse()?,
             Short('h') | Long("help") => return Ok(None),
             _ => return Err(arg.unexpected()),
         }
@@ -174,9 +182,17 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         "bench" => &["--model", "--runs", "--json", "--threads"],
         "profile" => &["--model", "--runs", "--json", "--threads"],
         "compare" => &["--model", "--rounds", "--markdown", "--json", "--threads"],
+        "depth" => &[
+            "--model",
+            "--depth",
+            "--rounds",
+            "--markdown",
+            "--json",
+            "--threads",
+        ],
         other => {
             return Err(format!(
-                "unknown command {other:?} (inspect, hex, tokenize, logits, generate, load, bench, profile or compare)"
+                "unknown command {other:?} (inspect, hex, tokenize, logits, generate, load, bench, profile, compare or depth)"
             )
             .into());
         }
@@ -221,6 +237,9 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
     if !(1..=MAX_RUNS).contains(&a.runs) || !(1..=MAX_RUNS).contains(&a.rounds) {
         return Err(format!("--runs and --rounds must be between 1 and {MAX_RUNS}").into());
     }
+    if a.depth > MAX_DEPTH {
+        return Err(format!("--depth must be at most {MAX_DEPTH}").into());
+    }
     if a.keys > MAX_KEYS {
         return Err(format!("--keys must be at most {MAX_KEYS}").into());
     }
@@ -248,6 +267,7 @@ fn main() -> ExitCode {
         "bench" => commands::bench(&args),
         "profile" => commands::profile(&args),
         "compare" => commands::compare(&args),
+        "depth" => commands::depth(&args),
         _ => commands::load(&args),
     };
     match result {

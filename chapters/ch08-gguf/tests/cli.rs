@@ -25,6 +25,9 @@ fn bad_flags_are_usage_errors() {
         &["tokenize", "--cold"],
         &["hex", "--keys", "1000"],
         &["load", "--access", "sideways"],
+        &["depth", "--depth", "999999999"],
+        &["depth", "--depth", "-1"],
+        &["bench", "--depth", "16"],
     ] {
         let o = run(args);
         assert_eq!(

@@ -180,3 +180,47 @@ pub fn compare(a: &Args) -> Result<(), String> {
     );
     Ok(())
 }
+
+/// `depth`: tg128 after `--depth` cached tokens, ours and llama-bench's `-d`, alternating.
+pub fn depth(a: &Args) -> Result<(), String> {
+    let m = open_model(a)?;
+    let engine = m.engine()?;
+    let (ours, theirs, per_round) =
+        ch08_gguf::bench::compare_depth(&engine, &m.file.path, a.threads, a.depth, a.rounds)?;
+    let name = m
+        .file
+        .path
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let title = format!(
+        "{name}, {} threads, {} alternating rounds, medians ({} kernels):",
+        a.threads,
+        a.rounds,
+        engine.kernels.name()
+    );
+    let test = format!("tg128 at depth {}", a.depth);
+    if let Some(path) = &a.markdown {
+        let md = format!(
+            "{title}\n\n| test | ours | llama.cpp | ours / llama.cpp |\n|---|---:|---:|---:|\n\
+             | {test} | {ours:.1} tok/s | {theirs:.1} tok/s | {:.2}× |\n",
+            ours / theirs
+        );
+        ch01_tensors::files::write_output(path, &md)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if a.json {
+        let v = serde_json::json!({
+            "depth": a.depth, "threads": a.threads, "rounds": a.rounds,
+            "ours_tok_s": ours, "llama_cpp_tok_s": theirs, "ratio": ours / theirs,
+            "per_round": per_round,
+        });
+        println!("{v:#}");
+        return Ok(());
+    }
+    println!("{title}");
+    println!(
+        "  {test}: ours {ours:.1} tok/s, llama.cpp {theirs:.1} tok/s, {:.2}x",
+        ours / theirs
+    );
+    Ok(())
+}
