@@ -68,7 +68,9 @@ pub fn dot4_q4_1_q8_1(w: [&[u8]; 4], a: [&[BlockQ8_1]; 4]) -> [f32; 4] {
             let ab: [*const BlockQ8_1; 4] = ap.map(|p| p.add(b));
             // Ask for the next four rows, in memory order, a block's share at a time, while
             // these are multiplied: the hardware prefetcher follows four interleaved
-            // streams poorly on its own (see `prefetch_next_rows`).
+            // streams poorly on its own (see `prefetch_next_rows`). This assumes the four
+            // rows are consecutive, as in a decode step; for other pairs it asks for bytes
+            // that are not needed, which costs a little and never faults.
             prefetch_next_rows(wp[0], 4 * nb * BlockQ4_1::BYTES, nb, b);
             let p: [__m256i; 4] = std::array::from_fn(|i| {
                 let y = _mm256_loadu_si256((&raw const (*ab[i]).qs).cast());

@@ -1,6 +1,6 @@
 //! Eight Q8_0 rows against one token (a decode step's LM head) on AVX2: the rows' sums in
-//! the eight lanes of one register, so the float arithmetic of a block is three vector
-//! instructions for all eight rows.
+//! the eight lanes of one register, so the float arithmetic of a block is four vector
+//! instructions (a conversion, two multiplies, an add) for all eight rows.
 
 use std::arch::x86_64::*;
 
@@ -11,8 +11,8 @@ use ch07_simd_parallel::kernels::avx2::prefetch_next_rows;
 /// Eight consecutive Q8_0 rows (`w`: their bytes, `row_len` each, as in the file) against
 /// one token's Q8_0 activations: lane `r` is chapter 6's `dot_q8_0_q8_0` of row `r`, bit
 /// for bit. Per block, each row's 32 products are summed to one integer (the sign trick and
-/// `vpmaddubsw` + `vpmaddwd`, as chapter 7), six `vphaddd` and one add fold the eight rows'
-/// lane vectors into one vector of eight sums, one gather fetches the eight rows' f16 scales
+/// `vpmaddubsw` + `vpmaddwd`, as chapter 7), six `vphaddd`, two `vperm2i128` and one add
+/// fold the eight rows' lane vectors into one vector of eight sums, one gather fetches the eight rows' f16 scales
 /// (they lie `row_len` apart), and each lane then does the scalar's `sum += sumi · (d · d_a)`
 /// in the scalar's order: eight independent sums, one per lane, block after block.
 ///

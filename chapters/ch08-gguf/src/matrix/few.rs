@@ -14,10 +14,10 @@ use crate::octs::{ActOcts, Format32, Rows32};
 /// Tokens a thread must have before a product is split by tokens (a prefill: each thread
 /// reads every weight for its band of tokens) rather than by rows ([`matmul_group`]: each
 /// weight read once for all the tokens, eight at a time where the matrix has an
-/// eight-token kernel), for a matrix with a multi-token prefill kernel. On the book's AMD
-/// EPYC (two threads), 16 to 24 tokens went up to 1.8× faster split by rows, and from 32 the
-/// two splits were level. A matrix without such a kernel stays split by rows twice as
-/// long.
+/// eight-token kernel), for a matrix with a multi-token prefill kernel. On the Zen 3 AMD
+/// EPYC with AVX2 (two threads), 16 to 24 tokens went up to 1.8× faster split by rows, and
+/// from 32 the two splits were level. A matrix without such a kernel stays split by rows
+/// twice as long.
 pub const FEW: usize = 16;
 
 /// Up to this many eights of tokens, a block of rows is unpacked block by block in
