@@ -29,7 +29,7 @@ use crate::matrix::Matrix;
 mod attend;
 mod family;
 
-pub use attend::attend;
+pub use attend::{attend, attend_heads};
 pub use family::{Activation, Family, gelu_f16};
 
 /// One decoder layer. The optional norms are present exactly when the family uses them.
@@ -96,6 +96,19 @@ impl Model {
             .map(Matrix::bytes)
             .sum();
         layers + self.lm_head().bytes() + self.embed.bytes() / self.embed.rows()
+    }
+}
+
+/// How many query heads a task of a decode step's attention takes, a part of one KV head's
+/// group: one for small heads (each head reads its keys alone anyway), half the group for
+/// large ones when it halves (the group's heads read each key once between them, so two
+/// tasks read it twice).
+fn attention_part(heads: ch03_attention::Heads) -> usize {
+    let group = heads.group_size();
+    match heads.head_dim {
+        ..=64 => 1,
+        _ if group % 2 == 0 => group / 2,
+        _ => group,
     }
 }
 
@@ -283,23 +296,40 @@ impl<'m> Engine<'m> {
         // ANCHOR: layer_attention
         let mut heads_out = vec![0.0f32; seq * q_dim];
         let cache = &*cache;
-        heads_out.par_chunks_mut(q_dim).enumerate().for_each_init(
-            Vec::new,
-            |scores, (t, out_t)| {
+        // A task a token, or, with fewer tokens than threads (a decode step), a task a
+        // part of a token's heads: at a long context the step's attention is most of it.
+        let heads = cfg.heads();
+        let part = if seq >= rayon::current_num_threads() {
+            cfg.n_heads
+        } else {
+            attention_part(heads)
+        };
+        heads_out
+            .par_chunks_mut(part * heads.head_dim)
+            .enumerate()
+            .for_each_init(Vec::new, |scores, (i, out)| {
+                let per_row = cfg.n_heads / part;
+                let (t, first) = (i / per_row, i % per_row * part);
                 let q_t = &q[t * q_dim..(t + 1) * q_dim];
-                attend(
-                    self.kernels,
-                    out_t,
-                    q_t,
-                    cache,
-                    l,
-                    cfg.heads(),
-                    pos0 + t,
-                    w.window,
-                    scores,
-                );
-            },
-        );
+                let (pos, window) = (pos0 + t, w.window);
+                if part == cfg.n_heads {
+                    attend(self.kernels, out, q_t, cache, l, heads, pos, window, scores);
+                } else {
+                    let hs = first..first + part;
+                    attend_heads(
+                        self.kernels,
+                        out,
+                        q_t,
+                        cache,
+                        l,
+                        heads,
+                        hs,
+                        pos,
+                        window,
+                        scores,
+                    );
+                }
+            });
         let mut o = vec![0.0f32; seq * dim];
         self.matmul(&w.wo, &mut o, &heads_out, seq);
         if let Some(n) = &w.post_attn_norm {

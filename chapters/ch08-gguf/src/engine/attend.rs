@@ -24,52 +24,71 @@ pub fn attend<S: KvStore + ?Sized>(
     window: Option<usize>,
     scores: &mut Vec<f32>,
 ) {
+    let (d, group) = (heads.head_dim, heads.group_size());
+    for (kv, out_kv) in out.chunks_exact_mut(group * d).enumerate() {
+        let hs = kv * group..(kv + 1) * group; // the query heads on this KV head
+        attend_heads(k, out_kv, q, store, layer, heads, hs, pos, window, scores);
+    }
+}
+
+/// [`attend`] for the query heads `hs`, which share one KV head, writing their outputs
+/// (`out`: `hs.len()` heads of `head_dim`). A decode step's attention can run each part of
+/// a row on its own thread: every head's numbers are the same whichever heads it is done with.
+#[allow(clippy::too_many_arguments)]
+pub fn attend_heads<S: KvStore + ?Sized>(
+    k: &dyn Kernels,
+    out: &mut [f32],
+    q: &[f32],
+    store: &S,
+    layer: usize,
+    heads: Heads,
+    hs: std::ops::Range<usize>,
+    pos: usize,
+    window: Option<usize>,
+    scores: &mut Vec<f32>,
+) {
     let d = heads.head_dim;
+    let kv = hs.start / heads.group_size();
     let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
     let keys = first..pos + 1;
     let n = keys.len();
     let scale = 1.0 / (d as f32).sqrt();
-    let group = heads.group_size();
-    scores.resize(group * n, 0.0); // (group, n): one row of scores per head of the group
-    for kv in 0..heads.n_kv_heads {
-        let hs = kv * group..(kv + 1) * group; // the query heads on this KV head
-        let runs = (d <= 64)
-            .then(|| store.runs(layer, kv, keys.clone()))
-            .flatten();
-        if let Some((ks, vs)) = runs {
-            // Small heads (SmolLM2's 64) with their keys side by side in the cache: a head's
-            // scores, and its weighted sum of values (kept in registers), in one kernel call
-            // each; the same numbers as the loops below. Large heads (Gemma-3's 256) go
-            // through the loops, which read each key once for the whole group.
-            for (g, h) in hs.clone().enumerate() {
-                let row = &mut scores[g * n..(g + 1) * n];
-                k.dot_f32_rows(&q[h * d..(h + 1) * d], ks, row);
-                row.iter_mut().for_each(|s| *s *= scale);
-                ops::softmax_inplace(row);
-                let o = &mut out[h * d..(h + 1) * d];
-                o.fill(0.0);
-                k.axpy_rows(o, row, vs);
-            }
-            continue;
-        }
-        // ANCHOR_END: attend
-        // ANCHOR: attend_loops
-        for (i, j) in keys.clone().enumerate() {
-            let key = store.key(layer, kv, j);
-            for (g, h) in hs.clone().enumerate() {
-                scores[g * n + i] = k.dot_f32(&q[h * d..(h + 1) * d], key) * scale;
-            }
-        }
-        for row in scores.chunks_exact_mut(n) {
+    scores.resize(hs.len() * n, 0.0); // (heads, n): one row of scores per head
+    let runs = (d <= 64)
+        .then(|| store.runs(layer, kv, keys.clone()))
+        .flatten();
+    if let Some((ks, vs)) = runs {
+        // Small heads (SmolLM2's 64) with their keys side by side in the cache: a head's
+        // scores, and its weighted sum of values (kept in registers), in one kernel call
+        // each; the same numbers as the loops below. Large heads (Gemma-3's 256) go
+        // through the loops, which read each key once for the heads together.
+        for (g, h) in hs.clone().enumerate() {
+            let row = &mut scores[g * n..(g + 1) * n];
+            k.dot_f32_rows(&q[h * d..(h + 1) * d], ks, row);
+            row.iter_mut().for_each(|s| *s *= scale);
             ops::softmax_inplace(row);
+            let o = &mut out[g * d..(g + 1) * d];
+            o.fill(0.0);
+            k.axpy_rows(o, row, vs);
         }
-        let o = &mut out[hs.start * d..hs.end * d];
-        o.fill(0.0);
-        for (i, j) in keys.clone().enumerate() {
-            let value = store.value(layer, kv, j);
-            for (g, o) in o.chunks_exact_mut(d).enumerate() {
-                k.axpy(o, scores[g * n + i], value);
-            }
+        return;
+    }
+    // ANCHOR_END: attend
+    // ANCHOR: attend_loops
+    for (i, j) in keys.clone().enumerate() {
+        let key = store.key(layer, kv, j);
+        for (g, h) in hs.clone().enumerate() {
+            scores[g * n + i] = k.dot_f32(&q[h * d..(h + 1) * d], key) * scale;
+        }
+    }
+    for row in scores.chunks_exact_mut(n) {
+        ops::softmax_inplace(row);
+    }
+    out.fill(0.0);
+    for (i, j) in keys.clone().enumerate() {
+        let value = store.value(layer, kv, j);
+        for (g, o) in out.chunks_exact_mut(d).enumerate() {
+            k.axpy(o, scores[g * n + i], value);
         }
     }
 }
