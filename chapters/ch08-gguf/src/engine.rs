@@ -107,7 +107,7 @@ fn attention_part(heads: ch03_attention::Heads) -> usize {
     let group = heads.group_size();
     match heads.head_dim {
         ..=64 => 1,
-        _ if group % 2 == 0 => group / 2,
+        _ if group.is_multiple_of(2) => group / 2,
         _ => group,
     }
 }
