@@ -30,7 +30,9 @@ pub fn attend<S: KvStore + ?Sized>(
         attend_heads(k, out_kv, q, store, layer, heads, hs, pos, window, scores);
     }
 }
+// ANCHOR_END: attend
 
+// ANCHOR: attend_heads
 /// [`attend`] for the query heads `hs`, which share one KV head, writing their outputs
 /// (`out`: `hs.len()` heads of `head_dim`). A decode step's attention can run each part of
 /// a row on its own thread: every head's numbers are the same whichever heads it is done with.
@@ -73,7 +75,7 @@ pub fn attend_heads<S: KvStore + ?Sized>(
         }
         return;
     }
-    // ANCHOR_END: attend
+    // ANCHOR_END: attend_heads
     // ANCHOR: attend_loops
     for (i, j) in keys.clone().enumerate() {
         let key = store.key(layer, kv, j);
