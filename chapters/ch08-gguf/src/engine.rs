@@ -103,7 +103,7 @@ impl Model {
 /// group: one for small heads (each head reads its keys alone anyway), half the group for
 /// large ones when it halves (the group's heads read each key once between them, so two
 /// tasks read it twice).
-fn attention_part(heads: ch03_attention::Heads) -> usize {
+pub fn attention_part(heads: ch03_attention::Heads) -> usize {
     let group = heads.group_size();
     match heads.head_dim {
         ..=64 => 1,

@@ -18,8 +18,9 @@ use crate::seq::SeqKv;
 
 // ANCHOR: attend_blocks
 /// Attention of one query row `q` (`(n_heads * head_dim)`) at position `pos` over `store`'s
-/// positions (the last `window` of them, or all), into `out`: chapter 8's fast path, with
-/// one pair of kernel calls per block of the sequence.
+/// positions (the last `window` of them, or all), for the query heads `hs` (all of them, or
+/// a part of one KV head's group), into `out` (`hs.len()` heads): chapter 8's fast path,
+/// with one pair of kernel calls per block of the sequence.
 #[allow(clippy::too_many_arguments)]
 pub fn attend_blocks(
     k: &dyn Kernels,
@@ -28,6 +29,7 @@ pub fn attend_blocks(
     store: &SeqKv,
     layer: usize,
     heads: Heads,
+    hs: std::ops::Range<usize>,
     pos: usize,
     window: Option<usize>,
     scores: &mut Vec<f32>,
@@ -37,7 +39,7 @@ pub fn attend_blocks(
     let n = pos + 1 - first;
     let scale = 1.0 / (d as f32).sqrt();
     let group = heads.group_size();
-    scores.resize(group * n, 0.0); // (group, n): one row of scores per head of the group
+    scores.resize(n, 0.0); // one head's scores at a time
     // the positions first..=pos cut at block boundaries: (offset in the row, positions)
     let runs = || {
         let mut p = first;
@@ -50,21 +52,20 @@ pub fn attend_blocks(
             })
         })
     };
-    for kv in 0..heads.n_kv_heads {
-        for (g, h) in (kv * group..(kv + 1) * group).enumerate() {
-            let row = &mut scores[g * n..(g + 1) * n];
-            for (i, ps) in runs() {
-                let (ks, _) = store.runs(layer, kv, ps.clone()).expect("inside one block");
-                k.dot_f32_rows(&q[h * d..(h + 1) * d], ks, &mut row[i..i + ps.len()]);
-            }
-            row.iter_mut().for_each(|s| *s *= scale);
-            ops::softmax_inplace(row);
-            let o = &mut out[h * d..(h + 1) * d];
-            o.fill(0.0);
-            for (i, ps) in runs() {
-                let (_, vs) = store.runs(layer, kv, ps.clone()).expect("inside one block");
-                k.axpy_rows(o, &row[i..i + ps.len()], vs);
-            }
+    for (g, h) in hs.enumerate() {
+        let kv = h / group;
+        let row = &mut scores[..n];
+        for (i, ps) in runs() {
+            let (ks, _) = store.runs(layer, kv, ps.clone()).expect("inside one block");
+            k.dot_f32_rows(&q[h * d..(h + 1) * d], ks, &mut row[i..i + ps.len()]);
+        }
+        row.iter_mut().for_each(|s| *s *= scale);
+        ops::softmax_inplace(row);
+        let o = &mut out[g * d..(g + 1) * d];
+        o.fill(0.0);
+        for (i, ps) in runs() {
+            let (_, vs) = store.runs(layer, kv, ps.clone()).expect("inside one block");
+            k.axpy_rows(o, &row[i..i + ps.len()], vs);
         }
     }
 }

@@ -22,7 +22,9 @@
 use ch01_tensors::ops;
 use ch03_attention::Pairing;
 use ch04_forward::layer::rmsnorm_rows;
-use ch08_gguf::engine::{Activation, Engine, Layer, attend, gelu_f16};
+use ch08_gguf::engine::{
+    Activation, Engine, Layer, attend, attend_heads, attention_part, gelu_f16,
+};
 use ch08_gguf::matrix::matmul_group;
 use rayon::prelude::*;
 
@@ -117,18 +119,33 @@ fn layer(
         let block = tables[r.seq][r.pos / bs];
         kv.write(block, r.pos % bs, l, &k[kr.clone()], &v[kr]);
     }
+    // ANCHOR_END: per_row
+    // ANCHOR: per_row_attend
     let mut heads_out = vec![0.0f32; n * q_dim]; // (rows, n_heads * head_dim)
     let kv = &*kv;
     let max_pos = e.model.max_positions();
+    let heads = cfg.heads();
+    // A task a row; with fewer rows than threads (a sequence or two decoding), a task a part
+    // of a row's heads, as chapter 8's decode step does (f32 blocks only: an f16 row is
+    // gathered once for all its heads).
+    let part = if n >= rayon::current_num_threads() || kv.precision() != KvPrecision::F32 {
+        cfg.n_heads
+    } else if heads.head_dim <= 64 {
+        1
+    } else {
+        attention_part(heads)
+    };
     heads_out
-        .par_chunks_mut(q_dim)
-        .zip(rows.par_iter())
+        .par_chunks_mut(part * heads.head_dim)
         .enumerate()
         .for_each_init(
             || (Vec::new(), Gathered::default()),
-            |(scores, gathered), (t, (out_t, r))| {
+            |(scores, gathered), (i, out)| {
+                let per_row = cfg.n_heads / part;
+                let (t, first) = (i / per_row, i % per_row * part);
+                let (r, hs) = (&rows[t], first..first + part);
                 let q_t = &q[t * q_dim..(t + 1) * q_dim];
-                let (heads, window) = (cfg.heads(), w.window);
+                let window = w.window;
                 if kv.precision() == KvPrecision::F32 {
                     let store = SeqKv {
                         blocks: kv,
@@ -139,23 +156,25 @@ fn layer(
                     // ones: its loop path, which reads each key once for the group
                     if heads.head_dim <= 64 {
                         attend_blocks(
-                            e.kernels, out_t, q_t, &store, l, heads, r.pos, window, scores,
+                            e.kernels, out, q_t, &store, l, heads, hs, r.pos, window, scores,
                         );
+                    } else if part == cfg.n_heads {
+                        attend(e.kernels, out, q_t, &store, l, heads, r.pos, window, scores);
                     } else {
-                        attend(
-                            e.kernels, out_t, q_t, &store, l, heads, r.pos, window, scores,
+                        attend_heads(
+                            e.kernels, out, q_t, &store, l, heads, hs, r.pos, window, scores,
                         );
                     }
                 } else {
                     let first = window.map_or(0, |w| (r.pos + 1).saturating_sub(w));
                     gathered.fill(kv, tables[r.seq], l, first..r.pos + 1);
                     attend(
-                        e.kernels, out_t, q_t, gathered, l, heads, r.pos, window, scores,
+                        e.kernels, out, q_t, gathered, l, heads, r.pos, window, scores,
                     );
                 }
             },
         );
-    // ANCHOR_END: per_row
+    // ANCHOR_END: per_row_attend
     let mut o = vec![0.0f32; n * dim]; // (rows, dim)
     w.wo.matmul(e.kernels, e.kkernels, &mut o, &heads_out, n);
     if let Some(norm) = &w.post_attn_norm {
