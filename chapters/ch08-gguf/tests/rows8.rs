@@ -1,8 +1,9 @@
-//! The eight-row Q8_0 decode kernel against chapter 6's one-row scalar dot, bit for bit, on
-//! random rows (any quant, any finite f16 scale, subnormals included) and at the extremes.
+//! The eight-row Q8_0 and Q4_1 decode kernels against chapter 6's one-row scalar dots, bit
+//! for bit, on random rows (any quant, any finite f16 scale, subnormals included) and at the
+//! extremes.
 
-use ch06_quantization::blocks::BlockQ8_0;
-use ch06_quantization::dot::dot_q8_0_q8_0;
+use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
+use ch06_quantization::dot::{dot_q4_1_q8_1, dot_q8_0_q8_0};
 use ch07_simd_parallel::Isa;
 use ch08_gguf::ksimd::for_isa;
 use proptest::prelude::*;
@@ -91,6 +92,86 @@ fn eight_q8_0_rows_are_exact_at_the_extremes() {
         assert!(
             simd > 0,
             "the AVX2 level should have run its eight-row Q8_0 kernel"
+        );
+    }
+}
+
+/// Eight Q4_1 rows of `nb` blocks, back to back: nibbles from `q`, block `i`'s `d` and `m`
+/// from `dm[2i]` and `dm[2i + 1]` (f16 bits; infinities and NaNs made finite).
+fn rows_q4_1(q: &[u8], dm: &[u16], nb: usize) -> Vec<u8> {
+    let finite = |h: u16| if h & 0x7c00 == 0x7c00 { h & 0x83ff } else { h };
+    (0..8 * nb)
+        .flat_map(|i| {
+            let (d, m) = (finite(dm[2 * i]), finite(dm[2 * i + 1]));
+            let mut block = d.to_le_bytes().to_vec();
+            block.extend(m.to_le_bytes());
+            block.extend(&q[i * 16..][..16]);
+            block
+        })
+        .collect()
+}
+
+fn check_q4_1(w: &[u8], a: &[BlockQ8_1]) -> usize {
+    let row_len = w.len() / 8;
+    let mut simd = 0;
+    for isa in Isa::available() {
+        let got = for_isa(isa).rows8_q4_1(w, a);
+        simd += usize::from(isa != Isa::Scalar);
+        for (r, got) in got.into_iter().enumerate() {
+            let want = dot_q4_1_q8_1(&w[r * row_len..(r + 1) * row_len], a);
+            assert_eq!(
+                got.to_bits(),
+                want.to_bits(),
+                "eight Q4_1 rows on {isa:?}, row {r}: {got} instead of chapter 6's dot, {want}"
+            );
+        }
+    }
+    simd
+}
+
+fn token_q8_1(q: &[i8], ds: &[u16]) -> Vec<BlockQ8_1> {
+    q.chunks_exact(32)
+        .enumerate()
+        .map(|(i, c)| BlockQ8_1 {
+            d: ds[2 * i] & 0x7bff,
+            s: ds[2 * i + 1] & 0xfbff,
+            qs: c.try_into().unwrap(),
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn eight_q4_1_rows_equal_the_one_row_dot(
+        wq in proptest::collection::vec(any::<u8>(), 8 * 24 * 16),
+        wdm in proptest::collection::vec(any::<u16>(), 8 * 24 * 2),
+        aq in proptest::collection::vec(-127i8..=127, 24 * 32),
+        ads in proptest::collection::vec(any::<u16>(), 24 * 2),
+        nb in 1usize..=24,
+    ) {
+        let w = rows_q4_1(&wq[..8 * nb * 16], &wdm[..8 * nb * 2], nb);
+        check_q4_1(&w, &token_q8_1(&aq[..nb * 32], &ads[..nb * 2]));
+    }
+}
+
+#[test]
+fn eight_q4_1_rows_are_exact_at_the_extremes() {
+    let mut simd = 0;
+    let nb = 20;
+    for (wq, aq) in [(0xffu8, -127i8), (0xff, 127), (0x00, -127), (0x0f, 127)] {
+        // d 1.0 and m -0.5 on every block; the token's d 0.5 and s 2.0
+        let w = rows_q4_1(&vec![wq; 8 * nb * 16], &[0x3c00, 0xb800].repeat(8 * nb), nb);
+        simd += check_q4_1(
+            &w,
+            &token_q8_1(&vec![aq; nb * 32], &[0x3800, 0x4000].repeat(nb)),
+        );
+    }
+    if Isa::Avx2.supported() {
+        assert!(
+            simd > 0,
+            "the AVX2 level should have run its eight-row Q4_1 kernel"
         );
     }
 }

@@ -174,6 +174,10 @@ impl<const VNNI: bool> KKernels for Avx2K<VNNI> {
         // SAFETY: as above; the kernel checks the lengths.
         unsafe { super::avx2_rows8::rows8_q8_0(w, a) }
     }
+    fn rows8_q4_1(&self, w: &[u8], a: &[BlockQ8_1]) -> [f32; 8] {
+        // SAFETY: as above; the kernel checks the lengths.
+        unsafe { super::avx2_rows8::rows8_q4_1(w, a) }
+    }
 }
 
 #[inline]

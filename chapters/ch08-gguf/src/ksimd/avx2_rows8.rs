@@ -4,7 +4,7 @@
 
 use std::arch::x86_64::*;
 
-use ch06_quantization::blocks::BlockQ8_0;
+use ch06_quantization::blocks::{BlockQ4_1, BlockQ8_0, BlockQ8_1};
 use ch07_simd_parallel::kernels::avx2::prefetch_next_rows;
 
 // ANCHOR: avx2_rows8_q8_0
@@ -59,17 +59,7 @@ pub(super) unsafe fn rows8_q8_0(w: &[u8], a: &[BlockQ8_0]) -> [f32; 8] {
                 let pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
                 _mm256_madd_epi16(pairs, ones)
             });
-            // [r0 r1 r2 r3 | r0 r1 r2 r3] and [r4 .. r7 | r4 .. r7], each half one 128-bit
-            // half's partial sums; the two halves added give the eight rows' sums in order.
-            let h01 = _mm256_hadd_epi32(p[0], p[1]);
-            let h23 = _mm256_hadd_epi32(p[2], p[3]);
-            let h45 = _mm256_hadd_epi32(p[4], p[5]);
-            let h67 = _mm256_hadd_epi32(p[6], p[7]);
-            let (lo, hi) = (_mm256_hadd_epi32(h01, h23), _mm256_hadd_epi32(h45, h67));
-            let sumi = _mm256_add_epi32(
-                _mm256_permute2x128_si256::<0x20>(lo, hi),
-                _mm256_permute2x128_si256::<0x31>(lo, hi),
-            );
+            let sumi = fold8(p);
             let g = _mm256_i32gather_epi32::<1>(base.cast(), rows);
             let g = _mm256_permute4x64_epi64::<0b00_00_10_00>(_mm256_shuffle_epi8(g, low_halves));
             let dw = _mm256_cvtph_ps(_mm256_castsi256_si128(g));
@@ -86,3 +76,90 @@ pub(super) unsafe fn rows8_q8_0(w: &[u8], a: &[BlockQ8_0]) -> [f32; 8] {
     out
 }
 // ANCHOR_END: avx2_rows8_q8_0_block
+
+/// The sums of eight rows' lane vectors, in row order: six `vphaddd` give
+/// `[r0 r1 r2 r3 | r0 r1 r2 r3]` and `[r4 .. r7 | r4 .. r7]`, each half one 128-bit half's
+/// partial sums, and two `vperm2i128` and one add put the eight rows' sums in order.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn fold8(p: [__m256i; 8]) -> __m256i {
+    let h01 = _mm256_hadd_epi32(p[0], p[1]);
+    let h23 = _mm256_hadd_epi32(p[2], p[3]);
+    let h45 = _mm256_hadd_epi32(p[4], p[5]);
+    let h67 = _mm256_hadd_epi32(p[6], p[7]);
+    let (lo, hi) = (_mm256_hadd_epi32(h01, h23), _mm256_hadd_epi32(h45, h67));
+    _mm256_add_epi32(
+        _mm256_permute2x128_si256::<0x20>(lo, hi),
+        _mm256_permute2x128_si256::<0x31>(lo, hi),
+    )
+}
+
+/// Eight consecutive Q4_1 rows against one token's Q8_1 activations: lane `r` is chapter
+/// 6's `dot_q4_1_q8_1` of row `r`, bit for bit. [`rows8_q8_0`]'s shape: each row's block
+/// unpacked (low nibbles, then high) and summed against the token with `vpmaddubsw` +
+/// `vpmaddwd`, the eight sums folded into one vector, the eight rows' `d` and `m` fetched
+/// with one gather, and each lane doing the scalar's `(d · d_a) · sumi + m · s`.
+///
+/// # Safety
+/// None beyond the CPU's (AVX2 and F16C): the lengths are checked here.
+#[target_feature(enable = "avx2,f16c")]
+pub(super) unsafe fn rows8_q4_1(w: &[u8], a: &[BlockQ8_1]) -> [f32; 8] {
+    let row_len = a.len() * BlockQ4_1::BYTES;
+    assert!(
+        w.len() == 8 * row_len && w.len() <= i32::MAX as usize,
+        "eight rows of whole blocks, one per activation block"
+    );
+    let step = row_len as i32;
+    let rows = _mm256_setr_epi32(
+        0,
+        step,
+        2 * step,
+        3 * step,
+        4 * step,
+        5 * step,
+        6 * step,
+        7 * step,
+    );
+    // each lane's d (bytes 0, 1) to the low 8 bytes of its half, m (bytes 2, 3) to the high
+    let split = _mm256_setr_epi8(
+        0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7,
+        10, 11, 14, 15,
+    );
+    let (low, ones) = (_mm_set1_epi8(0x0f), _mm256_set1_epi16(1));
+    let mut acc = _mm256_setzero_ps(); // lane r: row r's sum so far
+    for (b, ab) in a.iter().enumerate() {
+        // SAFETY: block b of every row lies inside `w` (length checked); the gather reads
+        // the first 4 bytes of each row's block (d and m); a prefetch never faults.
+        unsafe {
+            let base = w.as_ptr().add(b * BlockQ4_1::BYTES);
+            let y = _mm256_loadu_si256(ab.qs.as_ptr().cast());
+            prefetch_next_rows(w.as_ptr(), 8 * row_len, a.len(), b);
+            let p: [__m256i; 8] = std::array::from_fn(|r| {
+                let nib = _mm_loadu_si128(base.add(r * row_len + 4).cast());
+                let q = _mm256_set_m128i(
+                    _mm_and_si128(_mm_srli_epi16::<4>(nib), low),
+                    _mm_and_si128(nib, low),
+                );
+                _mm256_madd_epi16(_mm256_maddubs_epi16(q, y), ones)
+            });
+            let sumi = fold8(p);
+            let g = _mm256_i32gather_epi32::<1>(base.cast(), rows);
+            let g = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_shuffle_epi8(g, split));
+            let dw = _mm256_cvtph_ps(_mm256_castsi256_si128(g));
+            let mw = _mm256_cvtph_ps(_mm256_extracti128_si256::<1>(g));
+            let bits = i32::from(ab.d) | (i32::from(ab.s) << 16);
+            let ds = _mm_cvtph_ps(_mm_cvtsi32_si128(bits)); // [d_a, s, 0, 0]
+            let da = _mm256_set1_ps(_mm_cvtss_f32(ds));
+            let s = _mm256_set1_ps(_mm_cvtss_f32(_mm_shuffle_ps::<0b01>(ds, ds)));
+            let t = _mm256_add_ps(
+                _mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(sumi)),
+                _mm256_mul_ps(mw, s),
+            );
+            acc = _mm256_add_ps(acc, t);
+        }
+    }
+    let mut out = [0.0f32; 8];
+    // SAFETY: eight f32 into eight f32.
+    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), acc) };
+    out
+}

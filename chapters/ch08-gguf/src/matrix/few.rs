@@ -259,16 +259,26 @@ impl Matrix {
             (Matrix::Q(m), Acts::Q(a)) => (m, a),
             _ => unreachable!("quantize made the activations for this matrix"),
         };
-        let mut done = 0;
-        if let (Format::Q8_0, Activations::Q8_0(a)) = (m.format(), a) {
-            // eight rows at a time: an LM head's rows
-            let nb = m.cols() / 32;
-            let a_t = &a[t * nb..(t + 1) * nb];
-            done = out.len() / 8 * 8;
-            for (i, o8) in out[..done].chunks_exact_mut(8).enumerate() {
-                o8.copy_from_slice(&kk.rows8_q8_0(m.rows_bytes(r0 + 8 * i, 8), a_t));
+        // eight rows at a time where the format has an eight-row kernel
+        let (nb, eights) = (m.cols() / 32, out.len() / 8 * 8);
+        let rows8 = |i: usize| m.rows_bytes(r0 + 8 * i, 8);
+        let done = match (m.format(), a) {
+            (Format::Q8_0, Activations::Q8_0(a)) => {
+                let a_t = &a[t * nb..(t + 1) * nb];
+                for (i, o8) in out[..eights].chunks_exact_mut(8).enumerate() {
+                    o8.copy_from_slice(&kk.rows8_q8_0(rows8(i), a_t));
+                }
+                eights
             }
-        }
+            (Format::Q4_1, Activations::Q8_1(a)) => {
+                let a_t = &a[t * nb..(t + 1) * nb];
+                for (i, o8) in out[..eights].chunks_exact_mut(8).enumerate() {
+                    o8.copy_from_slice(&kk.rows8_q4_1(rows8(i), a_t));
+                }
+                eights
+            }
+            _ => 0,
+        };
         let (r0, out) = (r0 + done, &mut out[done..]);
         rows_in_fours(
             out,
