@@ -133,20 +133,20 @@ pub fn profile(a: &Args) -> Result<(), String> {
     Ok(())
 }
 
+/// The first line of a race's table: the file, threads, rounds and kernels.
+fn race_title(file: &std::path::Path, threads: usize, rounds: usize, isa: &str) -> String {
+    let name = file
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    format!("{name}, {threads} threads, {rounds} alternating rounds, medians ({isa} kernels):")
+}
+
 /// `compare`: llama-bench and ours on the same file, alternating.
 pub fn compare(a: &Args) -> Result<(), String> {
     let m = open_model(a)?;
     let engine = m.engine()?;
     let c = ch08_gguf::bench::compare(&engine, &m.file.path, a.threads, a.rounds)?;
-    let name = m
-        .file
-        .path
-        .file_name()
-        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    let title = format!(
-        "{name}, {} threads, {} alternating rounds, medians ({} kernels):",
-        c.threads, c.rounds, c.isa
-    );
+    let title = race_title(&m.file.path, c.threads, c.rounds, c.isa);
     if let Some(path) = &a.markdown {
         let md = format!(
             "{title}\n\n| test | ours | llama.cpp | ours / llama.cpp |\n|---|---:|---:|---:|\n\
@@ -187,17 +187,7 @@ pub fn depth(a: &Args) -> Result<(), String> {
     let engine = m.engine()?;
     let (ours, theirs, per_round) =
         ch08_gguf::bench::compare_depth(&engine, &m.file.path, a.threads, a.depth, a.rounds)?;
-    let name = m
-        .file
-        .path
-        .file_name()
-        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    let title = format!(
-        "{name}, {} threads, {} alternating rounds, medians ({} kernels):",
-        a.threads,
-        a.rounds,
-        engine.kernels.name()
-    );
+    let title = race_title(&m.file.path, a.threads, a.rounds, engine.kernels.name());
     let test = format!("tg128 at depth {}", a.depth);
     if let Some(path) = &a.markdown {
         let md = format!(

@@ -21,22 +21,7 @@ use ch07_simd_parallel::kernels::avx2::prefetch_next_rows;
 #[target_feature(enable = "avx2,f16c")]
 pub(super) unsafe fn rows8_q8_0(w: &[u8], a: &[BlockQ8_0]) -> [f32; 8] {
     let row_len = a.len() * BlockQ8_0::BYTES;
-    assert!(
-        w.len() == 8 * row_len && w.len() <= i32::MAX as usize,
-        "eight rows of whole blocks, one per activation block"
-    );
-    let step = row_len as i32;
-    // lane r: the offset of row r's block from row 0's
-    let rows = _mm256_setr_epi32(
-        0,
-        step,
-        2 * step,
-        3 * step,
-        4 * step,
-        5 * step,
-        6 * step,
-        7 * step,
-    );
+    let rows = eight_rows(w, row_len); // lane r: the offset of row r's block from row 0's
     // the low two bytes (the f16 scale) of each 32-bit lane, packed into each 128-bit half
     let low_halves = _mm256_setr_epi8(
         0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4, 5, 8, 9, 12, 13, -1, -1,
@@ -77,6 +62,28 @@ pub(super) unsafe fn rows8_q8_0(w: &[u8], a: &[BlockQ8_0]) -> [f32; 8] {
 }
 // ANCHOR_END: avx2_rows8_q8_0_block
 
+/// The offsets of eight consecutive rows of `row_len` bytes from the first, one a lane, for
+/// a gather, after checking that `w` is those eight rows and that 32-bit offsets reach them.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn eight_rows(w: &[u8], row_len: usize) -> __m256i {
+    assert!(
+        w.len() == 8 * row_len && w.len() <= i32::MAX as usize,
+        "eight rows of whole blocks, one per activation block"
+    );
+    let step = row_len as i32;
+    _mm256_setr_epi32(
+        0,
+        step,
+        2 * step,
+        3 * step,
+        4 * step,
+        5 * step,
+        6 * step,
+        7 * step,
+    )
+}
+
 /// The sums of eight rows' lane vectors, in row order: six `vphaddd` give
 /// `[r0 r1 r2 r3 | r0 r1 r2 r3]` and `[r4 .. r7 | r4 .. r7]`, each half one 128-bit half's
 /// partial sums, and two `vperm2i128` and one add put the eight rows' sums in order.
@@ -105,21 +112,7 @@ fn fold8(p: [__m256i; 8]) -> __m256i {
 #[target_feature(enable = "avx2,f16c")]
 pub(super) unsafe fn rows8_q4_1(w: &[u8], a: &[BlockQ8_1]) -> [f32; 8] {
     let row_len = a.len() * BlockQ4_1::BYTES;
-    assert!(
-        w.len() == 8 * row_len && w.len() <= i32::MAX as usize,
-        "eight rows of whole blocks, one per activation block"
-    );
-    let step = row_len as i32;
-    let rows = _mm256_setr_epi32(
-        0,
-        step,
-        2 * step,
-        3 * step,
-        4 * step,
-        5 * step,
-        6 * step,
-        7 * step,
-    );
+    let rows = eight_rows(w, row_len); // lane r: the offset of row r's block from row 0's
     // each lane's d (bytes 0, 1) to the low 8 bytes of its half, m (bytes 2, 3) to the high
     let split = _mm256_setr_epi8(
         0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7,
