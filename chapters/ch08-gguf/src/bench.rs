@@ -16,10 +16,7 @@ use crate::engine::Engine;
 /// pp512 and tg128 in llama-bench's terms (a 512-token prompt from an empty cache; 128
 /// decode steps from an empty cache), medians of `runs`, after one unmeasured run.
 pub fn end_to_end(engine: &Engine, threads: usize, runs: usize) -> Result<EndToEnd, String> {
-    let vocab = engine.model.config.vocab_size as u64;
-    let prompt: Vec<u32> = (0..512u64)
-        .map(|i| ((i * 7919 + 13) % vocab) as u32)
-        .collect();
+    let prompt = bench_prompt(engine, 512);
     let err = |e: crate::Error| e.to_string();
     in_pool(threads, || -> Result<EndToEnd, String> {
         let (mut pp, mut tg) = (Vec::new(), Vec::new());
@@ -29,13 +26,7 @@ pub fn end_to_end(engine: &Engine, threads: usize, runs: usize) -> Result<EndToE
             engine.forward(&mut cache, &prompt, 0).map_err(err)?;
             let pp_s = start.elapsed().as_secs_f64();
             let mut cache = engine.new_cache(128).map_err(err)?;
-            let start = Instant::now();
-            let mut next = prompt[0];
-            for pos in 0..128 {
-                let logits = engine.forward(&mut cache, &[next], pos).map_err(err)?;
-                next = ch04_forward::model::argmax(&logits) as u32;
-            }
-            let tg_s = start.elapsed().as_secs_f64();
+            let tg_s = timed_decode(engine, &mut cache, prompt[0], 0)?;
             if run > 0 {
                 pp.push(512.0 / pp_s);
                 tg.push(128.0 / tg_s);
@@ -50,6 +41,32 @@ pub fn end_to_end(engine: &Engine, threads: usize, runs: usize) -> Result<EndToE
     })?
 }
 // ANCHOR_END: e2e
+
+/// The token ids a benchmark prompt of `n` tokens is made of: spread over the vocabulary,
+/// the same on every run.
+fn bench_prompt(engine: &Engine, n: usize) -> Vec<u32> {
+    let vocab = engine.model.config.vocab_size as u64;
+    (0..n as u64)
+        .map(|i| ((i * 7919 + 13) % vocab) as u32)
+        .collect()
+}
+
+/// Seconds for 128 greedy decode steps from `next` at position `pos0` on, into `cache`.
+fn timed_decode(
+    engine: &Engine,
+    cache: &mut ch05_kv_cache::RingCache,
+    mut next: u32,
+    pos0: usize,
+) -> Result<f64, String> {
+    let start = Instant::now();
+    for pos in pos0..pos0 + 128 {
+        let logits = engine
+            .forward(cache, &[next], pos)
+            .map_err(|e| e.to_string())?;
+        next = ch04_forward::model::argmax(&logits) as u32;
+    }
+    Ok(start.elapsed().as_secs_f64())
+}
 
 /// One matrix's decode-shaped product (one token) timed alone: (format, rows, cols, GB/s
 /// of weights streamed), median of `runs`.
@@ -134,18 +151,7 @@ pub fn compare(
 ) -> Result<Comparison, String> {
     let bin = llama_bench_path()?;
     end_to_end(engine, threads, 1)?; // warm up once
-    let mut per_round = Vec::new();
-    for round in 0..rounds {
-        let (lp, lt) = llama_bench_once(&bin, gguf, threads)?;
-        let ours = end_to_end(engine, threads, 1)?;
-        eprintln!(
-            "round {}/{rounds}: ours pp512 {:.1} tg128 {:.1} tok/s; llama.cpp pp512 {lp:.1} tg128 {lt:.1} tok/s",
-            round + 1,
-            ours.pp512_tok_s,
-            ours.tg128_tok_s
-        );
-        per_round.push([ours.pp512_tok_s, ours.tg128_tok_s, lp, lt]);
-    }
+    let per_round = race_rounds(engine, gguf, &bin, threads, rounds)?;
     let med = |i: usize| median(&mut per_round.iter().map(|r| r[i]).collect::<Vec<_>>());
     let (op, ot, lp, lt) = (med(0), med(1), med(2), med(3));
     Ok(Comparison {
@@ -162,6 +168,30 @@ pub fn compare(
     })
 }
 
+/// `rounds` rounds, each llama-bench (`bin`) once on `gguf` and ours once: every round's
+/// (ours pp512, ours tg128, llama.cpp pp512, llama.cpp tg128), tokens per second.
+pub fn race_rounds(
+    engine: &Engine,
+    gguf: &Path,
+    bin: &Path,
+    threads: usize,
+    rounds: usize,
+) -> Result<Vec<[f64; 4]>, String> {
+    let mut per_round = Vec::new();
+    for round in 0..rounds {
+        let (lp, lt) = llama_bench_once(bin, gguf, threads)?;
+        let ours = end_to_end(engine, threads, 1)?;
+        eprintln!(
+            "round {}/{rounds}: ours pp512 {:.1} tg128 {:.1} tok/s; llama.cpp pp512 {lp:.1} tg128 {lt:.1} tok/s",
+            round + 1,
+            ours.pp512_tok_s,
+            ours.tg128_tok_s
+        );
+        per_round.push([ours.pp512_tok_s, ours.tg128_tok_s, lp, lt]);
+    }
+    Ok(per_round)
+}
+
 /// tg128 after `depth` tokens in the cache (llama-bench's `-d`): the prompt is prefilled
 /// untimed, then 128 greedy decode steps are timed. Tokens per second.
 pub fn decode_at_depth(engine: &Engine, threads: usize, depth: usize) -> Result<f64, String> {
@@ -172,10 +202,7 @@ pub fn decode_at_depth(engine: &Engine, threads: usize, depth: usize) -> Result<
             depth.saturating_add(128)
         ));
     }
-    let vocab = engine.model.config.vocab_size as u64;
-    let prompt: Vec<u32> = (0..depth as u64)
-        .map(|i| ((i * 7919 + 13) % vocab) as u32)
-        .collect();
+    let prompt = bench_prompt(engine, depth);
     let err = |e: crate::Error| e.to_string();
     in_pool(threads, || -> Result<f64, String> {
         let mut cache = engine.new_cache(depth + 128).map_err(err)?;
@@ -184,12 +211,7 @@ pub fn decode_at_depth(engine: &Engine, threads: usize, depth: usize) -> Result<
             let logits = engine.forward(&mut cache, &prompt, 0).map_err(err)?;
             next = ch04_forward::model::argmax(&logits) as u32;
         }
-        let start = Instant::now();
-        for pos in depth..depth + 128 {
-            let logits = engine.forward(&mut cache, &[next], pos).map_err(err)?;
-            next = ch04_forward::model::argmax(&logits) as u32;
-        }
-        Ok(128.0 / start.elapsed().as_secs_f64())
+        Ok(128.0 / timed_decode(engine, &mut cache, next, depth)?)
     })?
 }
 

@@ -99,13 +99,15 @@ impl Model {
     }
 }
 
-/// How many query heads a task of a decode step's attention takes, a part of one KV head's
-/// group: one for small heads (each head reads its keys alone anyway), half the group for
-/// large ones when it halves (the group's heads read each key once between them, so two
-/// tasks read it twice).
-pub fn attention_part(heads: ch03_attention::Heads) -> usize {
+/// How many query heads a task of the attention of `rows` query rows takes: a whole row
+/// when there are as many rows as threads; with fewer (a decode step), a part of one KV
+/// head's group, so that the threads share a row: one head for small heads (each head reads
+/// its keys alone anyway), half the group for large ones when it halves (the group's heads
+/// read each key once between them, so two tasks read it twice).
+pub fn attention_part(heads: ch03_attention::Heads, rows: usize) -> usize {
     let group = heads.group_size();
     match heads.head_dim {
+        _ if rows >= rayon::current_num_threads() => heads.n_heads,
         ..=64 => 1,
         _ if group.is_multiple_of(2) => group / 2,
         _ => group,
@@ -299,11 +301,7 @@ impl<'m> Engine<'m> {
         // A task a token, or, with fewer tokens than threads (a decode step), a task a
         // part of a token's heads: at a long context the step's attention is most of it.
         let heads = cfg.heads();
-        let part = if seq >= rayon::current_num_threads() {
-            cfg.n_heads
-        } else {
-            attention_part(heads)
-        };
+        let part = attention_part(heads, seq);
         heads_out
             .par_chunks_mut(part * heads.head_dim)
             .enumerate()

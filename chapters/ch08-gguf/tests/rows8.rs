@@ -5,21 +5,22 @@
 use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
 use ch06_quantization::dot::{dot_q4_1_q8_1, dot_q8_0_q8_0};
 use ch07_simd_parallel::Isa;
-use ch08_gguf::ksimd::for_isa;
+use ch08_gguf::ksimd::{KKernels, for_isa};
 use proptest::prelude::*;
 
+/// `h` (f16 bits) made finite: an infinity or NaN loses its exponent's top bit.
+fn finite(h: u16) -> u16 {
+    if h & 0x7c00 == 0x7c00 { h & 0x83ff } else { h }
+}
+
 /// Eight Q8_0 rows of `nb` blocks, back to back: quants from `q`, block `i`'s scale from
-/// `scales[i]` (f16 bits; an infinite or NaN one is made finite).
+/// `scales[i]` (f16 bits, made finite).
 fn rows(q: &[i8], scales: &[u16], nb: usize) -> Vec<u8> {
     (0..8 * nb)
         .flat_map(|i| {
-            let d = if scales[i] & 0x7c00 == 0x7c00 {
-                scales[i] & 0x83ff
-            } else {
-                scales[i]
-            };
             let quants = q[i * 32..][..32].iter().map(|&v| v as u8);
-            d.to_le_bytes()
+            finite(scales[i])
+                .to_le_bytes()
                 .into_iter()
                 .chain(quants)
                 .collect::<Vec<u8>>()
@@ -27,23 +28,39 @@ fn rows(q: &[i8], scales: &[u16], nb: usize) -> Vec<u8> {
         .collect()
 }
 
+/// Checks an eight-row kernel (`kernel`, run on every level this CPU has, named `format`)
+/// against chapter 6's one-row dot (`dot`) on each of the eight rows of `w`, bit for bit.
 /// Returns how many SIMD levels were checked.
-fn check(w: &[u8], a: &[BlockQ8_0]) -> usize {
+fn check_eight(
+    format: &str,
+    w: &[u8],
+    kernel: impl Fn(&dyn KKernels) -> [f32; 8],
+    dot: impl Fn(&[u8]) -> f32,
+) -> usize {
     let row_len = w.len() / 8;
     let mut simd = 0;
     for isa in Isa::available() {
-        let got = for_isa(isa).rows8_q8_0(w, a);
+        let got = kernel(for_isa(isa));
         simd += usize::from(isa != Isa::Scalar);
         for (r, got) in got.into_iter().enumerate() {
-            let want = dot_q8_0_q8_0(&w[r * row_len..(r + 1) * row_len], a);
+            let want = dot(&w[r * row_len..(r + 1) * row_len]);
             assert_eq!(
                 got.to_bits(),
                 want.to_bits(),
-                "eight Q8_0 rows on {isa:?}, row {r}: {got} instead of chapter 6's dot, {want}"
+                "eight {format} rows on {isa:?}, row {r}: {got} instead of chapter 6's dot, {want}"
             );
         }
     }
     simd
+}
+
+fn check(w: &[u8], a: &[BlockQ8_0]) -> usize {
+    check_eight(
+        "Q8_0",
+        w,
+        |k| k.rows8_q8_0(w, a),
+        |row| dot_q8_0_q8_0(row, a),
+    )
 }
 
 fn token(q: &[i8], d: &[u16]) -> Vec<BlockQ8_0> {
@@ -97,9 +114,8 @@ fn eight_q8_0_rows_are_exact_at_the_extremes() {
 }
 
 /// Eight Q4_1 rows of `nb` blocks, back to back: nibbles from `q`, block `i`'s `d` and `m`
-/// from `dm[2i]` and `dm[2i + 1]` (f16 bits; infinities and NaNs made finite).
+/// from `dm[2i]` and `dm[2i + 1]` (f16 bits, made finite).
 fn rows_q4_1(q: &[u8], dm: &[u16], nb: usize) -> Vec<u8> {
-    let finite = |h: u16| if h & 0x7c00 == 0x7c00 { h & 0x83ff } else { h };
     (0..8 * nb)
         .flat_map(|i| {
             let (d, m) = (finite(dm[2 * i]), finite(dm[2 * i + 1]));
@@ -112,21 +128,12 @@ fn rows_q4_1(q: &[u8], dm: &[u16], nb: usize) -> Vec<u8> {
 }
 
 fn check_q4_1(w: &[u8], a: &[BlockQ8_1]) -> usize {
-    let row_len = w.len() / 8;
-    let mut simd = 0;
-    for isa in Isa::available() {
-        let got = for_isa(isa).rows8_q4_1(w, a);
-        simd += usize::from(isa != Isa::Scalar);
-        for (r, got) in got.into_iter().enumerate() {
-            let want = dot_q4_1_q8_1(&w[r * row_len..(r + 1) * row_len], a);
-            assert_eq!(
-                got.to_bits(),
-                want.to_bits(),
-                "eight Q4_1 rows on {isa:?}, row {r}: {got} instead of chapter 6's dot, {want}"
-            );
-        }
-    }
-    simd
+    check_eight(
+        "Q4_1",
+        w,
+        |k| k.rows8_q4_1(w, a),
+        |row| dot_q4_1_q8_1(row, a),
+    )
 }
 
 fn token_q8_1(q: &[i8], ds: &[u16]) -> Vec<BlockQ8_1> {

@@ -10,7 +10,7 @@ use std::process::Command;
 
 use ch01_tensors::models;
 use ch07_simd_parallel::bench::median;
-use ch07_simd_parallel::compare::{llama_bench_once, llama_bench_path};
+use ch07_simd_parallel::compare::llama_bench_path;
 use ch09_generate::scaling::{self, ScaleRow, Setup};
 
 use crate::cli::Args;
@@ -104,9 +104,9 @@ fn make_synthetic(py: &Path, out: &Path, shape: &str, mix: &str) -> Result<(), S
     }
 }
 
-/// `rounds` alternating rounds on one file, ours first; medians of (ours pp512, ours tg128,
-/// llama.cpp pp512, llama.cpp tg128). `end_to_end` runs once unmeasured before each
-/// measured run, and llama-bench warms up by itself.
+/// `rounds` alternating rounds on one file (chapter 8's `race_rounds`, llama-bench first);
+/// medians of (ours pp512, ours tg128, llama.cpp pp512, llama.cpp tg128). `end_to_end`
+/// runs once unmeasured before each measured run, and llama-bench warms up by itself.
 fn speeds(
     engine: &ch08_gguf::engine::Engine,
     path: &Path,
@@ -114,17 +114,7 @@ fn speeds(
     threads: usize,
     rounds: usize,
 ) -> Result<[f64; 4], String> {
-    let mut per_round = Vec::new();
-    for round in 1..=rounds {
-        let ours = ch08_gguf::bench::end_to_end(engine, threads, 1)?;
-        let (lp, lt) = llama_bench_once(bench, path, threads)?;
-        eprintln!(
-            "  round {round}/{rounds}: ours pp512 {:.1} tg128 {:.1} tok/s; llama.cpp pp512 \
-             {lp:.1} tg128 {lt:.1} tok/s",
-            ours.pp512_tok_s, ours.tg128_tok_s
-        );
-        per_round.push([ours.pp512_tok_s, ours.tg128_tok_s, lp, lt]);
-    }
+    let per_round = ch08_gguf::bench::race_rounds(engine, path, bench, threads, rounds)?;
     let med = |i: usize| median(&mut per_round.iter().map(|r| r[i]).collect::<Vec<_>>());
     Ok([med(0), med(1), med(2), med(3)])
 }

@@ -128,12 +128,10 @@ fn layer(
     // A task a row; with fewer rows than threads (a sequence or two decoding), a task a part
     // of a row's heads, as chapter 8's decode step does (f32 blocks only: an f16 row is
     // gathered once for all its heads).
-    let part = if n >= rayon::current_num_threads() || kv.precision() != KvPrecision::F32 {
-        cfg.n_heads
-    } else if heads.head_dim <= 64 {
-        1
+    let part = if kv.precision() == KvPrecision::F32 {
+        attention_part(heads, n)
     } else {
-        attention_part(heads)
+        cfg.n_heads
     };
     heads_out
         .par_chunks_mut(part * heads.head_dim)

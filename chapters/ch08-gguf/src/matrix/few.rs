@@ -261,21 +261,18 @@ impl Matrix {
         };
         // eight rows at a time where the format has an eight-row kernel
         let (nb, eights) = (m.cols() / 32, out.len() / 8 * 8);
-        let rows8 = |i: usize| m.rows_bytes(r0 + 8 * i, 8);
+        let mut by_eights = |kernel: &dyn Fn(&[u8]) -> [f32; 8]| {
+            for (i, o8) in out[..eights].chunks_exact_mut(8).enumerate() {
+                o8.copy_from_slice(&kernel(m.rows_bytes(r0 + 8 * i, 8)));
+            }
+            eights
+        };
         let done = match (m.format(), a) {
             (Format::Q8_0, Activations::Q8_0(a)) => {
-                let a_t = &a[t * nb..(t + 1) * nb];
-                for (i, o8) in out[..eights].chunks_exact_mut(8).enumerate() {
-                    o8.copy_from_slice(&kk.rows8_q8_0(rows8(i), a_t));
-                }
-                eights
+                by_eights(&|w| kk.rows8_q8_0(w, &a[t * nb..(t + 1) * nb]))
             }
             (Format::Q4_1, Activations::Q8_1(a)) => {
-                let a_t = &a[t * nb..(t + 1) * nb];
-                for (i, o8) in out[..eights].chunks_exact_mut(8).enumerate() {
-                    o8.copy_from_slice(&kk.rows8_q4_1(rows8(i), a_t));
-                }
-                eights
+                by_eights(&|w| kk.rows8_q4_1(w, &a[t * nb..(t + 1) * nb]))
             }
             _ => 0,
         };
