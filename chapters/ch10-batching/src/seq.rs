@@ -3,8 +3,15 @@
 //! batch exactly as it reads chapter 9's ring cache.
 //!
 //! ```text
-//! k, v    (n_blocks, n_layers, n_kv_heads, block_size, head_dim)
+//! k, v    (n_layers, n_kv_heads, n_blocks, block_size, head_dim)
 //! ```
+//!
+//! The blocks are the third axis, not the first: one layer's keys for one KV head are one
+//! plane, so the blocks a sequence took one after another (the pool hands them out in
+//! order) lie side by side in it, and attention reads them as one stream, as it reads
+//! chapter 9's ring cache. With the blocks first, each block's share of a layer and head
+//! (4 KB for SmolLM2) lay 737 280 bytes from the next block's, and a
+//! sequence's attention read short scattered pieces.
 //!
 //! Chapter 5's [`ch05_kv_cache::paged::PagedCache`] kept the tables inside the cache and
 //! handed out one sequence's view at a time (`&mut`). A batch step reads many sequences at
@@ -39,7 +46,7 @@ impl KvPrecision {
     }
 }
 
-/// The keys and values, each `(n_blocks, n_layers, n_kv_heads, block_size, head_dim)`.
+/// The keys and values, each `(n_layers, n_kv_heads, n_blocks, block_size, head_dim)`.
 #[derive(Debug)]
 pub(crate) enum Data {
     F32 {
@@ -59,6 +66,7 @@ pub(crate) enum Data {
 pub struct KvBlocks {
     layout: KvLayout,
     block_size: usize,
+    n_blocks: usize,
     pub(crate) data: Data,
 }
 
@@ -94,6 +102,7 @@ impl KvBlocks {
         KvBlocks {
             layout,
             block_size,
+            n_blocks,
             data,
         }
     }
@@ -101,7 +110,7 @@ impl KvBlocks {
     /// Where the `head_dim` values of (block, layer, kv_head, slot) start.
     pub(crate) fn offset(&self, block: usize, layer: usize, kv_head: usize, slot: usize) -> usize {
         let l = &self.layout;
-        (((block * l.n_layers + layer) * l.n_kv_heads + kv_head) * self.block_size + slot)
+        (((layer * l.n_kv_heads + kv_head) * self.n_blocks + block) * self.block_size + slot)
             * l.head_dim
     }
 
@@ -135,16 +144,21 @@ impl KvBlocks {
 
     /// Copies everything `from` holds into `to` (copy on write of a shared block).
     pub fn copy_block(&mut self, from: usize, to: usize) {
-        let n = KvBlocks::values_per_block(self.layout, self.block_size);
-        let (src, dst) = (from * n..(from + 1) * n, to * n);
-        match &mut self.data {
-            Data::F32 { k, v } => {
-                k.copy_within(src.clone(), dst);
-                v.copy_within(src, dst);
-            }
-            Data::F16 { k, v } => {
-                k.copy_within(src.clone(), dst);
-                v.copy_within(src, dst);
+        let n = self.block_size * self.layout.head_dim; // one layer and head of a block
+        for layer in 0..self.layout.n_layers {
+            for h in 0..self.layout.n_kv_heads {
+                let at = self.offset(from, layer, h, 0);
+                let (src, dst) = (at..at + n, self.offset(to, layer, h, 0));
+                match &mut self.data {
+                    Data::F32 { k, v } => {
+                        k.copy_within(src.clone(), dst);
+                        v.copy_within(src, dst);
+                    }
+                    Data::F16 { k, v } => {
+                        k.copy_within(src.clone(), dst);
+                        v.copy_within(src, dst);
+                    }
+                }
             }
         }
     }

@@ -26,6 +26,7 @@ use tokio::net::TcpStream;
 
 use ch10_batching::bench::percentile;
 
+mod alone;
 mod llama_server;
 mod mix;
 
@@ -126,6 +127,9 @@ pub struct Report {
     pub ttft_ms_p99: f64,
     pub itl_ms_p50: f64,
     pub itl_ms_p99: f64,
+    /// One stream's pace: the gaps between tokens, counted over the seconds they took
+    /// (every request's tokens after its first; a client's decode tok/s).
+    pub streamed_tok_s: f64,
     pub completed: usize,
     pub cancelled: usize,
     pub errors: BTreeMap<String, usize>,
@@ -137,6 +141,7 @@ impl Report {
                "output_tokens": self.output_tokens, "output_tok_s": self.output_tok_s,
                "ttft_ms_p50": self.ttft_ms_p50, "ttft_ms_p99": self.ttft_ms_p99,
                "itl_ms_p50": self.itl_ms_p50, "itl_ms_p99": self.itl_ms_p99,
+               "streamed_tok_s": self.streamed_tok_s,
                "completed": self.completed, "cancelled": self.cancelled,
                "errors": self.errors.values().sum::<usize>(), "errors_by_kind": self.errors})
     }
@@ -353,6 +358,7 @@ pub async fn run(addr: SocketAddr, o: &LoadOptions) -> Result<Report, String> {
         ttft_ms_p99: percentile(&ttft, 0.99),
         itl_ms_p50: percentile(&gaps, 0.5),
         itl_ms_p99: percentile(&gaps, 0.99),
+        streamed_tok_s: gaps.len() as f64 / (gaps.iter().sum::<f64>() / 1e3).max(1e-9),
         completed: seen
             .iter()
             .filter(|s| s.error.is_none() && !s.cancelled)

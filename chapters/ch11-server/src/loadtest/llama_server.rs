@@ -63,7 +63,7 @@ pub fn compare(
     // Each slot holds one request's prompt and reply at most.
     let per_slot = (o.prompt * 3 / 2 + o.reply * 3 / 2 + 64).next_multiple_of(256);
     let rt = runtime()?;
-    let mut reports = Vec::new();
+    let (mut reports, mut alone) = (Vec::new(), None);
     for which in ["ch11-server", "llama-server"] {
         let port = free_port()?;
         let addr: SocketAddr = ([127, 0, 0, 1], port).into();
@@ -105,17 +105,27 @@ pub fn compare(
         ready.map_err(|e| format!("{which}: {e}"))?;
         let mut report = rt.block_on(run(addr, o))?;
         report.target = which.to_string();
+        // one client: its stream against chapter 9's generator, request by request in turn
+        if which == "ch11-server" && o.clients == 1 {
+            eprintln!("one client's stream and chapter 9's generator, in turn ...");
+            alone = Some(super::alone::stream_and_generator(
+                &rt, addr, o, model, threads,
+            )?);
+        }
         drop(started);
         reports.push(report);
     }
     let (ours, theirs) = (&reports[0], &reports[1]);
     if o.json {
-        println!(
-            "{}",
-            json!({"ch11_server": ours.json(), "llama_server": theirs.json(),
+        let mut j = json!({"ch11_server": ours.json(), "llama_server": theirs.json(),
             "output_tok_s_ratio": ours.output_tok_s / theirs.output_tok_s,
-            "ttft_ms_p99_ratio": ours.ttft_ms_p99 / theirs.ttft_ms_p99})
-        );
+            "ttft_ms_p99_ratio": ours.ttft_ms_p99 / theirs.ttft_ms_p99});
+        if let Some((served, g)) = alone {
+            j["one_client_streamed_tok_s"] = json!(served);
+            j["generator_streamed_tok_s"] = json!(g);
+            j["streamed_ratio"] = json!(served / g);
+        }
+        println!("{j}");
     } else {
         println!("{}\n{}", ours.text(), theirs.text());
         println!(
@@ -123,6 +133,12 @@ pub fn compare(
             ours.output_tok_s / theirs.output_tok_s,
             ours.ttft_ms_p99 / theirs.ttft_ms_p99
         );
+        if let Some((served, g)) = alone {
+            println!(
+                "one client's stream, {served:.1} tok/s after the first token; chapter 9's generator on the same requests in turn, {g:.1} tok/s ({:.2}x)",
+                served / g
+            );
+        }
     }
     Ok(())
 }
