@@ -99,7 +99,7 @@ fn levels() -> Vec<(
 #[test]
 fn every_product_path_gives_the_scalar_numbers() {
     let mats = matrices();
-    for seq in [1, 2, 3, 5, 8, 9, 16, 17, 40] {
+    for seq in [1, 2, 3, 5, 8, 9, 16, 17, 24, 40] {
         let x = floats(seq * COLS, 100 + seq as u64);
         for (name, m) in &mats {
             let want = reference(m, &x, seq);

@@ -28,6 +28,7 @@ pub fn stream_and_generator(
         .as_str()
         .unwrap_or_default()
         .to_string();
+    // ANCHOR: in_turn
     let (mut served, mut alone) = ((0usize, 0.0f64), (0usize, 0.0f64));
     for p in plan(o).iter().filter(|p| p.cancel_after.is_none()) {
         let seen = rt.block_on(one(addr, &name, p));
@@ -40,6 +41,7 @@ pub fn stream_and_generator(
         alone.0 += g.ids.len().saturating_sub(1);
         alone.1 += g.decode_seconds;
     }
+    // ANCHOR_END: in_turn
     if served.0 == 0 || alone.0 == 0 {
         return Err("no request of the mix ran to its end".into());
     }
