@@ -84,6 +84,12 @@ pub trait KKernels: Sync {
     fn dot8_q8_0(&self, w: &[u8], a: &ActOcts) -> [f32; 8] {
         crate::octs_q8_0::dot8_q8_0(w, a)
     }
+    /// Two eights of tokens against one Q8_0 row: [`KKernels::dot8_q8_0`] of each, the
+    /// first eight's in lanes 0..8. Levels with wider registers take both eights per step.
+    fn dot16_q8_0(&self, w: &[u8], a: [&ActOcts; 2]) -> [f32; 16] {
+        let (x, y) = (self.dot8_q8_0(w, a[0]), self.dot8_q8_0(w, a[1]));
+        std::array::from_fn(|t| if t < 8 { x[t] } else { y[t - 8] })
+    }
     /// Q4_K (or, with `q6_k`, Q6_K) rows unpacked for [`KKernels::dot8_q4_k`] (`dot8_q6_k`).
     fn unpack_rows_k(&self, q6_k: bool, rows: &[&[u8]], out: &mut RowsK) {
         if q6_k {
@@ -216,6 +222,8 @@ mod avx2_q8_0;
 mod avx2_rows4;
 #[cfg(target_arch = "x86_64")]
 mod avx2_rows8;
+#[cfg(target_arch = "x86_64")]
+mod avx512_q8_0;
 
 #[cfg(target_arch = "x86_64")]
 pub mod avx2;

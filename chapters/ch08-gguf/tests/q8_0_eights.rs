@@ -1,6 +1,7 @@
-//! The eight-token Q8_0 kernel (a batch's tokens against Gemma-3's LM head): every level
-//! this CPU has, and the scalar twin, give chapter 6's `dot_q8_0_q8_0` of each token, bit for
-//! bit, on random rows and at the extremes of the sign trick.
+//! The eight-token Q8_0 kernel (a batch's tokens against Gemma-3's LM head), and the
+//! sixteen-token one: every level this CPU has, and the scalar twin, give chapter 6's
+//! `dot_q8_0_q8_0` of each token, bit for bit, on random rows and at the extremes of the
+//! sign trick.
 
 use ch06_quantization::blocks::BlockQ8_0;
 use ch06_quantization::f16::f32_to_f16;
@@ -38,13 +39,23 @@ fn tokens(q: &[i8], nb: usize) -> Vec<Vec<BlockQ8_0>> {
 /// Returns how many SIMD levels were checked.
 fn check(w: &[u8], a: &[Vec<BlockQ8_0>]) -> usize {
     let octs = ActOcts::from_q8_0_blocks(std::array::from_fn(|t| &a[t][..]));
+    // a second eight, the same tokens in reverse order, for the sixteen-token kernel
+    let back = ActOcts::from_q8_0_blocks(std::array::from_fn(|t| &a[7 - t][..]));
     let twin = ch08_gguf::octs_q8_0::dot8_q8_0(w, &octs);
     let mut simd = 0;
     for isa in Isa::available() {
         let got = for_isa(isa).dot8_q8_0(w, &octs);
+        let both = for_isa(isa).dot16_q8_0(w, [&octs, &back]);
         simd += usize::from(isa != Isa::Scalar);
         for t in 0..8 {
             let want = Scalar.dot_q8_0_q8_0(w, &a[t]);
+            for (lane, got) in [(t, both[t]), (15 - t, both[15 - t])] {
+                assert_eq!(
+                    got.to_bits(),
+                    want.to_bits(),
+                    "sixteen-token Q8_0 on {isa:?}, lane {lane} (token {t}): {got} instead of chapter 6's {want}"
+                );
+            }
             assert_eq!(
                 got[t].to_bits(),
                 want.to_bits(),
