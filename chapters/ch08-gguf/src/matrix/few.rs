@@ -20,13 +20,10 @@ use crate::octs::{ActOcts, Format32, Rows32};
 /// twice as long.
 pub const FEW: usize = 16;
 
-/// Up to this many eights of tokens, a block of rows is unpacked block by block in
-/// registers for each eight ([`KKernels::dot8_raw32`]) rather than once into memory. Doing
-/// the unpacking again for each eight is cheaper than the round trip through memory: on the
-/// Zen 4 AMD EPYC (AVX-512 VNNI, two threads), chapter 10's batched decode of SmolLM2 went
-/// from 311 to 354 tok/s at 16 sequences when this was raised from 1 to 2, and from 348 to
-/// 371 at 24 sequences when raised from 2 to 3 (Gemma-3, 16 sequences: 224 to 242). With two
-/// threads, three eights is every batch still split by rows ([`FEW`]).
+/// Up to this many eights of tokens, a block of rows is unpacked in registers again for
+/// each eight ([`KKernels::dot8_raw32`]), which costs less than once into memory: on the
+/// Zen 4 AMD EPYC, SmolLM2's batched decode went from 311 to 354 tok/s at 16 sequences (1 to
+/// 2) and from 348 to 371 at 24 (2 to 3). Three eights is every batch two threads split by rows.
 const RAW_GROUPS: usize = 3;
 
 /// Rows a task of a grouped product computes, at the least.
@@ -49,6 +46,22 @@ enum Eights {
     Q32(Vec<ActOcts>),
     K(Vec<KOcts>),
 }
+
+impl Eights {
+    /// Tokens the eights cover, a padded last eight's empty lanes included.
+    fn tokens(&self) -> usize {
+        8 * match self {
+            Eights::Q32(g) => g.len(),
+            Eights::K(g) => g.len(),
+        }
+    }
+}
+
+/// From this many tokens past a whole eight, a Q8_0 matrix (an LM head) takes them in one
+/// more eight, padded, rather than four at a time and then one by one. On the Zen 4 AMD
+/// EPYC, Gemma-3's batched decode went from 108 to 121 tok/s at 4 sequences and from 127 to
+/// 158 at 6, but from 113 to 104 at 3 and from 102 to 79 at 2.
+const PAD_FROM: usize = 4;
 
 /// Which eight-token kernel a matrix has on a kernel level.
 #[derive(Clone, Copy)]
@@ -85,10 +98,14 @@ impl Matrix {
     /// of every matrix of that kind.
     fn eights(&self, kk: &dyn KKernels, acts: &Acts, seq: usize) -> Option<Eights> {
         let kernel = self.eight_kernel(kk)?;
-        let groups = seq / 8;
+        // Q8_0's kernel has nothing to unpack: a last, partial eight is cheaper in it, its
+        // empty lanes holding copies of the last token, than four tokens at a time
+        let pad = matches!(kernel, EightKernel::Q8_0) && seq % 8 >= PAD_FROM;
+        let groups = seq / 8 + usize::from(pad);
         if groups == 0 {
             return None;
         }
+        let token = |g: usize, j: usize| (8 * g + j).min(seq - 1);
         Some(match (kernel, acts) {
             (EightKernel::Q32(_) | EightKernel::Q8_0, Acts::Q(a)) => {
                 let nb = self.cols() / 32;
@@ -97,11 +114,11 @@ impl Matrix {
                         .map(|g| match a {
                             Activations::Q8_0(a) => {
                                 ActOcts::from_q8_0_blocks(std::array::from_fn(|j| {
-                                    &a[(8 * g + j) * nb..][..nb]
+                                    &a[token(g, j) * nb..][..nb]
                                 }))
                             }
                             Activations::Q8_1(a) => ActOcts::from_q8_1(std::array::from_fn(|j| {
-                                &a[(8 * g + j) * nb..][..nb]
+                                &a[token(g, j) * nb..][..nb]
                             })),
                         })
                         .collect(),
@@ -110,7 +127,7 @@ impl Matrix {
             (EightKernel::Q32(_), Acts::K(a)) => Eights::Q32(
                 (0..groups)
                     .map(|g| {
-                        ActOcts::from_q8_0(std::array::from_fn(|j| match &a[8 * g + j] {
+                        ActOcts::from_q8_0(std::array::from_fn(|j| match &a[token(g, j)] {
                             KActs::Q8_0(a) => &a[..],
                             KActs::Q8K(_) => unreachable!("Q5_0 takes Q8_0 activations"),
                         }))
@@ -149,8 +166,9 @@ impl Matrix {
             })
             .collect();
         let mut put = |g: usize, i: usize, v: [f32; 8]| {
-            for (j, v) in v.into_iter().enumerate() {
-                out[8 * g + j][i] = v;
+            // a padded last eight has lanes for tokens that are not there
+            for (o, v) in out[8 * g..].iter_mut().zip(v) {
+                o[i] = v;
             }
         };
         match (self.eight_kernel(kk), eights) {
@@ -234,7 +252,7 @@ impl Matrix {
         let mut t = 0;
         if let Some(e) = eights {
             self.block_of_rows_by_eights(kk, e, r0, out);
-            t = seq / 8 * 8;
+            t = e.tokens().min(seq);
         }
         while t + 4 <= seq {
             for i in 0..out[t].len() {
