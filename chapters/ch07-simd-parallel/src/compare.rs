@@ -114,7 +114,50 @@ pub struct Comparison {
     pub per_round: Vec<[f64; 4]>,
 }
 
+impl Comparison {
+    /// The medians and ratios of [`race_rounds`]'s rounds.
+    pub fn of_rounds(threads: usize, isa: &'static str, per_round: Vec<[f64; 4]>) -> Comparison {
+        let med = |i: usize| median(&mut per_round.iter().map(|r| r[i]).collect::<Vec<_>>());
+        let (op, ot, lp, lt) = (med(0), med(1), med(2), med(3));
+        Comparison {
+            threads,
+            rounds: per_round.len(),
+            isa,
+            ours_pp512_tok_s: op,
+            ours_tg128_tok_s: ot,
+            llama_cpp_pp512_tok_s: lp,
+            llama_cpp_tg128_tok_s: lt,
+            pp512_ratio: op / lp,
+            tg128_ratio: ot / lt,
+            per_round,
+        }
+    }
+}
+
 // ANCHOR: compare
+/// `rounds` rounds, each llama-bench (`bin`) once on `gguf` and then ours once (`ours`
+/// gives its pp512 and tg128), alternating, each printed as it ends: every round's
+/// (ours pp512, ours tg128, llama.cpp pp512, llama.cpp tg128), tokens per second.
+pub fn race_rounds(
+    bin: &Path,
+    gguf: &Path,
+    threads: usize,
+    rounds: usize,
+    ours: &mut dyn FnMut() -> Result<(f64, f64), String>,
+) -> Result<Vec<[f64; 4]>, String> {
+    let mut per_round = Vec::new();
+    for round in 0..rounds {
+        let (lp, lt) = llama_bench_once(bin, gguf, threads)?;
+        let (op, ot) = ours()?;
+        eprintln!(
+            "round {}/{rounds}: ours pp512 {op:.1} tg128 {ot:.1} tok/s; llama.cpp pp512 {lp:.1} tg128 {lt:.1} tok/s",
+            round + 1
+        );
+        per_round.push([op, ot, lp, lt]);
+    }
+    Ok(per_round)
+}
+
 /// `rounds` rounds, each llama-bench once and ours once, alternating; medians and ratios.
 pub fn compare(
     model: &QModel,
@@ -125,31 +168,10 @@ pub fn compare(
 ) -> Result<Comparison, String> {
     let bin = llama_bench_path()?;
     end_to_end(model, k, threads, 1, false)?; // warm ours up once
-    let mut per_round = Vec::new();
-    for round in 0..rounds {
-        let (lp, lt) = llama_bench_once(&bin, gguf, threads)?;
-        let ours = end_to_end(model, k, threads, 1, false)?;
-        eprintln!(
-            "round {}/{rounds}: ours pp512 {:.1} tg128 {:.1} tok/s; llama.cpp pp512 {lp:.1} tg128 {lt:.1} tok/s",
-            round + 1,
-            ours.pp512_tok_s,
-            ours.tg128_tok_s
-        );
-        per_round.push([ours.pp512_tok_s, ours.tg128_tok_s, lp, lt]);
-    }
-    let med = |i: usize| median(&mut per_round.iter().map(|r| r[i]).collect::<Vec<_>>());
-    let (op, ot, lp, lt) = (med(0), med(1), med(2), med(3));
-    Ok(Comparison {
-        threads,
-        rounds,
-        isa: k.name(),
-        ours_pp512_tok_s: op,
-        ours_tg128_tok_s: ot,
-        llama_cpp_pp512_tok_s: lp,
-        llama_cpp_tg128_tok_s: lt,
-        pp512_ratio: op / lp,
-        tg128_ratio: ot / lt,
-        per_round,
-    })
+    let per_round = race_rounds(&bin, gguf, threads, rounds, &mut || {
+        let r = end_to_end(model, k, threads, 1, false)?;
+        Ok((r.pp512_tok_s, r.tg128_tok_s))
+    })?;
+    Ok(Comparison::of_rounds(threads, k.name(), per_round))
 }
 // ANCHOR_END: compare

@@ -5,9 +5,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use ch07_simd_parallel::bench::{EndToEnd, in_pool, median};
-use ch07_simd_parallel::compare::{
-    Comparison, llama_bench_depth, llama_bench_once, llama_bench_path,
-};
+use ch07_simd_parallel::compare::{Comparison, llama_bench_depth, llama_bench_path};
 use ch07_simd_parallel::profile::OpTime;
 
 use crate::engine::Engine;
@@ -152,20 +150,11 @@ pub fn compare(
     let bin = llama_bench_path()?;
     end_to_end(engine, threads, 1)?; // warm up once
     let per_round = race_rounds(engine, gguf, &bin, threads, rounds)?;
-    let med = |i: usize| median(&mut per_round.iter().map(|r| r[i]).collect::<Vec<_>>());
-    let (op, ot, lp, lt) = (med(0), med(1), med(2), med(3));
-    Ok(Comparison {
+    Ok(Comparison::of_rounds(
         threads,
-        rounds,
-        isa: engine.kernels.name(),
-        ours_pp512_tok_s: op,
-        ours_tg128_tok_s: ot,
-        llama_cpp_pp512_tok_s: lp,
-        llama_cpp_tg128_tok_s: lt,
-        pp512_ratio: op / lp,
-        tg128_ratio: ot / lt,
+        engine.kernels.name(),
         per_round,
-    })
+    ))
 }
 
 /// `rounds` rounds, each llama-bench (`bin`) once on `gguf` and ours once: every round's
@@ -177,19 +166,10 @@ pub fn race_rounds(
     threads: usize,
     rounds: usize,
 ) -> Result<Vec<[f64; 4]>, String> {
-    let mut per_round = Vec::new();
-    for round in 0..rounds {
-        let (lp, lt) = llama_bench_once(bin, gguf, threads)?;
-        let ours = end_to_end(engine, threads, 1)?;
-        eprintln!(
-            "round {}/{rounds}: ours pp512 {:.1} tg128 {:.1} tok/s; llama.cpp pp512 {lp:.1} tg128 {lt:.1} tok/s",
-            round + 1,
-            ours.pp512_tok_s,
-            ours.tg128_tok_s
-        );
-        per_round.push([ours.pp512_tok_s, ours.tg128_tok_s, lp, lt]);
-    }
-    Ok(per_round)
+    ch07_simd_parallel::compare::race_rounds(bin, gguf, threads, rounds, &mut || {
+        let r = end_to_end(engine, threads, 1)?;
+        Ok((r.pp512_tok_s, r.tg128_tok_s))
+    })
 }
 
 /// tg128 after `depth` tokens in the cache (llama-bench's `-d`): the prompt is prefilled

@@ -87,8 +87,7 @@ pub trait KKernels: Sync {
     /// Two eights of tokens against one Q8_0 row: [`KKernels::dot8_q8_0`] of each, the
     /// first eight's in lanes 0..8. Levels with wider registers take both eights per step.
     fn dot16_q8_0(&self, w: &[u8], a: [&ActOcts; 2]) -> [f32; 16] {
-        let (x, y) = (self.dot8_q8_0(w, a[0]), self.dot8_q8_0(w, a[1]));
-        std::array::from_fn(|t| if t < 8 { x[t] } else { y[t - 8] })
+        two_eights(self.dot8_q8_0(w, a[0]), self.dot8_q8_0(w, a[1]))
     }
     /// Q4_K (or, with `q6_k`, Q6_K) rows unpacked for [`KKernels::dot8_q4_k`] (`dot8_q6_k`).
     fn unpack_rows_k(&self, q6_k: bool, rows: &[&[u8]], out: &mut RowsK) {
@@ -143,6 +142,11 @@ pub trait KKernels: Sync {
         let row_len = w.len() / 8;
         std::array::from_fn(|r| dot::dot_q4_1_q8_1(&w[r * row_len..(r + 1) * row_len], a))
     }
+}
+
+/// Two eights' lanes as sixteen, the first eight's first.
+pub(crate) fn two_eights(x: [f32; 8], y: [f32; 8]) -> [f32; 16] {
+    std::array::from_fn(|t| if t < 8 { x[t] } else { y[t - 8] })
 }
 
 /// The plain-Rust kernels of [`crate::kquant`].

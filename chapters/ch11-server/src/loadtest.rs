@@ -105,6 +105,15 @@ pub fn loopback(url: &str) -> Result<SocketAddr, String> {
     }
 }
 
+/// The sampling every request of the load asks for (with its own seed).
+const TEMPERATURE: f32 = 0.8;
+const TOP_P: f32 = 0.95;
+
+/// Decode tok/s from the gaps between a stream's tokens, in ms: how many over how long.
+fn streamed_tok_s(gaps_ms: &[f64]) -> f64 {
+    gaps_ms.len() as f64 / (gaps_ms.iter().sum::<f64>() / 1e3).max(1e-9)
+}
+
 /// What one request saw.
 #[derive(Default)]
 struct Seen {
@@ -226,7 +235,7 @@ async fn one(addr: SocketAddr, model: &str, p: &Planned) -> Seen {
     let mut seen = Seen::default();
     let body = json!({"model": model, "prompt": p.prompt, "max_tokens": p.reply, "stream": true,
         "stream_options": {"include_usage": true}, "ignore_eos": true,
-        "temperature": 0.8, "top_p": 0.95, "seed": p.seed});
+        "temperature": TEMPERATURE, "top_p": TOP_P, "seed": p.seed});
     let start = Instant::now();
     let (resp, conn) = match send(addr, "POST", "/v1/completions", Some(body.to_string())).await {
         Ok(r) => r,
@@ -358,7 +367,7 @@ pub async fn run(addr: SocketAddr, o: &LoadOptions) -> Result<Report, String> {
         ttft_ms_p99: percentile(&ttft, 0.99),
         itl_ms_p50: percentile(&gaps, 0.5),
         itl_ms_p99: percentile(&gaps, 0.99),
-        streamed_tok_s: gaps.len() as f64 / (gaps.iter().sum::<f64>() / 1e3).max(1e-9),
+        streamed_tok_s: streamed_tok_s(&gaps),
         completed: seen
             .iter()
             .filter(|s| s.error.is_none() && !s.cancelled)

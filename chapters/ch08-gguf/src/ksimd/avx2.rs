@@ -131,8 +131,7 @@ impl<const VNNI: bool> KKernels for Avx2K<VNNI> {
             // (and F16C); the kernel checks the lengths.
             return unsafe { super::avx512_q8_0::dot16_q8_0(w, a) };
         }
-        let (x, y) = (self.dot8_q8_0(w, a[0]), self.dot8_q8_0(w, a[1]));
-        std::array::from_fn(|t| if t < 8 { x[t] } else { y[t - 8] })
+        two_eights(self.dot8_q8_0(w, a[0]), self.dot8_q8_0(w, a[1]))
     }
     fn dot8_row32(&self, format: Format32, row: &[Block32], a: &ActOcts) -> [f32; 8] {
         // SAFETY: for_isa hands this out only when the CPU has AVX2; the kernel checks

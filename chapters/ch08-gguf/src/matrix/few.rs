@@ -137,7 +137,7 @@ impl Matrix {
             (EightKernel::K { .. }, Acts::K(a)) => Eights::K(
                 (0..groups)
                     .map(|g| {
-                        KOcts::new(std::array::from_fn(|j| match &a[8 * g + j] {
+                        KOcts::new(std::array::from_fn(|j| match &a[token(g, j)] {
                             KActs::Q8K(a) => &a[..],
                             KActs::Q8_0(_) => unreachable!("the K-quants take Q8_K activations"),
                         }))

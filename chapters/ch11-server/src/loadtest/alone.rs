@@ -8,7 +8,7 @@ use std::path::Path;
 use ch09_generate::{Sampler, SamplerConfig};
 
 use super::mix::{Planned, plan};
-use super::{LoadOptions, get_json, one};
+use super::{LoadOptions, TEMPERATURE, TOP_P, get_json, one, streamed_tok_s};
 
 /// Decode tok/s of one client's streams from the server at `addr` and of chapter 9's
 /// generator, over the requests of the mix that run to their end, taken in turn (request 1
@@ -29,23 +29,22 @@ pub fn stream_and_generator(
         .unwrap_or_default()
         .to_string();
     // ANCHOR: in_turn
-    let (mut served, mut alone) = ((0usize, 0.0f64), (0usize, 0.0f64));
+    let (mut gaps_ms, mut alone) = (Vec::new(), (0usize, 0.0f64));
     for p in plan(o).iter().filter(|p| p.cancel_after.is_none()) {
         let seen = rt.block_on(one(addr, &name, p));
         if let Some(e) = seen.error {
             return Err(format!("one client's stream: {e}"));
         }
-        served.0 += seen.gaps_ms.len();
-        served.1 += seen.gaps_ms.iter().sum::<f64>() / 1e3;
+        gaps_ms.extend(seen.gaps_ms);
         let g = ch07_simd_parallel::bench::in_pool(threads, || generate(&m, &engine, p))??;
         alone.0 += g.ids.len().saturating_sub(1);
         alone.1 += g.decode_seconds;
     }
     // ANCHOR_END: in_turn
-    if served.0 == 0 || alone.0 == 0 {
+    if gaps_ms.is_empty() || alone.0 == 0 {
         return Err("no request of the mix ran to its end".into());
     }
-    Ok((served.0 as f64 / served.1, alone.0 as f64 / alone.1))
+    Ok((streamed_tok_s(&gaps_ms), alone.0 as f64 / alone.1))
 }
 
 /// Request `p` through chapter 9's generator, sampled as the server samples it.
@@ -56,8 +55,8 @@ fn generate(
 ) -> Result<ch09_generate::Generation, String> {
     let ids = m.tokenizer.encode_prompt(&p.prompt, true);
     let mut sampler = Sampler::new(SamplerConfig {
-        temperature: 0.8,
-        top_p: 0.95,
+        temperature: TEMPERATURE,
+        top_p: TOP_P,
         seed: p.seed,
         ..SamplerConfig::default()
     });
