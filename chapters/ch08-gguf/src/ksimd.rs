@@ -79,6 +79,11 @@ pub trait KKernels: Sync {
             .collect();
         self.dot8_row32(format, &row, a)
     }
+    /// Four unpacked rows against the same eight tokens: [`KKernels::dot8_row32`] of each,
+    /// bit for bit; SIMD kernels load each step's activations once for the four.
+    fn dot8x4_row32(&self, format: Format32, rows: [&[Block32]; 4], a: &ActOcts) -> [[f32; 8]; 4] {
+        rows.map(|row| self.dot8_row32(format, row, a))
+    }
     /// One Q8_0 row (its bytes as in the file) against eight tokens: eight of chapter 6's
     /// `dot_q8_0_q8_0`, bit for bit ([`crate::octs_q8_0`]).
     fn dot8_q8_0(&self, w: &[u8], a: &ActOcts) -> [f32; 8] {
@@ -104,6 +109,15 @@ pub trait KKernels: Sync {
     /// Row `i` of unpacked Q6_K rows against eight tokens: eight `dot_q6_k`s, bit for bit.
     fn dot8_q6_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
         kocts::dot8_q6_k(rows, i, a)
+    }
+    /// Rows `i..i + 4` against the same eight tokens: [`KKernels::dot8_q4_k`] of each, bit
+    /// for bit; SIMD kernels load each step's activations once for the four.
+    fn dot8x4_q4_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [[f32; 8]; 4] {
+        std::array::from_fn(|j| self.dot8_q4_k(rows, i + j, a))
+    }
+    /// Rows `i..i + 4`: [`KKernels::dot8_q6_k`] of each, bit for bit.
+    fn dot8x4_q6_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [[f32; 8]; 4] {
+        std::array::from_fn(|j| self.dot8_q6_k(rows, i + j, a))
     }
     /// Q4_0, Q5_0 or Q4_1 rows unpacked for [`KKernels::dot8_row32`].
     fn unpack_rows32(&self, format: Format32, rows: &[&[u8]], out: &mut Rows32) {
@@ -228,6 +242,10 @@ mod avx2_rows4;
 mod avx2_rows8;
 #[cfg(target_arch = "x86_64")]
 mod avx512_q8_0;
+#[cfg(target_arch = "x86_64")]
+mod kocts_rows4;
+#[cfg(target_arch = "x86_64")]
+mod octs_rows4;
 
 #[cfg(target_arch = "x86_64")]
 pub mod avx2;

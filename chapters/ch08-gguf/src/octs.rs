@@ -228,7 +228,7 @@ pub fn prefill<A: Send, U: Default>(
     tile: usize,
     octs: impl Fn(usize) -> A + Sync,
     unpack: impl Fn(Range<usize>, &mut U) + Sync,
-    dot8: impl Fn(&U, usize, &A) -> [f32; 8] + Sync,
+    dot8: impl Fn(&U, usize, &A, &mut [[f32; 8]]) + Sync,
     dot4: impl Fn(usize, usize) -> [f32; 4] + Sync,
     dot: impl Fn(usize, usize) -> f32 + Sync,
 ) {
@@ -246,11 +246,17 @@ pub fn prefill<A: Send, U: Default>(
                     unpack(r0..r1, &mut unpacked); // for nothing when the band has < 8 tokens
                 }
                 for (g, a) in groups.iter().enumerate() {
-                    for r in r0..r1 {
-                        let v = dot8(&unpacked, r - r0, a);
-                        for (j, v) in v.into_iter().enumerate() {
-                            out_band[(8 * g + j) * rows + r] = v;
+                    let mut r = r0;
+                    while r < r1 {
+                        let k = if r + 4 <= r1 { 4 } else { 1 }; // rows at once
+                        let mut v = [[0.0f32; 8]; 4];
+                        dot8(&unpacked, r - r0, a, &mut v[..k]);
+                        for (i, v) in v[..k].iter().enumerate() {
+                            for (j, &v) in v.iter().enumerate() {
+                                out_band[(8 * g + j) * rows + r + i] = v;
+                            }
                         }
+                        r += k;
                     }
                 }
                 for r in r0..r1 {
@@ -270,9 +276,10 @@ pub fn prefill<A: Send, U: Default>(
 }
 // ANCHOR_END: prefill
 
-/// Rows per tile for [`prefill`] when a row unpacks to `bytes`: about 16 kB, 4 to 32 rows.
+/// Rows per tile for [`prefill`] when a row unpacks to `bytes`: about 16 kB, a multiple of four
+/// (the kernels take rows four at a time), 4 to 32 rows.
 pub fn tile_rows(bytes: usize) -> usize {
-    (16_384 / bytes.max(1)).clamp(4, 32)
+    ((16_384 / bytes.max(1) + 2) / 4 * 4).clamp(4, 32)
 }
 
 /// [`prefill`] for a Q4_0, Q5_0 or Q4_1 matrix of `rows` rows (`row_bytes(r)`), its tokens'
@@ -300,7 +307,13 @@ pub fn prefill32<'w>(
             let rs: Vec<&[u8]> = rs.map(&row_bytes).collect();
             kk.unpack_rows32(format, &rs, u);
         },
-        |u, i, a| kk.dot8_row32(format, u.row(i), a),
+        |u, i, a, out| match out {
+            [out] => *out = kk.dot8_row32(format, u.row(i), a),
+            out => {
+                let rows = std::array::from_fn(|j| u.row(i + j));
+                out.copy_from_slice(&kk.dot8x4_row32(format, rows, a));
+            }
+        },
         dot4,
         dot,
     );

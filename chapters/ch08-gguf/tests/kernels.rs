@@ -332,6 +332,47 @@ fn interleaved_q4_k_kernel_equals_the_scalar_dot() {
     expect_interleaved(ran, "Q4_K");
 }
 
+/// `row`'s blocks rotated left by 0, 1, 2 and 3 places: four different rows (given two
+/// blocks or more) for the four-row kernels.
+fn four_rows(row: &[u8], bytes: usize) -> [Vec<u8>; 4] {
+    let nb = row.len() / bytes;
+    std::array::from_fn(|j| {
+        let mut r = row.to_vec();
+        r.rotate_left(j % nb * bytes);
+        r
+    })
+}
+
+/// Every level's four-row K-quant kernel (Q6_K with `q6_k`) against its scalar twin row by
+/// row, bit for bit.
+fn check_four_k_rows(q6_k: bool, row: &[u8], octs: &KOcts) {
+    let bytes = if q6_k { Q6_K_BYTES } else { Q4_K_BYTES };
+    let four = four_rows(row, bytes);
+    let n = row.len() / bytes;
+    for (isa, k) in levels() {
+        let mut rows = RowsK::default();
+        k.unpack_rows_k(q6_k, &four.each_ref().map(|r| &r[..]), &mut rows);
+        let got = if q6_k {
+            k.dot8x4_q6_k(&rows, 0, octs)
+        } else {
+            k.dot8x4_q4_k(&rows, 0, octs)
+        };
+        for (r, got) in got.iter().enumerate() {
+            let twin = if q6_k {
+                ch08_gguf::kocts::dot8_q6_k(&rows, r, octs)
+            } else {
+                ch08_gguf::kocts::dot8_q4_k(&rows, r, octs)
+            };
+            assert_eq!(
+                got.map(f32::to_bits),
+                twin.map(f32::to_bits),
+                "{} four rows against eight tokens, {n} blocks, row {r}, {isa:?}",
+                if q6_k { "Q6_K" } else { "Q4_K" }
+            );
+        }
+    }
+}
+
 /// Eight tokens of `nb` Q8_0 blocks from `q` (any i8, −128 too), each block its own scale.
 fn q8_0_tokens(q: &[i8], nb: usize) -> Vec<Vec<Q8_0Wide>> {
     (0..8)
@@ -400,6 +441,17 @@ fn check_interleaved_32(q40: &[u8], q50: &[u8], q41: &[u8], q: &[i8], nb: usize)
             (Format32::Q5_0, q50, &octs8),
             (Format32::Q4_1, q41, &octs1),
         ] {
+            let four = four_rows(w, format.bytes());
+            k.unpack_rows32(format, &four.each_ref().map(|r| &r[..]), &mut rows);
+            let got4 = k.dot8x4_row32(format, std::array::from_fn(|r| rows.row(r)), octs);
+            for (r, got4) in got4.iter().enumerate() {
+                let twin = ch08_gguf::octs::dot8_row32(format, rows.row(r), octs);
+                assert_eq!(
+                    got4.map(f32::to_bits),
+                    twin.map(f32::to_bits),
+                    "{format:?} four rows against eight tokens, {nb} blocks, row {r}, {isa:?}"
+                );
+            }
             k.unpack_rows32(format, &[w], &mut rows);
             let got = k.dot8_row32(format, rows.row(0), octs);
             let twin = ch08_gguf::octs::dot8_row32(format, rows.row(0), octs);
@@ -541,6 +593,7 @@ fn check_q4_k(row: &[u8], tokens: &[Vec<BlockQ8K>]) {
     let a: [&[BlockQ8K]; 8] = std::array::from_fn(|t| &tokens[t][..]);
     let a4: [&[BlockQ8K]; 4] = std::array::from_fn(|t| a[t]);
     let (quads, octs) = (KQuads::new(a4), KOcts::new(a));
+    check_four_k_rows(false, row, &octs);
     let want: Vec<u32> = a
         .iter()
         .map(|a| ScalarK.dot_q4_k(row, a).to_bits())
@@ -576,6 +629,7 @@ fn check_q4_k(row: &[u8], tokens: &[Vec<BlockQ8K>]) {
 fn check_q6_k(row: &[u8], tokens: &[Vec<BlockQ8K>]) {
     let a: [&[BlockQ8K]; 8] = std::array::from_fn(|t| &tokens[t][..]);
     let octs = KOcts::new(a);
+    check_four_k_rows(true, row, &octs);
     let n = a[0].len();
     for (isa, k) in levels() {
         let mut rows = RowsK::default();

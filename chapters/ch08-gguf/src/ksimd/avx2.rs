@@ -102,6 +102,14 @@ impl<const VNNI: bool> KKernels for Avx2K<VNNI> {
         // SAFETY: as above; the kernel checks the lengths.
         unsafe { super::avx2_octs::dot8_q4_k(rows, i, a) }
     }
+    fn dot8x4_q4_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [[f32; 8]; 4] {
+        // SAFETY: as in dot8_q4_k.
+        unsafe { super::kocts_rows4::dot8x4_q4_k(rows, i, a) }
+    }
+    fn dot8x4_q6_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [[f32; 8]; 4] {
+        // SAFETY: as in dot8_q4_k.
+        unsafe { super::kocts_rows4::dot8x4_q6_k(rows, i, a) }
+    }
     fn unpack_rows32(&self, format: Format32, rows: &[&[u8]], out: &mut Rows32) {
         // SAFETY: for_isa hands this out only when the CPU has AVX2 and F16C.
         out.unpack(format.bytes(), rows, |b| unsafe {
@@ -140,6 +148,20 @@ impl<const VNNI: bool> KKernels for Avx2K<VNNI> {
             match format {
                 Format32::Q4_0 | Format32::Q5_0 => super::avx2_octs::dot8_row32::<false>(row, a),
                 Format32::Q4_1 => super::avx2_octs::dot8_row32::<true>(row, a),
+            }
+        }
+    }
+    fn dot8x4_row32(&self, format: Format32, rows: [&[Block32]; 4], a: &ActOcts) -> [[f32; 8]; 4] {
+        use super::octs_rows4::{dot8x4_row32, dot8x4_row32_vnni};
+        let q4_1 = format == Format32::Q4_1;
+        // SAFETY: for_isa hands this out only when the CPU has AVX2, and VNNI only when it
+        // has AVX-512 F/BW/VL and VNNI; the kernels check the lengths.
+        unsafe {
+            match (VNNI, q4_1) {
+                (true, true) => dot8x4_row32_vnni::<true>(rows, a),
+                (true, false) => dot8x4_row32_vnni::<false>(rows, a),
+                (false, true) => dot8x4_row32::<true>(rows, a),
+                (false, false) => dot8x4_row32::<false>(rows, a),
             }
         }
     }

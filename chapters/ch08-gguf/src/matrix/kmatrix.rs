@@ -232,12 +232,11 @@ impl KMatrix {
                     let rs: Vec<&[u8]> = rs.map(|r| self.row_bytes(r)).collect();
                     kk.unpack_rows_k(q6_k, &rs, u);
                 },
-                |u, i, a| {
-                    if q6_k {
-                        kk.dot8_q6_k(u, i, a)
-                    } else {
-                        kk.dot8_q4_k(u, i, a)
-                    }
+                |u, i, a, out| match (out, q6_k) {
+                    ([out], true) => *out = kk.dot8_q6_k(u, i, a),
+                    ([out], false) => *out = kk.dot8_q4_k(u, i, a),
+                    (out, true) => out.copy_from_slice(&kk.dot8x4_q6_k(u, i, a)),
+                    (out, false) => out.copy_from_slice(&kk.dot8x4_q4_k(u, i, a)),
                 },
                 |r, t| self.dot4(kk, r, std::array::from_fn(|j| &acts[t + j])),
                 |r, t| self.dot(kk, r, &acts[t]),
