@@ -16,7 +16,6 @@
 use ch01_tensors::ops;
 use ch03_attention::{Pairing, RopeTable};
 use ch04_forward::Config;
-use ch04_forward::layer::rmsnorm_rows;
 use ch05_kv_cache::forward::kv_layout;
 use ch05_kv_cache::{KvLayout, KvStore, RingCache};
 use ch06_quantization::Kernels;
@@ -28,9 +27,11 @@ use crate::matrix::Matrix;
 
 mod attend;
 mod family;
+mod rowwise;
 
 pub use attend::{attend, attend_heads};
 pub use family::{Activation, Family, gelu_f16};
+pub use rowwise::{gelu_f16_inplace, rmsnorm_rows};
 
 /// One decoder layer. The optional norms are present exactly when the family uses them.
 pub struct Layer {
@@ -346,7 +347,7 @@ impl<'m> Engine<'m> {
             .for_each(|(g, u)| {
                 match fam.activation {
                     Activation::Silu => ops::silu_inplace(g),
-                    Activation::GeluTanhF16 => g.iter_mut().for_each(|g| *g = gelu_f16(*g)),
+                    Activation::GeluTanhF16 => gelu_f16_inplace(g),
                 }
                 ops::mul_inplace(g, u);
             });

@@ -157,6 +157,7 @@ impl Matrix {
             Matrix::Q(m) => match m.format() {
                 Format::Q4_0 => kk.has_octs(),
                 Format::Q4_1 => kk.wants_octs() || kk.wants_quads(),
+                Format::Q8_0 => kk.has_octs(),
                 _ => false,
             },
             Matrix::K(m) => match m.format {
@@ -186,8 +187,8 @@ impl Matrix {
     }
 }
 
-/// Chapter 6's product for a Q4_0 or Q4_1 matrix in a prefill, the same numbers bit for
-/// bit, with this chapter's eight-token kernel (or, for Q4_1 with VNNI, the interleaved
+/// Chapter 6's product for a Q4_0, Q4_1 or Q8_0 matrix in a prefill, the same numbers bit
+/// for bit, with this chapter's eight-token kernels (or, for Q4_1 with VNNI, the interleaved
 /// four-token one) doing the tokens of a row together.
 fn q4_prefill(
     m: &QMatrix,
@@ -228,6 +229,22 @@ fn q4_prefill(
     let dot4 = |r: usize, t: usize| m.dot_rows4(k, [r; 4], &acts, [t, t + 1, t + 2, t + 3]);
     let dot = |r: usize, t: usize| m.dot_row(k, r, &acts, t);
     match &acts {
+        // nothing to unpack: each tile is its first row, read as it lies in the file
+        Activations::Q8_0(a) if m.format() == Format::Q8_0 => octs::prefill(
+            out,
+            m.rows(),
+            seq,
+            octs::tile_rows(34 * nb),
+            |t| ActOcts::from_q8_0_blocks(std::array::from_fn(|j| &a[(t + j) * nb..][..nb])),
+            |rs, first: &mut usize| *first = rs.start,
+            |first, i, a, out| {
+                for (j, out) in out.iter_mut().enumerate() {
+                    *out = kk.dot8_q8_0(m.row_bytes(first + i + j), a);
+                }
+            },
+            dot4,
+            dot,
+        ),
         Activations::Q8_0(a) => octs::prefill32(
             kk,
             Format32::Q4_0,

@@ -251,9 +251,10 @@ pub fn prefill<A: Send, U: Default>(
                         let k = if r + 4 <= r1 { 4 } else { 1 }; // rows at once
                         let mut v = [[0.0f32; 8]; 4];
                         dot8(&unpacked, r - r0, a, &mut v[..k]);
-                        for (i, v) in v[..k].iter().enumerate() {
-                            for (j, &v) in v.iter().enumerate() {
-                                out_band[(8 * g + j) * rows + r + i] = v;
+                        for j in 0..8 {
+                            let at = (8 * g + j) * rows + r; // token 8g + j's rows r..r + k
+                            for (o, v) in out_band[at..at + k].iter_mut().zip(&v) {
+                                *o = v[j];
                             }
                         }
                         r += k;

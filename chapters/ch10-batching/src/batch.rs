@@ -21,9 +21,8 @@
 
 use ch01_tensors::ops;
 use ch03_attention::Pairing;
-use ch04_forward::layer::rmsnorm_rows;
 use ch08_gguf::engine::{
-    Activation, Engine, Layer, attend, attend_heads, attention_part, gelu_f16,
+    Activation, Engine, Layer, attend, attend_heads, attention_part, gelu_f16_inplace, rmsnorm_rows,
 };
 use ch08_gguf::matrix::matmul_group;
 use rayon::prelude::*;
@@ -205,7 +204,7 @@ fn ffn(e: &Engine, w: &Layer, act: Activation, x: &mut [f32]) {
         .for_each(|(g, u)| {
             match act {
                 Activation::Silu => ops::silu_inplace(g),
-                Activation::GeluTanhF16 => g.iter_mut().for_each(|g| *g = gelu_f16(*g)),
+                Activation::GeluTanhF16 => gelu_f16_inplace(g),
             }
             ops::mul_inplace(g, u);
         });
