@@ -152,16 +152,13 @@ impl<const VNNI: bool> KKernels for Avx2K<VNNI> {
         }
     }
     fn dot8x4_row32(&self, format: Format32, rows: [&[Block32]; 4], a: &ActOcts) -> [[f32; 8]; 4] {
-        use super::octs_rows4::{dot8x4_row32, dot8x4_row32_vnni};
-        let q4_1 = format == Format32::Q4_1;
+        use super::octs_rows4::dot8x4_row32;
         // SAFETY: for_isa hands this out only when the CPU has AVX2, and VNNI only when it
         // has AVX-512 F/BW/VL and VNNI; the kernels check the lengths.
         unsafe {
-            match (VNNI, q4_1) {
-                (true, true) => dot8x4_row32_vnni::<true>(rows, a),
-                (true, false) => dot8x4_row32_vnni::<false>(rows, a),
-                (false, true) => dot8x4_row32::<true>(rows, a),
-                (false, false) => dot8x4_row32::<false>(rows, a),
+            match format {
+                Format32::Q4_1 => dot8x4_row32::<true, VNNI>(rows, a),
+                _ => dot8x4_row32::<false, VNNI>(rows, a),
             }
         }
     }

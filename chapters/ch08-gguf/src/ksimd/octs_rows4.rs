@@ -14,14 +14,11 @@ use std::arch::x86_64::*;
 
 use crate::octs::{ActOcts, Block32};
 
-/// Panics unless every row has one block per activation block.
-fn check(rows: &[&[Block32]; 4], a: &ActOcts) {
+/// Panics unless every row (of `blocks` blocks) has one block per activation block.
+fn check(blocks: [usize; 4], a: &ActOcts) {
     let n = a.qs.len();
     assert!(
-        rows.iter().all(|r| r.len() == n)
-            && a.d.len() == n
-            && a.offset.len() == n
-            && a.s.len() == n,
+        blocks.iter().all(|&b| b == n) && a.d.len() == n && a.offset.len() == n && a.s.len() == n,
         "one activation block per weight block"
     );
 }
@@ -77,68 +74,94 @@ pub(super) fn lanes(acc: [__m256; 4]) -> [[f32; 8]; 4] {
 }
 
 // ANCHOR: rows4_avx2
-/// Four rows against eight tokens on AVX2: row `r`'s lanes are
-/// [`super::avx2_octs::dot8_row32`]`(rows[r], a)`'s. Per half block, the four steps'
-/// activations are loaded once; each row sums its four `vpmaddubsw`s in 16 bits (at most
+/// One block of four rows against eight tokens on AVX2: each row's exact integer dots, one
+/// lane a token. Per half block, the four steps' activations (`x`, the block's 256 bytes)
+/// are loaded once; each row sums its four `vpmaddubsw`s in 16 bits (at most
 /// `8 · 128 · 31`, inside i16) and widens them with `vpmaddwd`.
-///
-/// # Safety
-/// None beyond the CPU's: the lengths are checked here.
+#[inline]
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn dot8x4_row32<const Q4_1: bool>(
-    rows: [&[Block32]; 4],
-    a: &ActOcts,
-) -> [[f32; 8]; 4] {
-    check(&rows, a);
+fn block_dots(w: [&Block32; 4], x: &[i8; 256]) -> [__m256i; 4] {
     let ones = _mm256_set1_epi16(1);
-    let mut acc = [_mm256_setzero_ps(); 4]; // row r, lane t: token t's sum so far
-    for (b, x) in a.qs.iter().enumerate() {
-        let mut dots = [_mm256_setzero_si256(); 4];
-        for half in 0..2 {
-            // SAFETY: steps 4·half..4·half + 4, 32 bytes each, of block b's 256.
-            let xs: [__m256i; 4] = std::array::from_fn(|s| unsafe {
-                _mm256_loadu_si256(x.as_ptr().add(32 * (4 * half + s)).cast())
-            });
-            for (r, dot) in dots.iter_mut().enumerate() {
-                let w = &rows[r][b];
-                let p: [__m256i; 4] =
-                    std::array::from_fn(|s| _mm256_maddubs_epi16(quants(w, 4 * half + s), xs[s]));
-                let p =
-                    _mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3]));
-                *dot = _mm256_add_epi32(*dot, _mm256_madd_epi16(p, ones));
-            }
-        }
-        for r in 0..4 {
-            acc[r] = block_step::<Q4_1>(acc[r], &rows[r][b], dots[r], a, b);
+    let mut dots = [_mm256_setzero_si256(); 4];
+    for half in 0..2 {
+        // SAFETY: steps 4·half..4·half + 4, 32 bytes each, of the block's 256.
+        let xs: [__m256i; 4] = std::array::from_fn(|s| unsafe {
+            _mm256_loadu_si256(x.as_ptr().add(32 * (4 * half + s)).cast())
+        });
+        for (w, dot) in w.iter().zip(dots.iter_mut()) {
+            let p: [__m256i; 4] =
+                std::array::from_fn(|s| _mm256_maddubs_epi16(quants(w, 4 * half + s), xs[s]));
+            let p = _mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3]));
+            *dot = _mm256_add_epi32(*dot, _mm256_madd_epi16(p, ones));
         }
     }
-    lanes(acc)
+    dots
 }
 // ANCHOR_END: rows4_avx2
 
-/// [`dot8x4_row32`] with VNNI: one `vpdpbusd` a step and row.
+/// [`block_dots`] with VNNI: one `vpdpbusd` a step and row, the four rows' sums independent.
+#[inline]
+#[target_feature(enable = "avx512f,avx512vl,avx512vnni,avx2")]
+fn block_dots_vnni(w: [&Block32; 4], x: &[i8; 256]) -> [__m256i; 4] {
+    let mut dots = [_mm256_setzero_si256(); 4];
+    for s in 0..8 {
+        // SAFETY: step s's 32 bytes of the block's 256.
+        let xs = unsafe { _mm256_loadu_si256(x.as_ptr().add(32 * s).cast()) };
+        let q: [__m256i; 4] = std::array::from_fn(|r| quants(w[r], s));
+        dots = std::array::from_fn(|r| _mm256_dpbusd_epi32(dots[r], q[r], xs));
+    }
+    dots
+}
+
+/// Each row's float step for block `b` (`w`, its four blocks), added to its lanes.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn four_steps<const Q4_1: bool>(
+    acc: &mut [__m256; 4],
+    w: [&Block32; 4],
+    dots: [__m256i; 4],
+    a: &ActOcts,
+    b: usize,
+) {
+    for r in 0..4 {
+        acc[r] = block_step::<Q4_1>(acc[r], w[r], dots[r], a, b);
+    }
+}
+
+/// Four unpacked rows ([`crate::octs::Rows32`]'s) against eight tokens: row `r`'s lanes are
+/// [`super::avx2_octs::dot8_row32`]`(rows[r], a)`'s.
 ///
 /// # Safety
-/// None beyond the CPU's (AVX-512 VL and VNNI): the lengths are checked here.
-#[target_feature(enable = "avx512f,avx512vl,avx512vnni,avx2")]
-pub(super) unsafe fn dot8x4_row32_vnni<const Q4_1: bool>(
+/// The CPU must have AVX2, and with `VNNI` AVX-512 VL and VNNI; the lengths are checked here.
+pub(super) unsafe fn dot8x4_row32<const Q4_1: bool, const VNNI: bool>(
     rows: [&[Block32]; 4],
     a: &ActOcts,
 ) -> [[f32; 8]; 4] {
-    check(&rows, a);
-    let mut acc = [_mm256_setzero_ps(); 4];
-    for (b, x) in a.qs.iter().enumerate() {
-        let mut dots = [_mm256_setzero_si256(); 4];
-        for s in 0..8 {
-            // SAFETY: step s's 32 bytes of block b's 256.
-            let xs = unsafe { _mm256_loadu_si256(x.as_ptr().add(32 * s).cast()) };
-            for (r, dot) in dots.iter_mut().enumerate() {
-                *dot = _mm256_dpbusd_epi32(*dot, quants(&rows[r][b], s), xs);
-            }
+    check(rows.map(<[Block32]>::len), a);
+    #[target_feature(enable = "avx2")]
+    fn avx2<const Q4_1: bool>(rows: [&[Block32]; 4], a: &ActOcts) -> [[f32; 8]; 4] {
+        let mut acc = [_mm256_setzero_ps(); 4]; // row r, lane t: token t's sum so far
+        for (b, x) in a.qs.iter().enumerate() {
+            let w = [&rows[0][b], &rows[1][b], &rows[2][b], &rows[3][b]];
+            four_steps::<Q4_1>(&mut acc, w, block_dots(w, x), a, b);
         }
-        for r in 0..4 {
-            acc[r] = block_step::<Q4_1>(acc[r], &rows[r][b], dots[r], a, b);
+        lanes(acc)
+    }
+    #[target_feature(enable = "avx512f,avx512vl,avx512vnni,avx2")]
+    fn vnni<const Q4_1: bool>(rows: [&[Block32]; 4], a: &ActOcts) -> [[f32; 8]; 4] {
+        let mut acc = [_mm256_setzero_ps(); 4];
+        for (b, x) in a.qs.iter().enumerate() {
+            let w = [&rows[0][b], &rows[1][b], &rows[2][b], &rows[3][b]];
+            four_steps::<Q4_1>(&mut acc, w, block_dots_vnni(w, x), a, b);
+        }
+        lanes(acc)
+    }
+    // SAFETY: the caller's promise.
+    unsafe {
+        if VNNI {
+            vnni::<Q4_1>(rows, a)
+        } else {
+            avx2::<Q4_1>(rows, a)
         }
     }
-    lanes(acc)
 }
