@@ -94,6 +94,17 @@ pub trait KKernels: Sync {
     fn dot16_q8_0(&self, w: &[u8], a: [&ActOcts; 2]) -> [f32; 16] {
         two_eights(self.dot8_q8_0(w, a[0]), self.dot8_q8_0(w, a[1]))
     }
+    /// Q8_0 rows (their bytes as in the file) against eights of tokens, `put(g, i, lanes)`
+    /// receiving row `i`'s lanes for eight `g`: [`KKernels::dot8_q8_0`] of each, bit for
+    /// bit, here through [`q8_0_rows_in_pairs`].
+    fn q8_0_rows_by_eights(
+        &self,
+        rows: &[&[u8]],
+        groups: &[ActOcts],
+        put: &mut dyn FnMut(usize, usize, [f32; 8]),
+    ) {
+        q8_0_rows_in_pairs(self, rows, groups, put);
+    }
     /// Q4_K (or, with `q6_k`, Q6_K) rows unpacked for [`KKernels::dot8_q4_k`] (`dot8_q6_k`).
     fn unpack_rows_k(&self, q6_k: bool, rows: &[&[u8]], out: &mut RowsK) {
         if q6_k {
@@ -155,6 +166,29 @@ pub trait KKernels: Sync {
     fn rows8_q4_1(&self, w: &[u8], a: &[BlockQ8_1]) -> [f32; 8] {
         let row_len = w.len() / 8;
         std::array::from_fn(|r| dot::dot_q4_1_q8_1(&w[r * row_len..(r + 1) * row_len], a))
+    }
+}
+
+/// [`KKernels::q8_0_rows_by_eights`] a row at a time against two eights at once
+/// ([`KKernels::dot16_q8_0`]), then against the last eight alone.
+pub(crate) fn q8_0_rows_in_pairs<K: KKernels + ?Sized>(
+    kk: &K,
+    rows: &[&[u8]],
+    groups: &[ActOcts],
+    put: &mut dyn FnMut(usize, usize, [f32; 8]),
+) {
+    let pairs = groups.len() / 2;
+    for (p, two) in groups.chunks_exact(2).enumerate() {
+        for (i, w) in rows.iter().enumerate() {
+            let v = kk.dot16_q8_0(w, [&two[0], &two[1]]);
+            put(2 * p, i, v[..8].try_into().expect("eight lanes"));
+            put(2 * p + 1, i, v[8..].try_into().expect("eight lanes"));
+        }
+    }
+    if let Some(a) = groups.get(2 * pairs) {
+        for (i, w) in rows.iter().enumerate() {
+            put(2 * pairs, i, kk.dot8_q8_0(w, a));
+        }
     }
 }
 
@@ -242,6 +276,8 @@ mod avx2_rows4;
 mod avx2_rows8;
 #[cfg(target_arch = "x86_64")]
 mod avx512_q8_0;
+#[cfg(target_arch = "x86_64")]
+mod avx512_q8_0_rows8;
 #[cfg(target_arch = "x86_64")]
 mod kocts_rows4;
 #[cfg(target_arch = "x86_64")]

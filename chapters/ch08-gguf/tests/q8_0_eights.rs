@@ -1,7 +1,7 @@
-//! The eight-token Q8_0 kernel (a batch's tokens against Gemma-3's LM head), and the
-//! sixteen-token one: every level this CPU has, and the scalar twin, give chapter 6's
-//! `dot_q8_0_q8_0` of each token, bit for bit, on random rows and at the extremes of the
-//! sign trick.
+//! The eight-token Q8_0 kernel (a batch's tokens against Gemma-3's LM head), the
+//! sixteen-token one, and the product of a block of rows (eight rows in the lanes with VNNI):
+//! every level this CPU has, and the scalar twin, give chapter 6's `dot_q8_0_q8_0` of each
+//! token, bit for bit, on random rows and at the extremes of the sign trick and of `w + 128`.
 
 use ch06_quantization::blocks::BlockQ8_0;
 use ch06_quantization::f16::f32_to_f16;
@@ -85,7 +85,9 @@ proptest! {
         scale in 1e-4f32..1.0,
     ) {
         let w = row(&wq, nb, |i| scale * (1.0 + i as f32));
-        check(&w, &tokens(&aq, nb));
+        let a = tokens(&aq, nb);
+        check(&w, &a);
+        check_rows(&w, &a, nb % 8);
     }
 }
 
@@ -102,12 +104,50 @@ fn eight_token_q8_0_is_exact_at_the_extremes() {
     ] {
         let nb = 20; // a Gemma-3 row: 640 values
         let w = row(&vec![wq; 32 * nb], nb, |i| 0.5 + i as f32);
-        simd += check(&w, &tokens(&vec![aq; 8 * 32 * nb], nb));
+        let a = tokens(&vec![aq; 8 * 32 * nb], nb);
+        simd += check(&w, &a);
+        check_rows(&w, &a, 3);
     }
     if Isa::Avx2.supported() {
         assert!(
             simd > 0,
             "the AVX2 level should have run its eight-token Q8_0 kernel"
         );
+    }
+}
+
+/// `8 + extra` rows (`w` with its blocks rotated by 0, 1, 2, … places) against two eights
+/// (the tokens of `a`, then the same in reverse order), through every level's Q8_0 product of
+/// a block of rows: each row's lanes the scalar twin's, bit for bit.
+fn check_rows(w: &[u8], a: &[Vec<BlockQ8_0>], extra: usize) {
+    let groups = [
+        ActOcts::from_q8_0_blocks(std::array::from_fn(|t| &a[t][..])),
+        ActOcts::from_q8_0_blocks(std::array::from_fn(|t| &a[7 - t][..])),
+    ];
+    let nb = w.len() / 34;
+    let rows: Vec<Vec<u8>> = (0..8 + extra)
+        .map(|r| {
+            let mut row = w.to_vec();
+            row.rotate_left(r % nb * 34);
+            row
+        })
+        .collect();
+    let rows: Vec<&[u8]> = rows.iter().map(|r| &r[..]).collect();
+    for isa in Isa::available() {
+        let mut got = vec![[[0u32; 8]; 2]; rows.len()];
+        for_isa(isa).q8_0_rows_by_eights(&rows, &groups, &mut |g, i, v| {
+            got[i][g] = v.map(f32::to_bits)
+        });
+        for (i, row) in rows.iter().enumerate() {
+            for (g, a) in groups.iter().enumerate() {
+                let want = ch08_gguf::octs_q8_0::dot8_q8_0(row, a).map(f32::to_bits);
+                assert_eq!(
+                    got[i][g],
+                    want,
+                    "Q8_0 rows by eights on {isa:?}: row {i} of {}, eight {g}",
+                    rows.len()
+                );
+            }
+        }
     }
 }

@@ -141,6 +141,32 @@ impl<const VNNI: bool> KKernels for Avx2K<VNNI> {
         }
         two_eights(self.dot8_q8_0(w, a[0]), self.dot8_q8_0(w, a[1]))
     }
+    fn q8_0_rows_by_eights(
+        &self,
+        rows: &[&[u8]],
+        groups: &[ActOcts],
+        put: &mut dyn FnMut(usize, usize, [f32; 8]),
+    ) {
+        // With VNNI, eight rows at a time in the lanes; the last one to seven, and every row
+        // without VNNI, a row at a time.
+        let eights = if VNNI { rows.len() / 8 * 8 } else { 0 };
+        for i in (0..eights).step_by(8) {
+            let w = std::array::from_fn(|r| rows[i + r]);
+            for (g, a) in groups.iter().enumerate() {
+                // SAFETY: for_isa hands out VNNI only when the CPU has AVX-512 F/BW/VL/VNNI
+                // (and F16C); the kernel checks the lengths.
+                let v = unsafe { super::avx512_q8_0_rows8::dot8x8_q8_0(w, a, g == 0) };
+                let by_row: [[f32; 8]; 8] = std::array::from_fn(|r| v.map(|t| t[r]));
+                by_row
+                    .into_iter()
+                    .enumerate()
+                    .for_each(|(r, v)| put(g, i + r, v));
+            }
+        }
+        q8_0_rows_in_pairs(self, &rows[eights..], groups, &mut |g, i, v| {
+            put(g, eights + i, v)
+        });
+    }
     fn dot8_row32(&self, format: Format32, row: &[Block32], a: &ActOcts) -> [f32; 8] {
         // SAFETY: for_isa hands this out only when the CPU has AVX2; the kernel checks
         // the lengths.

@@ -189,20 +189,7 @@ impl Matrix {
                 }
             }
             (Some(EightKernel::Q8_0), Eights::Q32(groups)) => {
-                // two eights at a time, then the last one alone
-                let pairs = groups.len() / 2;
-                for (p, two) in groups.chunks_exact(2).enumerate() {
-                    for (i, w) in bytes.iter().enumerate() {
-                        let v = kk.dot16_q8_0(w, [&two[0], &two[1]]);
-                        put(2 * p, i, v[..8].try_into().expect("eight lanes"));
-                        put(2 * p + 1, i, v[8..].try_into().expect("eight lanes"));
-                    }
-                }
-                if let Some(a) = groups.get(2 * pairs) {
-                    for (i, w) in bytes.iter().enumerate() {
-                        put(2 * pairs, i, kk.dot8_q8_0(w, a));
-                    }
-                }
+                kk.q8_0_rows_by_eights(&bytes, groups, &mut put);
             }
             (Some(EightKernel::K { q6_k }), Eights::K(groups)) => {
                 let mut rows = RowsK::default();
