@@ -57,12 +57,6 @@ impl Eights {
     }
 }
 
-/// From this many tokens past a whole eight, a Q8_0 matrix (an LM head) takes them in one
-/// more eight, padded, rather than four at a time and then one by one. On the Zen 4 AMD
-/// EPYC, Gemma-3's batched decode went from 108 to 121 tok/s at 4 sequences and from 127 to
-/// 158 at 6, but from 113 to 104 at 3 and from 102 to 79 at 2.
-const PAD_FROM: usize = 4;
-
 /// Which eight-token kernel a matrix has on a kernel level.
 #[derive(Clone, Copy)]
 enum EightKernel {
@@ -100,7 +94,7 @@ impl Matrix {
         let kernel = self.eight_kernel(kk)?;
         // Q8_0's kernel has nothing to unpack: a last, partial eight is cheaper in it, its
         // empty lanes holding copies of the last token, than four tokens at a time
-        let pad = matches!(kernel, EightKernel::Q8_0) && seq % 8 >= PAD_FROM;
+        let pad = matches!(kernel, EightKernel::Q8_0) && seq % 8 >= kk.q8_0_pad_from();
         let groups = seq / 8 + usize::from(pad);
         if groups == 0 {
             return None;
