@@ -50,7 +50,6 @@ fn transpose(r: [__m256i; 8]) -> [__m256i; 8] {
     })
 }
 
-// ANCHOR: rows8_q8_0
 /// Eight Q8_0 rows, as they lie in the file, against eight tokens: `out[t][r]` is
 /// [`crate::octs_q8_0::dot8_q8_0`]`(w[r], a)[t]`. With `prefetch` (the rows are consecutive
 /// in the matrix, and met here for the first time), each block also asks for its share of
@@ -67,6 +66,7 @@ pub(super) unsafe fn dot8x8_q8_0(w: [&[u8]; 8], a: &ActOcts, prefetch: bool) -> 
         "one activation block per weight block"
     );
     let (flip, ones) = (_mm256_set1_epi8(i8::MIN), _mm256_set1_epi8(1));
+    // ANCHOR: rows8_q8_0
     let mut acc = [_mm256_setzero_ps(); 8]; // token t: its sums, a row a lane
     for (b, x) in a.qs.iter().enumerate() {
         if prefetch {
@@ -114,6 +114,7 @@ pub(super) unsafe fn dot8x8_q8_0(w: [&[u8]; 8], a: &ActOcts, prefetch: bool) -> 
             *acc = _mm256_add_ps(*acc, _mm256_mul_ps(dot, scale));
         }
     }
+    // ANCHOR_END: rows8_q8_0
     acc.map(|v| {
         let mut out = [0.0f32; 8];
         // SAFETY: eight f32 into eight f32.
@@ -121,4 +122,3 @@ pub(super) unsafe fn dot8x8_q8_0(w: [&[u8]; 8], a: &ActOcts, prefetch: bool) -> 
         out
     })
 }
-// ANCHOR_END: rows8_q8_0
