@@ -68,6 +68,27 @@ pub trait Kernels: Sync {
             self.axpy(y, w, row);
         }
     }
+    /// `out[g] = dot_f32(qs[g], b)` for every query: the same numbers as a `dot_f32` each (a
+    /// SIMD set loads `b` once for all of them and runs their sums side by side).
+    fn dot_f32_many(&self, qs: &[&[f32]], b: &[f32], out: &mut [f32]) {
+        for (o, q) in out.iter_mut().zip(qs) {
+            *o = self.dot_f32(q, b);
+        }
+    }
+    /// `ys[g] += w[g · n + j] · rows[j]` for the `n` rows in order and every output `g` (`ys`:
+    /// outputs of `rows[j].len()`, one after the other): the same numbers as an `axpy` per row
+    /// and output, rows outer (a SIMD set keeps part of every output in registers).
+    fn axpy_many(&self, ys: &mut [f32], w: &[f32], rows: &[&[f32]]) {
+        let n = rows.len();
+        let Some(d) = rows.first().map(|r| r.len()).filter(|&d| d > 0) else {
+            return;
+        };
+        for (j, row) in rows.iter().enumerate() {
+            for (g, y) in ys.chunks_exact_mut(d).enumerate() {
+                self.axpy(y, w[g * n + j], row);
+            }
+        }
+    }
 }
 // ANCHOR_END: kernels
 

@@ -256,3 +256,49 @@ fn attention_row_kernels_equal_one_call_per_row() {
         }
     }
 }
+
+#[test]
+fn attention_group_kernels_equal_one_call_per_head() {
+    // Gemma-3's 256 floats and four heads a KV head; SmolLM2's 64; 20 (a tail of four); one
+    // to five heads (the four-at-a-time path, its remainder, and the fallback)
+    for d in [256usize, 64, 20] {
+        for heads in 1..=5 {
+            let n = 37;
+            let qs: Vec<Vec<f32>> = (0..heads).map(|h| uniform(d, 10 + h as u64)).collect();
+            let qs: Vec<&[f32]> = qs.iter().map(|q| &q[..]).collect();
+            let rows = uniform(n * d, 2);
+            let rows: Vec<&[f32]> = rows.chunks_exact(d).collect();
+            let w: Vec<f32> = uniform(heads * n, 3)
+                .iter()
+                .map(|v| v.abs() * 0.1)
+                .collect();
+            let y0 = uniform(heads * d, 4);
+            for (isa, k) in simd_levels()
+                .into_iter()
+                .chain([(Isa::Scalar, &Scalar as &dyn Kernels)])
+            {
+                let mut dots = vec![0.0f32; heads];
+                k.dot_f32_many(&qs, rows[5], &mut dots);
+                for (h, q) in qs.iter().enumerate() {
+                    assert_eq!(
+                        dots[h].to_bits(),
+                        Scalar.dot_f32(q, rows[5]).to_bits(),
+                        "{isa:?} d={d}, {heads} heads: head {h}'s dot differs from one dot_f32"
+                    );
+                }
+                let mut y = y0.clone();
+                k.axpy_many(&mut y, &w, &rows);
+                let mut want = y0.clone();
+                for (j, row) in rows.iter().enumerate() {
+                    for (h, y) in want.chunks_exact_mut(d).enumerate() {
+                        Scalar.axpy(y, w[h * n + j], row);
+                    }
+                }
+                assert!(
+                    y.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{isa:?} d={d}, {heads} heads: axpy_many differs from one axpy per row and head"
+                );
+            }
+        }
+    }
+}

@@ -290,6 +290,13 @@ pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
         let (xv, yv) = unsafe { (_mm256_loadu_ps(x.as_ptr()), _mm256_loadu_ps(y.as_ptr())) };
         acc = _mm256_add_ps(acc, _mm256_mul_ps(xv, yv));
     }
+    reduce8(acc, a_tail, b_tail)
+}
+
+/// The end of [`dot_f32`]: its eight lanes summed, then the tails' products added one by one.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn reduce8(acc: __m256, a_tail: &[f32], b_tail: &[f32]) -> f32 {
     // (acc0+acc4, acc1+acc5, acc2+acc6, acc3+acc7), then (·0+·2, ·1+·3), then their sum.
     let h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps::<1>(acc));
     let h = _mm_add_ps(h, _mm_movehl_ps(h, h));

@@ -20,6 +20,8 @@ pub mod avx2;
 #[cfg(target_arch = "x86_64")]
 pub mod avx2_eights;
 #[cfg(target_arch = "x86_64")]
+pub mod avx2_many;
+#[cfg(target_arch = "x86_64")]
 pub mod avx2_rows4;
 #[cfg(target_arch = "x86_64")]
 pub mod avx512;
@@ -104,6 +106,12 @@ macro_rules! simd_kernels {
             }
             fn axpy_rows(&self, y: &mut [f32], w: &[f32], rows: &[f32]) {
                 unsafe { avx2::axpy_rows(y, w, rows) }
+            }
+            fn dot_f32_many(&self, qs: &[&[f32]], b: &[f32], out: &mut [f32]) {
+                unsafe { avx2_many::dot_f32_many(qs, b, out) }
+            }
+            fn axpy_many(&self, ys: &mut [f32], w: &[f32], rows: &[&[f32]]) {
+                unsafe { avx2_many::axpy_many(ys, w, rows) }
             }
         }
     };

@@ -77,21 +77,21 @@ pub fn attend_heads<S: KvStore + ?Sized>(
     }
     // ANCHOR_END: attend_heads
     // ANCHOR: attend_loops
+    // each key once for the heads together, their dot products side by side
+    let qs: Vec<&[f32]> = hs.clone().map(|h| &q[h * d..(h + 1) * d]).collect();
+    let mut dots = vec![0.0f32; qs.len()];
     for (i, j) in keys.clone().enumerate() {
-        let key = store.key(layer, kv, j);
-        for (g, h) in hs.clone().enumerate() {
-            scores[g * n + i] = k.dot_f32(&q[h * d..(h + 1) * d], key) * scale;
+        k.dot_f32_many(&qs, store.key(layer, kv, j), &mut dots);
+        for (g, &dot) in dots.iter().enumerate() {
+            scores[g * n + i] = dot * scale;
         }
     }
     for row in scores.chunks_exact_mut(n) {
         ops::softmax_inplace(row);
     }
+    // every head's weighted sum of the values, key after key
     out.fill(0.0);
-    for (i, j) in keys.clone().enumerate() {
-        let value = store.value(layer, kv, j);
-        for (g, o) in out.chunks_exact_mut(d).enumerate() {
-            k.axpy(o, scores[g * n + i], value);
-        }
-    }
+    let values: Vec<&[f32]> = keys.map(|j| store.value(layer, kv, j)).collect();
+    k.axpy_many(out, &scores[..qs.len() * n], &values);
 }
 // ANCHOR_END: attend_loops

@@ -1,0 +1,107 @@
+//! Attention's two inner products for the query heads that share a KV head, together: each
+//! key is loaded once for all of them and their dot products run side by side (one running
+//! sum each, where one head alone waits on its own chain of additions), and the weighted sum
+//! of values keeps a slice of every head's output in registers across all the keys. Every
+//! output is computed by the same operations in the same order as [`super::avx2::dot_f32`]
+//! and [`super::avx2::axpy`] give it one at a time: the same bits.
+
+// As in `avx2`: each function's only requirement is the CPU features it names.
+#![allow(clippy::missing_safety_doc)]
+
+use std::arch::x86_64::*;
+
+use super::avx2::{axpy, dot_f32, reduce8};
+
+/// `out[g] = dot_f32(qs[g], b)` for every query, four at a time.
+#[target_feature(enable = "avx2,fma")]
+pub fn dot_f32_many(qs: &[&[f32]], b: &[f32], out: &mut [f32]) {
+    assert_eq!(qs.len(), out.len(), "one output per query");
+    let (b8, b_tail) = b.as_chunks::<8>();
+    let mut g = 0;
+    while g + 4 <= qs.len() {
+        let q: [&[f32]; 4] = std::array::from_fn(|r| qs[g + r]);
+        assert!(
+            q.iter().all(|q| q.len() == b.len()),
+            "dot of slices with different lengths"
+        );
+        let mut acc = [_mm256_setzero_ps(); 4];
+        for (c, y) in b8.iter().enumerate() {
+            // SAFETY: 8 f32 of b, and 8 f32 at 8c < len of each query.
+            let yv = unsafe { _mm256_loadu_ps(y.as_ptr()) };
+            for (a, q) in acc.iter_mut().zip(q) {
+                let xv = unsafe { _mm256_loadu_ps(q.as_ptr().add(8 * c)) };
+                *a = _mm256_add_ps(*a, _mm256_mul_ps(xv, yv));
+            }
+        }
+        for (r, (a, q)) in acc.into_iter().zip(q).enumerate() {
+            out[g + r] = reduce8(a, &q[8 * b8.len()..], b_tail);
+        }
+        g += 4;
+    }
+    for g in g..qs.len() {
+        out[g] = dot_f32(qs[g], b);
+    }
+}
+
+/// `ys[g] += w[g · n + j] · rows[j]` for the `n` rows in order and every output `g` (`ys`:
+/// G outputs of `d`): an [`axpy`] per row and output, j outer. With one to four outputs and
+/// `d` a multiple of 16, sixteen floats of every output stay in registers across all the rows.
+#[target_feature(enable = "avx2,fma")]
+pub fn axpy_many(ys: &mut [f32], w: &[f32], rows: &[&[f32]]) {
+    let n = rows.len();
+    let Some(d) = rows.first().map(|r| r.len()).filter(|&d| d > 0) else {
+        return;
+    };
+    let g = ys.len() / d;
+    assert!(
+        ys.len() == g * d && w.len() == g * n && rows.iter().all(|r| r.len() == d),
+        "axpy_many: ys is (G, d), w (G, n), every row d"
+    );
+    match g {
+        1 if d % 16 == 0 => in_registers::<1>(ys, w, rows),
+        2 if d % 16 == 0 => in_registers::<2>(ys, w, rows),
+        3 if d % 16 == 0 => in_registers::<3>(ys, w, rows),
+        4 if d % 16 == 0 => in_registers::<4>(ys, w, rows),
+        _ => {
+            for (j, row) in rows.iter().enumerate() {
+                for (g, y) in ys.chunks_exact_mut(d).enumerate() {
+                    axpy(y, w[g * n + j], row);
+                }
+            }
+        }
+    }
+}
+
+/// [`axpy_many`] for `G` outputs, sixteen floats of each at a time.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn in_registers<const G: usize>(ys: &mut [f32], w: &[f32], rows: &[&[f32]]) {
+    let (n, d) = (rows.len(), rows[0].len());
+    for c in (0..d).step_by(16) {
+        // SAFETY (loads and stores): 16 f32 at c + 16 ≤ d of each output and row.
+        let mut acc: [[__m256; 2]; G] = std::array::from_fn(|g| unsafe {
+            let y = ys.as_ptr().add(g * d + c);
+            [_mm256_loadu_ps(y), _mm256_loadu_ps(y.add(8))]
+        });
+        for (j, row) in rows.iter().enumerate() {
+            let v = unsafe {
+                [
+                    _mm256_loadu_ps(row.as_ptr().add(c)),
+                    _mm256_loadu_ps(row.as_ptr().add(c + 8)),
+                ]
+            };
+            for (g, a) in acc.iter_mut().enumerate() {
+                let s = _mm256_set1_ps(w[g * n + j]);
+                a[0] = _mm256_add_ps(a[0], _mm256_mul_ps(s, v[0]));
+                a[1] = _mm256_add_ps(a[1], _mm256_mul_ps(s, v[1]));
+            }
+        }
+        for (g, a) in acc.iter().enumerate() {
+            unsafe {
+                let y = ys.as_mut_ptr().add(g * d + c);
+                _mm256_storeu_ps(y, a[0]);
+                _mm256_storeu_ps(y.add(8), a[1]);
+            }
+        }
+    }
+}
