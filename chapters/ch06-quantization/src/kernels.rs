@@ -68,6 +68,8 @@ pub trait Kernels: Sync {
             self.axpy(y, w, row);
         }
     }
+    // ANCHOR_END: kernels
+    // ANCHOR: kernels_many
     /// `out[g] = dot_f32(qs[g], b)` for every query: the same numbers as a `dot_f32` each (a
     /// SIMD set loads `b` once for all of them and runs their sums side by side).
     fn dot_f32_many(&self, qs: &[&[f32]], b: &[f32], out: &mut [f32]) {
@@ -90,7 +92,7 @@ pub trait Kernels: Sync {
         }
     }
 }
-// ANCHOR_END: kernels
+// ANCHOR_END: kernels_many
 
 // ANCHOR: dot_f32_lanes
 /// `Σ a·b` with eight running sums, `acc[l]` taking every element `i ≡ l (mod 8)`, each step
