@@ -109,7 +109,19 @@ proptest! {
         let (b40, y40) = q4_0_round_trip(&x);
         prop_assert_eq!(q4_0_round_trip(&y40).0, b40, "Q4_0 block changed when re-quantized");
         let (b41, y41) = q4_1_round_trip(&x);
-        prop_assert_eq!(q4_1_round_trip(&y41).0, b41, "Q4_1 block changed when re-quantized");
+        // A minimum of −0 (a tiny negative rounded to f16) dequantizes to values whose zeros
+        // carry no sign, so it comes back as +0: the same block, the same numbers.
+        let plus_zero = |mut b: [u8; 20]| {
+            if b[2..4] == [0x00, 0x80] {
+                b[3] = 0;
+            }
+            b
+        };
+        prop_assert_eq!(
+            plus_zero(q4_1_round_trip(&y41).0),
+            plus_zero(b41),
+            "Q4_1 block changed when re-quantized"
+        );
     }
 
     /// The integer dot product against the f32 dot of the dequantized weights with the
