@@ -89,9 +89,21 @@ pub fn attend_heads<S: KvStore + ?Sized>(
     for row in scores.chunks_exact_mut(n) {
         ops::softmax_inplace(row);
     }
-    // every head's weighted sum of the values, key after key
+    // every head's weighted sum of the values, key after key: a whole group of four or more
+    // heads with part of each output held in registers across the keys; the two heads of a
+    // decode step's task value by value (across a long context, holding two heads' outputs
+    // cost more than it saved: the same numbers either way)
     out.fill(0.0);
-    let values: Vec<&[f32]> = keys.map(|j| store.value(layer, kv, j)).collect();
-    k.axpy_many(out, &scores[..qs.len() * n], &values);
+    if qs.len() >= 4 {
+        let values: Vec<&[f32]> = keys.map(|j| store.value(layer, kv, j)).collect();
+        k.axpy_many(out, &scores[..qs.len() * n], &values);
+        return;
+    }
+    for (i, j) in keys.enumerate() {
+        let value = store.value(layer, kv, j);
+        for (g, o) in out.chunks_exact_mut(d).enumerate() {
+            k.axpy(o, scores[g * n + i], value);
+        }
+    }
 }
 // ANCHOR_END: attend_loops
