@@ -4,10 +4,11 @@
 //! numbers are the ones of one row (or one value) at a time.
 
 use ch01_tensors::ops;
-use ch07_simd_parallel::Isa;
 use rayon::prelude::*;
 
-use super::family::{gelu_f16, gelu_table};
+use super::family::gelu_f16;
+#[cfg(target_arch = "x86_64")]
+use super::family::gelu_table;
 
 /// Rows from which a row-wise step is split across the threads: below it (a decode step, a
 /// few sequences) the fork and join would cost more than the rows.
@@ -29,33 +30,38 @@ pub fn rmsnorm_rows(x: &[f32], weight: &[f32], eps: f32) -> Vec<f32> {
     out
 }
 
-// ANCHOR: gelu_inplace
-/// [`gelu_f16`] of every value of `g`, in place. With F16C, eight values are rounded to f16 by
-/// one `vcvtps2ph` (to nearest, ties to even: `f32_to_f16`'s rounding) and looked up in the
-/// table; a group of eight holding a value beyond ±10 (or a NaN) goes one value at a time.
+/// [`gelu_f16`] of every value of `g`, in place: with F16C, eight at a time
+/// ([`gelu_eights`]), and what that leaves one by one.
 pub fn gelu_f16_inplace(g: &mut [f32]) {
-    let mut rest = &mut g[..];
     #[cfg(target_arch = "x86_64")]
-    if Isa::Avx2.supported() {
-        let whole = rest.len() / 8 * 8;
-        let (eights, tail) = rest.split_at_mut(whole);
-        let table = gelu_table();
-        for v in eights.chunks_exact_mut(8) {
-            let v: &mut [f32; 8] = v.try_into().expect("eight values");
-            // SAFETY: the AVX2 level is supported, so the CPU has AVX and F16C.
-            if let Some(bits) = unsafe { f16_bits_inside_ten(v) } {
-                for (v, b) in v.iter_mut().zip(bits) {
-                    *v = table[usize::from(b)];
-                }
-            } else {
-                v.iter_mut().for_each(|v| *v = gelu_f16(*v));
-            }
-        }
-        rest = tail;
-    }
-    rest.iter_mut().for_each(|v| *v = gelu_f16(*v));
+    let g = gelu_eights(g);
+    g.iter_mut().for_each(|v| *v = gelu_f16(*v));
 }
-// ANCHOR_END: gelu_inplace
+
+/// Where the AVX2 level is supported, the whole eights of `g`: each rounded to f16 by one
+/// `vcvtps2ph` (to nearest, ties to even: `f32_to_f16`'s rounding) and looked up in the table,
+/// or, holding a value beyond ±10 (or a NaN), one value at a time. Returns what is not yet
+/// done: the last one to seven values, or all of `g` without F16C.
+#[cfg(target_arch = "x86_64")]
+fn gelu_eights(g: &mut [f32]) -> &mut [f32] {
+    if !ch07_simd_parallel::Isa::Avx2.supported() {
+        return g;
+    }
+    let (eights, tail) = g.split_at_mut(g.len() / 8 * 8);
+    let table = gelu_table();
+    for v in eights.chunks_exact_mut(8) {
+        let v: &mut [f32; 8] = v.try_into().expect("eight values");
+        // SAFETY: the AVX2 level is supported (above), so the CPU has AVX and F16C.
+        match unsafe { f16_bits_inside_ten(v) } {
+            Some(bits) => v
+                .iter_mut()
+                .zip(bits)
+                .for_each(|(v, b)| *v = table[usize::from(b)]),
+            None => v.iter_mut().for_each(|v| *v = gelu_f16(*v)),
+        }
+    }
+    tail
+}
 
 /// The eight values rounded to f16 bits, if every one is strictly inside (−10, 10).
 #[cfg(target_arch = "x86_64")]
