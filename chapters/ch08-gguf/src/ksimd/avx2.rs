@@ -229,13 +229,15 @@ impl<const VNNI: bool> KKernels for Avx2K<VNNI> {
         // SAFETY: as above; the kernel checks the lengths.
         unsafe { super::avx2_rows4::rows4_q5_0(w, a) }
     }
+    // The eight rows' scales by one gather on the AVX-512 level (where these kernels were
+    // first measured), by eight loads with AVX2 alone (see avx2_rows8.rs).
     fn rows8_q8_0(&self, w: &[u8], a: &[BlockQ8_0]) -> [f32; 8] {
         // SAFETY: as above; the kernel checks the lengths.
-        unsafe { super::avx2_rows8::rows8_q8_0(w, a) }
+        unsafe { super::avx2_rows8::rows8_q8_0::<VNNI>(w, a) }
     }
     fn rows8_q4_1(&self, w: &[u8], a: &[BlockQ8_1]) -> [f32; 8] {
         // SAFETY: as above; the kernel checks the lengths.
-        unsafe { super::avx2_rows8::rows8_q4_1(w, a) }
+        unsafe { super::avx2_rows8::rows8_q4_1::<VNNI>(w, a) }
     }
 }
 
