@@ -37,7 +37,7 @@ options (defaults in brackets):
                           bench: every prompt at once, up to 8192]
   --kv f32|f16            how keys and values are stored: f16 is half the memory [f32]
   --no-prefix-sharing     never share the KV blocks of a common prompt prefix
-  -t, --threads N         threads [2, or the machine's cores if fewer]
+  -t, --threads N         threads [the machine's physical cores]
   --json                  machine-readable output
   -h, --help              this text";
 
@@ -69,7 +69,6 @@ fn number<T: std::str::FromStr>(p: &mut lexopt::Parser, flag: &str) -> Result<T,
 
 fn parse_args() -> Result<Option<Args>, lexopt::Error> {
     use lexopt::prelude::*;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut a = Args {
         command: String::new(),
         model: None,
@@ -78,7 +77,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         kv_mb_given: false,
         max_batch_tokens: None,
         prefix_sharing: true,
-        threads: cores.min(2),
+        threads: ch07_simd_parallel::cores::physical_cores(),
         json: false,
         sequences: 0,
         prompt: 128,

@@ -41,7 +41,7 @@ options (defaults in brackets):
   --ctx N                 positions one request may use, prompt and reply [the model's,
                           at most 4096]
   --api-key KEY           require 'Authorization: Bearer KEY' on /v1 (or set LLM_BOOK_API_KEY)
-  -t, --threads N         threads for the model [2, or the machine's cores if fewer]
+  -t, --threads N         threads for the model [the machine's physical cores]
   --body-limit BYTES      the largest request body [2097152]
   --client-timeout SECS   how long a client may take to send its headers, and its body [10]
   --cors                  allow requests from pages of any origin
@@ -75,7 +75,6 @@ fn number<T: std::str::FromStr>(p: &mut lexopt::Parser, flag: &str) -> Result<T,
 
 fn parse_args() -> Result<Option<Args>, lexopt::Error> {
     use lexopt::prelude::*;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut a = Args {
         command: "serve".into(),
         model: None,
@@ -88,7 +87,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         api_key: std::env::var("LLM_BOOK_API_KEY")
             .ok()
             .filter(|k| !k.is_empty()),
-        threads: cores.min(2),
+        threads: ch07_simd_parallel::cores::physical_cores(),
         body_limit: 2 << 20,
         client_timeout: 10,
         cors: false,

@@ -138,7 +138,11 @@ fn race_title(file: &std::path::Path, threads: usize, rounds: usize, isa: &str) 
     let name = file
         .file_name()
         .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    format!("{name}, {threads} threads, {rounds} alternating rounds, medians ({isa} kernels):")
+    let threads = match threads {
+        1 => "1 thread".to_string(),
+        n => format!("{n} threads"),
+    };
+    format!("{name}, {threads}, {rounds} alternating rounds, medians ({isa} kernels):")
 }
 
 /// `compare`: llama-bench and ours on the same file, alternating.
