@@ -67,7 +67,8 @@ pub fn bench(a: &Args, process_start: std::time::Instant) -> Result<(), String> 
     let engine = m.engine()?;
     let e2e = ch08_gguf::bench::end_to_end(&engine, a.threads, 3)?;
     // the same 128 tokens as tg128, through the sampler, the stream decoder and the stop
-    // matcher: with the default sampling chain, and greedy
+    // matcher: with the default sampling chain, and greedy; in rounds that alternate with
+    // tg128 itself, so that the ratios compare the same minutes
     let prompt = m
         .tokenizer
         .encode_prompt(ch09_generate::streamed::PROMPT, true);
@@ -75,13 +76,15 @@ pub fn bench(a: &Args, process_start: std::time::Instant) -> Result<(), String> 
         temperature: 0.0,
         ..Default::default()
     };
-    let (streamed, streamed_greedy) =
-        ch07_simd_parallel::bench::in_pool(a.threads, || -> Result<(f64, f64), String> {
-            let tok = &m.tokenizer.tokenizer;
-            let d = ch09_generate::streamed::decode_tok_s(&engine, tok, &prompt, &a.sampling, 3)?;
-            let g = ch09_generate::streamed::decode_tok_s(&engine, tok, &prompt, &greedy, 3)?;
-            Ok((d, g))
-        })??;
+    let beside = ch09_generate::streamed::beside_tg128(
+        &engine,
+        &m.tokenizer.tokenizer,
+        &prompt,
+        &[a.sampling.clone(), greedy],
+        a.threads,
+        3,
+    )?;
+    let (streamed, streamed_greedy) = (beside.streamed_tok_s[0], beside.streamed_tok_s[1]);
     let compare = if a.compare {
         Some(ch08_gguf::bench::compare(&engine, &path, a.threads, 3)?)
     } else {
@@ -95,6 +98,7 @@ pub fn bench(a: &Args, process_start: std::time::Instant) -> Result<(), String> 
                    "ttft_cold_ms": cold, "ttft_warm_ms": warm,
                    "pp512_tok_s": e2e.pp512_tok_s, "tg128_tok_s": e2e.tg128_tok_s,
                    "streamed_tok_s": streamed, "streamed_greedy_tok_s": streamed_greedy,
+                   "streamed_beside_tg128_tok_s": beside.tg128_tok_s,
                    "peak_rss_bytes": rss, "compare": compare, "process": process})
         );
         return Ok(());
@@ -115,9 +119,10 @@ pub fn bench(a: &Args, process_start: std::time::Instant) -> Result<(), String> 
         rss as f64 / 1e6
     );
     println!(
-        "  streamed, 128 tokens through generate(): {streamed:.1} tok/s sampled ({:.2}x tg128), {streamed_greedy:.1} tok/s greedy ({:.2}x)",
-        streamed / e2e.tg128_tok_s,
-        streamed_greedy / e2e.tg128_tok_s
+        "  streamed, 128 tokens through generate(), alternating with tg128 ({:.1} tok/s in the same rounds): {streamed:.1} tok/s sampled ({:.2}x), {streamed_greedy:.1} tok/s greedy ({:.2}x)",
+        beside.tg128_tok_s,
+        streamed / beside.tg128_tok_s,
+        streamed_greedy / beside.tg128_tok_s
     );
     if let Some(c) = compare {
         println!(

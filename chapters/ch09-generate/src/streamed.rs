@@ -6,6 +6,7 @@
 //! book can put the two side by side: what the loop around the model costs.
 
 use ch02_tokenizer::Tokenizer;
+use ch07_simd_parallel::bench::{in_pool, median};
 use ch08_gguf::engine::Engine;
 
 use crate::generate::generate;
@@ -46,4 +47,40 @@ pub fn decode_tok_s(
     }
     speeds.sort_by(f64::total_cmp);
     Ok(speeds[speeds.len() / 2])
+}
+
+/// tg128 and the streamed rates of `configs`, measured in the same minutes.
+pub struct BesideTg128 {
+    /// Chapter 8's tg128 (from an empty cache, greedy, no loop around the model).
+    pub tg128_tok_s: f64,
+    /// [`decode_tok_s`] for each of the configs, in their order.
+    pub streamed_tok_s: Vec<f64>,
+}
+
+/// tg128 and the streamed decode of each of `configs`, alternating for `rounds` rounds on
+/// `threads` threads, medians: on a shared machine the speed moves from minute to minute,
+/// so a ratio of two figures taken minutes apart says more about the host than about the
+/// loop. Each round is one tg128 and one streamed run of each config (after its warm-up).
+pub fn beside_tg128(
+    engine: &Engine,
+    tokenizer: &Tokenizer,
+    prompt: &[u32],
+    configs: &[SamplerConfig],
+    threads: usize,
+    rounds: usize,
+) -> Result<BesideTg128, String> {
+    let mut tg = Vec::new();
+    let mut streamed = vec![Vec::new(); configs.len()];
+    for _ in 0..rounds.max(1) {
+        tg.push(ch08_gguf::bench::decode_at_depth(engine, threads, 0)?);
+        for (config, s) in configs.iter().zip(&mut streamed) {
+            s.push(in_pool(threads, || {
+                decode_tok_s(engine, tokenizer, prompt, config, 1)
+            })??);
+        }
+    }
+    Ok(BesideTg128 {
+        tg128_tok_s: median(&mut tg),
+        streamed_tok_s: streamed.iter_mut().map(|s| median(s)).collect(),
+    })
 }
