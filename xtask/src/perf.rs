@@ -17,6 +17,11 @@
 //! so a table and the machine it describes never part. `book` checks that every listed file
 //! exists with its header and that nothing else sits in `book/src/measured/`;
 //! `book-output --check` leaves them alone, as it does every number.
+//!
+//! A page that compares machine kinds takes a second copy of some tables from a machine of
+//! another kind: `perf --kind NAME…` writes them to `book/src/measured/<level>/` instead, where
+//! `<level>` is the best kernel level of the machine it runs on (`avx2` on an AMD EPYC with
+//! AVX2 alone, say), so a table measured on one kind can never land in another kind's folder.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -79,7 +84,17 @@ pub fn entries() -> Result<Vec<Entry>, String> {
 /// without its extension, or a chapter's `chNN` for all of that chapter's).
 pub fn run(args: &[&str]) -> Result<(), String> {
     let list_only = args.contains(&"--list");
-    let wanted: Vec<&str> = args.iter().copied().filter(|a| *a != "--list").collect();
+    let by_kind = args.contains(&"--kind");
+    let wanted: Vec<&str> = args
+        .iter()
+        .copied()
+        .filter(|a| !matches!(*a, "--list" | "--kind"))
+        .collect();
+    if by_kind && (wanted.is_empty() || std::env::var_os("LLM_BOOK_ISA").is_some()) {
+        return Err("--kind takes the names of the tables to measure, on the machine's own \
+                    kernel level (without LLM_BOOK_ISA: a forced level is not another machine)"
+            .into());
+    }
     let all = entries()?;
     let chosen: Vec<&Entry> = all
         .iter()
@@ -96,7 +111,11 @@ pub fn run(args: &[&str]) -> Result<(), String> {
         }
         return Ok(());
     }
-    let dir = root().join(DIR);
+    let dir = if by_kind {
+        root().join(DIR).join(crate::levels::best_level())
+    } else {
+        root().join(DIR)
+    };
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     eprintln!(
         "measuring {} table(s) on {}; run nothing else meanwhile: every other program on the \
@@ -257,8 +276,12 @@ fn capture(program: &str, args: &[&str]) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
+/// The kernel levels a machine kind's folder of tables can be named after.
+const KINDS: [&str; 3] = ["avx512", "avx2", "scalar"];
+
 /// For `book`: every listed file exists and starts with its header, and the directory holds
-/// nothing else (a table no command makes would be a number no reader can reproduce).
+/// nothing else (a table no command makes would be a number no reader can reproduce); a
+/// machine kind's folder holds only listed tables, each measured on that kernel level.
 pub fn check(problems: &mut Vec<String>) {
     let all = match entries() {
         Ok(all) => all,
@@ -282,11 +305,37 @@ pub fn check(problems: &mut Vec<String>) {
     if let Ok(files) = std::fs::read_dir(&dir) {
         for f in files.filter_map(Result::ok) {
             let name = f.file_name().to_string_lossy().into_owned();
-            if !all.iter().any(|e| e.name == name) {
+            if KINDS.contains(&name.as_str()) && f.path().is_dir() {
+                check_kind(&all, &name, &f.path(), problems);
+            } else if !all.iter().any(|e| e.name == name) {
                 problems.push(format!(
                     "{DIR}/{name}: no chapter's perf.txt makes it; list its command or remove it"
                 ));
             }
+        }
+    }
+}
+
+/// `measured/<level>/`: each file a listed table whose header names that kernel level.
+fn check_kind(all: &[Entry], level: &str, dir: &std::path::Path, problems: &mut Vec<String>) {
+    let Ok(files) = std::fs::read_dir(dir) else {
+        return problems.push(format!("{DIR}/{level}: cannot be read"));
+    };
+    for f in files.filter_map(Result::ok) {
+        let name = f.file_name().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(f.path()).unwrap_or_default();
+        let head = text.lines().next().unwrap_or_default();
+        if !all.iter().any(|e| e.name == name) {
+            problems.push(format!(
+                "{DIR}/{level}/{name}: no chapter's perf.txt makes it; list its command or remove it"
+            ));
+        } else if !head.trim_start_matches('*').starts_with(HEADER)
+            || !head.contains(&format!(", {level} kernels,"))
+        {
+            problems.push(format!(
+                "{DIR}/{level}/{name}: its header does not say it was measured with {level} \
+                 kernels; regenerate it with `cargo xtask perf --kind {name}` on such a machine"
+            ));
         }
     }
 }
