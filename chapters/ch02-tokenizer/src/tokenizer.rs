@@ -42,7 +42,9 @@ pub struct Tokenizer {
     vocab: Vocab,
     model: Model,
     specials: Vec<SpecialToken>, // longest text first
-    pieces: Vec<Vec<u8>>,        // (n_vocab) the bytes each token decodes to
+    /// The bytes each token decodes to, end to end, as [`Vocab`] keeps its texts.
+    piece_bytes: Vec<u8>,
+    piece_ends: Vec<usize>, // (n_vocab) where each token's bytes end in `piece_bytes`
 }
 
 impl Tokenizer {
@@ -50,9 +52,9 @@ impl Tokenizer {
     /// order). Every merge must join two tokens into a third. A byte whose stand-in character
     /// is not a token is dropped when encoding, as llama.cpp does (SmolLM2 has no token for
     /// 21 bytes, among them the control characters U+0004 and U+0006).
-    pub fn byte_level_bpe(
-        tokens: Vec<(String, TokenKind)>,
-        merges: &[(String, String)],
+    pub fn byte_level_bpe<S: AsRef<str>, M: AsRef<str>>(
+        tokens: impl IntoIterator<Item = (S, TokenKind)>,
+        merges: &[(M, M)],
         pre: PreTokenizer,
     ) -> Result<Tokenizer> {
         let vocab = Vocab::new(tokens)?;
@@ -61,6 +63,7 @@ impl Tokenizer {
             std::array::from_fn(|b| vocab.id(bl.char_of(b as u8).encode_utf8(&mut [0; 4])));
         let mut triples = Vec::with_capacity(merges.len());
         for (rank, (left, right)) in merges.iter().enumerate() {
+            let (left, right) = (left.as_ref(), right.as_ref());
             let find = |t: &str| {
                 vocab.id(t).ok_or_else(|| {
                     Error::BadVocab(format!("merge {rank} uses {t:?}, which is not a token"))
@@ -78,19 +81,19 @@ impl Tokenizer {
 
     /// A SentencePiece tokenizer from its vocabulary, one score per token, and whether to
     /// put a space before the text (`tokenizer.ggml.add_space_prefix` in a GGUF).
-    pub fn sentencepiece(
-        tokens: Vec<(String, TokenKind)>,
+    pub fn sentencepiece<S: AsRef<str>>(
+        tokens: impl IntoIterator<Item = (S, TokenKind)>,
         scores: Vec<f32>,
         add_space_prefix: bool,
     ) -> Result<Tokenizer> {
-        if scores.len() != tokens.len() {
+        let vocab = Vocab::new(tokens)?;
+        if scores.len() != vocab.len() {
             return Err(Error::BadVocab(format!(
                 "{} tokens but {} scores",
-                tokens.len(),
+                vocab.len(),
                 scores.len()
             )));
         }
-        let vocab = Vocab::new(tokens)?;
         let spm = Spm::new(&vocab, scores, add_space_prefix);
         Ok(Tokenizer::assemble(vocab, Model::SentencePiece(spm)))
     }
@@ -116,27 +119,31 @@ impl Tokenizer {
             .collect();
         specials.sort_by_key(|s| (std::cmp::Reverse(s.text.len()), s.id));
         let bl = ByteLevel::new();
-        let pieces = vocab
-            .iter()
-            .map(|(_, text, kind)| match (kind, &model) {
-                (TokenKind::Unused, _) => Vec::new(),
-                (TokenKind::Byte, _) => {
-                    byte_token_value(text).map_or(text.as_bytes().to_vec(), |b| vec![b])
-                }
-                (TokenKind::Normal, Model::ByteLevelBpe { .. }) => {
-                    bl.decode(text).unwrap_or_else(|| text.as_bytes().to_vec())
-                }
+        let (mut piece_bytes, mut piece_ends) = (Vec::new(), Vec::with_capacity(vocab.len()));
+        for (_, text, kind) in vocab.iter() {
+            match (kind, &model) {
+                (TokenKind::Unused, _) => {}
+                (TokenKind::Byte, _) => match byte_token_value(text) {
+                    Some(b) => piece_bytes.push(b),
+                    None => piece_bytes.extend_from_slice(text.as_bytes()),
+                },
+                (TokenKind::Normal, Model::ByteLevelBpe { .. }) => match bl.decode(text) {
+                    Some(bytes) => piece_bytes.extend(bytes),
+                    None => piece_bytes.extend_from_slice(text.as_bytes()),
+                },
                 (TokenKind::Normal, Model::SentencePiece(_)) => {
-                    text.replace(crate::spm::SPACE, " ").into_bytes()
+                    piece_bytes.extend_from_slice(text.replace(crate::spm::SPACE, " ").as_bytes())
                 }
-                _ => text.as_bytes().to_vec(), // control, user-defined, unknown: their text
-            })
-            .collect();
+                _ => piece_bytes.extend_from_slice(text.as_bytes()), // control, user-defined, unknown: their text
+            }
+            piece_ends.push(piece_bytes.len());
+        }
         Tokenizer {
             vocab,
             model,
             specials,
-            pieces,
+            piece_bytes,
+            piece_ends,
         }
     }
 
@@ -249,10 +256,10 @@ impl Tokenizer {
 
     /// The bytes one token stands for. Control tokens give their text (`<|im_end|>`).
     pub fn piece(&self, id: TokenId) -> Result<&[u8]> {
-        self.pieces
-            .get(id as usize)
-            .map(Vec::as_slice)
-            .ok_or(self.vocab.out_of_range(id))
+        let i = id as usize;
+        let end = *self.piece_ends.get(i).ok_or(self.vocab.out_of_range(id))?;
+        let start = if i == 0 { 0 } else { self.piece_ends[i - 1] };
+        Ok(&self.piece_bytes[start..end])
     }
 
     /// The bytes of the token at position `index` of a sequence: SentencePiece drops the

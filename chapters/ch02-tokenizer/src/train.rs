@@ -76,7 +76,7 @@ pub fn train(text: &str, n_merges: usize, pre: PreTokenizer) -> Result<Trained> 
         .iter()
         .map(|(l, r, _)| (l.clone(), r.clone()))
         .collect();
-    let tokens = texts.into_iter().map(|t| (t, TokenKind::Normal)).collect();
+    let tokens = texts.into_iter().map(|t| (t, TokenKind::Normal));
     let tokenizer = Tokenizer::byte_level_bpe(tokens, &pairs, pre)?;
     Ok(Trained { tokenizer, merges })
 }

@@ -251,7 +251,7 @@ fn ex5_one_sentencepiece_merge() {
 
     // Against the chapter's SentencePiece encoder on the toy vocabulary.
     let tok = Tokenizer::sentencepiece(
-        vocab.iter().map(|(t, _, k)| (t.clone(), *k)).collect(),
+        vocab.iter().map(|(t, _, k)| (t, *k)),
         vocab.iter().map(|t| t.1).collect(),
         true,
     )

@@ -7,7 +7,7 @@ use ch02_tokenizer::{StreamDecoder, TokenKind, Tokenizer};
 fn toy(add_space_prefix: bool) -> Tokenizer {
     let v = toy_vocabulary();
     let scores = v.iter().map(|t| t.1).collect();
-    let tokens = v.into_iter().map(|(t, _, k)| (t, k)).collect();
+    let tokens = v.into_iter().map(|(t, _, k)| (t, k));
     Tokenizer::sentencepiece(tokens, scores, add_space_prefix).unwrap()
 }
 
@@ -65,12 +65,8 @@ fn without_byte_tokens_it_is_unknown() {
         .filter(|t| t.2 != TokenKind::Byte)
         .collect();
     let scores = v.iter().map(|t| t.1).collect();
-    let tok = Tokenizer::sentencepiece(
-        v.into_iter().map(|(t, _, k)| (t, k)).collect(),
-        scores,
-        true,
-    )
-    .unwrap();
+    let tok =
+        Tokenizer::sentencepiece(v.into_iter().map(|(t, _, k)| (t, k)), scores, true).unwrap();
     assert_eq!(
         texts(&tok, &tok.encode("hello €", false)),
         ["▁hello", "▁", "<unk>"]
@@ -95,7 +91,6 @@ fn special_tokens_and_the_prefix_space() {
 
 #[test]
 fn scores_must_match_tokens() {
-    let err =
-        Tokenizer::sentencepiece(vec![("a".into(), TokenKind::Normal)], vec![], false).unwrap_err();
+    let err = Tokenizer::sentencepiece(vec![("a", TokenKind::Normal)], vec![], false).unwrap_err();
     assert!(err.to_string().contains("1 tokens but 0 scores"), "{err}");
 }

@@ -5,11 +5,10 @@
 //! `gemma3`: layer `l` is a sliding-window layer unless `l % 6 == 5`, sliding layers rotate
 //! with base 10 000 and the others with `gemma3.rope.freq_base` (1 000 000).
 
-use ch03_attention::RopeTable;
 use ch06_quantization::Bytes;
 
 use crate::config::config;
-use crate::engine::{Family, Layer, Model};
+use crate::engine::{Family, Layer, LazyRope, Model};
 use crate::error::{Error, Result};
 use crate::file::GgufFile;
 use crate::matrix::{KFormat, KMatrix, Matrix};
@@ -68,9 +67,9 @@ pub fn load_model(f: &GgufFile) -> Result<Model> {
     } else {
         (Family::llama(), Rows::Unpermute(hd)) // see model::unpermute_rows
     };
-    let max_pos = cfg.max_position_embeddings;
+    let max_pos = cfg.max_position_embeddings; // the context limit; no table is computed yet
     let mut ropes = vec![
-        RopeTable::new(hd, max_pos, cfg.rope_theta)
+        LazyRope::new(hd, max_pos, cfg.rope_theta)
             .map_err(|e| Error::Unsupported(e.to_string()))?,
     ];
     let window = if gemma {
@@ -83,9 +82,8 @@ pub fn load_model(f: &GgufFile) -> Result<Model> {
                 message: format!("{w} is not a window"),
             })?;
         let base = g.opt_f64("gemma3.rope.freq_base_swa")?.unwrap_or(10_000.0) as f32;
-        ropes.push(
-            RopeTable::new(hd, max_pos, base).map_err(|e| Error::Unsupported(e.to_string()))?,
-        );
+        ropes
+            .push(LazyRope::new(hd, max_pos, base).map_err(|e| Error::Unsupported(e.to_string()))?);
         Some(w)
     } else {
         None

@@ -33,7 +33,8 @@ pub const KEYS: &[(&str, &str)] = &[
 pub const ARCHITECTURES: &[&str] = &["llama", "gemma3"];
 
 /// The most positions a model is set up for, whatever its file allows (Gemma-3 says
-/// 32 768): the RoPE tables and the KV cache are sized by it.
+/// 32 768): the context limit, which a run's KV cache and the RoPE blocks it fills stay
+/// within.
 pub const MAX_CONTEXT: u64 = 8192;
 
 // ANCHOR: config

@@ -14,7 +14,7 @@
 //! `engine/family.rs`, attention over the cache in `engine/attend.rs`.
 
 use ch01_tensors::ops;
-use ch03_attention::{Pairing, RopeTable};
+use ch03_attention::Pairing;
 use ch04_forward::Config;
 use ch05_kv_cache::forward::kv_layout;
 use ch05_kv_cache::{KvLayout, KvStore, RingCache};
@@ -27,10 +27,12 @@ use crate::matrix::Matrix;
 
 mod attend;
 mod family;
+mod rope;
 mod rowwise;
 
 pub use attend::{attend, attend_heads};
 pub use family::{Activation, Family, gelu_f16};
+pub use rope::LazyRope;
 pub use rowwise::{gelu_f16_inplace, rmsnorm_rows};
 
 /// One decoder layer. The optional norms are present exactly when the family uses them.
@@ -63,7 +65,8 @@ pub struct Model {
     pub final_norm: Vec<f32>,
     /// `None` when tied to `embed`.
     pub lm_head: Option<Matrix>,
-    pub ropes: Vec<RopeTable>,
+    /// One RoPE per base, each filled as positions are reached (see `engine/rope.rs`).
+    pub ropes: Vec<LazyRope>,
 }
 
 impl Model {
@@ -71,7 +74,8 @@ impl Model {
         self.lm_head.as_ref().unwrap_or(&self.embed)
     }
 
-    /// The longest sequence the RoPE tables cover.
+    /// The longest sequence the model runs: the positions its RoPE can rotate (the file's
+    /// context length, at most `config::MAX_CONTEXT`).
     pub fn max_positions(&self) -> usize {
         self.ropes.iter().map(|r| r.max_pos).min().unwrap_or(0)
     }

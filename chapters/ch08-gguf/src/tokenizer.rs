@@ -78,7 +78,7 @@ impl GgufTokenizer {
 pub fn tokenizer(g: &Gguf) -> Result<GgufTokenizer> {
     let model = g.str("tokenizer.ggml.model")?;
     let tokens = g.strings("tokenizer.ggml.tokens")?;
-    let kinds = match g.opt_ints("tokenizer.ggml.token_type")? {
+    let mut kinds = match g.opt_ints("tokenizer.ggml.token_type")? {
         None => vec![TokenKind::Normal; tokens.len()],
         Some(types) if types.len() == tokens.len() => types
             .iter()
@@ -91,20 +91,17 @@ pub fn tokenizer(g: &Gguf) -> Result<GgufTokenizer> {
             });
         }
     };
+    // The end-of-generation texts are control tokens, whatever type the file gives them.
     let mut end_ids = Vec::new();
-    let entries: Vec<(String, TokenKind)> = tokens
-        .iter()
-        .zip(kinds)
-        .enumerate()
-        .map(|(id, (text, kind))| {
-            if END_OF_GENERATION.contains(&text.as_str()) {
-                end_ids.push(id as u32);
-                (text.clone(), TokenKind::Control)
-            } else {
-                (text.clone(), kind)
-            }
-        })
-        .collect();
+    for (id, text) in tokens.iter().enumerate() {
+        if END_OF_GENERATION.contains(&text.as_str()) {
+            end_ids.push(id as u32);
+            kinds[id] = TokenKind::Control;
+        }
+    }
+    // The texts go to chapter 2's vocabulary as borrowed `&str`s: it copies them once,
+    // into its own buffer, with no `String` per token on the way.
+    let entries = tokens.iter().zip(kinds);
     // ANCHOR_END: tokenizer
     // ANCHOR: tokenizer_model
     let bad = |e: ch02_tokenizer::Error| Error::Tokenizer(e.to_string());
@@ -174,10 +171,10 @@ pub fn tokenizer(g: &Gguf) -> Result<GgufTokenizer> {
 /// `"Ġ t"` → `("Ġ", "t")`. The separator is the first space after the first character, as
 /// llama.cpp reads it (a token never starts with a space in a byte-level vocabulary, but
 /// the first character is skipped all the same).
-fn split_merge(rank: usize, m: &str) -> Result<(String, String)> {
+fn split_merge(rank: usize, m: &str) -> Result<(&str, &str)> {
     let first = m.chars().next().map_or(0, char::len_utf8);
     match m[first..].find(' ') {
-        Some(at) => Ok((m[..first + at].to_string(), m[first + at + 1..].to_string())),
+        Some(at) => Ok((&m[..first + at], &m[first + at + 1..])),
         None => Err(Error::Metadata {
             key: "tokenizer.ggml.merges".into(),
             message: format!("merge {rank} ({m:?}) is not two tokens separated by a space"),

@@ -1,0 +1,147 @@
+//! Chapter 3's RoPE table, filled a block of positions at a time as a run reaches them.
+//!
+//! A table for every position a model allows is large next to a small model: Gemma-3's two
+//! tables for 8 192 positions of 128 pairs are 17 MB of cos and sin, and a 32-token prompt
+//! reads 32 of their rows. llama.cpp keeps no table; it computes each rotation's angles as
+//! it goes. We keep chapter 3's table, but cut it into blocks of [`BLOCK`] positions and
+//! compute a block the first time a position in it is rotated: a run holds the blocks of
+//! the positions it reached, each computed once, and the context limit stays what the file
+//! says, since any block can still be filled.
+//!
+//! A block is chapter 3's [`RopeTable`] for positions `0..BLOCK`, with its angles computed
+//! at `start + p` instead of `p` (the same f64 product, rounded once to f32), so a rotation
+//! here is chapter 3's `rotate`, bit for bit. The blocks are [`OnceLock`]s, so a model
+//! shared by threads (chapter 10's batches, chapter 11's server) fills each block once.
+
+use std::sync::OnceLock;
+
+use ch03_attention::{Error, Pairing, RopeTable};
+
+/// Positions per block: Gemma-3's head of 256 makes a block 256 KB of cos and sin.
+pub const BLOCK: usize = 256;
+
+/// RoPE for positions `0..max_pos`, computed a block at a time on first use.
+#[derive(Debug)]
+pub struct LazyRope {
+    /// Coordinates per head, `d` (even).
+    pub head_dim: usize,
+    /// Positions `0..max_pos` can be rotated.
+    pub max_pos: usize,
+    /// The base `θ`.
+    pub theta: f32,
+    blocks: Vec<OnceLock<RopeTable>>, // (max_pos / BLOCK, rounded up)
+}
+
+impl LazyRope {
+    /// The rotations of `head_dim`-wide heads at positions `0..max_pos`, none computed yet.
+    /// Checks `head_dim` and `theta` as chapter 3's table does.
+    pub fn new(head_dim: usize, max_pos: usize, theta: f32) -> Result<LazyRope, Error> {
+        RopeTable::new(head_dim, 0, theta)?; // an empty table: only the checks
+        Ok(LazyRope {
+            head_dim,
+            max_pos,
+            theta,
+            blocks: (0..max_pos.div_ceil(BLOCK))
+                .map(|_| OnceLock::new())
+                .collect(),
+        })
+    }
+
+    /// Block `b`: chapter 3's table, for positions `b·BLOCK ..`.
+    fn block(&self, b: usize) -> &RopeTable {
+        self.blocks[b].get_or_init(|| {
+            let half = self.head_dim / 2;
+            let start = b * BLOCK;
+            let mut cos = vec![0.0f32; BLOCK * half]; // (BLOCK, half)
+            let mut sin = vec![0.0f32; BLOCK * half]; // (BLOCK, half)
+            let freqs: Vec<f64> = (0..half)
+                .map(|i| RopeTable::frequency_of(i, self.head_dim, self.theta))
+                .collect(); // (half)
+            for p in 0..BLOCK {
+                for (i, freq) in freqs.iter().enumerate() {
+                    let angle = (start + p) as f64 * freq;
+                    cos[p * half + i] = angle.cos() as f32;
+                    sin[p * half + i] = angle.sin() as f32;
+                }
+            }
+            RopeTable {
+                head_dim: self.head_dim,
+                max_pos: BLOCK,
+                theta: self.theta,
+                cos,
+                sin,
+            }
+        })
+    }
+
+    /// Chapter 3's [`RopeTable::apply`]: rotates every head of every row of `x`
+    /// (`(seq, n_heads * head_dim)`) in place, row `t` to position `pos0 + t`.
+    pub fn apply(&self, x: &mut [f32], n_heads: usize, pos0: usize, pairing: Pairing) {
+        let row_len = n_heads * self.head_dim;
+        assert_eq!(
+            x.len() % row_len,
+            0,
+            "x is not (seq, {n_heads} * {})",
+            self.head_dim
+        );
+        for (t, row) in x.chunks_exact_mut(row_len).enumerate() {
+            let pos = pos0 + t;
+            assert!(
+                pos < self.max_pos,
+                "position {pos} is past the model's {} positions",
+                self.max_pos
+            );
+            let block = self.block(pos / BLOCK);
+            for head in row.chunks_exact_mut(self.head_dim) {
+                block.rotate(head, pos % BLOCK, pairing);
+            }
+        }
+    }
+
+    /// Blocks computed so far.
+    pub fn blocks_filled(&self) -> usize {
+        self.blocks.iter().filter(|b| b.get().is_some()).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every position of a lazily filled table rotates exactly as chapter 3's whole table
+    /// does, across block edges and in the last, partial block; and only the blocks used
+    /// are computed.
+    #[test]
+    fn rotations_match_chapter_3s_whole_table_bit_for_bit() {
+        let (d, max_pos, theta) = (16, 3 * BLOCK + 10, 1_000_000.0);
+        let whole = RopeTable::new(d, max_pos, theta).unwrap();
+        let lazy = LazyRope::new(d, max_pos, theta).unwrap();
+        let x: Vec<f32> = (0..2 * d).map(|i| (i as f32 * 0.37).sin()).collect();
+        for pos0 in [0, 5, BLOCK - 1, BLOCK, 2 * BLOCK + 100, max_pos - 2] {
+            for pairing in [Pairing::Adjacent, Pairing::SplitHalves] {
+                let (mut a, mut b) = (x.clone(), x.clone());
+                whole.apply(&mut a, 1, pos0, pairing);
+                lazy.apply(&mut b, 1, pos0, pairing);
+                let same = a.iter().zip(&b).all(|(p, q)| p.to_bits() == q.to_bits());
+                assert!(
+                    same,
+                    "positions {pos0}..{} ({pairing:?}) rotate differently from chapter 3's table",
+                    pos0 + 2
+                );
+            }
+        }
+        assert_eq!(lazy.blocks_filled(), 4, "the four blocks used, no more");
+        let unused = LazyRope::new(d, max_pos, theta).unwrap();
+        assert_eq!(
+            unused.blocks_filled(),
+            0,
+            "nothing is computed before it is used"
+        );
+    }
+
+    #[test]
+    fn bad_heads_and_bases_are_refused_as_in_chapter_3() {
+        assert!(LazyRope::new(63, 8, 10_000.0).is_err(), "an odd head_dim");
+        assert!(LazyRope::new(64, 8, 1.0).is_err(), "a base of 1");
+    }
+}
