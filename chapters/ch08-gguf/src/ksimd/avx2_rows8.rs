@@ -91,6 +91,7 @@ fn eight_rows(w: &[u8], row_len: usize) -> __m256i {
     )
 }
 
+// ANCHOR: eight_heads
 /// The first four bytes of the block at `base` in each of eight rows `row_len` apart (its
 /// scale, and Q4_1's minimum), one row a lane: one gather (`rows` holds the offsets), or
 /// eight 32-bit loads.
@@ -119,6 +120,7 @@ unsafe fn eight_heads<const GATHER: bool>(base: *const u8, rows: __m256i, row_le
         }
     }
 }
+// ANCHOR_END: eight_heads
 
 /// The sums of eight rows' lane vectors, in row order: six `vphaddd` give
 /// `[r0 r1 r2 r3 | r0 r1 r2 r3]` and `[r4 .. r7 | r4 .. r7]`, each half one 128-bit half's
