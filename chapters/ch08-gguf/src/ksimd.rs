@@ -169,6 +169,12 @@ pub trait KKernels: Sync {
         let row_len = w.len() / 8;
         std::array::from_fn(|r| dot::dot_q8_0_q8_0(&w[r * row_len..(r + 1) * row_len], a))
     }
+    /// Eight consecutive Q4_0 rows with one token's Q8_0 activations: eight of chapter 6's
+    /// `dot_q4_0_q8_0`.
+    fn rows8_q4_0(&self, w: &[u8], a: &[BlockQ8_0]) -> [f32; 8] {
+        let row_len = w.len() / 8;
+        std::array::from_fn(|r| dot::dot_q4_0_q8_0(&w[r * row_len..(r + 1) * row_len], a))
+    }
     /// Eight consecutive Q4_1 rows with one token's Q8_1 activations: eight of chapter 6's
     /// `dot_q4_1_q8_1`.
     fn rows8_q4_1(&self, w: &[u8], a: &[BlockQ8_1]) -> [f32; 8] {

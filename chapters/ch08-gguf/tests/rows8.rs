@@ -1,9 +1,9 @@
-//! The eight-row Q8_0 and Q4_1 decode kernels against chapter 6's one-row scalar dots, bit
+//! The eight-row Q8_0, Q4_1 and Q4_0 decode kernels against chapter 6's one-row scalar dots, bit
 //! for bit, on random rows (any quant, any finite f16 scale, subnormals included) and at the
 //! extremes.
 
 use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
-use ch06_quantization::dot::{dot_q4_1_q8_1, dot_q8_0_q8_0};
+use ch06_quantization::dot::{dot_q4_0_q8_0, dot_q4_1_q8_1, dot_q8_0_q8_0};
 use ch07_simd_parallel::Isa;
 use ch08_gguf::ksimd::{KKernels, for_isa};
 use proptest::prelude::*;
@@ -179,6 +179,60 @@ fn eight_q4_1_rows_are_exact_at_the_extremes() {
         assert!(
             simd > 0,
             "the AVX2 level should have run its eight-row Q4_1 kernel"
+        );
+    }
+}
+
+/// Eight Q4_0 rows of `nb` blocks, back to back: nibbles from `q`, block `i`'s scale from
+/// `d[i]` (f16 bits, made finite).
+fn rows_q4_0(q: &[u8], d: &[u16], nb: usize) -> Vec<u8> {
+    (0..8 * nb)
+        .flat_map(|i| {
+            let mut block = finite(d[i]).to_le_bytes().to_vec();
+            block.extend(&q[i * 16..][..16]);
+            block
+        })
+        .collect()
+}
+
+fn check_q4_0(w: &[u8], a: &[BlockQ8_0]) -> usize {
+    check_eight(
+        "Q4_0",
+        w,
+        |k| k.rows8_q4_0(w, a),
+        |row| dot_q4_0_q8_0(row, a),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn eight_q4_0_rows_equal_the_one_row_dot(
+        wq in proptest::collection::vec(any::<u8>(), 8 * 24 * 16),
+        wd in proptest::collection::vec(any::<u16>(), 8 * 24),
+        aq in proptest::collection::vec(-127i8..=127, 24 * 32),
+        ad in proptest::collection::vec(any::<u16>(), 24),
+        nb in 1usize..=24,
+    ) {
+        let w = rows_q4_0(&wq[..8 * nb * 16], &wd[..8 * nb], nb);
+        check_q4_0(&w, &token(&aq[..nb * 32], &ad[..nb]));
+    }
+}
+
+#[test]
+fn eight_q4_0_rows_are_exact_at_the_extremes() {
+    let mut simd = 0;
+    let nb = 20;
+    for (wq, aq) in [(0xffu8, -127i8), (0xff, 127), (0x00, -127), (0x00, 127), (0x88, 127)] {
+        // d 1.0 on every block; the token's d 0.5
+        let w = rows_q4_0(&vec![wq; 8 * nb * 16], &vec![0x3c00; 8 * nb], nb);
+        simd += check_q4_0(&w, &token(&vec![aq; nb * 32], &vec![0x3800; nb]));
+    }
+    if Isa::Avx2.supported() {
+        assert!(
+            simd > 0,
+            "the AVX2 level should have run its eight-row Q4_0 kernel"
         );
     }
 }

@@ -239,6 +239,10 @@ impl<const VNNI: bool> KKernels for Avx2K<VNNI> {
         // SAFETY: as above; the kernel checks the lengths.
         unsafe { super::avx2_rows8::rows8_q4_1::<VNNI>(w, a) }
     }
+    fn rows8_q4_0(&self, w: &[u8], a: &[BlockQ8_0]) -> [f32; 8] {
+        // SAFETY: as above; the kernel checks the lengths.
+        unsafe { super::avx2_rows8::rows8_q4_0::<VNNI>(w, a) }
+    }
 }
 
 #[inline]

@@ -11,7 +11,7 @@
 
 use std::arch::x86_64::*;
 
-use ch06_quantization::blocks::{BlockQ4_1, BlockQ8_0, BlockQ8_1};
+use ch06_quantization::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
 use ch07_simd_parallel::kernels::avx2::prefetch_next_rows;
 
 // ANCHOR: avx2_rows8_q8_0
@@ -187,6 +187,62 @@ pub(super) unsafe fn rows8_q4_1<const GATHER: bool>(w: &[u8], a: &[BlockQ8_1]) -
                 _mm256_mul_ps(mw, s),
             );
             acc = _mm256_add_ps(acc, t);
+        }
+    }
+    let mut out = [0.0f32; 8];
+    // SAFETY: eight f32 into eight f32.
+    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), acc) };
+    out
+}
+
+/// Eight consecutive Q4_0 rows against one token's Q8_0 activations: lane `r` is chapter
+/// 6's `dot_q4_0_q8_0` of row `r`, bit for bit. [`rows8_q4_1`]'s shape with Q8_0's float
+/// step: the quants stay unsigned (0..15), and `Σ (q − 8)·a = Σ q·a − 8·Σ a`, with `Σ a`
+/// summed once a block for the eight rows, exactly, in 32-bit integers.
+///
+/// # Safety
+/// None beyond the CPU's (AVX2 and F16C): the lengths are checked here.
+#[target_feature(enable = "avx2,f16c")]
+pub(super) unsafe fn rows8_q4_0<const GATHER: bool>(w: &[u8], a: &[BlockQ8_0]) -> [f32; 8] {
+    let row_len = a.len() * BlockQ4_0::BYTES;
+    let rows = eight_rows(w, row_len); // lane r: the offset of row r's block from row 0's
+    // the low two bytes (the f16 scale) of each 32-bit lane, packed into each 128-bit half
+    let low_halves = _mm256_setr_epi8(
+        0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4, 5, 8, 9, 12, 13, -1, -1,
+        -1, -1, -1, -1, -1, -1,
+    );
+    let (low, ones) = (_mm_set1_epi8(0x0f), _mm256_set1_epi16(1));
+    let ones_u8 = _mm256_set1_epi8(1);
+    let mut acc = _mm256_setzero_ps(); // lane r: row r's sum so far
+    for (b, ab) in a.iter().enumerate() {
+        // SAFETY: block b of every row lies inside `w` (length checked); the scales' reads
+        // are the first 4 bytes of each row's block; a prefetch never faults.
+        unsafe {
+            let base = w.as_ptr().add(b * BlockQ4_0::BYTES);
+            let y = _mm256_loadu_si256(ab.qs.as_ptr().cast());
+            prefetch_next_rows(w.as_ptr(), 8 * row_len, a.len(), b);
+            let p: [__m256i; 8] = std::array::from_fn(|r| {
+                let nib = _mm_loadu_si128(base.add(r * row_len + 2).cast());
+                let q = _mm256_set_m128i(
+                    _mm_and_si128(_mm_srli_epi16::<4>(nib), low),
+                    _mm_and_si128(nib, low),
+                );
+                _mm256_madd_epi16(_mm256_maddubs_epi16(q, y), ones)
+            });
+            // 8 · Σ a in every lane: the token's 32 quants summed (pairs, then words)
+            let sa = _mm256_madd_epi16(_mm256_maddubs_epi16(ones_u8, y), ones);
+            let sa = _mm256_hadd_epi32(sa, sa);
+            let sa = _mm256_hadd_epi32(sa, sa);
+            let sa = _mm256_add_epi32(sa, _mm256_permute2x128_si256::<0x01>(sa, sa));
+            let sumi = _mm256_sub_epi32(fold8(p), _mm256_slli_epi32::<3>(sa));
+            let g = eight_heads::<GATHER>(base, rows, row_len);
+            let g = _mm256_permute4x64_epi64::<0b00_00_10_00>(_mm256_shuffle_epi8(g, low_halves));
+            let dw = _mm256_cvtph_ps(_mm256_castsi256_si128(g));
+            let da = _mm256_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(
+                ab.d,
+            )))));
+            let term = _mm256_mul_ps(_mm256_cvtepi32_ps(sumi), _mm256_mul_ps(dw, da));
+            acc = _mm256_add_ps(acc, term);
         }
     }
     let mut out = [0.0f32; 8];

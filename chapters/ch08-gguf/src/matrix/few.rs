@@ -287,6 +287,9 @@ impl Matrix {
             (Format::Q4_1, Activations::Q8_1(a)) => {
                 by_eights(&|w| kk.rows8_q4_1(w, &a[t * nb..(t + 1) * nb]))
             }
+            (Format::Q4_0, Activations::Q8_0(a)) => {
+                by_eights(&|w| kk.rows8_q4_0(w, &a[t * nb..(t + 1) * nb]))
+            }
             _ => 0,
         };
         let (r0, out) = (r0 + done, &mut out[done..]);
