@@ -29,11 +29,6 @@ use ch07_simd_parallel::kernels::avx2::prefetch_next_rows;
 pub(super) unsafe fn rows8_q8_0<const GATHER: bool>(w: &[u8], a: &[BlockQ8_0]) -> [f32; 8] {
     let row_len = a.len() * BlockQ8_0::BYTES;
     let rows = eight_rows(w, row_len); // lane r: the offset of row r's block from row 0's
-    // the low two bytes (the f16 scale) of each 32-bit lane, packed into each 128-bit half
-    let low_halves = _mm256_setr_epi8(
-        0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4, 5, 8, 9, 12, 13, -1, -1,
-        -1, -1, -1, -1, -1, -1,
-    );
     let ones = _mm256_set1_epi16(1);
     let mut acc = _mm256_setzero_ps(); // lane r: row r's sum so far
     // ANCHOR_END: avx2_rows8_q8_0
@@ -51,15 +46,8 @@ pub(super) unsafe fn rows8_q8_0<const GATHER: bool>(w: &[u8], a: &[BlockQ8_0]) -
                 let pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
                 _mm256_madd_epi16(pairs, ones)
             });
-            let sumi = fold8(p);
-            let g = eight_heads::<GATHER>(base, rows, row_len);
-            let g = _mm256_permute4x64_epi64::<0b00_00_10_00>(_mm256_shuffle_epi8(g, low_halves));
-            let dw = _mm256_cvtph_ps(_mm256_castsi256_si128(g));
-            let da = _mm256_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(
-                ab.d,
-            )))));
-            let term = _mm256_mul_ps(_mm256_cvtepi32_ps(sumi), _mm256_mul_ps(dw, da));
-            acc = _mm256_add_ps(acc, term);
+            let heads = eight_heads::<GATHER>(base, rows, row_len);
+            acc = add_scaled(acc, fold8(p), heads, ab.d);
         }
     }
     let mut out = [0.0f32; 8];
@@ -91,6 +79,26 @@ fn eight_rows(w: &[u8], row_len: usize) -> __m256i {
     )
 }
 
+// ANCHOR: add_scaled
+/// The scalar's `sum += sumi · (d · d_a)` in each of eight lanes: `heads` holds each row's
+/// block's first four bytes (its f16 scale in the low two, from [`eight_heads`]), `d_a` the
+/// token's block scale (f16 bits).
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn add_scaled(acc: __m256, sumi: __m256i, heads: __m256i, d_a: u16) -> __m256 {
+    // the low two bytes (the f16 scale) of each 32-bit lane, packed into each 128-bit half
+    let low_halves = _mm256_setr_epi8(
+        0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4, 5, 8, 9, 12, 13, -1, -1,
+        -1, -1, -1, -1, -1, -1,
+    );
+    let g = _mm256_permute4x64_epi64::<0b00_00_10_00>(_mm256_shuffle_epi8(heads, low_halves));
+    let dw = _mm256_cvtph_ps(_mm256_castsi256_si128(g));
+    let da = _mm256_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(d_a)))));
+    let term = _mm256_mul_ps(_mm256_cvtepi32_ps(sumi), _mm256_mul_ps(dw, da));
+    _mm256_add_ps(acc, term)
+}
+// ANCHOR_END: add_scaled
+
 // ANCHOR: eight_heads
 /// The first four bytes of the block at `base` in each of eight rows `row_len` apart (its
 /// scale, and Q4_1's minimum), one row a lane: one gather (`rows` holds the offsets), or
@@ -121,6 +129,29 @@ unsafe fn eight_heads<const GATHER: bool>(base: *const u8, rows: __m256i, row_le
     }
 }
 // ANCHOR_END: eight_heads
+
+/// Eight rows' 4-bit blocks against one token's 32 quants `y`: row `r`'s 16 bytes of
+/// nibbles at `nibbles + r · row_len` (element `j` in the low nibble of byte `j`, element
+/// `j + 16` in its high nibble, as Q4_0 and Q4_1 store them), unpacked to 32 bytes of
+/// 0..15 and multiplied with `y` by `vpmaddubsw` and `vpmaddwd`: the row's lane vector of
+/// 32-bit partial sums, for [`fold8`].
+///
+/// # Safety
+/// Each row's 16 bytes must lie inside one allocation with `nibbles`.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn nibble_dots(nibbles: *const u8, row_len: usize, y: __m256i) -> [__m256i; 8] {
+    let (low, ones) = (_mm_set1_epi8(0x0f), _mm256_set1_epi16(1));
+    std::array::from_fn(|r| {
+        // SAFETY: the caller's promise.
+        let nib = unsafe { _mm_loadu_si128(nibbles.add(r * row_len).cast()) };
+        let q = _mm256_set_m128i(
+            _mm_and_si128(_mm_srli_epi16::<4>(nib), low),
+            _mm_and_si128(nib, low),
+        );
+        _mm256_madd_epi16(_mm256_maddubs_epi16(q, y), ones)
+    })
+}
 
 /// The sums of eight rows' lane vectors, in row order: six `vphaddd` give
 /// `[r0 r1 r2 r3 | r0 r1 r2 r3]` and `[r4 .. r7 | r4 .. r7]`, each half one 128-bit half's
@@ -156,7 +187,6 @@ pub(super) unsafe fn rows8_q4_1<const GATHER: bool>(w: &[u8], a: &[BlockQ8_1]) -
         0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7,
         10, 11, 14, 15,
     );
-    let (low, ones) = (_mm_set1_epi8(0x0f), _mm256_set1_epi16(1));
     let mut acc = _mm256_setzero_ps(); // lane r: row r's sum so far
     for (b, ab) in a.iter().enumerate() {
         // SAFETY: block b of every row lies inside `w` (length checked); the gather reads
@@ -165,15 +195,7 @@ pub(super) unsafe fn rows8_q4_1<const GATHER: bool>(w: &[u8], a: &[BlockQ8_1]) -
             let base = w.as_ptr().add(b * BlockQ4_1::BYTES);
             let y = _mm256_loadu_si256(ab.qs.as_ptr().cast());
             prefetch_next_rows(w.as_ptr(), 8 * row_len, a.len(), b);
-            let p: [__m256i; 8] = std::array::from_fn(|r| {
-                let nib = _mm_loadu_si128(base.add(r * row_len + 4).cast());
-                let q = _mm256_set_m128i(
-                    _mm_and_si128(_mm_srli_epi16::<4>(nib), low),
-                    _mm_and_si128(nib, low),
-                );
-                _mm256_madd_epi16(_mm256_maddubs_epi16(q, y), ones)
-            });
-            let sumi = fold8(p);
+            let sumi = fold8(nibble_dots(base.add(4), row_len, y));
             let g = eight_heads::<GATHER>(base, rows, row_len);
             let g = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_shuffle_epi8(g, split));
             let dw = _mm256_cvtph_ps(_mm256_castsi256_si128(g));
@@ -206,13 +228,7 @@ pub(super) unsafe fn rows8_q4_1<const GATHER: bool>(w: &[u8], a: &[BlockQ8_1]) -
 pub(super) unsafe fn rows8_q4_0<const GATHER: bool>(w: &[u8], a: &[BlockQ8_0]) -> [f32; 8] {
     let row_len = a.len() * BlockQ4_0::BYTES;
     let rows = eight_rows(w, row_len); // lane r: the offset of row r's block from row 0's
-    // the low two bytes (the f16 scale) of each 32-bit lane, packed into each 128-bit half
-    let low_halves = _mm256_setr_epi8(
-        0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4, 5, 8, 9, 12, 13, -1, -1,
-        -1, -1, -1, -1, -1, -1,
-    );
-    let (low, ones) = (_mm_set1_epi8(0x0f), _mm256_set1_epi16(1));
-    let ones_u8 = _mm256_set1_epi8(1);
+    let (ones, ones_u8) = (_mm256_set1_epi16(1), _mm256_set1_epi8(1));
     let mut acc = _mm256_setzero_ps(); // lane r: row r's sum so far
     for (b, ab) in a.iter().enumerate() {
         // SAFETY: block b of every row lies inside `w` (length checked); the scales' reads
@@ -221,28 +237,15 @@ pub(super) unsafe fn rows8_q4_0<const GATHER: bool>(w: &[u8], a: &[BlockQ8_0]) -
             let base = w.as_ptr().add(b * BlockQ4_0::BYTES);
             let y = _mm256_loadu_si256(ab.qs.as_ptr().cast());
             prefetch_next_rows(w.as_ptr(), 8 * row_len, a.len(), b);
-            let p: [__m256i; 8] = std::array::from_fn(|r| {
-                let nib = _mm_loadu_si128(base.add(r * row_len + 2).cast());
-                let q = _mm256_set_m128i(
-                    _mm_and_si128(_mm_srli_epi16::<4>(nib), low),
-                    _mm_and_si128(nib, low),
-                );
-                _mm256_madd_epi16(_mm256_maddubs_epi16(q, y), ones)
-            });
+            let p = nibble_dots(base.add(2), row_len, y);
             // 8 · Σ a in every lane: the token's 32 quants summed (pairs, then words)
             let sa = _mm256_madd_epi16(_mm256_maddubs_epi16(ones_u8, y), ones);
             let sa = _mm256_hadd_epi32(sa, sa);
             let sa = _mm256_hadd_epi32(sa, sa);
             let sa = _mm256_add_epi32(sa, _mm256_permute2x128_si256::<0x01>(sa, sa));
             let sumi = _mm256_sub_epi32(fold8(p), _mm256_slli_epi32::<3>(sa));
-            let g = eight_heads::<GATHER>(base, rows, row_len);
-            let g = _mm256_permute4x64_epi64::<0b00_00_10_00>(_mm256_shuffle_epi8(g, low_halves));
-            let dw = _mm256_cvtph_ps(_mm256_castsi256_si128(g));
-            let da = _mm256_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(
-                ab.d,
-            )))));
-            let term = _mm256_mul_ps(_mm256_cvtepi32_ps(sumi), _mm256_mul_ps(dw, da));
-            acc = _mm256_add_ps(acc, term);
+            let heads = eight_heads::<GATHER>(base, rows, row_len);
+            acc = add_scaled(acc, sumi, heads, ab.d);
         }
     }
     let mut out = [0.0f32; 8];
