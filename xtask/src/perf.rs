@@ -91,9 +91,11 @@ pub fn run(args: &[&str]) -> Result<(), String> {
         .filter(|a| !matches!(*a, "--list" | "--kind"))
         .collect();
     if by_kind && (wanted.is_empty() || std::env::var_os("LLM_BOOK_ISA").is_some()) {
-        return Err("--kind takes the names of the tables to measure, on the machine's own \
+        return Err(
+            "--kind takes the names of the tables to measure, on the machine's own \
                     kernel level (without LLM_BOOK_ISA: a forced level is not another machine)"
-            .into());
+                .into(),
+        );
     }
     let all = entries()?;
     let chosen: Vec<&Entry> = all

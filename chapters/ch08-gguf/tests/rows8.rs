@@ -224,7 +224,13 @@ proptest! {
 fn eight_q4_0_rows_are_exact_at_the_extremes() {
     let mut simd = 0;
     let nb = 20;
-    for (wq, aq) in [(0xffu8, -127i8), (0xff, 127), (0x00, -127), (0x00, 127), (0x88, 127)] {
+    for (wq, aq) in [
+        (0xffu8, -127i8),
+        (0xff, 127),
+        (0x00, -127),
+        (0x00, 127),
+        (0x88, 127),
+    ] {
         // d 1.0 on every block; the token's d 0.5
         let w = rows_q4_0(&vec![wq; 8 * nb * 16], &vec![0x3c00; 8 * nb], nb);
         simd += check_q4_0(&w, &token(&vec![aq; nb * 32], &vec![0x3800; nb]));

@@ -93,7 +93,9 @@ fn add_scaled(acc: __m256, sumi: __m256i, heads: __m256i, d_a: u16) -> __m256 {
     );
     let g = _mm256_permute4x64_epi64::<0b00_00_10_00>(_mm256_shuffle_epi8(heads, low_halves));
     let dw = _mm256_cvtph_ps(_mm256_castsi256_si128(g));
-    let da = _mm256_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(d_a)))));
+    let da = _mm256_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(
+        d_a,
+    )))));
     let term = _mm256_mul_ps(_mm256_cvtepi32_ps(sumi), _mm256_mul_ps(dw, da));
     _mm256_add_ps(acc, term)
 }
@@ -108,7 +110,11 @@ fn add_scaled(acc: __m256, sumi: __m256i, heads: __m256i, d_a: u16) -> __m256 {
 /// `base + 7 · row_len + 4` must lie inside one allocation with `base`.
 #[inline]
 #[target_feature(enable = "avx2")]
-unsafe fn eight_heads<const GATHER: bool>(base: *const u8, rows: __m256i, row_len: usize) -> __m256i {
+unsafe fn eight_heads<const GATHER: bool>(
+    base: *const u8,
+    rows: __m256i,
+    row_len: usize,
+) -> __m256i {
     // SAFETY: each read is four bytes at the start of a block of one of the eight rows.
     unsafe {
         if GATHER {
@@ -238,12 +244,9 @@ pub(super) unsafe fn rows8_q4_0<const GATHER: bool>(w: &[u8], a: &[BlockQ8_0]) -
             let y = _mm256_loadu_si256(ab.qs.as_ptr().cast());
             prefetch_next_rows(w.as_ptr(), 8 * row_len, a.len(), b);
             let p = nibble_dots(base.add(2), row_len, y);
-            // 8 · Σ a in every lane: the token's 32 quants summed (pairs, then words)
-            let sa = _mm256_madd_epi16(_mm256_maddubs_epi16(ones_u8, y), ones);
-            let sa = _mm256_hadd_epi32(sa, sa);
-            let sa = _mm256_hadd_epi32(sa, sa);
-            let sa = _mm256_add_epi32(sa, _mm256_permute2x128_si256::<0x01>(sa, sa));
-            let sumi = _mm256_sub_epi32(fold8(p), _mm256_slli_epi32::<3>(sa));
+            // Σ a: the token's 32 quants summed (pairs, then words, then the lanes)
+            let sa = super::avx2::hsum(_mm256_madd_epi16(_mm256_maddubs_epi16(ones_u8, y), ones));
+            let sumi = _mm256_sub_epi32(fold8(p), _mm256_set1_epi32(8 * sa));
             let heads = eight_heads::<GATHER>(base, rows, row_len);
             acc = add_scaled(acc, sumi, heads, ab.d);
         }
