@@ -256,10 +256,10 @@ impl Tokenizer {
 
     /// The bytes one token stands for. Control tokens give their text (`<|im_end|>`).
     pub fn piece(&self, id: TokenId) -> Result<&[u8]> {
-        let i = id as usize;
-        let end = *self.piece_ends.get(i).ok_or(self.vocab.out_of_range(id))?;
-        let start = if i == 0 { 0 } else { self.piece_ends[i - 1] };
-        Ok(&self.piece_bytes[start..end])
+        if id as usize >= self.piece_ends.len() {
+            return Err(self.vocab.out_of_range(id));
+        }
+        Ok(&self.piece_bytes[crate::vocab::span(&self.piece_ends, id as usize)])
     }
 
     /// The bytes of the token at position `index` of a sequence: SentencePiece drops the

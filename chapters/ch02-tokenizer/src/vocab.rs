@@ -81,25 +81,22 @@ impl Vocab {
         if ends.is_empty() {
             return Err(Error::BadVocab("the vocabulary is empty".into()));
         }
-        let mut vocab = Vocab {
+        let mut ids = IdTable::with_room_for(ends.len());
+        let text_of = |id: TokenId| &text[span(&ends, id as usize)];
+        for id in 0..ends.len() as TokenId {
+            ids.insert(id, text_of);
+        }
+        Ok(Vocab {
             text,
             ends,
             kinds,
-            ids: IdTable::with_room_for(0),
-        };
-        let mut ids = IdTable::with_room_for(vocab.len());
-        for id in 0..vocab.len() as TokenId {
-            ids.insert(id, |id| vocab.text_of(id));
-        }
-        vocab.ids = ids;
-        Ok(vocab)
+            ids,
+        })
     }
 
     /// The text of `id`, which must be in range.
     fn text_of(&self, id: TokenId) -> &str {
-        let i = id as usize;
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.text[start..self.ends[i]]
+        &self.text[span(&self.ends, id as usize)]
     }
 
     /// Number of tokens.
@@ -145,6 +142,13 @@ impl Vocab {
             vocab_size: self.len(),
         }
     }
+}
+
+/// Where item `i` lies in a buffer of items stored end to end, given where each ends
+/// (`ends[i]`, which must exist): the vocabulary's texts, and the tokenizer's pieces.
+pub(crate) fn span(ends: &[usize], i: usize) -> std::ops::Range<usize> {
+    let start = if i == 0 { 0 } else { ends[i - 1] };
+    start..ends[i]
 }
 
 /// The reverse map, text -> id: a hash table whose slots hold ids only. The text a slot
