@@ -147,7 +147,7 @@ pub fn run(args: &[&str]) -> Result<(), String> {
     let mut failed = Vec::new();
     for e in chosen {
         let t = Instant::now();
-        match measure(e, &dir) {
+        match measure(e, &dir, by_kind) {
             Ok(()) => eprintln!("  {} took {:.0} s", e.name, t.elapsed().as_secs_f64()),
             Err(err) => {
                 eprintln!("  {} FAILED: {err}", e.name);
@@ -167,8 +167,8 @@ pub fn run(args: &[&str]) -> Result<(), String> {
     }
 }
 
-/// Runs one entry and writes its file, header first.
-fn measure(e: &Entry, dir: &std::path::Path) -> Result<(), String> {
+/// Runs one entry and writes its file, header first (`kind`: into a machine kind's folder).
+fn measure(e: &Entry, dir: &std::path::Path, kind: bool) -> Result<(), String> {
     let target = dir.join(&e.name);
     let load = load_average();
     // the program writes its table to a scratch file, never straight into the book: a run
@@ -204,14 +204,14 @@ fn measure(e: &Entry, dir: &std::path::Path) -> Result<(), String> {
         String::from_utf8_lossy(&output.stdout).into_owned()
     };
     let table = normalise_paths(&table, &root());
-    let text = format!("{}\n{}", header(e, load.as_deref()), table.trim_end());
+    let text = format!("{}\n{}", header(e, load.as_deref(), kind), table.trim_end());
     std::fs::write(&target, text + "\n")
         .map_err(|err| format!("cannot write {}: {err}", target.display()))
 }
 
 /// `Measured on AMD EPYC (family 25, model 17), avx512 kernels, 2 cores, load 0.05 at the start, 2026-11-24,
 /// commit 7c96552: cargo xtask perf ch07-compare` (italic in a Markdown file).
-fn header(e: &Entry, load: Option<&str>) -> String {
+fn header(e: &Entry, load: Option<&str>, kind: bool) -> String {
     let (cpu, cores) = machine();
     let level = crate::levels::best_level();
     let date = capture("date", &["-u", "+%Y-%m-%d"]).unwrap_or_else(|| "date unknown".into());
@@ -229,9 +229,10 @@ fn header(e: &Entry, load: Option<&str>) -> String {
         .map(|l| format!(", load {l} at the start"))
         .unwrap_or_default();
     let stem = e.name.rsplit_once('.').map_or(e.name.as_str(), |(s, _)| s);
+    let kind = if kind { "--kind " } else { "" };
     let line = format!(
         "{HEADER}{cpu}, {level} kernels, {cores} cores{load}, {date}, commit {commit}: \
-         `cargo xtask perf {stem}`"
+         `cargo xtask perf {kind}{stem}`"
     );
     if e.name.ends_with(".md") {
         format!("*{line}*\n")
