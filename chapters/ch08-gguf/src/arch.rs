@@ -11,7 +11,7 @@ use crate::config::config;
 use crate::engine::{Family, Layer, LazyRope, Model};
 use crate::error::{Error, Result};
 use crate::file::GgufFile;
-use crate::matrix::{KFormat, KMatrix, Matrix};
+use crate::matrix::{KFormat, KMatrix, Matrix, Packed};
 use crate::model::{Rows, check_dims, format_of, matrix, unpermute_rows, vector};
 use crate::types::GgmlType;
 
@@ -42,6 +42,30 @@ fn any_matrix(f: &GgufFile, name: &str, rows: usize, cols: usize, how: Rows) -> 
             message,
         })
 }
+
+// ANCHOR: packed_matrix
+/// [`any_matrix`], with a Q4_0 or Q4_1 matrix interleaved eight rows at a time
+/// ([`Packed`]) where this machine's kernels want that ([`crate::ksimd::packs`]); the
+/// mapped pages it was copied from are then given back.
+fn layer_matrix(f: &GgufFile, name: &str, rows: usize, cols: usize, how: Rows) -> Result<Matrix> {
+    let m = any_matrix(f, name, rows, cols, how)?;
+    if !crate::ksimd::packs() {
+        return Ok(m);
+    }
+    let packed = match &m {
+        Matrix::Q(q) => Packed::new(q.format(), q.rows(), q.cols(), q.rows_bytes(0, q.rows())),
+        _ => None,
+    };
+    Ok(match packed {
+        Some(p) => {
+            drop(m);
+            f.release(f.info(name)?);
+            Matrix::P(p)
+        }
+        None => m,
+    })
+}
+// ANCHOR_END: packed_matrix
 
 /// Whether the chapter can run a tensor of this type.
 pub fn supported(ty: GgmlType) -> bool {
@@ -93,7 +117,7 @@ pub fn load_model(f: &GgufFile) -> Result<Model> {
     let mut layers = Vec::with_capacity(cfg.num_layers);
     for l in 0..cfg.num_layers {
         let name = |t: &str| format!("blk.{l}.{t}.weight");
-        let m = |t: &str, rows, cols, how| any_matrix(f, &name(t), rows, cols, how);
+        let m = |t: &str, rows, cols, how| layer_matrix(f, &name(t), rows, cols, how);
         let opt = |t: &str, len| -> Result<Option<Vec<f32>>> {
             if gemma {
                 vector(f, &name(t), len).map(Some)
@@ -126,7 +150,7 @@ pub fn load_model(f: &GgufFile) -> Result<Model> {
     let lm_head = if cfg.tie_word_embeddings {
         None
     } else {
-        Some(any_matrix(
+        Some(layer_matrix(
             f,
             "output.weight",
             cfg.vocab_size,
@@ -173,7 +197,9 @@ mod tests {
         let hd = 256;
         let stored = match any_matrix(&f, name, rows, cols, Rows::AsStored).unwrap() {
             Matrix::K(m) => m,
-            Matrix::Q(_) => panic!("{name} is expected in a K-quant format ({})", t.ty),
+            Matrix::Q(_) | Matrix::P(_) => {
+                panic!("{name} is expected in a K-quant format ({})", t.ty)
+            }
         };
         let Matrix::K(moved) = any_matrix(&f, name, rows, cols, Rows::Unpermute(hd)).unwrap()
         else {

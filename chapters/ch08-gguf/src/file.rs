@@ -79,6 +79,31 @@ impl GgufFile {
         &self.map[start..start + t.size as usize]
     }
 
+    /// Tells the kernel that this program will not read tensor `t` from the mapping again
+    /// (it made its own copy, [`crate::matrix::Packed`]): the pages inside it leave the
+    /// process's resident memory. The file's page cache keeps them, and a later read would
+    /// only fault them back in, so nothing is lost.
+    pub fn release(&self, t: &TensorInfo) {
+        const ALIGN: usize = 64 << 10; // a multiple of every page size Linux uses
+        let start = self.gguf.absolute_offset(t) as usize;
+        let (first, end) = (
+            start.next_multiple_of(ALIGN),
+            (start + t.size as usize) / ALIGN * ALIGN,
+        );
+        if end > first {
+            // SAFETY: the mapping is a read-only view of a file: dropping its pages cannot
+            // lose data, and nothing holds a reference into them that a refault would not
+            // serve. An error (an unsupported advice) only leaves the pages resident.
+            let _ = unsafe {
+                self.map.unchecked_advise_range(
+                    memmap2::UncheckedAdvice::DontNeed,
+                    first,
+                    end - first,
+                )
+            };
+        }
+    }
+
     // ANCHOR: shared
     /// A tensor's bytes as chapter 6's [`Bytes`]: a window on the mapping that keeps it
     /// alive, so a `QMatrix` can use the weights where they lie.

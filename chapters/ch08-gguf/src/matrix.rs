@@ -1,18 +1,22 @@
 //! A weight matrix in whatever format the file holds it: chapter 6's [`QMatrix`] for F32,
-//! Q8_0, Q4_0 and Q4_1, or a [`KMatrix`] for Q5_0, Q4_K and Q6_K.
+//! Q8_0, Q4_0 and Q4_1, a [`KMatrix`] for Q5_0, Q4_K and Q6_K, or, on CPUs with AVX2 and no
+//! AVX-512, a [`Packed`] Q4_0 or Q4_1 matrix: its rows interleaved eight at a time at load.
 
 //!
 //! ```text
 //! matrix.rs          Matrix: the one place that picks a product's path; Q4_0/Q4_1 prefill
 //! matrix/kmatrix.rs  KMatrix: Q5_0, Q4_K and Q6_K rows in place, and their prefill
 //! matrix/few.rs      a few tokens: split by rows, every token per block of rows
+//! matrix/packed.rs   Packed: Q4_0/Q4_1 rows interleaved eight at a time, and their scalar kernel
 //! ```
 
 mod few;
 mod kmatrix;
+pub mod packed;
 
 pub use few::{FEW, matmul_group};
 pub use kmatrix::{KActs, KFormat, KMatrix};
+pub use packed::{Packed, PackedToken};
 
 use crate::kquant::{ActQuads, KQuads};
 use ch06_quantization::matrix::{Activations, Format};
@@ -87,12 +91,15 @@ enum Interleaved {
 pub enum Acts {
     Q(Activations),
     K(Vec<KActs>),
+    /// A packed Q4_0 matrix's: Q8_0 blocks, and each block's `Σ a`.
+    Sums(Vec<ch06_quantization::blocks::BlockQ8_0>, Vec<i32>),
 }
 
 /// A matrix of any format the engine runs.
 pub enum Matrix {
     Q(QMatrix),
     K(KMatrix),
+    P(Packed),
 }
 
 impl Matrix {
@@ -100,18 +107,21 @@ impl Matrix {
         match self {
             Matrix::Q(m) => m.rows(),
             Matrix::K(m) => m.rows,
+            Matrix::P(m) => m.rows,
         }
     }
     pub fn cols(&self) -> usize {
         match self {
             Matrix::Q(m) => m.cols(),
             Matrix::K(m) => m.cols,
+            Matrix::P(m) => m.cols,
         }
     }
     pub fn format_name(&self) -> &'static str {
         match self {
             Matrix::Q(m) => m.format().name(),
             Matrix::K(m) => m.format.name(),
+            Matrix::P(m) => m.format.name(),
         }
     }
     /// Bytes of weights.
@@ -119,20 +129,22 @@ impl Matrix {
         match self {
             Matrix::Q(m) => m.bytes(),
             Matrix::K(m) => m.rows * m.row_len(),
+            Matrix::P(m) => m.bytes(),
         }
     }
     pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
         match self {
             Matrix::Q(m) => m.dequantize_row(r, out),
             Matrix::K(m) => m.dequantize_row(r, out),
+            Matrix::P(m) => m.dequantize_row(r, out),
         }
     }
     // ANCHOR: choose
     /// `out (seq, rows) = x (seq, cols) · Wᵀ`, the one place that picks how: with few tokens
     /// a thread ([`FEW`]), split by rows ([`matmul_group`]); else, in a prefill, split by tokens,
     /// Q4_0 and Q4_1 through [`q4_prefill`]'s multi-token kernels, the K-quants through
-    /// [`KMatrix::matmul`]'s, and the rest through chapter 6's product. Every path gives
-    /// every output the scalar kernel's bits.
+    /// [`KMatrix::matmul`]'s, a [`Packed`] matrix through [`packed_prefill`], and the rest
+    /// through chapter 6's product. Every path gives every output the scalar kernel's bits.
     pub fn matmul(
         &self,
         k: &dyn Kernels,
@@ -146,6 +158,7 @@ impl Matrix {
             Matrix::Q(m) if self.has_prefill_kernel(kk) => q4_prefill(m, k, kk, out, x, seq),
             Matrix::Q(m) => m.matmul_with(k, out, x, seq),
             Matrix::K(m) => m.matmul(k, kk, out, x, seq),
+            Matrix::P(p) => packed_prefill(self, p, k, kk, out, x, seq),
         }
     }
     // ANCHOR_END: choose
@@ -164,6 +177,7 @@ impl Matrix {
                 KFormat::Q6_K => kk.wants_octs(),
                 _ => kk.wants_octs() || kk.wants_quads(),
             },
+            Matrix::P(_) => true,
         }
     }
 
@@ -176,6 +190,8 @@ impl Matrix {
             Matrix::Q(_) => Some("q8_0"),
             Matrix::K(m) if m.format == KFormat::Q5_0 => Some("q8_0 wide"),
             Matrix::K(_) => Some("q8_k"),
+            Matrix::P(m) if m.format == Format::Q4_1 => Some("q8_1"),
+            Matrix::P(_) => Some("q8_0 sums"),
         }
     }
 
@@ -183,6 +199,16 @@ impl Matrix {
         match self {
             Matrix::Q(m) => Acts::Q(m.quantize_activations(k, x)),
             Matrix::K(m) => Acts::K(x.chunks_exact(m.cols).map(|t| m.quantize(k, t)).collect()),
+            Matrix::P(m) => match m.quantize(k, x) {
+                Activations::Q8_0(a) => {
+                    let sums = a
+                        .iter()
+                        .map(|b| b.qs.iter().map(|&q| i32::from(q)).sum())
+                        .collect();
+                    Acts::Sums(a, sums)
+                }
+                q8_1 => Acts::Q(q8_1),
+            },
         }
     }
 }
@@ -284,3 +310,70 @@ fn q4_prefill(
         ),
     }
 }
+
+// ANCHOR: packed_prefill
+/// A packed Q4_0 or Q4_1 matrix in a prefill: chapter 8's eight-token prefill ([`octs`])
+/// for as many tokens as give every thread whole eights, its tiles of rows taken out of the
+/// groups as they are unpacked; the last few tokens split by rows ([`matmul_group`]).
+fn packed_prefill(
+    m: &Matrix,
+    p: &Packed,
+    k: &dyn Kernels,
+    kk: &dyn KKernels,
+    out: &mut [f32],
+    x: &[f32],
+    seq: usize,
+) {
+    let (rows, cols, nb) = (p.rows, p.cols, p.cols / 32);
+    let eights = 8 * rayon::current_num_threads();
+    let main = seq / eights * eights;
+    let format = match p.format {
+        Format::Q4_0 => Format32::Q4_0,
+        _ => Format32::Q4_1,
+    };
+    if main > 0 {
+        let per_token: Vec<Activations> = x[..main * cols]
+            .par_chunks(cols)
+            .map(|row| p.quantize(k, row))
+            .collect();
+        let octs = |t: usize| match &per_token[t..t + 8] {
+            [Activations::Q8_0(_), ..] => {
+                ActOcts::from_q8_0_blocks(std::array::from_fn(|j| match &per_token[t + j] {
+                    Activations::Q8_0(a) => &a[..],
+                    Activations::Q8_1(_) => unreachable!("one format per matrix"),
+                }))
+            }
+            _ => ActOcts::from_q8_1(std::array::from_fn(|j| match &per_token[t + j] {
+                Activations::Q8_1(a) => &a[..],
+                Activations::Q8_0(_) => unreachable!("one format per matrix"),
+            })),
+        };
+        let unpack = |rs: std::ops::Range<usize>, u: &mut octs::Rows32| {
+            let file_rows: Vec<Vec<u8>> = rs.map(|r| p.row_bytes(r)).collect();
+            let file_rows: Vec<&[u8]> = file_rows.iter().map(|r| &r[..]).collect();
+            kk.unpack_rows32(format, &file_rows, u);
+        };
+        octs::prefill_unpacked32(
+            kk,
+            format,
+            &mut out[..main * rows],
+            (rows, main, nb),
+            unpack,
+            octs,
+            |_, _| -> [f32; 4] { unreachable!("every band is whole eights") },
+            |_, _| -> f32 { unreachable!("every band is whole eights") },
+        );
+    }
+    if main < seq {
+        // fewer than eight tokens a thread: split by rows (by_rows)
+        matmul_group(
+            k,
+            kk,
+            &[m],
+            &mut [&mut out[main * rows..]],
+            &x[main * cols..],
+            seq - main,
+        );
+    }
+}
+// ANCHOR_END: packed_prefill

@@ -298,16 +298,42 @@ pub fn prefill32<'w>(
     dot: impl Fn(usize, usize) -> f32 + Sync,
 ) {
     let blocks = row_bytes(0).len() / format.bytes();
+    let unpack = |rs: Range<usize>, u: &mut Rows32| {
+        let rs: Vec<&[u8]> = rs.map(&row_bytes).collect();
+        kk.unpack_rows32(format, &rs, u);
+    };
+    prefill_unpacked32(
+        kk,
+        format,
+        out,
+        (rows, seq, blocks),
+        unpack,
+        octs,
+        dot4,
+        dot,
+    );
+}
+
+/// [`prefill32`] for rows that `unpack(rows, into)` unpacks from wherever they are
+/// (a [`crate::matrix::Packed`] matrix's groups), `blocks` blocks a row.
+#[allow(clippy::too_many_arguments)]
+pub fn prefill_unpacked32(
+    kk: &dyn KKernels,
+    format: Format32,
+    out: &mut [f32],
+    (rows, seq, blocks): (usize, usize, usize),
+    unpack: impl Fn(Range<usize>, &mut Rows32) + Sync,
+    octs: impl Fn(usize) -> ActOcts + Sync,
+    dot4: impl Fn(usize, usize) -> [f32; 4] + Sync,
+    dot: impl Fn(usize, usize) -> f32 + Sync,
+) {
     prefill(
         out,
         rows,
         seq,
         tile_rows(40 * blocks), // 32 quants, d and m a block
         octs,
-        |rs, u: &mut Rows32| {
-            let rs: Vec<&[u8]> = rs.map(&row_bytes).collect();
-            kk.unpack_rows32(format, &rs, u);
-        },
+        unpack,
         |u, i, a, out| match out {
             [out] => *out = kk.dot8_row32(format, u.row(i), a),
             out => {

@@ -7,7 +7,7 @@ use ch06_quantization::search::ScaleRule;
 use ch06_quantization::{QMatrix, Scalar};
 use ch07_simd_parallel::Isa;
 use ch08_gguf::ksimd::{KKernels, ScalarK, for_isa};
-use ch08_gguf::matrix::{KFormat, KMatrix, Matrix, matmul_group};
+use ch08_gguf::matrix::{KFormat, KMatrix, Matrix, Packed, matmul_group};
 
 const ROWS: usize = 44;
 const COLS: usize = 512;
@@ -68,11 +68,25 @@ fn matrices() -> Vec<(String, Matrix)> {
     {
         out.push((f.name().to_string(), Matrix::K(k_matrix(f, 11 + i as u64))));
     }
+    // Q4_0 and Q4_1 interleaved eight rows at a time, as the AVX2 level loads them: 40 rows
+    for f in [Format::Q4_0, Format::Q4_1] {
+        let rows = ROWS / 8 * 8;
+        let m = QMatrix::quantize(&w[..rows * COLS], rows, COLS, f, ScaleRule::Absmax)
+            .expect("quantizes");
+        let p = Packed::new(f, rows, COLS, m.rows_bytes(0, rows)).expect("whole groups");
+        out.push((format!("{} packed", f.name()), Matrix::P(p)));
+    }
     out
 }
 
-/// The scalar kernels' product, one token at a time.
+/// The scalar kernels' product, one token at a time; for a packed matrix, of its rows as the
+/// file stores them.
 fn reference(m: &Matrix, x: &[f32], seq: usize) -> Vec<f32> {
+    if let Matrix::P(p) = m {
+        let rows: Vec<u8> = (0..p.rows).flat_map(|r| p.row_bytes(r)).collect();
+        let q = QMatrix::from_blocks(p.format, p.rows, p.cols, Bytes::from_vec(rows));
+        return reference(&Matrix::Q(q.expect("whole blocks")), x, seq);
+    }
     let mut out = vec![0.0f32; seq * m.rows()];
     for (t, o) in out.chunks_exact_mut(m.rows()).enumerate() {
         let xt = &x[t * COLS..(t + 1) * COLS];
@@ -99,13 +113,14 @@ fn levels() -> Vec<(
 #[test]
 fn every_product_path_gives_the_scalar_numbers() {
     let mats = matrices();
-    for seq in [1, 2, 3, 5, 8, 9, 16, 17, 24, 40] {
+    for seq in [1, 2, 3, 5, 8, 9, 16, 17, 24, 40, 45] {
         let x = floats(seq * COLS, 100 + seq as u64);
         for (name, m) in &mats {
             let want = reference(m, &x, seq);
             for (isa, k, kk) in levels() {
                 for threads in [1, 2, 3] {
-                    let mut got = vec![0.0f32; seq * ROWS];
+                    let rows = m.rows();
+                    let mut got = vec![0.0f32; seq * rows];
                     ch07_simd_parallel::bench::in_pool(threads, || {
                         m.matmul(k, kk, &mut got, &x, seq)
                     })
@@ -116,8 +131,8 @@ fn every_product_path_gives_the_scalar_numbers() {
                             w.to_bits(),
                             "{name}, {seq} tokens, {isa}, {threads} threads: token {}, row {} \
                              is {g}, the scalar kernel gives {w}",
-                            i / ROWS,
-                            i % ROWS
+                            i / rows,
+                            i % rows
                         );
                     }
                 }
@@ -135,11 +150,20 @@ fn grouped_products_equal_single_products() {
     for seq in [1, 3, 6, 8, 20] {
         let x = floats(seq * COLS, 300 + seq as u64);
         // Q, K and V of chapter 8's layers: matrices of different formats, one input
-        for group in [&mats[0..3], &mats[3..6], &mats[1..5], &reordered[0..3]] {
+        for group in [
+            &mats[0..3],
+            &mats[3..6],
+            &mats[1..5],
+            &reordered[0..3],
+            &mats[5..8],
+        ] {
             let want: Vec<Vec<f32>> = group.iter().map(|(_, m)| reference(m, &x, seq)).collect();
             for (isa, k, kk) in levels() {
                 for threads in [1, 2] {
-                    let mut outs: Vec<Vec<f32>> = vec![vec![0.0; seq * ROWS]; group.len()];
+                    let mut outs: Vec<Vec<f32>> = group
+                        .iter()
+                        .map(|(_, m)| vec![0.0; seq * m.rows()])
+                        .collect();
                     let refs: Vec<&Matrix> = group.iter().map(|(_, m)| m).collect();
                     ch07_simd_parallel::bench::in_pool(threads, || {
                         let mut o: Vec<&mut [f32]> = outs.iter_mut().map(|o| &mut o[..]).collect();

@@ -16,6 +16,7 @@ use ch05_kv_cache::KvCache;
 use ch06_quantization::forward::QEngine;
 use ch06_quantization::{Format, QModel, ScaleRule};
 use ch08_gguf::Loaded;
+use ch08_gguf::matrix::Matrix;
 use serde_json::Value;
 
 fn loaded() -> &'static Loaded {
@@ -64,11 +65,13 @@ fn in_memory_q4_1() -> QModel {
     QModel::quantize(&model, Format::Q4_1, ScaleRule::Absmax).unwrap()
 }
 
-/// Row bytes of a matrix the file gave chapter 6's type (F32, Q4_0, Q4_1, Q8_0).
-fn chapter_6(m: &ch08_gguf::matrix::Matrix) -> &ch06_quantization::QMatrix {
+/// Row `r`'s bytes as the file stores them, of a matrix in one of chapter 6's formats (F32,
+/// Q4_0, Q4_1, Q8_0), interleaved at load ([`Matrix::P`], on the AVX2 level) or not.
+fn chapter_6_row(m: &Matrix, r: usize) -> Vec<u8> {
     match m {
-        ch08_gguf::matrix::Matrix::Q(q) => q,
-        ch08_gguf::matrix::Matrix::K(k) => panic!("SmolLM2's file holds no {}", k.format.name()),
+        Matrix::Q(q) => q.row_bytes(r).to_vec(),
+        Matrix::P(p) => p.row_bytes(r),
+        Matrix::K(k) => panic!("SmolLM2's file holds no {}", k.format.name()),
     }
 }
 
@@ -87,9 +90,9 @@ fn the_file_s_weights_give_chapter_7_s_logits_bit_for_bit() {
             ("w_up", &a.w_up, &b.w_up),
             ("w_down", &a.w_down, &b.w_down),
         ] {
-            let x = chapter_6(x);
             assert!(
-                x.rows() == y.rows() && (0..x.rows()).all(|r| x.row_bytes(r) == y.row_bytes(r)),
+                x.rows() == y.rows()
+                    && (0..x.rows()).all(|r| chapter_6_row(x, r) == y.row_bytes(r)),
                 "layer {l} {name}: the file's blocks differ from chapter 6's quantization"
             );
         }

@@ -243,6 +243,10 @@ impl<const VNNI: bool> KKernels for Avx2K<VNNI> {
         // SAFETY: as above; the kernel checks the lengths.
         unsafe { super::avx2_rows8::rows8_q4_0::<VNNI>(w, a) }
     }
+    fn packed8(&self, group: &[u8], tokens: &[PackedToken], out: &mut [[f32; 8]]) {
+        // SAFETY: as above; the kernels check the lengths.
+        unsafe { super::avx2_packed::packed8(group, tokens, out) }
+    }
 }
 
 #[inline]

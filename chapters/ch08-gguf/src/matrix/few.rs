@@ -6,7 +6,7 @@ use ch06_quantization::Kernels;
 use ch06_quantization::matrix::{Activations, Format};
 use rayon::prelude::*;
 
-use super::{Acts, KActs, KFormat, Matrix, rows_in_fours};
+use super::{Acts, KActs, KFormat, Matrix, Packed, PackedToken, packed, rows_in_fours};
 use crate::kocts::{KOcts, RowsK};
 use crate::ksimd::KKernels;
 use crate::octs::{ActOcts, Format32, Rows32};
@@ -33,7 +33,14 @@ const GROUP_ROWS: usize = 64;
 /// cache while every token meets them; or, for one token (a decode step), about an eighth of
 /// a thread's share of a large matrix such as an LM head, so that each task walks a long
 /// run of consecutive rows that the decode kernels' prefetch streams in order.
-fn task_rows(rows: usize, seq: usize) -> usize {
+fn task_rows(m: &Matrix, seq: usize) -> usize {
+    let rows = m.rows();
+    if let (Matrix::P(_), true) = (m, seq > 1) {
+        // a group's eight rows stay in cache while every token meets them, so the tasks
+        // can be small: eight a thread or more, to even out the threads' shares
+        let share = rows / (8 * rayon::current_num_threads());
+        return share.max(packed::GROUP) / packed::GROUP * packed::GROUP;
+    }
     if seq > 1 {
         return GROUP_ROWS;
     }
@@ -84,6 +91,12 @@ impl Matrix {
                 KFormat::Q6_K => EightKernel::K { q6_k: true },
             }),
             Matrix::K(_) => None,
+            // for a prefill (packed_prefill), on the file's rows taken back out of the groups
+            Matrix::P(p) => match p.format {
+                Format::Q4_0 if kk.has_octs() => Some(EightKernel::Q32(Format32::Q4_0)),
+                Format::Q4_1 if kk.wants_octs() => Some(EightKernel::Q32(Format32::Q4_1)),
+                _ => None,
+            },
         }
     }
 
@@ -91,6 +104,9 @@ impl Matrix {
     /// eight-token kernel: built once per kind of activation, shared by every block of rows
     /// of every matrix of that kind.
     fn eights(&self, kk: &dyn KKernels, acts: &Acts, seq: usize) -> Option<Eights> {
+        if let Matrix::P(_) = self {
+            return None; // its eight-token kernels are for a prefill; a few tokens take packed8
+        }
         let kernel = self.eight_kernel(kk)?;
         // Q8_0's kernel has nothing to unpack: a last, partial eight is cheaper in it, its
         // empty lanes holding copies of the last token, than four tokens at a time
@@ -140,6 +156,7 @@ impl Matrix {
             ),
             (EightKernel::K { .. }, Acts::Q(_)) => unreachable!("K-quants take K activations"),
             (EightKernel::Q8_0, Acts::K(_)) => unreachable!("Q8_0 takes chapter 6's activations"),
+            (_, Acts::Sums(..)) => unreachable!("only a packed matrix takes sums"),
         })
     }
 
@@ -157,6 +174,7 @@ impl Matrix {
             .map(|r| match self {
                 Matrix::Q(m) => m.row_bytes(r),
                 Matrix::K(m) => m.row_bytes(r),
+                Matrix::P(_) => unreachable!("a packed matrix's few tokens take packed8"),
             })
             .collect();
         let mut put = |g: usize, i: usize, v: [f32; 8]| {
@@ -209,6 +227,10 @@ impl Matrix {
     /// Whether a product of `seq` tokens is split by rows: too few tokens per thread for
     /// this matrix's prefill kernel to pay for reading every weight on every thread.
     pub(super) fn by_rows(&self, kk: &dyn KKernels, seq: usize) -> bool {
+        if let Matrix::P(_) = self {
+            // split by tokens (a prefill) only where the eight-token kernels are
+            return self.eight_kernel(kk).is_none() || seq < FEW * rayon::current_num_threads();
+        }
         let per_thread = if self.has_prefill_kernel(kk) {
             FEW
         } else {
@@ -230,6 +252,9 @@ impl Matrix {
         out: &mut [&mut [f32]],
     ) {
         let seq = out.len();
+        if let Matrix::P(p) = self {
+            return packed_rows(p, kk, acts, 0, r0, out);
+        }
         let mut t = 0;
         if let Some(e) = eights {
             self.block_of_rows_by_eights(kk, e, r0, out);
@@ -243,6 +268,7 @@ impl Matrix {
                     (Matrix::Q(m), Acts::Q(a)) => {
                         m.dot_rows4(k, [r; 4], a, [t, t + 1, t + 2, t + 3])
                     }
+                    (Matrix::P(_), _) => unreachable!("packed rows returned above"),
                     _ => unreachable!("quantize made the activations for this matrix"),
                 };
                 for (j, v) in v.into_iter().enumerate() {
@@ -270,6 +296,7 @@ impl Matrix {
         let (m, a) = match (self, acts) {
             (Matrix::K(m), Acts::K(a)) => return m.rows_into(kk, &a[t], r0, out),
             (Matrix::Q(m), Acts::Q(a)) => (m, a),
+            (Matrix::P(p), _) => return packed_rows(p, kk, acts, t, r0, &mut [out]),
             _ => unreachable!("quantize made the activations for this matrix"),
         };
         // eight rows at a time where the format has an eight-row kernel
@@ -366,7 +393,7 @@ pub fn matmul_group(
             "matmul_group: output is not (seq, rows)"
         );
         let first = tasks.len();
-        let n = task_rows(m.rows(), seq);
+        let n = task_rows(m, seq);
         for (t, out_t) in out.chunks_exact_mut(m.rows()).enumerate() {
             for (c, o) in out_t.chunks_mut(n).enumerate() {
                 if t == 0 {
@@ -381,3 +408,37 @@ pub fn matmul_group(
         .for_each(|(m, r0, mut o)| m.block_of_rows(k, kk, acts_of(m), r0, &mut o));
 }
 // ANCHOR_END: matmul_group
+
+// ANCHOR: packed_rows
+/// Rows `r0..r0 + n` of a packed matrix against tokens `t0..`, `out[i]` token `t0 + i`'s
+/// `n` outputs (`n` whole groups of eight): each group meets all the tokens while its bytes
+/// are in cache, four tokens at a time ([`KKernels::packed8`]).
+fn packed_rows(
+    p: &Packed,
+    kk: &dyn KKernels,
+    acts: &Acts,
+    t0: usize,
+    r0: usize,
+    out: &mut [&mut [f32]],
+) {
+    if out.is_empty() {
+        return;
+    }
+    let nb = p.cols / 32;
+    let tokens: Vec<PackedToken> = (t0..t0 + out.len())
+        .map(|t| match acts {
+            Acts::Sums(a, s) => PackedToken::Q4_0(&a[t * nb..][..nb], &s[t * nb..][..nb]),
+            Acts::Q(Activations::Q8_1(a)) => PackedToken::Q4_1(&a[t * nb..][..nb]),
+            _ => unreachable!("quantize made the activations for this matrix"),
+        })
+        .collect();
+    let mut sums = vec![[0.0f32; 8]; tokens.len()];
+    assert!(r0.is_multiple_of(packed::GROUP), "tasks take whole groups");
+    for g in 0..out[0].len() / packed::GROUP {
+        kk.packed8(p.group(r0 / packed::GROUP + g), &tokens, &mut sums);
+        for (o, v) in out.iter_mut().zip(&sums) {
+            o[packed::GROUP * g..][..packed::GROUP].copy_from_slice(v);
+        }
+    }
+}
+// ANCHOR_END: packed_rows

@@ -1,0 +1,193 @@
+//! Q4_0 and Q4_1 matrices interleaved eight rows at a time ([`Packed`]): the file's rows come
+//! back out of the groups unchanged, and a group's kernel on every level this CPU has gives
+//! chapter 6's one-row scalar dot of each row and token, bit for bit (random rows, any finite
+//! f16 scale, one to nine tokens, and the extremes of the 16-bit sums).
+
+use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
+use ch06_quantization::dot::{dot_q4_0_q8_0, dot_q4_1_q8_1};
+use ch06_quantization::matrix::Format;
+use ch07_simd_parallel::Isa;
+use ch08_gguf::ksimd::for_isa;
+use ch08_gguf::matrix::{Packed, PackedToken};
+use proptest::prelude::*;
+
+/// `h` (f16 bits) made finite: an infinity or NaN loses its exponent's top bit.
+fn finite(h: u16) -> u16 {
+    if h & 0x7c00 == 0x7c00 { h & 0x83ff } else { h }
+}
+
+/// `rows` rows of `nb` blocks of `format` as a file stores them: nibbles from `q`, each
+/// block's f16 fields (d, and Q4_1's m) from `h`.
+fn file_rows(format: Format, rows: usize, nb: usize, q: &[u8], h: &[u16]) -> Vec<u8> {
+    let fields = if format == Format::Q4_1 { 2 } else { 1 };
+    (0..rows * nb)
+        .flat_map(|i| {
+            let mut block: Vec<u8> = (0..fields)
+                .flat_map(|f| finite(h[fields * i + f]).to_le_bytes())
+                .collect();
+            block.extend(&q[i * 16..][..16]);
+            block
+        })
+        .collect()
+}
+
+/// One token's activations for `format`, `nb` blocks: quants from `q`, f16 fields from `h`.
+enum Token {
+    Q8_0(Vec<BlockQ8_0>, Vec<i32>),
+    Q8_1(Vec<BlockQ8_1>),
+}
+
+fn token(format: Format, nb: usize, q: &[i8], h: &[u16]) -> Token {
+    let qs = |b: usize| -> [i8; 32] { q[b * 32..][..32].try_into().unwrap() };
+    if format == Format::Q4_1 {
+        let a = (0..nb)
+            .map(|b| BlockQ8_1 {
+                d: h[2 * b] & 0x7bff,
+                s: h[2 * b + 1] & 0xfbff,
+                qs: qs(b),
+            })
+            .collect();
+        Token::Q8_1(a)
+    } else {
+        let a: Vec<BlockQ8_0> = (0..nb)
+            .map(|b| BlockQ8_0 {
+                d: h[b] & 0x7bff,
+                qs: qs(b),
+            })
+            .collect();
+        let sums = a
+            .iter()
+            .map(|b| b.qs.iter().map(|&q| i32::from(q)).sum())
+            .collect();
+        Token::Q8_0(a, sums)
+    }
+}
+
+impl Token {
+    fn packed(&self) -> PackedToken<'_> {
+        match self {
+            Token::Q8_0(a, s) => PackedToken::Q4_0(a, s),
+            Token::Q8_1(a) => PackedToken::Q4_1(a),
+        }
+    }
+    /// Chapter 6's scalar dot of a row as the file stores it.
+    fn dot(&self, row: &[u8]) -> f32 {
+        match self {
+            Token::Q8_0(a, _) => dot_q4_0_q8_0(row, a),
+            Token::Q8_1(a) => dot_q4_1_q8_1(row, a),
+        }
+    }
+}
+
+/// Packs `w` (`rows` rows of `nb` blocks), checks that every row comes back as it was, and
+/// that every group against `tokens`, on every level, gives chapter 6's dots. Returns how
+/// many SIMD levels ran.
+fn check(format: Format, rows: usize, nb: usize, w: &[u8], tokens: &[Token]) -> usize {
+    let p = Packed::new(format, rows, 32 * nb, w).expect("whole groups of Q4_0 or Q4_1 rows");
+    let row_len = w.len() / rows;
+    for r in 0..rows {
+        assert!(
+            p.row_bytes(r) == w[r * row_len..(r + 1) * row_len],
+            "{format:?} row {r} does not come back out of its group as the file stored it"
+        );
+    }
+    let packed: Vec<PackedToken> = tokens.iter().map(Token::packed).collect();
+    let mut simd = 0;
+    for isa in Isa::available() {
+        simd += usize::from(isa != Isa::Scalar);
+        for g in 0..rows / 8 {
+            let mut out = vec![[0.0f32; 8]; tokens.len()];
+            for_isa(isa).packed8(p.group(g), &packed, &mut out);
+            for (t, (got, tok)) in out.iter().zip(tokens).enumerate() {
+                for (lane, got) in got.iter().enumerate() {
+                    let r = 8 * g + lane;
+                    let want = tok.dot(&w[r * row_len..(r + 1) * row_len]);
+                    assert_eq!(
+                        got.to_bits(),
+                        want.to_bits(),
+                        "packed {format:?} on {isa:?}: row {r}, token {t} of {} is {got}, \
+                         chapter 6's dot of the row as stored is {want}",
+                        tokens.len()
+                    );
+                }
+            }
+        }
+    }
+    simd
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn packed_groups_give_the_one_row_dots(
+        q4_1 in any::<bool>(),
+        groups in 1usize..=3,
+        nb in 1usize..=12,
+        n_tokens in 1usize..=9,
+        wq in proptest::collection::vec(any::<u8>(), 24 * 12 * 16),
+        wh in proptest::collection::vec(any::<u16>(), 24 * 12 * 2),
+        aq in proptest::collection::vec(any::<i8>(), 9 * 12 * 32),
+        ah in proptest::collection::vec(any::<u16>(), 9 * 12 * 2),
+    ) {
+        let format = if q4_1 { Format::Q4_1 } else { Format::Q4_0 };
+        let rows = 8 * groups;
+        let w = file_rows(format, rows, nb, &wq, &wh);
+        let tokens: Vec<Token> = (0..n_tokens)
+            .map(|t| token(format, nb, &aq[t * nb * 32..], &ah[t * nb * 2..]))
+            .collect();
+        check(format, rows, nb, &w, &tokens);
+    }
+}
+
+#[test]
+fn packed_groups_are_exact_at_the_extremes() {
+    let (rows, nb) = (16, 20);
+    let mut simd = 0;
+    for format in [Format::Q4_0, Format::Q4_1] {
+        // every nibble 15 against −128 or 127: the 16-bit pair sums at their largest
+        for (wq, aq) in [
+            (0xffu8, -128i8),
+            (0xff, 127),
+            (0x00, -128),
+            (0x0f, 127),
+            (0xf0, -127),
+        ] {
+            let w = file_rows(
+                format,
+                rows,
+                nb,
+                &vec![wq; rows * nb * 16],
+                &[0x3c00, 0xb800].repeat(rows * nb),
+            );
+            let tokens: Vec<Token> = (0..5)
+                .map(|_| token(format, nb, &vec![aq; nb * 32], &[0x3800, 0x4000].repeat(nb)))
+                .collect();
+            simd += check(format, rows, nb, &w, &tokens);
+        }
+    }
+    if Isa::Avx2.supported() {
+        assert!(
+            simd > 0,
+            "the AVX2 level should have run its packed kernels"
+        );
+    }
+}
+
+#[test]
+fn only_whole_groups_of_q4_rows_are_packed() {
+    let w = vec![0u8; 12 * 20];
+    assert!(
+        Packed::new(Format::Q4_1, 12, 32, &w).is_none(),
+        "12 rows are not whole eights"
+    );
+    assert!(
+        Packed::new(Format::Q8_0, 8, 32, &[0u8; 8 * 34]).is_none(),
+        "Q8_0 is not packed"
+    );
+    assert!(
+        Packed::new(Format::Q4_0, 8, 32, &[0u8; 8 * 18 - 1]).is_none(),
+        "a short buffer"
+    );
+    assert!(Packed::new(Format::Q4_0, 8, 32, &[0u8; 8 * 18]).is_some());
+}
