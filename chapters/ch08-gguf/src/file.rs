@@ -84,7 +84,8 @@ impl GgufFile {
     /// process's resident memory. The file's page cache keeps them, and a later read would
     /// only fault them back in, so nothing is lost.
     pub fn release(&self, t: &TensorInfo) {
-        const ALIGN: usize = 64 << 10; // a multiple of every page size Linux uses
+        // x86-64's page; where pages are larger the advice fails, and they stay resident
+        const ALIGN: usize = 4096;
         let start = self.gguf.absolute_offset(t) as usize;
         let (first, end) = (
             start.next_multiple_of(ALIGN),

@@ -21,6 +21,7 @@ use ch06_quantization::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1, QK};
 use ch06_quantization::f16::f16_to_f32_fast;
 use ch06_quantization::matrix::{Bytes, Format};
 use ch06_quantization::{Kernels, QMatrix};
+use rayon::prelude::*;
 
 /// Rows in a group.
 pub const GROUP: usize = 8;
@@ -95,22 +96,25 @@ impl Packed {
         let head = head_bytes(format);
         let quants = block - QK / 2; // the scale (and Q4_1's minimum) come first
         let mut data = vec![0u8; src.len()];
-        for (g, out) in data.chunks_exact_mut(GROUP * row_len).enumerate() {
-            let rows = &src[g * GROUP * row_len..][..GROUP * row_len];
-            for (b, o) in out.chunks_exact_mut(GROUP * block).enumerate() {
-                for r in 0..GROUP {
-                    let blk = &rows[r * row_len + b * block..][..block];
-                    // d (and Q4_1's m) of row r in lane r of the head
-                    for (k, pair) in blk[..quants].chunks_exact(2).enumerate() {
-                        o[k * 2 * GROUP + 2 * r..][..2].copy_from_slice(pair);
-                    }
-                    for c in 0..4 {
-                        o[head + 32 * c + 4 * r..][..4]
-                            .copy_from_slice(&blk[quants + 4 * c..][..4]);
+        // the groups on every thread: a 7B file's are four gigabytes
+        let groups = data.par_chunks_exact_mut(GROUP * row_len);
+        groups
+            .zip(src.par_chunks_exact(GROUP * row_len))
+            .for_each(|(out, rows)| {
+                for (b, o) in out.chunks_exact_mut(GROUP * block).enumerate() {
+                    for r in 0..GROUP {
+                        let blk = &rows[r * row_len + b * block..][..block];
+                        // d (and Q4_1's m) of row r in lane r of the head
+                        for (k, pair) in blk[..quants].chunks_exact(2).enumerate() {
+                            o[k * 2 * GROUP + 2 * r..][..2].copy_from_slice(pair);
+                        }
+                        for c in 0..4 {
+                            o[head + 32 * c + 4 * r..][..4]
+                                .copy_from_slice(&blk[quants + 4 * c..][..4]);
+                        }
                     }
                 }
-            }
-        }
+            });
         Some(Packed {
             format,
             rows,
