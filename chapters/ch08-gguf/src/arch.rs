@@ -11,9 +11,10 @@ use crate::config::config;
 use crate::engine::{Family, Layer, LazyRope, Model};
 use crate::error::{Error, Result};
 use crate::file::GgufFile;
-use crate::matrix::{KFormat, KMatrix, Matrix, Packed};
+use crate::matrix::{KFormat, KMatrix, Matrix, Packed, PackedFormat};
 use crate::model::{Rows, check_dims, format_of, matrix, unpermute_rows, vector};
 use crate::types::GgmlType;
+use ch06_quantization::Format;
 
 /// Tensor `name` as a `(rows, cols)` matrix of whatever supported format it is stored in.
 fn any_matrix(f: &GgufFile, name: &str, rows: usize, cols: usize, how: Rows) -> Result<Matrix> {
@@ -44,7 +45,7 @@ fn any_matrix(f: &GgufFile, name: &str, rows: usize, cols: usize, how: Rows) -> 
 }
 
 // ANCHOR: packed_matrix
-/// [`any_matrix`], with a Q4_0 or Q4_1 matrix interleaved eight rows at a time
+/// [`any_matrix`], with a Q4_0, Q4_1 or Q5_0 matrix interleaved eight rows at a time
 /// ([`Packed`]) where this machine's kernels want that ([`crate::ksimd::packs`]); the
 /// mapped pages it was copied from are then given back.
 fn layer_matrix(f: &GgufFile, name: &str, rows: usize, cols: usize, how: Rows) -> Result<Matrix> {
@@ -52,10 +53,17 @@ fn layer_matrix(f: &GgufFile, name: &str, rows: usize, cols: usize, how: Rows) -
     if !crate::ksimd::packs() {
         return Ok(m);
     }
-    let packed = match &m {
-        Matrix::Q(q) => Packed::new(q.format(), q.rows(), q.cols(), q.rows_bytes(0, q.rows())),
+    let format = match &m {
+        Matrix::Q(q) if q.format() == Format::Q4_0 => Some(PackedFormat::Q4_0),
+        Matrix::Q(q) if q.format() == Format::Q4_1 => Some(PackedFormat::Q4_1),
+        Matrix::K(k) if k.format == KFormat::Q5_0 => Some(PackedFormat::Q5_0),
         _ => None,
     };
+    let packed = format.and_then(|format| match &m {
+        Matrix::Q(q) => Packed::new(format, q.rows(), q.cols(), q.rows_bytes(0, q.rows())),
+        Matrix::K(k) => Packed::new(format, k.rows, k.cols, k.bytes_all()),
+        Matrix::P(_) => None,
+    });
     Ok(match packed {
         Some(p) => {
             drop(m);

@@ -7,7 +7,7 @@
 //! matrix.rs          Matrix: the one place that picks a product's path; Q4_0/Q4_1 prefill
 //! matrix/kmatrix.rs  KMatrix: Q5_0, Q4_K and Q6_K rows in place, and their prefill
 //! matrix/few.rs      a few tokens: split by rows, every token per block of rows
-//! matrix/packed.rs   Packed: Q4_0/Q4_1 rows interleaved eight at a time, and their scalar kernel
+//! matrix/packed.rs   Packed: Q4_0/Q4_1/Q5_0 rows interleaved eight at a time, and their scalar kernel
 //! ```
 
 mod few;
@@ -16,9 +16,9 @@ pub mod packed;
 
 pub use few::{FEW, matmul_group};
 pub use kmatrix::{KActs, KFormat, KMatrix};
-pub use packed::{Packed, PackedToken};
+pub use packed::{Packed, PackedFormat, PackedToken};
 
-use crate::kquant::{ActQuads, KQuads};
+use crate::kquant::{ActQuads, KQuads, Q8_0Wide};
 use ch06_quantization::matrix::{Activations, Format};
 use ch06_quantization::{Kernels, QMatrix};
 use rayon::prelude::*;
@@ -190,8 +190,11 @@ impl Matrix {
             Matrix::Q(_) => Some("q8_0"),
             Matrix::K(m) if m.format == KFormat::Q5_0 => Some("q8_0 wide"),
             Matrix::K(_) => Some("q8_k"),
-            Matrix::P(m) if m.format == Format::Q4_1 => Some("q8_1"),
-            Matrix::P(_) => Some("q8_0 sums"),
+            Matrix::P(m) => Some(match m.format {
+                PackedFormat::Q4_1 => "q8_1",
+                PackedFormat::Q5_0 => "q8_0 wide",
+                PackedFormat::Q4_0 => "q8_0 sums",
+            }),
         }
     }
 
@@ -199,16 +202,38 @@ impl Matrix {
         match self {
             Matrix::Q(m) => Acts::Q(m.quantize_activations(k, x)),
             Matrix::K(m) => Acts::K(x.chunks_exact(m.cols).map(|t| m.quantize(k, t)).collect()),
-            Matrix::P(m) => match m.quantize(k, x) {
-                Activations::Q8_0(a) => {
-                    let sums = a
-                        .iter()
-                        .map(|b| b.qs.iter().map(|&q| i32::from(q)).sum())
-                        .collect();
-                    Acts::Sums(a, sums)
+            Matrix::P(m) => {
+                // each token's row quantized on the threads: the same blocks as one call
+                let per_token: Vec<Activations> =
+                    x.par_chunks(m.cols).map(|t| m.quantize(k, t)).collect();
+                let blocks = |a: Activations| match a {
+                    Activations::Q8_0(a) => a,
+                    Activations::Q8_1(_) => unreachable!("Q4_0 and Q5_0 take Q8_0"),
+                };
+                match m.format {
+                    PackedFormat::Q4_1 => Acts::Q(Activations::Q8_1(
+                        per_token
+                            .into_iter()
+                            .flat_map(|a| match a {
+                                Activations::Q8_1(a) => a,
+                                Activations::Q8_0(_) => unreachable!("Q4_1 takes Q8_1"),
+                            })
+                            .collect(),
+                    )),
+                    PackedFormat::Q5_0 => Acts::K(
+                        per_token
+                            .into_iter()
+                            .map(|a| KActs::Q8_0(blocks(a).iter().map(Q8_0Wide::from).collect()))
+                            .collect(),
+                    ),
+                    PackedFormat::Q4_0 => {
+                        let a: Vec<_> = per_token.into_iter().flat_map(blocks).collect();
+                        let sums = a.iter().map(|b| b.qs.iter().map(|&q| i32::from(q)).sum());
+                        let sums = sums.collect();
+                        Acts::Sums(a, sums)
+                    }
                 }
-                q8_1 => Acts::Q(q8_1),
-            },
+            }
         }
     }
 }
@@ -312,9 +337,9 @@ fn q4_prefill(
 }
 
 // ANCHOR: packed_prefill
-/// A packed Q4_0 or Q4_1 matrix in a prefill: chapter 8's eight-token prefill ([`octs`])
-/// for as many tokens as give every thread whole eights, its tiles of rows taken out of the
-/// groups as they are unpacked; the last few tokens split by rows ([`matmul_group`]).
+/// A packed matrix in a prefill: chapter 8's eight-token prefill ([`octs`]) for as many
+/// tokens as give every thread whole eights, its tiles of rows taken out of the groups as
+/// they are unpacked; the last few tokens split by rows ([`matmul_group`]).
 fn packed_prefill(
     m: &Matrix,
     p: &Packed,
@@ -328,29 +353,29 @@ fn packed_prefill(
     let eights = 8 * rayon::current_num_threads();
     let main = seq / eights * eights;
     let format = match p.format {
-        Format::Q4_0 => Format32::Q4_0,
-        _ => Format32::Q4_1,
+        PackedFormat::Q4_0 => Format32::Q4_0,
+        PackedFormat::Q4_1 => Format32::Q4_1,
+        PackedFormat::Q5_0 => Format32::Q5_0,
     };
     if main > 0 {
-        let per_token: Vec<Activations> = x[..main * cols]
-            .par_chunks(cols)
-            .map(|row| p.quantize(k, row))
-            .collect();
-        let octs = |t: usize| match &per_token[t..t + 8] {
-            [Activations::Q8_0(_), ..] => {
-                ActOcts::from_q8_0_blocks(std::array::from_fn(|j| match &per_token[t + j] {
-                    Activations::Q8_0(a) => &a[..],
-                    Activations::Q8_1(_) => unreachable!("one format per matrix"),
-                }))
+        let acts = m.quantize(k, &x[..main * cols]);
+        let octs = |t: usize| match &acts {
+            Acts::Sums(a, _) => {
+                ActOcts::from_q8_0_blocks(std::array::from_fn(|j| &a[(t + j) * nb..][..nb]))
             }
-            _ => ActOcts::from_q8_1(std::array::from_fn(|j| match &per_token[t + j] {
-                Activations::Q8_1(a) => &a[..],
-                Activations::Q8_0(_) => unreachable!("one format per matrix"),
+            Acts::Q(Activations::Q8_1(a)) => {
+                ActOcts::from_q8_1(std::array::from_fn(|j| &a[(t + j) * nb..][..nb]))
+            }
+            Acts::K(a) => ActOcts::from_q8_0(std::array::from_fn(|j| match &a[t + j] {
+                KActs::Q8_0(a) => &a[..],
+                KActs::Q8K(_) => unreachable!("Q5_0 takes Q8_0"),
             })),
+            _ => unreachable!("quantize made the activations for this matrix"),
         };
         let unpack = |rs: std::ops::Range<usize>, u: &mut octs::Rows32| {
-            let file_rows: Vec<Vec<u8>> = rs.map(|r| p.row_bytes(r)).collect();
-            let file_rows: Vec<&[u8]> = file_rows.iter().map(|r| &r[..]).collect();
+            let mut tile = Vec::new();
+            p.rows_into(rs, &mut tile);
+            let file_rows: Vec<&[u8]> = tile.chunks_exact(nb * p.format.block_bytes()).collect();
             kk.unpack_rows32(format, &file_rows, u);
         };
         octs::prefill_unpacked32(

@@ -1,14 +1,15 @@
-//! Q4_0 and Q4_1 matrices interleaved eight rows at a time ([`Packed`]): the file's rows come
-//! back out of the groups unchanged, and a group's kernel on every level this CPU has gives
-//! chapter 6's one-row scalar dot of each row and token, bit for bit (random rows, any finite
-//! f16 scale, one to nine tokens, and the extremes of the 16-bit sums).
+//! Q4_0, Q4_1 and Q5_0 matrices interleaved eight rows at a time ([`Packed`]): the file's rows
+//! come back out of the groups unchanged, and a group's kernel on every level this CPU has
+//! gives the one-row scalar dot of each row and token (chapter 6's; Q5_0's, chapter 8's), bit
+//! for bit (random rows, any finite f16 scale, one to nine tokens, and the extremes of the
+//! 16-bit sums).
 
 use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
 use ch06_quantization::dot::{dot_q4_0_q8_0, dot_q4_1_q8_1};
-use ch06_quantization::matrix::Format;
 use ch07_simd_parallel::Isa;
+use ch08_gguf::kquant::{Q8_0Wide, dot_q5_0_q8_0};
 use ch08_gguf::ksimd::for_isa;
-use ch08_gguf::matrix::{Packed, PackedToken};
+use ch08_gguf::matrix::{Packed, PackedFormat, PackedToken};
 use proptest::prelude::*;
 
 /// `h` (f16 bits) made finite: an infinity or NaN loses its exponent's top bit.
@@ -17,14 +18,24 @@ fn finite(h: u16) -> u16 {
 }
 
 /// `rows` rows of `nb` blocks of `format` as a file stores them: nibbles from `q`, each
-/// block's f16 fields (d, and Q4_1's m) from `h`.
-fn file_rows(format: Format, rows: usize, nb: usize, q: &[u8], h: &[u16]) -> Vec<u8> {
-    let fields = if format == Format::Q4_1 { 2 } else { 1 };
+/// block's f16 fields (d, and Q4_1's m) from `h`, Q5_0's fifth bits from `qh`.
+fn file_rows(
+    format: PackedFormat,
+    rows: usize,
+    nb: usize,
+    q: &[u8],
+    h: &[u16],
+    qh: &[u32],
+) -> Vec<u8> {
+    let fields = if format == PackedFormat::Q4_1 { 2 } else { 1 };
     (0..rows * nb)
         .flat_map(|i| {
             let mut block: Vec<u8> = (0..fields)
                 .flat_map(|f| finite(h[fields * i + f]).to_le_bytes())
                 .collect();
+            if format == PackedFormat::Q5_0 {
+                block.extend(qh[i % qh.len()].to_le_bytes());
+            }
             block.extend(&q[i * 16..][..16]);
             block
         })
@@ -35,11 +46,17 @@ fn file_rows(format: Format, rows: usize, nb: usize, q: &[u8], h: &[u16]) -> Vec
 enum Token {
     Q8_0(Vec<BlockQ8_0>, Vec<i32>),
     Q8_1(Vec<BlockQ8_1>),
+    Wide(Vec<Q8_0Wide>),
 }
 
-fn token(format: Format, nb: usize, q: &[i8], h: &[u16]) -> Token {
+fn token(format: PackedFormat, nb: usize, q: &[i8], h: &[u16]) -> Token {
     let qs = |b: usize| -> [i8; 32] { q[b * 32..][..32].try_into().unwrap() };
-    if format == Format::Q4_1 {
+    if format == PackedFormat::Q5_0 {
+        // chapter 8 widens chapter 6's Q8_0 blocks: the scale as f32, and Σ qs
+        let f = |b: usize| ch06_quantization::f16::f16_to_f32_fast(h[b] & 0x7bff);
+        return Token::Wide((0..nb).map(|b| Q8_0Wide::new(f(b), qs(b))).collect());
+    }
+    if format == PackedFormat::Q4_1 {
         let a = (0..nb)
             .map(|b| BlockQ8_1 {
                 d: h[2 * b] & 0x7bff,
@@ -68,6 +85,7 @@ impl Token {
         match self {
             Token::Q8_0(a, s) => PackedToken::Q4_0(a, s),
             Token::Q8_1(a) => PackedToken::Q4_1(a),
+            Token::Wide(a) => PackedToken::Q5_0(a),
         }
     }
     /// Chapter 6's scalar dot of a row as the file stores it.
@@ -75,6 +93,11 @@ impl Token {
         match self {
             Token::Q8_0(a, _) => dot_q4_0_q8_0(row, a),
             Token::Q8_1(a) => dot_q4_1_q8_1(row, a),
+            // chapter 8's row product: the blocks' dots added in order
+            Token::Wide(a) => row
+                .chunks_exact(22)
+                .zip(a)
+                .fold(0.0, |acc, (b, a)| acc + dot_q5_0_q8_0(b, a)),
         }
     }
 }
@@ -82,8 +105,8 @@ impl Token {
 /// Packs `w` (`rows` rows of `nb` blocks), checks that every row comes back as it was, and
 /// that every group against `tokens`, on every level, gives chapter 6's dots. Returns how
 /// many SIMD levels ran.
-fn check(format: Format, rows: usize, nb: usize, w: &[u8], tokens: &[Token]) -> usize {
-    let p = Packed::new(format, rows, 32 * nb, w).expect("whole groups of Q4_0 or Q4_1 rows");
+fn check(format: PackedFormat, rows: usize, nb: usize, w: &[u8], tokens: &[Token]) -> usize {
+    let p = Packed::new(format, rows, 32 * nb, w).expect("whole groups of rows");
     let row_len = w.len() / rows;
     for r in 0..rows {
         assert!(
@@ -91,6 +114,12 @@ fn check(format: Format, rows: usize, nb: usize, w: &[u8], tokens: &[Token]) -> 
             "{format:?} row {r} does not come back out of its group as the file stored it"
         );
     }
+    let mut all = Vec::new();
+    p.rows_into(0..rows, &mut all);
+    assert!(
+        all == w,
+        "{format:?}: the rows taken out together differ from the file's"
+    );
     let packed: Vec<PackedToken> = tokens.iter().map(Token::packed).collect();
     let mut simd = 0;
     for isa in Isa::available() {
@@ -106,7 +135,7 @@ fn check(format: Format, rows: usize, nb: usize, w: &[u8], tokens: &[Token]) -> 
                         got.to_bits(),
                         want.to_bits(),
                         "packed {format:?} on {isa:?}: row {r}, token {t} of {} is {got}, \
-                         chapter 6's dot of the row as stored is {want}",
+                         the one-row scalar dot of the row as stored is {want}",
                         tokens.len()
                     );
                 }
@@ -121,7 +150,7 @@ proptest! {
 
     #[test]
     fn packed_groups_give_the_one_row_dots(
-        q4_1 in any::<bool>(),
+        kind in 0usize..3,
         groups in 1usize..=3,
         nb in 1usize..=12,
         n_tokens in 1usize..=9,
@@ -129,10 +158,11 @@ proptest! {
         wh in proptest::collection::vec(any::<u16>(), 24 * 12 * 2),
         aq in proptest::collection::vec(any::<i8>(), 9 * 12 * 32),
         ah in proptest::collection::vec(any::<u16>(), 9 * 12 * 2),
+        qh in proptest::collection::vec(any::<u32>(), 24 * 12),
     ) {
-        let format = if q4_1 { Format::Q4_1 } else { Format::Q4_0 };
+        let format = [PackedFormat::Q4_0, PackedFormat::Q4_1, PackedFormat::Q5_0][kind];
         let rows = 8 * groups;
-        let w = file_rows(format, rows, nb, &wq, &wh);
+        let w = file_rows(format, rows, nb, &wq, &wh, &qh);
         let tokens: Vec<Token> = (0..n_tokens)
             .map(|t| token(format, nb, &aq[t * nb * 32..], &ah[t * nb * 2..]))
             .collect();
@@ -144,8 +174,9 @@ proptest! {
 fn packed_groups_are_exact_at_the_extremes() {
     let (rows, nb) = (16, 20);
     let mut simd = 0;
-    for format in [Format::Q4_0, Format::Q4_1] {
-        // every nibble 15 against −128 or 127: the 16-bit pair sums at their largest
+    for format in [PackedFormat::Q4_0, PackedFormat::Q4_1, PackedFormat::Q5_0] {
+        // every nibble 15 (Q5_0: quants of 31 too) against −128 or 127: the 16-bit pair sums
+        // at their largest
         for (wq, aq) in [
             (0xffu8, -128i8),
             (0xff, 127),
@@ -159,6 +190,7 @@ fn packed_groups_are_exact_at_the_extremes() {
                 nb,
                 &vec![wq; rows * nb * 16],
                 &[0x3c00, 0xb800].repeat(rows * nb),
+                &[u32::MAX, 0x0f0f_f0f0, 0],
             );
             let tokens: Vec<Token> = (0..5)
                 .map(|_| token(format, nb, &vec![aq; nb * 32], &[0x3800, 0x4000].repeat(nb)))
@@ -175,19 +207,20 @@ fn packed_groups_are_exact_at_the_extremes() {
 }
 
 #[test]
-fn only_whole_groups_of_q4_rows_are_packed() {
+fn only_whole_groups_of_rows_are_packed() {
     let w = vec![0u8; 12 * 20];
     assert!(
-        Packed::new(Format::Q4_1, 12, 32, &w).is_none(),
+        Packed::new(PackedFormat::Q4_1, 12, 32, &w).is_none(),
         "12 rows are not whole eights"
     );
     assert!(
-        Packed::new(Format::Q8_0, 8, 32, &[0u8; 8 * 34]).is_none(),
-        "Q8_0 is not packed"
+        Packed::new(PackedFormat::Q4_0, 8, 33, &[0u8; 8 * 18]).is_none(),
+        "33 columns are not whole blocks"
     );
     assert!(
-        Packed::new(Format::Q4_0, 8, 32, &[0u8; 8 * 18 - 1]).is_none(),
+        Packed::new(PackedFormat::Q4_0, 8, 32, &[0u8; 8 * 18 - 1]).is_none(),
         "a short buffer"
     );
-    assert!(Packed::new(Format::Q4_0, 8, 32, &[0u8; 8 * 18]).is_some());
+    assert!(Packed::new(PackedFormat::Q4_0, 8, 32, &[0u8; 8 * 18]).is_some());
+    assert!(Packed::new(PackedFormat::Q5_0, 8, 32, &[0u8; 8 * 22]).is_some());
 }

@@ -7,7 +7,7 @@ use ch06_quantization::search::ScaleRule;
 use ch06_quantization::{QMatrix, Scalar};
 use ch07_simd_parallel::Isa;
 use ch08_gguf::ksimd::{KKernels, ScalarK, for_isa};
-use ch08_gguf::matrix::{KFormat, KMatrix, Matrix, Packed, matmul_group};
+use ch08_gguf::matrix::{KFormat, KMatrix, Matrix, Packed, PackedFormat, matmul_group};
 
 const ROWS: usize = 44;
 const COLS: usize = 512;
@@ -68,14 +68,22 @@ fn matrices() -> Vec<(String, Matrix)> {
     {
         out.push((f.name().to_string(), Matrix::K(k_matrix(f, 11 + i as u64))));
     }
-    // Q4_0 and Q4_1 interleaved eight rows at a time, as the AVX2 level loads them: 40 rows
-    for f in [Format::Q4_0, Format::Q4_1] {
-        let rows = ROWS / 8 * 8;
+    // Q4_0, Q4_1 and Q5_0 interleaved eight rows at a time, as the AVX2 level loads them:
+    // 40 rows
+    let rows = ROWS / 8 * 8;
+    for (f, p) in [
+        (Format::Q4_0, PackedFormat::Q4_0),
+        (Format::Q4_1, PackedFormat::Q4_1),
+    ] {
         let m = QMatrix::quantize(&w[..rows * COLS], rows, COLS, f, ScaleRule::Absmax)
             .expect("quantizes");
-        let p = Packed::new(f, rows, COLS, m.rows_bytes(0, rows)).expect("whole groups");
+        let p = Packed::new(p, rows, COLS, m.rows_bytes(0, rows)).expect("whole groups");
         out.push((format!("{} packed", f.name()), Matrix::P(p)));
     }
+    let q5_0 = k_matrix(KFormat::Q5_0, 11);
+    let bytes = &q5_0.bytes_all()[..rows * COLS / 32 * 22];
+    let p = Packed::new(PackedFormat::Q5_0, rows, COLS, bytes).expect("whole groups");
+    out.push(("Q5_0 packed".to_string(), Matrix::P(p)));
     out
 }
 
@@ -83,9 +91,18 @@ fn matrices() -> Vec<(String, Matrix)> {
 /// file stores them.
 fn reference(m: &Matrix, x: &[f32], seq: usize) -> Vec<f32> {
     if let Matrix::P(p) = m {
-        let rows: Vec<u8> = (0..p.rows).flat_map(|r| p.row_bytes(r)).collect();
-        let q = QMatrix::from_blocks(p.format, p.rows, p.cols, Bytes::from_vec(rows));
-        return reference(&Matrix::Q(q.expect("whole blocks")), x, seq);
+        let bytes = Bytes::from_vec((0..p.rows).flat_map(|r| p.row_bytes(r)).collect());
+        let (rows, cols) = (p.rows, p.cols);
+        let as_stored = match p.format {
+            PackedFormat::Q4_0 => {
+                QMatrix::from_blocks(Format::Q4_0, rows, cols, bytes).map(Matrix::Q)
+            }
+            PackedFormat::Q4_1 => {
+                QMatrix::from_blocks(Format::Q4_1, rows, cols, bytes).map(Matrix::Q)
+            }
+            PackedFormat::Q5_0 => KMatrix::new(KFormat::Q5_0, rows, cols, bytes).map(Matrix::K),
+        };
+        return reference(&as_stored.expect("whole blocks"), x, seq);
     }
     let mut out = vec![0.0f32; seq * m.rows()];
     for (t, o) in out.chunks_exact_mut(m.rows()).enumerate() {
@@ -155,7 +172,7 @@ fn grouped_products_equal_single_products() {
             &mats[3..6],
             &mats[1..5],
             &reordered[0..3],
-            &mats[5..8],
+            &mats[5..9],
         ] {
             let want: Vec<Vec<f32>> = group.iter().map(|(_, m)| reference(m, &x, seq)).collect();
             for (isa, k, kk) in levels() {

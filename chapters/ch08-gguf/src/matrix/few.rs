@@ -6,7 +6,9 @@ use ch06_quantization::Kernels;
 use ch06_quantization::matrix::{Activations, Format};
 use rayon::prelude::*;
 
-use super::{Acts, KActs, KFormat, Matrix, Packed, PackedToken, packed, rows_in_fours};
+use super::{
+    Acts, KActs, KFormat, Matrix, Packed, PackedFormat, PackedToken, packed, rows_in_fours,
+};
 use crate::kocts::{KOcts, RowsK};
 use crate::ksimd::KKernels;
 use crate::octs::{ActOcts, Format32, Rows32};
@@ -93,8 +95,9 @@ impl Matrix {
             Matrix::K(_) => None,
             // for a prefill (packed_prefill), on the file's rows taken back out of the groups
             Matrix::P(p) => match p.format {
-                Format::Q4_0 if kk.has_octs() => Some(EightKernel::Q32(Format32::Q4_0)),
-                Format::Q4_1 if kk.wants_octs() => Some(EightKernel::Q32(Format32::Q4_1)),
+                PackedFormat::Q4_0 if kk.has_octs() => Some(EightKernel::Q32(Format32::Q4_0)),
+                PackedFormat::Q4_1 if kk.wants_octs() => Some(EightKernel::Q32(Format32::Q4_1)),
+                PackedFormat::Q5_0 if kk.wants_octs() => Some(EightKernel::Q32(Format32::Q5_0)),
                 _ => None,
             },
         }
@@ -429,6 +432,10 @@ fn packed_rows(
         .map(|t| match acts {
             Acts::Sums(a, s) => PackedToken::Q4_0(&a[t * nb..][..nb], &s[t * nb..][..nb]),
             Acts::Q(Activations::Q8_1(a)) => PackedToken::Q4_1(&a[t * nb..][..nb]),
+            Acts::K(a) => match &a[t] {
+                KActs::Q8_0(a) => PackedToken::Q5_0(a),
+                KActs::Q8K(_) => unreachable!("Q5_0 takes Q8_0"),
+            },
             _ => unreachable!("quantize made the activations for this matrix"),
         })
         .collect();

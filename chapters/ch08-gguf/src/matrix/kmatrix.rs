@@ -54,6 +54,10 @@ pub enum KActs {
 }
 
 impl KMatrix {
+    /// Every row's bytes, back to back, as the file stores them.
+    pub fn bytes_all(&self) -> &[u8] {
+        self.data.as_slice()
+    }
     /// `bytes` must hold exactly `rows` rows of `cols` values.
     pub fn new(format: KFormat, rows: usize, cols: usize, data: Bytes) -> Result<KMatrix, String> {
         let (bv, bb) = format.block();
