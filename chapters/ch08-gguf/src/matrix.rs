@@ -1,6 +1,6 @@
 //! A weight matrix in whatever format the file holds it: chapter 6's [`QMatrix`] for F32,
 //! Q8_0, Q4_0 and Q4_1, a [`KMatrix`] for Q5_0, Q4_K and Q6_K, or, on CPUs with AVX2 and no
-//! AVX-512, a [`Packed`] Q4_0 or Q4_1 matrix: its rows interleaved eight at a time at load.
+//! AVX-512, a [`Packed`] Q4_0, Q4_1 or Q5_0 matrix: its rows interleaved eight at a time at load.
 
 //!
 //! ```text
