@@ -177,7 +177,11 @@ impl Matrix {
                 KFormat::Q6_K => kk.wants_octs(),
                 _ => kk.wants_octs() || kk.wants_quads(),
             },
-            Matrix::P(_) => true,
+            // chapter 8's eight-token kernels, on the rows taken out of the groups
+            Matrix::P(p) => match p.format {
+                PackedFormat::Q4_0 => kk.has_octs(),
+                PackedFormat::Q4_1 | PackedFormat::Q5_0 => kk.wants_octs(),
+            },
         }
     }
 
@@ -203,38 +207,56 @@ impl Matrix {
             Matrix::Q(m) => Acts::Q(m.quantize_activations(k, x)),
             Matrix::K(m) => Acts::K(x.chunks_exact(m.cols).map(|t| m.quantize(k, t)).collect()),
             Matrix::P(m) => {
-                // each token's row quantized on the threads: the same blocks as one call
-                let per_token: Vec<Activations> =
-                    x.par_chunks(m.cols).map(|t| m.quantize(k, t)).collect();
-                let blocks = |a: Activations| match a {
-                    Activations::Q8_0(a) => a,
-                    Activations::Q8_1(_) => unreachable!("Q4_0 and Q5_0 take Q8_0"),
-                };
-                match m.format {
-                    PackedFormat::Q4_1 => Acts::Q(Activations::Q8_1(
-                        per_token
-                            .into_iter()
-                            .flat_map(|a| match a {
-                                Activations::Q8_1(a) => a,
-                                Activations::Q8_0(_) => unreachable!("Q4_1 takes Q8_1"),
-                            })
-                            .collect(),
-                    )),
-                    PackedFormat::Q5_0 => Acts::K(
-                        per_token
-                            .into_iter()
-                            .map(|a| KActs::Q8_0(blocks(a).iter().map(Q8_0Wide::from).collect()))
+                let q8_1 = m.format == PackedFormat::Q4_1;
+                match quantize_tokens(x, m.cols, q8_1, |t| m.quantize(k, t)) {
+                    // chapter 8's wide blocks, one token's an entry, as a KMatrix's
+                    Activations::Q8_0(a) if m.format == PackedFormat::Q5_0 => Acts::K(
+                        a.chunks_exact(m.cols / 32)
+                            .map(|t| KActs::Q8_0(t.iter().map(Q8_0Wide::from).collect()))
                             .collect(),
                     ),
-                    PackedFormat::Q4_0 => {
-                        let a: Vec<_> = per_token.into_iter().flat_map(blocks).collect();
+                    Activations::Q8_0(a) => {
                         let sums = a.iter().map(|b| b.qs.iter().map(|&q| i32::from(q)).sum());
                         let sums = sums.collect();
                         Acts::Sums(a, sums)
                     }
+                    q8_1 => Acts::Q(q8_1),
                 }
             }
         }
+    }
+}
+
+/// Each token's row of `x` (`cols` values) quantized on the threads by `quantize`, its
+/// blocks back to back in one list, Q8_1 if `q8_1`, else Q8_0: the same blocks as one call
+/// over all of `x`.
+fn quantize_tokens(
+    x: &[f32],
+    cols: usize,
+    q8_1: bool,
+    quantize: impl Fn(&[f32]) -> Activations + Sync,
+) -> Activations {
+    let per_token: Vec<Activations> = x.par_chunks(cols).map(&quantize).collect();
+    if q8_1 {
+        Activations::Q8_1(
+            per_token
+                .into_iter()
+                .flat_map(|a| match a {
+                    Activations::Q8_1(a) => a,
+                    Activations::Q8_0(_) => unreachable!("quantize gives Q8_1 here"),
+                })
+                .collect(),
+        )
+    } else {
+        Activations::Q8_0(
+            per_token
+                .into_iter()
+                .flat_map(|a| match a {
+                    Activations::Q8_0(a) => a,
+                    Activations::Q8_1(_) => unreachable!("quantize gives Q8_0 here"),
+                })
+                .collect(),
+        )
     }
 }
 
@@ -251,31 +273,8 @@ fn q4_prefill(
 ) {
     assert_eq!(x.len(), seq * m.cols(), "matmul: x is not (seq, cols)");
     assert_eq!(out.len(), seq * m.rows(), "matmul: out is not (seq, rows)");
-    // each token's row quantized on the threads: the same blocks as one call over all of x
-    let per_token: Vec<Activations> = x
-        .par_chunks(m.cols())
-        .map(|row| m.quantize_activations(k, row))
-        .collect();
-    let acts = match m.format() {
-        Format::Q4_1 => Activations::Q8_1(
-            per_token
-                .into_iter()
-                .flat_map(|a| match a {
-                    Activations::Q8_1(a) => a,
-                    _ => unreachable!("Q4_1 takes Q8_1 activations"),
-                })
-                .collect(),
-        ),
-        _ => Activations::Q8_0(
-            per_token
-                .into_iter()
-                .flat_map(|a| match a {
-                    Activations::Q8_0(a) => a,
-                    _ => unreachable!("Q4_0 takes Q8_0 activations"),
-                })
-                .collect(),
-        ),
-    };
+    let q8_1 = m.format() == Format::Q4_1;
+    let acts = quantize_tokens(x, m.cols(), q8_1, |row| m.quantize_activations(k, row));
     let nb = m.cols() / 32;
     let dot4 = |r: usize, t: usize| m.dot_rows4(k, [r; 4], &acts, [t, t + 1, t + 2, t + 3]);
     let dot = |r: usize, t: usize| m.dot_row(k, r, &acts, t);
@@ -352,11 +351,7 @@ fn packed_prefill(
     let (rows, cols, nb) = (p.rows, p.cols, p.cols / 32);
     let eights = 8 * rayon::current_num_threads();
     let main = seq / eights * eights;
-    let format = match p.format {
-        PackedFormat::Q4_0 => Format32::Q4_0,
-        PackedFormat::Q4_1 => Format32::Q4_1,
-        PackedFormat::Q5_0 => Format32::Q5_0,
-    };
+    let format = p.format.format32();
     if main > 0 {
         let acts = m.quantize(k, &x[..main * cols]);
         let octs = |t: usize| match &acts {

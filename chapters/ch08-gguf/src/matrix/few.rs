@@ -6,9 +6,7 @@ use ch06_quantization::Kernels;
 use ch06_quantization::matrix::{Activations, Format};
 use rayon::prelude::*;
 
-use super::{
-    Acts, KActs, KFormat, Matrix, Packed, PackedFormat, PackedToken, packed, rows_in_fours,
-};
+use super::{Acts, KActs, KFormat, Matrix, Packed, PackedToken, packed, rows_in_fours};
 use crate::kocts::{KOcts, RowsK};
 use crate::ksimd::KKernels;
 use crate::octs::{ActOcts, Format32, Rows32};
@@ -94,12 +92,10 @@ impl Matrix {
             }),
             Matrix::K(_) => None,
             // for a prefill (packed_prefill), on the file's rows taken back out of the groups
-            Matrix::P(p) => match p.format {
-                PackedFormat::Q4_0 if kk.has_octs() => Some(EightKernel::Q32(Format32::Q4_0)),
-                PackedFormat::Q4_1 if kk.wants_octs() => Some(EightKernel::Q32(Format32::Q4_1)),
-                PackedFormat::Q5_0 if kk.wants_octs() => Some(EightKernel::Q32(Format32::Q5_0)),
-                _ => None,
-            },
+            Matrix::P(p) if self.has_prefill_kernel(kk) => {
+                Some(EightKernel::Q32(p.format.format32()))
+            }
+            Matrix::P(_) => None,
         }
     }
 
@@ -231,8 +227,8 @@ impl Matrix {
     /// this matrix's prefill kernel to pay for reading every weight on every thread.
     pub(super) fn by_rows(&self, kk: &dyn KKernels, seq: usize) -> bool {
         if let Matrix::P(_) = self {
-            // split by tokens (a prefill) only where the eight-token kernels are
-            return self.eight_kernel(kk).is_none() || seq < FEW * rayon::current_num_threads();
+            // it has no product of its own to split by tokens without a prefill kernel
+            return !self.has_prefill_kernel(kk) || seq < FEW * rayon::current_num_threads();
         }
         let per_thread = if self.has_prefill_kernel(kk) {
             FEW

@@ -47,6 +47,15 @@ impl PackedFormat {
             PackedFormat::Q5_0 => "Q5_0",
         }
     }
+    /// The format as chapter 8's eight-token kernels name it.
+    pub fn format32(self) -> crate::octs::Format32 {
+        use crate::octs::Format32;
+        match self {
+            PackedFormat::Q4_0 => Format32::Q4_0,
+            PackedFormat::Q4_1 => Format32::Q4_1,
+            PackedFormat::Q5_0 => Format32::Q5_0,
+        }
+    }
     /// The sizes of a block's fields before its 16 bytes of nibbles: `d`, then Q4_1's `m`
     /// or Q5_0's 32-bit `qh`.
     fn fields(self) -> &'static [usize] {
@@ -190,18 +199,17 @@ impl Packed {
     pub fn rows_into(&self, rows: std::ops::Range<usize>, out: &mut Vec<u8>) {
         let f = self.format;
         let (bb, head, nb) = (f.block_bytes(), f.head_bytes(), self.cols / QK);
-        let first = f.fields()[0]; // d; then Q4_1's m or Q5_0's qh, if any
-        let second = bb - QK / 2 - first;
         out.clear();
         out.resize(rows.len() * nb * bb, 0);
         for (r, row) in rows.zip(out.chunks_exact_mut(nb * bb)) {
             let lane = r % GROUP;
             let blocks = self.group(r / GROUP).chunks_exact(f.group_block_bytes());
             for (blk, o) in blocks.zip(row.chunks_exact_mut(bb)) {
-                o[..first].copy_from_slice(&blk[first * lane..][..first]);
-                let at = GROUP * first + second * lane;
-                o[first..first + second].copy_from_slice(&blk[at..][..second]);
-                let quants = &mut o[first + second..];
+                for (i, &size) in f.fields().iter().enumerate() {
+                    let (at, to) = f.field_at(i, lane);
+                    o[to..to + size].copy_from_slice(&blk[at..at + size]);
+                }
+                let quants = &mut o[bb - QK / 2..];
                 for (c, q) in quants.chunks_exact_mut(4).enumerate() {
                     q.copy_from_slice(&blk[head + 32 * c + 4 * lane..][..4]);
                 }
@@ -231,17 +239,14 @@ impl Packed {
     /// One token's activations for this matrix, as chapter 6 (Q5_0: chapter 8) quantizes
     /// them for its format.
     pub fn quantize(&self, k: &dyn Kernels, x: &[f32]) -> Activations {
-        let mut q8_0 = Vec::with_capacity(x.len() / QK);
-        match self.format {
-            PackedFormat::Q4_1 => {
-                let mut a = Vec::with_capacity(x.len() / QK);
-                k.quantize_q8_1(x, &mut a);
-                Activations::Q8_1(a)
-            }
-            _ => {
-                k.quantize_q8_0(x, &mut q8_0);
-                Activations::Q8_0(q8_0)
-            }
+        if self.format == PackedFormat::Q4_1 {
+            let mut a = Vec::with_capacity(x.len() / QK);
+            k.quantize_q8_1(x, &mut a);
+            Activations::Q8_1(a)
+        } else {
+            let mut a = Vec::with_capacity(x.len() / QK);
+            k.quantize_q8_0(x, &mut a);
+            Activations::Q8_0(a)
         }
     }
 }
