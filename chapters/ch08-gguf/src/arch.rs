@@ -45,7 +45,7 @@ fn any_matrix(f: &GgufFile, name: &str, rows: usize, cols: usize, how: Rows) -> 
 }
 
 // ANCHOR: packed_matrix
-/// [`any_matrix`], with a Q4_0, Q4_1 or Q5_0 matrix interleaved eight rows at a time
+/// [`any_matrix`], with a Q4_0, Q4_1, Q5_0, Q4_K or Q6_K matrix interleaved eight rows at a time
 /// ([`Packed`]) where this machine's kernels want that ([`crate::ksimd::packs`]); the
 /// mapped pages it was copied from are then given back.
 fn layer_matrix(f: &GgufFile, name: &str, rows: usize, cols: usize, how: Rows) -> Result<Matrix> {
@@ -56,7 +56,11 @@ fn layer_matrix(f: &GgufFile, name: &str, rows: usize, cols: usize, how: Rows) -
     let format = match &m {
         Matrix::Q(q) if q.format() == Format::Q4_0 => Some(PackedFormat::Q4_0),
         Matrix::Q(q) if q.format() == Format::Q4_1 => Some(PackedFormat::Q4_1),
-        Matrix::K(k) if k.format == KFormat::Q5_0 => Some(PackedFormat::Q5_0),
+        Matrix::K(k) => Some(match k.format {
+            KFormat::Q5_0 => PackedFormat::Q5_0,
+            KFormat::Q4_K => PackedFormat::Q4_K,
+            KFormat::Q6_K => PackedFormat::Q6_K,
+        }),
         _ => None,
     };
     let packed = format.and_then(|format| match &m {

@@ -89,6 +89,13 @@ pub fn quantize_q8_k(x: &[f32; QK_K]) -> BlockQ8K {
 }
 // ANCHOR_END: q8_k
 
+/// A row of activations (a whole number of super-blocks) as Q8_K blocks.
+pub fn quantize_q8_k_row(x: &[f32]) -> Vec<BlockQ8K> {
+    x.chunks_exact(QK_K)
+        .map(|c| quantize_q8_k(c.try_into().expect("256 values")))
+        .collect()
+}
+
 // ANCHOR: scale_min
 /// Q4_K's eight (scale, min) pairs, 6 bits each, packed into 12 bytes: pairs 0–3 in the
 /// low 6 bits of bytes 0–3 (scales) and 4–7 (mins); pairs 4–7 in the nibbles of bytes 8–11,

@@ -176,7 +176,7 @@ pub trait KKernels: Sync {
         let row_len = w.len() / 8;
         std::array::from_fn(|r| dot::dot_q4_0_q8_0(&w[r * row_len..(r + 1) * row_len], a))
     }
-    /// A group of eight interleaved Q4_0, Q4_1 or Q5_0 rows ([`crate::matrix::Packed`]) against
+    /// A group of eight interleaved rows ([`crate::matrix::Packed`]) against
     /// one or more tokens: `out[t][r]` is chapter 6's dot of row `r` and token `t`.
     fn packed8(&self, group: &[u8], tokens: &[PackedToken], out: &mut [[f32; 8]]) {
         crate::matrix::packed::packed8_scalar(group, tokens, out)
@@ -270,7 +270,7 @@ impl KKernels for ScalarK {
 }
 
 // ANCHOR: packs
-/// Whether the model's Q4_0, Q4_1 and Q5_0 matrices are interleaved eight rows at a time
+/// Whether the model's Q4_0, Q4_1, Q5_0, Q4_K and Q6_K matrices are interleaved eight rows at a time
 /// when they load ([`crate::matrix::Packed`]): on the AVX2 level, where it made the one-token
 /// Q4_0 product 1.3 to 1.8 times as fast on the Zen 3 AMD EPYC (one and two threads, from
 /// cache and from memory); not on the AVX-512 level, whose kernels read the file's layout

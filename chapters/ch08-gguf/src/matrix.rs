@@ -1,13 +1,14 @@
 //! A weight matrix in whatever format the file holds it: chapter 6's [`QMatrix`] for F32,
 //! Q8_0, Q4_0 and Q4_1, a [`KMatrix`] for Q5_0, Q4_K and Q6_K, or, on CPUs with AVX2 and no
-//! AVX-512, a [`Packed`] Q4_0, Q4_1 or Q5_0 matrix: its rows interleaved eight at a time at load.
+//! AVX-512, a [`Packed`] matrix of any of those five formats but F32 and Q8_0: its rows
+//! interleaved eight at a time at load.
 
 //!
 //! ```text
 //! matrix.rs          Matrix: the one place that picks a product's path; Q4_0/Q4_1 prefill
 //! matrix/kmatrix.rs  KMatrix: Q5_0, Q4_K and Q6_K rows in place, and their prefill
 //! matrix/few.rs      a few tokens: split by rows, every token per block of rows
-//! matrix/packed.rs   Packed: Q4_0/Q4_1/Q5_0 rows interleaved eight at a time, and their scalar kernel
+//! matrix/packed.rs   Packed: Q4_0/Q4_1/Q5_0/Q4_K/Q6_K rows interleaved eight at a time, and their scalar kernel
 //! ```
 
 mod few;
@@ -18,11 +19,12 @@ pub use few::{FEW, matmul_group};
 pub use kmatrix::{KActs, KFormat, KMatrix};
 pub use packed::{Packed, PackedFormat, PackedToken};
 
-use crate::kquant::{ActQuads, KQuads, Q8_0Wide};
+use crate::kquant::{self, ActQuads, KQuads, Q8_0Wide};
 use ch06_quantization::matrix::{Activations, Format};
 use ch06_quantization::{Kernels, QMatrix};
 use rayon::prelude::*;
 
+use crate::kocts::{KOcts, RowsK};
 use crate::ksimd::KKernels;
 use crate::octs::{self, ActOcts, Format32};
 
@@ -180,7 +182,7 @@ impl Matrix {
             // chapter 8's eight-token kernels, on the rows taken out of the groups
             Matrix::P(p) => match p.format {
                 PackedFormat::Q4_0 => kk.has_octs(),
-                PackedFormat::Q4_1 | PackedFormat::Q5_0 => kk.wants_octs(),
+                _ => kk.wants_octs(),
             },
         }
     }
@@ -198,6 +200,7 @@ impl Matrix {
                 PackedFormat::Q4_1 => "q8_1",
                 PackedFormat::Q5_0 => "q8_0 wide",
                 PackedFormat::Q4_0 => "q8_0 sums",
+                PackedFormat::Q4_K | PackedFormat::Q6_K => "q8_k",
             }),
         }
     }
@@ -206,6 +209,11 @@ impl Matrix {
         match self {
             Matrix::Q(m) => Acts::Q(m.quantize_activations(k, x)),
             Matrix::K(m) => Acts::K(x.chunks_exact(m.cols).map(|t| m.quantize(k, t)).collect()),
+            Matrix::P(m) if m.format.is_k() => Acts::K(
+                x.par_chunks_exact(m.cols)
+                    .map(|t| KActs::Q8K(kquant::quantize_q8_k_row(t)))
+                    .collect(),
+            ),
             Matrix::P(m) => {
                 let q8_1 = m.format == PackedFormat::Q4_1;
                 match quantize_tokens(x, m.cols, q8_1, |t| m.quantize(k, t)) {
@@ -348,41 +356,70 @@ fn packed_prefill(
     x: &[f32],
     seq: usize,
 ) {
-    let (rows, cols, nb) = (p.rows, p.cols, p.cols / 32);
+    let (rows, cols) = (p.rows, p.cols);
     let eights = 8 * rayon::current_num_threads();
     let main = seq / eights * eights;
-    let format = p.format.format32();
+    let every_band_whole = |_, _| -> [f32; 4] { unreachable!("every band is whole eights") };
+    let whole = |_, _| -> f32 { unreachable!("every band is whole eights") };
     if main > 0 {
         let acts = m.quantize(k, &x[..main * cols]);
-        let octs = |t: usize| match &acts {
-            Acts::Sums(a, _) => {
-                ActOcts::from_q8_0_blocks(std::array::from_fn(|j| &a[(t + j) * nb..][..nb]))
-            }
-            Acts::Q(Activations::Q8_1(a)) => {
-                ActOcts::from_q8_1(std::array::from_fn(|j| &a[(t + j) * nb..][..nb]))
-            }
-            Acts::K(a) => ActOcts::from_q8_0(std::array::from_fn(|j| match &a[t + j] {
-                KActs::Q8_0(a) => &a[..],
-                KActs::Q8K(_) => unreachable!("Q5_0 takes Q8_0"),
-            })),
+        let q8k = |t: usize| match &acts {
+            Acts::K(a) => match &a[t] {
+                KActs::Q8K(a) => &a[..],
+                KActs::Q8_0(a) => unreachable!("{} blocks of Q8_0 for a K-quant", a.len()),
+            },
             _ => unreachable!("quantize made the activations for this matrix"),
         };
-        let unpack = |rs: std::ops::Range<usize>, u: &mut octs::Rows32| {
-            let mut tile = Vec::new();
-            p.rows_into(rs, &mut tile);
-            let file_rows: Vec<&[u8]> = tile.chunks_exact(nb * p.format.block_bytes()).collect();
-            kk.unpack_rows32(format, &file_rows, u);
-        };
-        octs::prefill_unpacked32(
-            kk,
-            format,
-            &mut out[..main * rows],
-            (rows, main, nb),
-            unpack,
-            octs,
-            |_, _| -> [f32; 4] { unreachable!("every band is whole eights") },
-            |_, _| -> f32 { unreachable!("every band is whole eights") },
-        );
+        match p.format.format32() {
+            None => {
+                // a K-quant: the rows' blocks unpacked as a KMatrix's are (KMatrix::matmul)
+                let q6_k = p.format == PackedFormat::Q6_K;
+                octs::prefill(
+                    &mut out[..main * rows],
+                    rows,
+                    main,
+                    octs::tile_rows(cols / kquant::QK_K * 280),
+                    |t| KOcts::new(std::array::from_fn(|j| q8k(t + j))),
+                    |rs, u: &mut RowsK| {
+                        let mut tile = Vec::new();
+                        kk.unpack_rows_k(q6_k, &p.tile(rs, &mut tile), u);
+                    },
+                    |u, i, a, out| kmatrix::dot8_k(kk, q6_k, u, i, a, out),
+                    every_band_whole,
+                    whole,
+                );
+            }
+            Some(format) => {
+                let nb = cols / 32;
+                let octs = |t: usize| match &acts {
+                    Acts::Sums(a, _) => {
+                        ActOcts::from_q8_0_blocks(std::array::from_fn(|j| &a[(t + j) * nb..][..nb]))
+                    }
+                    Acts::Q(Activations::Q8_1(a)) => {
+                        ActOcts::from_q8_1(std::array::from_fn(|j| &a[(t + j) * nb..][..nb]))
+                    }
+                    Acts::K(a) => ActOcts::from_q8_0(std::array::from_fn(|j| match &a[t + j] {
+                        KActs::Q8_0(a) => &a[..],
+                        KActs::Q8K(_) => unreachable!("Q5_0 takes Q8_0"),
+                    })),
+                    _ => unreachable!("quantize made the activations for this matrix"),
+                };
+                let unpack = |rs: std::ops::Range<usize>, u: &mut octs::Rows32| {
+                    let mut tile = Vec::new();
+                    kk.unpack_rows32(format, &p.tile(rs, &mut tile), u);
+                };
+                octs::prefill_unpacked32(
+                    kk,
+                    format,
+                    &mut out[..main * rows],
+                    (rows, main, nb),
+                    unpack,
+                    octs,
+                    every_band_whole,
+                    whole,
+                );
+            }
+        }
     }
     if main < seq {
         // fewer than eight tokens a thread: split by rows (by_rows)

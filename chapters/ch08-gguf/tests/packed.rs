@@ -1,13 +1,13 @@
-//! Q4_0, Q4_1 and Q5_0 matrices interleaved eight rows at a time ([`Packed`]): the file's rows
-//! come back out of the groups unchanged, and a group's kernel on every level this CPU has
-//! gives the one-row scalar dot of each row and token (chapter 6's; Q5_0's, chapter 8's), bit
-//! for bit (random rows, any finite f16 scale, one to nine tokens, and the extremes of the
-//! 16-bit sums).
+//! Q4_0, Q4_1, Q5_0, Q4_K and Q6_K matrices interleaved eight rows at a time ([`Packed`]):
+//! the file's rows come back out of the groups unchanged, and a group's kernel on every level
+//! this CPU has gives the one-row scalar dot of each row and token (chapter 6's; the others',
+//! chapter 8's), bit for bit (random rows, any finite f16 scale, one to nine tokens, and the
+//! extremes of the 16-bit sums).
 
 use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
 use ch06_quantization::dot::{dot_q4_0_q8_0, dot_q4_1_q8_1};
 use ch07_simd_parallel::Isa;
-use ch08_gguf::kquant::{Q8_0Wide, dot_q5_0_q8_0};
+use ch08_gguf::kquant::{BlockQ8K, Q8_0Wide, dot_q4_k_q8_k, dot_q5_0_q8_0, dot_q6_k_q8_k};
 use ch08_gguf::ksimd::for_isa;
 use ch08_gguf::matrix::{Packed, PackedFormat, PackedToken};
 use proptest::prelude::*;
@@ -47,6 +47,8 @@ enum Token {
     Q8_0(Vec<BlockQ8_0>, Vec<i32>),
     Q8_1(Vec<BlockQ8_1>),
     Wide(Vec<Q8_0Wide>),
+    /// For Q4_K, or Q6_K if the flag is set.
+    K(Vec<BlockQ8K>, bool),
 }
 
 fn token(format: PackedFormat, nb: usize, q: &[i8], h: &[u16]) -> Token {
@@ -86,6 +88,7 @@ impl Token {
             Token::Q8_0(a, s) => PackedToken::Q4_0(a, s),
             Token::Q8_1(a) => PackedToken::Q4_1(a),
             Token::Wide(a) => PackedToken::Q5_0(a),
+            Token::K(a, q6_k) => PackedToken::K(a, *q6_k),
         }
     }
     /// Chapter 6's scalar dot of a row as the file stores it.
@@ -98,6 +101,14 @@ impl Token {
                 .chunks_exact(22)
                 .zip(a)
                 .fold(0.0, |acc, (b, a)| acc + dot_q5_0_q8_0(b, a)),
+            Token::K(a, q6_k) => {
+                row.chunks_exact(if *q6_k { 210 } else { 144 })
+                    .zip(a)
+                    .fold(0.0, |acc, (b, a)| match q6_k {
+                        false => acc + dot_q4_k_q8_k(b, a),
+                        true => acc + dot_q6_k_q8_k(b, a),
+                    })
+            }
         }
     }
 }
@@ -106,7 +117,7 @@ impl Token {
 /// that every group against `tokens`, on every level, gives chapter 6's dots. Returns how
 /// many SIMD levels ran.
 fn check(format: PackedFormat, rows: usize, nb: usize, w: &[u8], tokens: &[Token]) -> usize {
-    let p = Packed::new(format, rows, 32 * nb, w).expect("whole groups of rows");
+    let p = Packed::new(format, rows, format.block_values() * nb, w).expect("whole groups of rows");
     let row_len = w.len() / rows;
     for r in 0..rows {
         assert!(
@@ -172,29 +183,40 @@ proptest! {
 
 #[test]
 fn packed_groups_are_exact_at_the_extremes() {
-    let (rows, nb) = (16, 20);
     let mut simd = 0;
-    for format in [PackedFormat::Q4_0, PackedFormat::Q4_1, PackedFormat::Q5_0] {
-        // every nibble 15 (Q5_0: quants of 31 too) against −128 or 127: the 16-bit pair sums
-        // at their largest
+    for format in [
+        PackedFormat::Q4_0,
+        PackedFormat::Q4_1,
+        PackedFormat::Q5_0,
+        PackedFormat::Q4_K,
+        PackedFormat::Q6_K,
+    ] {
+        // every quant at its largest (Q5_0: 31, with all fifth bits; the K-quants' scales:
+        // all bits set) against −128 or 127: the 16-bit pair sums at their largest
         for (wq, aq) in [
             (0xffu8, -128i8),
             (0xff, 127),
             (0x00, -128),
             (0x0f, 127),
             (0xf0, -127),
+            (0x7f, 127),
+            (0x80, -127),
         ] {
-            let w = file_rows(
-                format,
-                rows,
-                nb,
-                &vec![wq; rows * nb * 16],
-                &[0x3c00, 0xb800].repeat(rows * nb),
-                &[u32::MAX, 0x0f0f_f0f0, 0],
-            );
-            let tokens: Vec<Token> = (0..5)
-                .map(|_| token(format, nb, &vec![aq; nb * 32], &[0x3800, 0x4000].repeat(nb)))
-                .collect();
+            let (rows, nb) = (16, if format.is_k() { 3 } else { 20 });
+            let (w, tokens): (Vec<u8>, Vec<Token>) = if format.is_k() {
+                let q6_k = format == PackedFormat::Q6_K;
+                let w = vec![wq; rows * nb * 210];
+                let tokens = (0..5).map(|_| k_token(q6_k, nb, &vec![aq; nb * 256], &[0x3800; 3]));
+                let f16s = [0x3c00, 0xb800].repeat(rows * nb);
+                (k_rows(q6_k, rows, nb, &w, &f16s), tokens.collect())
+            } else {
+                let f16s = [0x3c00, 0xb800].repeat(rows * nb);
+                let w = vec![wq; rows * nb * 16];
+                let w = file_rows(format, rows, nb, &w, &f16s, &[u32::MAX, 0x0f0f_f0f0, 0]);
+                let a = [0x3800, 0x4000].repeat(nb);
+                let tokens = (0..5).map(|_| token(format, nb, &vec![aq; nb * 32], &a));
+                (w, tokens.collect())
+            };
             simd += check(format, rows, nb, &w, &tokens);
         }
     }
@@ -203,6 +225,61 @@ fn packed_groups_are_exact_at_the_extremes() {
             simd > 0,
             "the AVX2 level should have run its packed kernels"
         );
+    }
+}
+
+/// `rows` rows of `nb` Q4_K (or `q6_k`) blocks: random bytes from `q`, the f16 fields
+/// (Q4_K's d and dmin, Q6_K's d) from `h`, made finite.
+fn k_rows(q6_k: bool, rows: usize, nb: usize, q: &[u8], h: &[u16]) -> Vec<u8> {
+    let (bytes, fields) = if q6_k { (210, 1) } else { (144, 2) };
+    (0..rows * nb)
+        .flat_map(|i| {
+            let mut block = q[i * bytes..][..bytes].to_vec();
+            let at = if q6_k { 208 } else { 0 };
+            for f in 0..fields {
+                let v = finite(h[fields * i + f]).to_le_bytes();
+                block[at + 2 * f..at + 2 * f + 2].copy_from_slice(&v);
+            }
+            block
+        })
+        .collect()
+}
+
+/// A token's Q8_K blocks: quants from `q`, each block's sums of 16 as Q8_K keeps them.
+fn k_token(q6_k: bool, nb: usize, q: &[i8], d: &[u16]) -> Token {
+    let blocks = (0..nb)
+        .map(|b| {
+            let qs: [i8; 256] = q[256 * b..][..256].try_into().unwrap();
+            let bsums =
+                std::array::from_fn(|g| qs[16 * g..][..16].iter().map(|&v| i16::from(v)).sum());
+            let d = ch06_quantization::f16::f16_to_f32_fast(d[b] & 0x7bff);
+            BlockQ8K { d, qs, bsums }
+        })
+        .collect();
+    Token::K(blocks, q6_k)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn packed_k_quant_groups_give_the_one_row_dots(
+        q6_k in any::<bool>(),
+        groups in 1usize..=2,
+        nb in 1usize..=3,
+        n_tokens in 1usize..=9,
+        wq in proptest::collection::vec(any::<u8>(), 16 * 3 * 210),
+        wh in proptest::collection::vec(any::<u16>(), 16 * 3 * 2),
+        aq in proptest::collection::vec(any::<i8>(), 9 * 3 * 256),
+        ad in proptest::collection::vec(any::<u16>(), 9 * 3),
+    ) {
+        let format = if q6_k { PackedFormat::Q6_K } else { PackedFormat::Q4_K };
+        let rows = 8 * groups;
+        let w = k_rows(q6_k, rows, nb, &wq, &wh);
+        let tokens: Vec<Token> = (0..n_tokens)
+            .map(|t| k_token(q6_k, nb, &aq[t * nb * 256..], &ad[t * nb..]))
+            .collect();
+        check(format, rows, nb, &w, &tokens);
     }
 }
 
@@ -223,4 +300,10 @@ fn only_whole_groups_of_rows_are_packed() {
     );
     assert!(Packed::new(PackedFormat::Q4_0, 8, 32, &[0u8; 8 * 18]).is_some());
     assert!(Packed::new(PackedFormat::Q5_0, 8, 32, &[0u8; 8 * 22]).is_some());
+    assert!(
+        Packed::new(PackedFormat::Q4_K, 8, 32, &[0u8; 8 * 18]).is_none(),
+        "a K-quant's blocks are 256 columns"
+    );
+    assert!(Packed::new(PackedFormat::Q4_K, 8, 256, &[0u8; 8 * 144]).is_some());
+    assert!(Packed::new(PackedFormat::Q6_K, 8, 512, &[0u8; 16 * 210]).is_some());
 }

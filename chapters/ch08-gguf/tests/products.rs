@@ -68,7 +68,7 @@ fn matrices() -> Vec<(String, Matrix)> {
     {
         out.push((f.name().to_string(), Matrix::K(k_matrix(f, 11 + i as u64))));
     }
-    // Q4_0, Q4_1 and Q5_0 interleaved eight rows at a time, as the AVX2 level loads them:
+    // Q4_0, Q4_1, Q5_0, Q4_K and Q6_K interleaved eight rows at a time, as the AVX2 level loads them:
     // 40 rows
     let rows = ROWS / 8 * 8;
     for (f, p) in [
@@ -84,6 +84,18 @@ fn matrices() -> Vec<(String, Matrix)> {
     let bytes = &q5_0.bytes_all()[..rows * COLS / 32 * 22];
     let p = Packed::new(PackedFormat::Q5_0, rows, COLS, bytes).expect("whole groups");
     out.push(("Q5_0 packed".to_string(), Matrix::P(p)));
+    for (i, (f, pf)) in [
+        (KFormat::Q4_K, PackedFormat::Q4_K),
+        (KFormat::Q6_K, PackedFormat::Q6_K),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let k = k_matrix(f, 12 + i as u64);
+        let bytes = &k.bytes_all()[..rows * k.row_len()];
+        let p = Packed::new(pf, rows, COLS, bytes).expect("whole groups");
+        out.push((format!("{} packed", f.name()), Matrix::P(p)));
+    }
     out
 }
 
@@ -101,6 +113,8 @@ fn reference(m: &Matrix, x: &[f32], seq: usize) -> Vec<f32> {
                 QMatrix::from_blocks(Format::Q4_1, rows, cols, bytes).map(Matrix::Q)
             }
             PackedFormat::Q5_0 => KMatrix::new(KFormat::Q5_0, rows, cols, bytes).map(Matrix::K),
+            PackedFormat::Q4_K => KMatrix::new(KFormat::Q4_K, rows, cols, bytes).map(Matrix::K),
+            PackedFormat::Q6_K => KMatrix::new(KFormat::Q6_K, rows, cols, bytes).map(Matrix::K),
         };
         return reference(&as_stored.expect("whole blocks"), x, seq);
     }

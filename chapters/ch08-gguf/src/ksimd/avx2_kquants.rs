@@ -104,14 +104,39 @@ pub(super) unsafe fn q4_k<const R: usize, const T: usize>(
 }
 // ANCHOR_END: avx2_q4_k_rows
 
+/// Q6_K's quants 0..63 from bytes of `ql` (`ql0`: a half's first 32, `ql1`: its next 32)
+/// and the matching bytes of `qh`: four runs, the low nibbles of `ql0` with bits 0–1 of
+/// `qh`, of `ql1` with bits 2–3, the high nibbles of `ql0` with bits 4–5, of `ql1` with 6–7.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn q6_k_runs(ql0: __m256i, ql1: __m256i, qh: __m256i) -> [__m256i; 4] {
+    let (low, three) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(3));
+    [
+        _mm256_or_si256(
+            _mm256_and_si256(ql0, low),
+            _mm256_slli_epi16::<4>(_mm256_and_si256(qh, three)),
+        ),
+        _mm256_or_si256(
+            _mm256_and_si256(ql1, low),
+            _mm256_slli_epi16::<2>(_mm256_and_si256(qh, _mm256_slli_epi16::<2>(three))),
+        ),
+        _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), low),
+            _mm256_and_si256(qh, _mm256_slli_epi16::<4>(three)),
+        ),
+        _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), low),
+            _mm256_and_si256(_mm256_srli_epi16::<2>(qh), _mm256_slli_epi16::<4>(three)),
+        ),
+    ]
+}
+
 /// `R` Q6_K rows against `T` tokens.
 #[target_feature(enable = "avx2,f16c")]
 pub(super) unsafe fn q6_k<const R: usize, const T: usize>(
     w: [&[u8]; R],
     a: [&[BlockQ8K]; T],
 ) -> [[f32; T]; R] {
-    let low = _mm256_set1_epi8(0x0f);
-    let three = _mm256_set1_epi8(3);
     // For run k (groups 2k and 2k + 1): group 2k's scale in every i16 of the low half,
     // 2k + 1's in the high half, picked by one byte shuffle from the scales widened to
     // i16 (groups 0–7 or 8–15 in both halves).
@@ -156,24 +181,7 @@ pub(super) unsafe fn q6_k<const R: usize, const T: usize>(
                     )
                 };
                 // The four runs of 32 values of this half, unsigned 0..64.
-                let runs = [
-                    _mm256_or_si256(
-                        _mm256_and_si256(ql0, low),
-                        _mm256_slli_epi16::<4>(_mm256_and_si256(qh, three)),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(ql1, low),
-                        _mm256_slli_epi16::<2>(_mm256_and_si256(qh, _mm256_slli_epi16::<2>(three))),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), low),
-                        _mm256_and_si256(qh, _mm256_slli_epi16::<4>(three)),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), low),
-                        _mm256_and_si256(_mm256_srli_epi16::<2>(qh), _mm256_slli_epi16::<4>(three)),
-                    ),
-                ];
+                let runs = q6_k_runs(ql0, ql1, qh);
                 for (run, q) in runs.into_iter().enumerate() {
                     let base = 128 * h + 32 * run;
                     let k = 4 * h + run; // groups 2k, 2k + 1

@@ -92,9 +92,12 @@ impl Matrix {
             }),
             Matrix::K(_) => None,
             // for a prefill (packed_prefill), on the file's rows taken back out of the groups
-            Matrix::P(p) if self.has_prefill_kernel(kk) => {
-                Some(EightKernel::Q32(p.format.format32()))
-            }
+            Matrix::P(p) if self.has_prefill_kernel(kk) => Some(match p.format.format32() {
+                Some(format) => EightKernel::Q32(format),
+                None => EightKernel::K {
+                    q6_k: p.format == super::PackedFormat::Q6_K,
+                },
+            }),
             Matrix::P(_) => None,
         }
     }
@@ -430,7 +433,7 @@ fn packed_rows(
             Acts::Q(Activations::Q8_1(a)) => PackedToken::Q4_1(&a[t * nb..][..nb]),
             Acts::K(a) => match &a[t] {
                 KActs::Q8_0(a) => PackedToken::Q5_0(a),
-                KActs::Q8K(_) => unreachable!("Q5_0 takes Q8_0"),
+                KActs::Q8K(a) => PackedToken::K(a, p.format == super::PackedFormat::Q6_K),
             },
             _ => unreachable!("quantize made the activations for this matrix"),
         })

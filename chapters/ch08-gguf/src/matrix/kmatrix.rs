@@ -115,11 +115,7 @@ impl KMatrix {
                 k.quantize_q8_0(x, &mut out);
                 KActs::Q8_0(out.iter().map(Q8_0Wide::from).collect())
             }
-            _ => KActs::Q8K(
-                x.chunks_exact(QK_K)
-                    .map(|c| kquant::quantize_q8_k(c.try_into().expect("256")))
-                    .collect(),
-            ),
+            _ => KActs::Q8K(kquant::quantize_q8_k_row(x)),
         }
     }
 
@@ -236,12 +232,7 @@ impl KMatrix {
                     let rs: Vec<&[u8]> = rs.map(|r| self.row_bytes(r)).collect();
                     kk.unpack_rows_k(q6_k, &rs, u);
                 },
-                |u, i, a, out| match (out, q6_k) {
-                    ([out], true) => *out = kk.dot8_q6_k(u, i, a),
-                    ([out], false) => *out = kk.dot8_q4_k(u, i, a),
-                    (out, true) => out.copy_from_slice(&kk.dot8x4_q6_k(u, i, a)),
-                    (out, false) => out.copy_from_slice(&kk.dot8x4_q4_k(u, i, a)),
-                },
+                |u, i, a, out| dot8_k(kk, q6_k, u, i, a, out),
                 |r, t| self.dot4(kk, r, std::array::from_fn(|j| &acts[t + j])),
                 |r, t| self.dot(kk, r, &acts[t]),
             );
@@ -283,4 +274,22 @@ impl KMatrix {
         );
     }
     // ANCHOR_END: kmatmul
+}
+
+/// Rows `i..i + out.len()` (one or four) of a tile of unpacked Q4_K or Q6_K (`q6_k`) rows
+/// against eight tokens.
+pub(super) fn dot8_k(
+    kk: &dyn KKernels,
+    q6_k: bool,
+    u: &RowsK,
+    i: usize,
+    a: &KOcts,
+    out: &mut [[f32; 8]],
+) {
+    match (out, q6_k) {
+        ([out], true) => *out = kk.dot8_q6_k(u, i, a),
+        ([out], false) => *out = kk.dot8_q4_k(u, i, a),
+        (out, true) => out.copy_from_slice(&kk.dot8x4_q6_k(u, i, a)),
+        (out, false) => out.copy_from_slice(&kk.dot8x4_q4_k(u, i, a)),
+    }
 }

@@ -1,5 +1,6 @@
-//! Q4_0, Q4_1 and Q5_0 matrices with eight rows' blocks interleaved at load time, so that
-//! a kernel finds each of the eight rows in its own lane of a vector without folding them.
+//! Q4_0, Q4_1, Q5_0, Q4_K and Q6_K matrices with eight rows' blocks interleaved at load
+//! time, so that a kernel finds each of the eight rows in its own lane of a vector without
+//! folding them.
 //!
 //! In the file, row `r`'s blocks lie one after another, and a kernel that takes eight rows
 //! at a time reads eight streams and folds eight vectors of partial sums into one vector of
@@ -17,6 +18,11 @@
 //! elements, the high nibbles the four 16 further on, and one broadcast of the token's
 //! matching four quants multiplies all eight rows at once. The same bytes as the file, in
 //! another order: the matrix takes no more memory than before.
+//!
+//! The K-quants' blocks of 256 are grouped the same way: their f16 fields side by side
+//! (Q4_K's `d` and `dmin`, Q6_K's `d`), then everything else in chunks of four bytes a row:
+//! Q4_K's 12 bytes of 6-bit scales and mins (three chunks) and 128 of nibbles; Q6_K's
+//! scales, `ql` and `qh`, in the order its kernel reads them ([`PackedFormat::chunk_of`]).
 
 use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1, QK};
 use ch06_quantization::f16::f16_to_f32_fast;
@@ -24,17 +30,20 @@ use ch06_quantization::matrix::{Activations, Bytes, Format};
 use ch06_quantization::{Kernels, QMatrix};
 use rayon::prelude::*;
 
-use crate::kquant::{self, Q8_0Wide};
+use crate::kquant::{self, BlockQ8K, Q8_0Wide};
 
 /// Rows in a group.
 pub const GROUP: usize = 8;
 
 /// The formats a [`Packed`] matrix holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(non_camel_case_types)] // llama.cpp's names
 pub enum PackedFormat {
     Q4_0,
     Q4_1,
     Q5_0,
+    Q4_K,
+    Q6_K,
 }
 
 impl PackedFormat {
@@ -45,33 +54,59 @@ impl PackedFormat {
             PackedFormat::Q4_0 => "q4_0",
             PackedFormat::Q4_1 => "q4_1",
             PackedFormat::Q5_0 => "Q5_0",
+            PackedFormat::Q4_K => "Q4_K",
+            PackedFormat::Q6_K => "Q6_K",
         }
     }
-    /// The format as chapter 8's eight-token kernels name it.
-    pub fn format32(self) -> crate::octs::Format32 {
+    /// The format as chapter 8's eight-token kernels for 32-value blocks name it (`None`
+    /// for the K-quants, which have their own).
+    pub fn format32(self) -> Option<crate::octs::Format32> {
         use crate::octs::Format32;
         match self {
-            PackedFormat::Q4_0 => Format32::Q4_0,
-            PackedFormat::Q4_1 => Format32::Q4_1,
-            PackedFormat::Q5_0 => Format32::Q5_0,
+            PackedFormat::Q4_0 => Some(Format32::Q4_0),
+            PackedFormat::Q4_1 => Some(Format32::Q4_1),
+            PackedFormat::Q5_0 => Some(Format32::Q5_0),
+            PackedFormat::Q4_K | PackedFormat::Q6_K => None,
         }
     }
-    /// The sizes of a block's fields before its 16 bytes of nibbles: `d`, then Q4_1's `m`
-    /// or Q5_0's 32-bit `qh`.
-    fn fields(self) -> &'static [usize] {
+    /// Whether the format is one of llama.cpp's K-quants (blocks of 256, Q8_K activations).
+    pub fn is_k(self) -> bool {
+        matches!(self, PackedFormat::Q4_K | PackedFormat::Q6_K)
+    }
+    /// Weights per block.
+    pub fn block_values(self) -> usize {
+        if self.is_k() { kquant::QK_K } else { QK }
+    }
+    /// The fields of a row's block that a group keeps side by side in its head, as (offset
+    /// in the row's block, bytes): `d`, then Q4_1's `m`, Q5_0's 32-bit `qh` or Q4_K's
+    /// `dmin`; Q6_K's `d` comes last in its block.
+    fn fields(self) -> &'static [(usize, usize)] {
         match self {
-            PackedFormat::Q4_0 => &[2],
-            PackedFormat::Q4_1 => &[2, 2],
-            PackedFormat::Q5_0 => &[2, 4],
+            PackedFormat::Q4_0 => &[(0, 2)],
+            PackedFormat::Q4_1 | PackedFormat::Q4_K => &[(0, 2), (2, 2)],
+            PackedFormat::Q5_0 => &[(0, 2), (2, 4)],
+            PackedFormat::Q6_K => &[(208, 2)],
+        }
+    }
+    /// The rest of a row's block, which a group stores in chunks of four bytes a row, as
+    /// (offset, bytes): the 16 bytes of nibbles; Q4_K's 12 bytes of sub-block scales and
+    /// its 128 of nibbles; Q6_K's 128 bytes of low nibbles, 64 of high bits and 16 scales.
+    pub fn chunked(self) -> (usize, usize) {
+        match self {
+            PackedFormat::Q4_0 => (2, QK / 2),
+            PackedFormat::Q4_1 => (4, QK / 2),
+            PackedFormat::Q5_0 => (6, QK / 2),
+            PackedFormat::Q4_K => (4, 12 + kquant::QK_K / 2),
+            PackedFormat::Q6_K => (0, 208),
         }
     }
     /// Bytes of one row's block in the file.
     pub fn block_bytes(self) -> usize {
-        self.fields().iter().sum::<usize>() + QK / 2
+        self.head_bytes() / GROUP + self.chunked().1
     }
-    /// Bytes of one block's fields for eight rows, before the nibbles.
+    /// Bytes of one block's fields for eight rows, before the chunks.
     pub fn head_bytes(self) -> usize {
-        GROUP * self.fields().iter().sum::<usize>()
+        GROUP * self.fields().iter().map(|f| f.1).sum::<usize>()
     }
     /// Bytes of one block of a group: eight rows' blocks.
     pub fn group_block_bytes(self) -> usize {
@@ -79,14 +114,50 @@ impl PackedFormat {
     }
     /// Where field `f` of lane `r` lies in a group's block, and in a row's block.
     fn field_at(self, f: usize, r: usize) -> (usize, usize) {
-        let before: usize = self.fields()[..f].iter().sum();
-        (GROUP * before + self.fields()[f] * r, before)
+        let before: usize = self.fields()[..f].iter().map(|f| f.1).sum();
+        let (from, size) = self.fields()[f];
+        (GROUP * before + size * r, from)
     }
+    /// The copies that move lane `r`'s block between a group's block and a row's block as
+    /// the file stores it: (offset in the group's block, offset in the row's, bytes), its
+    /// fields and then its chunks.
+    fn moves(self, r: usize) -> Vec<(usize, usize, usize)> {
+        let fields = (0..self.fields().len()).map(|f| {
+            let (at, from) = self.field_at(f, r);
+            (at, from, self.fields()[f].1)
+        });
+        let (from, len) = self.chunked();
+        let chunks = (0..len / 4).map(|c| {
+            (
+                self.head_bytes() + 32 * c + 4 * r,
+                from + 4 * self.chunk_of(c),
+                4,
+            )
+        });
+        fields.chain(chunks).collect()
+    }
+    // ANCHOR: chunk_of
+    /// Which four bytes of a row's chunked run (`4k..4k + 4`: `k`) a group stores as its
+    /// chunk `c`: the next the kernel reads. Q6_K's kernel reads a block's scales first,
+    /// then, for each half `h` and `k` in 0..8, chunk `k` of the half's first 32 bytes of
+    /// `ql`, of its next 32, and of its 32 of `qh`: stored in that order, a group is read
+    /// front to back, which the memory's prefetchers follow.
+    fn chunk_of(self, c: usize) -> usize {
+        match self {
+            PackedFormat::Q6_K if c < 4 => 48 + c,
+            PackedFormat::Q6_K => {
+                let (h, k, part) = ((c - 4) / 24, (c - 4) % 24 / 3, (c - 4) % 3);
+                [16 * h + k, 16 * h + 8 + k, 32 + 8 * h + k][part]
+            }
+            _ => c,
+        }
+    }
+    // ANCHOR_END: chunk_of
 }
 
-/// A Q4_0, Q4_1 or Q5_0 matrix whose rows are stored eight at a time, interleaved (see
-/// the module's comment). Its products give every output the bits chapter 6's (Q5_0:
-/// chapter 8's) scalar kernel gives it.
+/// A Q4_0, Q4_1, Q5_0, Q4_K or Q6_K matrix whose rows are stored eight at a time,
+/// interleaved (see the module's comment). Its products give every output the bits chapter
+/// 6's (the others: chapter 8's) scalar kernel gives it.
 pub struct Packed {
     pub format: PackedFormat,
     pub rows: usize,
@@ -96,12 +167,15 @@ pub struct Packed {
 
 /// One token's activations for a packed product: Q4_0's Q8_0 blocks with each block's
 /// integer sum `Σ a` (the kernels take `8 · Σ a` off each row's `Σ q · a`), Q4_1's Q8_1
-/// blocks (which carry `d · Σ a`), or Q5_0's wide Q8_0 blocks (which carry `Σ a`).
+/// blocks (which carry `d · Σ a`), Q5_0's wide Q8_0 blocks (which carry `Σ a`), or the
+/// K-quants' Q8_K blocks (which carry the sums of every 16).
 #[derive(Clone, Copy)]
 pub enum PackedToken<'a> {
     Q4_0(&'a [BlockQ8_0], &'a [i32]),
     Q4_1(&'a [BlockQ8_1]),
     Q5_0(&'a [Q8_0Wide]),
+    /// Q8_K blocks, for a Q4_K or a Q6_K matrix (`q6_k`).
+    K(&'a [BlockQ8K], bool),
 }
 
 impl PackedToken<'_> {
@@ -111,6 +185,8 @@ impl PackedToken<'_> {
             PackedToken::Q4_0(..) => PackedFormat::Q4_0,
             PackedToken::Q4_1(_) => PackedFormat::Q4_1,
             PackedToken::Q5_0(_) => PackedFormat::Q5_0,
+            PackedToken::K(_, false) => PackedFormat::Q4_K,
+            PackedToken::K(_, true) => PackedFormat::Q6_K,
         }
     }
     /// Activation blocks.
@@ -119,14 +195,16 @@ impl PackedToken<'_> {
             PackedToken::Q4_0(a, s) => a.len().min(s.len()),
             PackedToken::Q4_1(a) => a.len(),
             PackedToken::Q5_0(a) => a.len(),
+            PackedToken::K(a, _) => a.len(),
         }
     }
-    /// Block `b`'s 32 quants.
+    /// Block `b`'s 32 quants (a 32-value format's).
     fn quants(&self, b: usize) -> &[i8; QK] {
         match self {
             PackedToken::Q4_0(a, _) => &a[b].qs,
             PackedToken::Q4_1(a) => &a[b].qs,
             PackedToken::Q5_0(a) => &a[b].qs,
+            PackedToken::K(..) => unreachable!("a K-quant's blocks are 256 quants"),
         }
     }
 }
@@ -137,16 +215,15 @@ impl Packed {
     /// stored) or bytes that are not the rows.
     pub fn new(format: PackedFormat, rows: usize, cols: usize, src: &[u8]) -> Option<Packed> {
         let block = format.block_bytes();
-        let nb = cols / QK;
-        if rows == 0 || !rows.is_multiple_of(GROUP) || cols != nb * QK {
+        let nb = cols / format.block_values();
+        if rows == 0 || !rows.is_multiple_of(GROUP) || cols != nb * format.block_values() {
             return None;
         }
         let row_len = nb * block;
         if rows.checked_mul(row_len) != Some(src.len()) {
             return None;
         }
-        let head = format.head_bytes();
-        let quants = block - QK / 2; // the fields come first
+        let lanes: Vec<_> = (0..GROUP).map(|r| format.moves(r)).collect();
         let mut data = vec![0u8; src.len()];
         // the groups on every thread: a 7B file's are four gigabytes
         let groups = data.par_chunks_exact_mut(GROUP * row_len);
@@ -154,16 +231,10 @@ impl Packed {
             .zip(src.par_chunks_exact(GROUP * row_len))
             .for_each(|(out, rows)| {
                 for (b, o) in out.chunks_exact_mut(GROUP * block).enumerate() {
-                    for r in 0..GROUP {
+                    for (r, moves) in lanes.iter().enumerate() {
                         let blk = &rows[r * row_len + b * block..][..block];
-                        // each field of row r in lane r of the head
-                        for (f, &size) in format.fields().iter().enumerate() {
-                            let (at, from) = format.field_at(f, r);
-                            o[at..at + size].copy_from_slice(&blk[from..from + size]);
-                        }
-                        for c in 0..4 {
-                            o[head + 32 * c + 4 * r..][..4]
-                                .copy_from_slice(&blk[quants + 4 * c..][..4]);
+                        for &(at, from, n) in moves {
+                            o[at..at + n].copy_from_slice(&blk[from..from + n]);
                         }
                     }
                 }
@@ -198,34 +269,43 @@ impl Packed {
     /// rows, taken out of the groups for the eight-token kernels, which unpack them).
     pub fn rows_into(&self, rows: std::ops::Range<usize>, out: &mut Vec<u8>) {
         let f = self.format;
-        let (bb, head, nb) = (f.block_bytes(), f.head_bytes(), self.cols / QK);
+        let (bb, nb) = (f.block_bytes(), self.cols / f.block_values());
         out.clear();
         out.resize(rows.len() * nb * bb, 0);
+        let lanes: Vec<_> = (0..GROUP).map(|r| f.moves(r)).collect();
         for (r, row) in rows.zip(out.chunks_exact_mut(nb * bb)) {
-            let lane = r % GROUP;
             let blocks = self.group(r / GROUP).chunks_exact(f.group_block_bytes());
             for (blk, o) in blocks.zip(row.chunks_exact_mut(bb)) {
-                for (i, &size) in f.fields().iter().enumerate() {
-                    let (at, to) = f.field_at(i, lane);
-                    o[to..to + size].copy_from_slice(&blk[at..at + size]);
-                }
-                let quants = &mut o[bb - QK / 2..];
-                for (c, q) in quants.chunks_exact_mut(4).enumerate() {
-                    q.copy_from_slice(&blk[head + 32 * c + 4 * lane..][..4]);
+                for &(at, to, n) in &lanes[r % GROUP] {
+                    o[to..to + n].copy_from_slice(&blk[at..at + n]);
                 }
             }
         }
     }
 
+    /// Rows `rows` as the file stored them ([`Packed::rows_into`] `tile`), one slice a row.
+    pub fn tile<'t>(&self, rows: std::ops::Range<usize>, tile: &'t mut Vec<u8>) -> Vec<&'t [u8]> {
+        self.rows_into(rows, tile);
+        let row_len = self.cols / self.format.block_values() * self.format.block_bytes();
+        tile.chunks_exact(row_len).collect()
+    }
+
     /// Row `r` as f32: chapter 6's (Q5_0: chapter 8's) dequantization of the row's blocks.
     pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
         let row = self.row_bytes(r);
+        let (bb, n) = (self.format.block_bytes(), self.format.block_values());
+        let blocks = out.chunks_exact_mut(n).zip(row.chunks_exact(bb));
         let format = match self.format {
             PackedFormat::Q5_0 => {
-                let blocks = row.chunks_exact(self.format.block_bytes());
-                for (o, b) in out.chunks_exact_mut(QK).zip(blocks) {
-                    kquant::dequantize_q5_0(b, o.try_into().expect("32 values"));
-                }
+                blocks.for_each(|(o, b)| kquant::dequantize_q5_0(b, o.try_into().expect("32")));
+                return;
+            }
+            PackedFormat::Q4_K => {
+                blocks.for_each(|(o, b)| kquant::dequantize_q4_k(b, o.try_into().expect("256")));
+                return;
+            }
+            PackedFormat::Q6_K => {
+                blocks.for_each(|(o, b)| kquant::dequantize_q6_k(b, o.try_into().expect("256")));
                 return;
             }
             PackedFormat::Q4_0 => Format::Q4_0,
@@ -267,6 +347,22 @@ pub fn packed8_scalar(group: &[u8], tokens: &[PackedToken], out: &mut [[f32; 8]]
             "a group's blocks, one per activation block, one format"
         );
         *o = [0.0; 8];
+        if let PackedToken::K(a, q6_k) = tok {
+            // each row's block taken out of the group, and chapter 8's dot of it
+            let mut row = vec![0u8; format.block_bytes()];
+            for (b, blk) in group.chunks_exact(bb).enumerate() {
+                for (r, sum) in o.iter_mut().enumerate() {
+                    for (at, to, n) in format.moves(r) {
+                        row[to..to + n].copy_from_slice(&blk[at..at + n]);
+                    }
+                    *sum += match q6_k {
+                        false => kquant::dot_q4_k_q8_k(&row, &a[b]),
+                        true => kquant::dot_q6_k_q8_k(&row, &a[b]),
+                    };
+                }
+            }
+            continue;
+        }
         for (b, blk) in group.chunks_exact(bb).enumerate() {
             let qs = tok.quants(b);
             for (r, sum) in o.iter_mut().enumerate() {
@@ -296,6 +392,7 @@ pub fn packed8_scalar(group: &[u8], tokens: &[PackedToken], out: &mut [[f32; 8]]
                         (d * a[b].scale()) * sumi as f32 + m * a[b].sum()
                     }
                     PackedToken::Q5_0(a) => d * a[b].d * (sumi - 16 * a[b].sum) as f32,
+                    PackedToken::K(..) => unreachable!("done above"),
                 };
             }
         }
