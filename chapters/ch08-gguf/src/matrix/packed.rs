@@ -118,23 +118,24 @@ impl PackedFormat {
         let (from, size) = self.fields()[f];
         (GROUP * before + size * r, from)
     }
-    /// The copies that move lane `r`'s block between a group's block and a row's block as
-    /// the file stores it: (offset in the group's block, offset in the row's, bytes), its
-    /// fields and then its chunks.
-    fn moves(self, r: usize) -> Vec<(usize, usize, usize)> {
-        let fields = (0..self.fields().len()).map(|f| {
-            let (at, from) = self.field_at(f, r);
-            (at, from, self.fields()[f].1)
-        });
+    /// Where lane `r`'s block lies in a group's block, for the copies between the two: each
+    /// field's (offset in the group's block, offset in a row's block, bytes), and the offset
+    /// in a row's block of each of the group's chunks, whose four bytes for lane `r` lie at
+    /// `head_bytes + 32c + 4r`.
+    fn lane(self, r: usize) -> Lane {
+        let fields = (0..self.fields().len())
+            .map(|f| {
+                let (at, from) = self.field_at(f, r);
+                (at, from, self.fields()[f].1)
+            })
+            .collect();
         let (from, len) = self.chunked();
-        let chunks = (0..len / 4).map(|c| {
-            (
-                self.head_bytes() + 32 * c + 4 * r,
-                from + 4 * self.chunk_of(c),
-                4,
-            )
-        });
-        fields.chain(chunks).collect()
+        let chunks = (0..len / 4).map(|c| from + 4 * self.chunk_of(c)).collect();
+        Lane {
+            fields,
+            chunks,
+            at: self.head_bytes() + 4 * r,
+        }
     }
     // ANCHOR: chunk_of
     /// Which four bytes of a row's chunked run (`4k..4k + 4`: `k`) a group stores as its
@@ -153,6 +154,36 @@ impl PackedFormat {
         }
     }
     // ANCHOR_END: chunk_of
+}
+
+/// One lane's place in a group's block ([`PackedFormat::lane`]).
+struct Lane {
+    fields: Vec<(usize, usize, usize)>,
+    chunks: Vec<usize>,
+    at: usize,
+}
+
+impl Lane {
+    /// The lane's block out of a group's block (`blk`) into a row's block (`row`).
+    fn take(&self, blk: &[u8], row: &mut [u8]) {
+        for &(at, to, n) in &self.fields {
+            row[to..to + n].copy_from_slice(&blk[at..at + n]);
+        }
+        let quads = blk[self.at..].chunks(32);
+        for (&to, q) in self.chunks.iter().zip(quads) {
+            row[to..to + 4].copy_from_slice(&q[..4]);
+        }
+    }
+    /// A row's block into the lane of a group's block.
+    fn put(&self, row: &[u8], blk: &mut [u8]) {
+        for &(at, from, n) in &self.fields {
+            blk[at..at + n].copy_from_slice(&row[from..from + n]);
+        }
+        let quads = blk[self.at..].chunks_mut(32);
+        for (&from, q) in self.chunks.iter().zip(quads) {
+            q[..4].copy_from_slice(&row[from..from + 4]);
+        }
+    }
 }
 
 /// A Q4_0, Q4_1, Q5_0, Q4_K or Q6_K matrix whose rows are stored eight at a time,
@@ -223,7 +254,7 @@ impl Packed {
         if rows.checked_mul(row_len) != Some(src.len()) {
             return None;
         }
-        let lanes: Vec<_> = (0..GROUP).map(|r| format.moves(r)).collect();
+        let lanes: Vec<Lane> = (0..GROUP).map(|r| format.lane(r)).collect();
         let mut data = vec![0u8; src.len()];
         // the groups on every thread: a 7B file's are four gigabytes
         let groups = data.par_chunks_exact_mut(GROUP * row_len);
@@ -231,11 +262,8 @@ impl Packed {
             .zip(src.par_chunks_exact(GROUP * row_len))
             .for_each(|(out, rows)| {
                 for (b, o) in out.chunks_exact_mut(GROUP * block).enumerate() {
-                    for (r, moves) in lanes.iter().enumerate() {
-                        let blk = &rows[r * row_len + b * block..][..block];
-                        for &(at, from, n) in moves {
-                            o[at..at + n].copy_from_slice(&blk[from..from + n]);
-                        }
+                    for (r, lane) in lanes.iter().enumerate() {
+                        lane.put(&rows[r * row_len + b * block..][..block], o);
                     }
                 }
             });
@@ -272,13 +300,11 @@ impl Packed {
         let (bb, nb) = (f.block_bytes(), self.cols / f.block_values());
         out.clear();
         out.resize(rows.len() * nb * bb, 0);
-        let lanes: Vec<_> = (0..GROUP).map(|r| f.moves(r)).collect();
+        let lanes: Vec<Lane> = (0..GROUP).map(|r| f.lane(r)).collect();
         for (r, row) in rows.zip(out.chunks_exact_mut(nb * bb)) {
             let blocks = self.group(r / GROUP).chunks_exact(f.group_block_bytes());
             for (blk, o) in blocks.zip(row.chunks_exact_mut(bb)) {
-                for &(at, to, n) in &lanes[r % GROUP] {
-                    o[to..to + n].copy_from_slice(&blk[at..at + n]);
-                }
+                lanes[r % GROUP].take(blk, o);
             }
         }
     }
@@ -352,9 +378,7 @@ pub fn packed8_scalar(group: &[u8], tokens: &[PackedToken], out: &mut [[f32; 8]]
             let mut row = vec![0u8; format.block_bytes()];
             for (b, blk) in group.chunks_exact(bb).enumerate() {
                 for (r, sum) in o.iter_mut().enumerate() {
-                    for (at, to, n) in format.moves(r) {
-                        row[to..to + n].copy_from_slice(&blk[at..at + n]);
-                    }
+                    format.lane(r).take(blk, &mut row);
                     *sum += match q6_k {
                         false => kquant::dot_q4_k_q8_k(&row, &a[b]),
                         true => kquant::dot_q6_k_q8_k(&row, &a[b]),
