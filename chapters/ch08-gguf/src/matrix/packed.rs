@@ -194,6 +194,8 @@ pub struct Packed {
     pub rows: usize,
     pub cols: usize,
     data: Vec<u8>,
+    /// Each lane's place in a group's block, for taking rows back out ([`Packed::rows_into`]).
+    lanes: Vec<Lane>,
 }
 
 /// One token's activations for a packed product: Q4_0's Q8_0 blocks with each block's
@@ -272,6 +274,7 @@ impl Packed {
             rows,
             cols,
             data,
+            lanes,
         })
     }
 
@@ -300,11 +303,10 @@ impl Packed {
         let (bb, nb) = (f.block_bytes(), self.cols / f.block_values());
         out.clear();
         out.resize(rows.len() * nb * bb, 0);
-        let lanes: Vec<Lane> = (0..GROUP).map(|r| f.lane(r)).collect();
         for (r, row) in rows.zip(out.chunks_exact_mut(nb * bb)) {
             let blocks = self.group(r / GROUP).chunks_exact(f.group_block_bytes());
             for (blk, o) in blocks.zip(row.chunks_exact_mut(bb)) {
-                lanes[r % GROUP].take(blk, o);
+                self.lanes[r % GROUP].take(blk, o);
             }
         }
     }
