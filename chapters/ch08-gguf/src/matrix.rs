@@ -363,17 +363,14 @@ fn packed_prefill(
     let whole = |_, _| -> f32 { unreachable!("every band is whole eights") };
     if main > 0 {
         let acts = m.quantize(k, &x[..main * cols]);
-        let q8k = |t: usize| match &acts {
-            Acts::K(a) => match &a[t] {
-                KActs::Q8K(a) => &a[..],
-                KActs::Q8_0(a) => unreachable!("{} blocks of Q8_0 for a K-quant", a.len()),
-            },
-            _ => unreachable!("quantize made the activations for this matrix"),
-        };
         match p.format.format32() {
             None => {
                 // a K-quant: the rows' blocks unpacked as a KMatrix's are (KMatrix::matmul)
                 let q6_k = p.format == PackedFormat::Q6_K;
+                let q8k = |t: usize| match &acts {
+                    Acts::K(a) => a[t].q8_k(),
+                    _ => unreachable!("quantize made the activations for this matrix"),
+                };
                 octs::prefill(
                     &mut out[..main * rows],
                     rows,
@@ -398,10 +395,7 @@ fn packed_prefill(
                     Acts::Q(Activations::Q8_1(a)) => {
                         ActOcts::from_q8_1(std::array::from_fn(|j| &a[(t + j) * nb..][..nb]))
                     }
-                    Acts::K(a) => ActOcts::from_q8_0(std::array::from_fn(|j| match &a[t + j] {
-                        KActs::Q8_0(a) => &a[..],
-                        KActs::Q8K(_) => unreachable!("Q5_0 takes Q8_0"),
-                    })),
+                    Acts::K(a) => ActOcts::from_q8_0(std::array::from_fn(|j| a[t + j].q8_0())),
                     _ => unreachable!("quantize made the activations for this matrix"),
                 };
                 let unpack = |rs: std::ops::Range<usize>, u: &mut octs::Rows32| {

@@ -449,84 +449,86 @@ unsafe fn lanes(v: __m256) -> [f32; 8] {
     out
 }
 
-/// [`packed::packed8_scalar`]'s contract on AVX2: one to four tokens of one format, four at
-/// a time through the four-token kernels.
+/// `out[i]`, token `i`'s eight sums, for every token of `tokens`: four at a time through
+/// `four`, the last one to three one at a time through `one`, each token's activations
+/// taken out of its [`PackedToken`] by `pick`.
+fn by_fours<'a, A: Copy>(
+    tokens: &[PackedToken<'a>],
+    out: &mut [[f32; 8]],
+    pick: impl Fn(&PackedToken<'a>) -> A,
+    four: impl Fn([A; 4]) -> [[f32; 8]; 4],
+    one: impl Fn(A) -> [f32; 8],
+) {
+    let mut quads = tokens.chunks_exact(4);
+    let mut outs = out.chunks_exact_mut(4);
+    for (q, o) in (&mut quads).zip(&mut outs) {
+        o.copy_from_slice(&four(std::array::from_fn(|j| pick(&q[j]))));
+    }
+    let done = tokens.len() / 4 * 4;
+    for (t, o) in quads.remainder().iter().zip(&mut out[done..]) {
+        *o = one(pick(t));
+    }
+}
+
+/// [`packed::packed8_scalar`]'s contract on AVX2: tokens of one format, four at a time
+/// through the four-token kernels.
 ///
 /// # Safety
 /// The CPU must have AVX2 and F16C.
-pub(super) unsafe fn packed8(group: &[u8], tokens: &[PackedToken], out: &mut [[f32; 8]]) {
+pub(super) unsafe fn packed8<'a>(group: &[u8], tokens: &[PackedToken<'a>], out: &mut [[f32; 8]]) {
     assert!(out.len() >= tokens.len(), "an output per token");
-    let mut t = 0;
-    while t < tokens.len() {
-        let n = if tokens.len() - t >= 4 { 4 } else { 1 };
-        let toks = &tokens[t..t + n];
-        // SAFETY: the caller's promise; the kernels check the lengths.
-        unsafe {
-            match toks[0] {
-                PackedToken::K(_, false) => {
-                    let pick = |i: usize| match toks[i] {
-                        PackedToken::K(a, false) => a,
-                        _ => panic!("one format per product"),
-                    };
-                    if n == 4 {
-                        let r = packed8_q4_k::<4>(group, std::array::from_fn(pick));
-                        out[t..t + 4].copy_from_slice(&r);
-                    } else {
-                        out[t] = packed8_q4_k::<1>(group, [pick(0)])[0];
-                    }
-                }
-                PackedToken::K(_, true) => {
-                    let pick = |i: usize| match toks[i] {
-                        PackedToken::K(a, true) => a,
-                        _ => panic!("one format per product"),
-                    };
-                    if n == 4 {
-                        let r = packed8_q6_k::<4>(group, std::array::from_fn(pick));
-                        out[t..t + 4].copy_from_slice(&r);
-                    } else {
-                        out[t] = packed8_q6_k::<1>(group, [pick(0)])[0];
-                    }
-                }
-                PackedToken::Q4_0(..) => {
-                    let pick = |i: usize| match toks[i] {
-                        PackedToken::Q4_0(a, s) => (a, s),
-                        _ => panic!("one format per product"),
-                    };
-                    if n == 4 {
-                        let p: [_; 4] = std::array::from_fn(pick);
-                        let r = packed8_q4_0::<4>(group, p.map(|p| p.0), p.map(|p| p.1));
-                        out[t..t + 4].copy_from_slice(&r);
-                    } else {
-                        let (a, s) = pick(0);
-                        out[t] = packed8_q4_0::<1>(group, [a], [s])[0];
-                    }
-                }
-                PackedToken::Q4_1(_) => {
-                    let pick = |i: usize| match toks[i] {
-                        PackedToken::Q4_1(a) => a,
-                        _ => panic!("one format per product"),
-                    };
-                    if n == 4 {
-                        let r = packed8_q4_1::<4>(group, std::array::from_fn(pick));
-                        out[t..t + 4].copy_from_slice(&r);
-                    } else {
-                        out[t] = packed8_q4_1::<1>(group, [pick(0)])[0];
-                    }
-                }
-                PackedToken::Q5_0(_) => {
-                    let pick = |i: usize| match toks[i] {
-                        PackedToken::Q5_0(a) => a,
-                        _ => panic!("one format per product"),
-                    };
-                    if n == 4 {
-                        let r = packed8_q5_0::<4>(group, std::array::from_fn(pick));
-                        out[t..t + 4].copy_from_slice(&r);
-                    } else {
-                        out[t] = packed8_q5_0::<1>(group, [pick(0)])[0];
-                    }
+    let Some(first) = tokens.first() else { return };
+    let other = || -> ! { panic!("one format per product") };
+    // SAFETY (every kernel call below): the caller's promise; the kernels check the lengths.
+    unsafe {
+        match first {
+            PackedToken::Q4_0(..) => by_fours(
+                tokens,
+                out,
+                |t| match *t {
+                    PackedToken::Q4_0(a, s) => (a, s),
+                    _ => other(),
+                },
+                |p| packed8_q4_0::<4>(group, p.map(|p| p.0), p.map(|p| p.1)),
+                |(a, s)| packed8_q4_0::<1>(group, [a], [s])[0],
+            ),
+            PackedToken::Q4_1(_) => by_fours(
+                tokens,
+                out,
+                |t| match *t {
+                    PackedToken::Q4_1(a) => a,
+                    _ => other(),
+                },
+                |a| packed8_q4_1::<4>(group, a),
+                |a| packed8_q4_1::<1>(group, [a])[0],
+            ),
+            PackedToken::Q5_0(_) => by_fours(
+                tokens,
+                out,
+                |t| match *t {
+                    PackedToken::Q5_0(a) => a,
+                    _ => other(),
+                },
+                |a| packed8_q5_0::<4>(group, a),
+                |a| packed8_q5_0::<1>(group, [a])[0],
+            ),
+            PackedToken::K(_, q6_k) => {
+                let pick = |t: &PackedToken<'a>| match *t {
+                    PackedToken::K(a, q) if q == *q6_k => a,
+                    _ => other(),
+                };
+                if *q6_k {
+                    let four = |a| packed8_q6_k::<4>(group, a);
+                    by_fours(tokens, out, pick, four, |a| {
+                        packed8_q6_k::<1>(group, [a])[0]
+                    });
+                } else {
+                    let four = |a| packed8_q4_k::<4>(group, a);
+                    by_fours(tokens, out, pick, four, |a| {
+                        packed8_q4_k::<1>(group, [a])[0]
+                    });
                 }
             }
         }
-        t += n;
     }
 }

@@ -146,22 +146,12 @@ impl Matrix {
             }
             (EightKernel::Q32(_), Acts::K(a)) => Eights::Q32(
                 (0..groups)
-                    .map(|g| {
-                        ActOcts::from_q8_0(std::array::from_fn(|j| match &a[token(g, j)] {
-                            KActs::Q8_0(a) => &a[..],
-                            KActs::Q8K(_) => unreachable!("Q5_0 takes Q8_0 activations"),
-                        }))
-                    })
+                    .map(|g| ActOcts::from_q8_0(std::array::from_fn(|j| a[token(g, j)].q8_0())))
                     .collect(),
             ),
             (EightKernel::K { .. }, Acts::K(a)) => Eights::K(
                 (0..groups)
-                    .map(|g| {
-                        KOcts::new(std::array::from_fn(|j| match &a[token(g, j)] {
-                            KActs::Q8K(a) => &a[..],
-                            KActs::Q8_0(_) => unreachable!("the K-quants take Q8_K activations"),
-                        }))
-                    })
+                    .map(|g| KOcts::new(std::array::from_fn(|j| a[token(g, j)].q8_k())))
                     .collect(),
             ),
             (EightKernel::K { .. }, Acts::Q(_)) => unreachable!("K-quants take K activations"),

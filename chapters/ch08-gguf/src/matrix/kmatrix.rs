@@ -53,6 +53,23 @@ pub enum KActs {
     Q8K(Vec<BlockQ8K>),
 }
 
+impl KActs {
+    /// The wide Q8_0 blocks of a Q5_0 matrix's activations.
+    pub fn q8_0(&self) -> &[Q8_0Wide] {
+        match self {
+            KActs::Q8_0(a) => a,
+            KActs::Q8K(_) => unreachable!("Q5_0 takes Q8_0 activations"),
+        }
+    }
+    /// The Q8_K blocks of a K-quant matrix's activations.
+    pub fn q8_k(&self) -> &[BlockQ8K] {
+        match self {
+            KActs::Q8K(a) => a,
+            KActs::Q8_0(_) => unreachable!("the K-quants take Q8_K activations"),
+        }
+    }
+}
+
 impl KMatrix {
     /// Every row's bytes, back to back, as the file stores them.
     pub fn bytes_all(&self) -> &[u8] {
@@ -199,14 +216,8 @@ impl KMatrix {
             .par_chunks_exact(cols)
             .map(|t| self.quantize(k, t))
             .collect();
-        let q8_0 = |t: usize| match &acts[t] {
-            KActs::Q8_0(a) => &a[..],
-            KActs::Q8K(_) => unreachable!("Q5_0 takes Q8_0 activations"),
-        };
-        let q8k = |t: usize| match &acts[t] {
-            KActs::Q8K(a) => &a[..],
-            KActs::Q8_0(_) => unreachable!("the K-quants take Q8_K activations"),
-        };
+        let q8_0 = |t: usize| acts[t].q8_0();
+        let q8k = |t: usize| acts[t].q8_k();
         if self.format == KFormat::Q5_0 && kk.wants_octs() {
             return octs::prefill32(
                 kk,

@@ -91,7 +91,7 @@ impl PackedFormat {
     /// The rest of a row's block, which a group stores in chunks of four bytes a row, as
     /// (offset, bytes): the 16 bytes of nibbles; Q4_K's 12 bytes of sub-block scales and
     /// its 128 of nibbles; Q6_K's 128 bytes of low nibbles, 64 of high bits and 16 scales.
-    pub fn chunked(self) -> (usize, usize) {
+    fn chunked(self) -> (usize, usize) {
         match self {
             PackedFormat::Q4_0 => (2, QK / 2),
             PackedFormat::Q4_1 => (4, QK / 2),
@@ -378,9 +378,10 @@ pub fn packed8_scalar(group: &[u8], tokens: &[PackedToken], out: &mut [[f32; 8]]
         if let PackedToken::K(a, q6_k) = tok {
             // each row's block taken out of the group, and chapter 8's dot of it
             let mut row = vec![0u8; format.block_bytes()];
+            let lanes: Vec<Lane> = (0..GROUP).map(|r| format.lane(r)).collect();
             for (b, blk) in group.chunks_exact(bb).enumerate() {
-                for (r, sum) in o.iter_mut().enumerate() {
-                    format.lane(r).take(blk, &mut row);
+                for (sum, lane) in o.iter_mut().zip(&lanes) {
+                    lane.take(blk, &mut row);
                     *sum += match q6_k {
                         false => kquant::dot_q4_k_q8_k(&row, &a[b]),
                         true => kquant::dot_q6_k_q8_k(&row, &a[b]),
