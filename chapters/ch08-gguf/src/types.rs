@@ -109,10 +109,10 @@ impl GgmlType {
         let elements = dims
             .iter()
             .try_fold(1u64, |acc, &d| acc.checked_mul(d))
-            .ok_or_else(|| err(format!("shape {dims:?} has more than 2^64 values")))?;
+            .ok_or_else(|| err(format!("shape {dims:?} has 2^64 values or more")))?;
         (elements / self.block_values())
             .checked_mul(self.block_bytes())
-            .ok_or_else(|| err(format!("shape {dims:?} takes more than 2^64 bytes")))
+            .ok_or_else(|| err(format!("shape {dims:?} takes 2^64 bytes or more")))
     }
     // ANCHOR_END: byte_size
 }

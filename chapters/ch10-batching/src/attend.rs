@@ -4,7 +4,8 @@
 //! one `dot_f32_rows` call and its weighted sum of values with one `axpy_rows` call, when
 //! the store keeps the keys side by side (`KvStore::runs`). Chapter 9's ring cache always
 //! does; a paged sequence does only inside a block, so `attend` would take its loop path,
-//! one kernel call per key and head. Here the two calls are made once per block instead:
+//! a kernel call per key for the scores and more for the values. Here the two calls are
+//! made once per block instead:
 //! `dot_f32_rows` is a `dot_f32` per row, and `axpy_rows` adds row after row into `y`, which
 //! it loads at the start of a call and stores at the end — so cutting the rows into blocks
 //! changes no bit (the batch invariance tests compare with chapter 9's ring cache).

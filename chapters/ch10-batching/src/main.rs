@@ -31,8 +31,8 @@ usage: ch10-batching run [-m FILE] --requests FILE.jsonl [--kv-mb MB] [--max-bat
 
 options (defaults in brackets):
   -m, --model FILE        the GGUF file [SmolLM2-135M-Instruct Q4_1, fetched on first use]
-  --kv-mb MB              the KV pool, in MB of f32 keys and values [256; bench: what
-                          every sequence needs]
+  --kv-mb MB              the KV pool, in MB of keys and values as --kv stores them
+                          [256; bench: what every sequence needs]
   --max-batch-tokens N    rows in one step, decode and prompt tokens together [512;
                           bench: every prompt at once, up to 8192]
   --kv f32|f16            how keys and values are stored: f16 is half the memory [f32]

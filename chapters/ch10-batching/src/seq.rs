@@ -10,7 +10,7 @@
 //! plane, so the blocks a sequence took one after another (the pool hands them out in
 //! order) lie side by side in it, and attention reads them as one stream, as it reads
 //! chapter 9's ring cache. With the blocks first, each block's share of a layer and head
-//! (4 KB for SmolLM2) lay 737 280 bytes from the next block's, and a
+//! (4 KB for SmolLM2) lay 368 640 bytes from the next block's, and a
 //! sequence's attention read short scattered pieces.
 //!
 //! Chapter 5's [`ch05_kv_cache::paged::PagedCache`] kept the tables inside the cache and
