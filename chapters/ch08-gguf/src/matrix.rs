@@ -144,7 +144,7 @@ impl Matrix {
     // ANCHOR: choose
     /// `out (seq, rows) = x (seq, cols) · Wᵀ`, the one place that picks how: with few tokens
     /// a thread ([`FEW`]), split by rows ([`matmul_group`]); else, in a prefill, split by tokens,
-    /// Q4_0 and Q4_1 through [`q4_prefill`]'s multi-token kernels, the K-quants through
+    /// Q4_0, Q4_1 and Q8_0 through [`q4_prefill`]'s multi-token kernels, the K-quants through
     /// [`KMatrix::matmul`]'s, a [`Packed`] matrix through [`packed_prefill`], and the rest
     /// through chapter 6's product. Every path gives every output the scalar kernel's bits.
     pub fn matmul(

@@ -4,7 +4,8 @@
 //! UTF-8, is it JSON, is it an object, does it ask for something this server does not do
 //! (`n > 1`, tools), and then each field with its own type and range. Reading the fields one
 //! at a time out of a `serde_json::Value` lets every error name the field (`param`), and
-//! leaves fields we do not know alone, as OpenAI's own server does.
+//! leaves fields we do not know alone, so a client that sends a field of a newer version of
+//! the API still gets an answer.
 
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};

@@ -39,11 +39,12 @@ options (defaults in brackets):
   --queue N               requests waiting beyond those, 0 to 4096; more get a 503 [32]
   --kv-mb MB              the KV pool, in MB of f32 keys and values [256]
   --ctx N                 positions one request may use, prompt and reply [the model's,
-                          at most 4096]
+                          at most 4096 and at most what the KV pool holds]
   --api-key KEY           require 'Authorization: Bearer KEY' on /v1 (or set LLM_BOOK_API_KEY)
   -t, --threads N         threads for the model [the machine's physical cores]
   --body-limit BYTES      the largest request body [2097152]
-  --client-timeout SECS   how long a client may take to send its headers, and its body [10]
+  --client-timeout SECS   how long a client may take to send its headers, or the next
+                          piece of its body [10]
   --cors                  allow requests from pages of any origin
   --json                  loadtest: one JSON object
   -h, --help              this text";

@@ -89,7 +89,7 @@ impl Metrics {
         );
         r.register(
             "time_to_first_token_seconds",
-            "From the request's arrival to its first token",
+            "From the request's body read to its first token",
             self.time_to_first_token.clone(),
         );
         r.register(

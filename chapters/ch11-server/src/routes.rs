@@ -67,7 +67,8 @@ pub type App = Arc<Shared>;
 pub struct HttpLimits {
     /// The largest request body, in bytes (`--body-limit`).
     pub body_limit: usize,
-    /// How long a client may take to send its body (and its headers, in [`crate::serve`]).
+    /// How long a client may take to send its headers (in [`crate::serve`]), or the next
+    /// piece of its body (tower-http restarts the clock at each one).
     pub client_timeout: Duration,
     pub cors: bool,
 }
@@ -141,7 +142,7 @@ async fn complete(
     endpoint: Endpoint,
 ) -> Result<Response, ApiError> {
     let arrived = Instant::now();
-    let body = body.map_err(|r| body_error(r, &app))?;
+    let body = body.map_err(body_error)?;
     let job = api::parse(&body, endpoint)?;
     if let Some(m) = job.model.as_deref().filter(|m| *m != app.name) {
         return Err(ApiError::new(
@@ -290,9 +291,8 @@ pub fn fit(
 }
 // ANCHOR_END: fit
 
-fn body_error(r: BytesRejection, app: &Shared) -> ApiError {
+fn body_error(r: BytesRejection) -> ApiError {
     if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        let _ = app;
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "the request body is larger than the server's limit (--body-limit)",

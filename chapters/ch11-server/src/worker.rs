@@ -199,7 +199,8 @@ fn run(
                 Err(panic) => Some(panic_message(&*panic)),
             };
             if let Some(why) = failure {
-                // Whatever was in the batch fails with a 500; a fresh engine serves the rest.
+                // Every request the engine holds, running or queued, fails with a 500; a fresh
+                // engine serves the requests that come after.
                 eprintln!("error: the engine failed: {why}; its requests get a 500, restarting it");
                 for l in live.drain(..) {
                     let _ = l.out.send(Out::Failed(why.clone()));

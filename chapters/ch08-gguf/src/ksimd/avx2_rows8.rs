@@ -19,8 +19,8 @@ use ch07_simd_parallel::kernels::avx2::prefetch_next_rows;
 /// one token's Q8_0 activations: lane `r` is chapter 6's `dot_q8_0_q8_0` of row `r`, bit
 /// for bit. Per block, each row's 32 products are summed to one integer (the sign trick and
 /// `vpmaddubsw` + `vpmaddwd`, as chapter 7), six `vphaddd`, two `vperm2i128` and one add
-/// fold the eight rows' lane vectors into one vector of eight sums, one gather fetches the eight rows' f16 scales
-/// (they lie `row_len` apart), and each lane then does the scalar's `sum += sumi · (d · d_a)`
+/// fold the eight rows' lane vectors into one vector of eight sums, the eight rows' f16
+/// scales (they lie `row_len` apart) come in by one gather or eight loads (`GATHER`), and each lane then does the scalar's `sum += sumi · (d · d_a)`
 /// in the scalar's order: eight independent sums, one per lane, block after block.
 ///
 /// # Safety
@@ -180,7 +180,7 @@ fn fold8(p: [__m256i; 8]) -> __m256i {
 /// 6's `dot_q4_1_q8_1` of row `r`, bit for bit. [`rows8_q8_0`]'s shape: each row's block
 /// unpacked (low nibbles, then high) and summed against the token with `vpmaddubsw` +
 /// `vpmaddwd`, the eight sums folded into one vector, the eight rows' `d` and `m` fetched
-/// with one gather, and each lane doing the scalar's `(d · d_a) · sumi + m · s`.
+/// together ([`eight_heads`]), and each lane doing the scalar's `(d · d_a) · sumi + m · s`.
 ///
 /// # Safety
 /// None beyond the CPU's (AVX2 and F16C): the lengths are checked here.

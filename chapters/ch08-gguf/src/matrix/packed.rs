@@ -51,8 +51,8 @@ impl PackedFormat {
     /// `KFormat`'s).
     pub fn name(self) -> &'static str {
         match self {
-            PackedFormat::Q4_0 => "q4_0",
-            PackedFormat::Q4_1 => "q4_1",
+            PackedFormat::Q4_0 => "Q4_0",
+            PackedFormat::Q4_1 => "Q4_1",
             PackedFormat::Q5_0 => "Q5_0",
             PackedFormat::Q4_K => "Q4_K",
             PackedFormat::Q6_K => "Q6_K",
