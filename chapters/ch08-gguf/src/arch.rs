@@ -130,8 +130,9 @@ pub fn load_model(f: &GgufFile) -> Result<Model> {
     for l in 0..cfg.num_layers {
         let name = |t: &str| format!("blk.{l}.{t}.weight");
         let m = |t: &str, rows, cols, how| layer_matrix(f, &name(t), rows, cols, how);
-        let opt = |t: &str, len| -> Result<Option<Vec<f32>>> {
-            if gemma {
+        // the norms the family has (Gemma-3's), read; the others absent
+        let opt = |has: bool, t: &str, len| -> Result<Option<Vec<f32>>> {
+            if has {
                 vector(f, &name(t), len).map(Some)
             } else {
                 Ok(None)
@@ -144,14 +145,14 @@ pub fn load_model(f: &GgufFile) -> Result<Model> {
             wk: m("attn_k", kv_dim, dim, qk_rows)?,
             wv: m("attn_v", kv_dim, dim, Rows::AsStored)?,
             wo: m("attn_output", dim, q_dim, Rows::AsStored)?,
-            q_norm: opt("attn_q_norm", hd)?,
-            k_norm: opt("attn_k_norm", hd)?,
-            post_attn_norm: opt("post_attention_norm", dim)?,
+            q_norm: opt(family.qk_norm, "attn_q_norm", hd)?,
+            k_norm: opt(family.qk_norm, "attn_k_norm", hd)?,
+            post_attn_norm: opt(family.post_norms, "post_attention_norm", dim)?,
             ffn_norm: vector(f, &name("ffn_norm"), dim)?,
             w_gate: m("ffn_gate", ffn, dim, Rows::AsStored)?,
             w_up: m("ffn_up", ffn, dim, Rows::AsStored)?,
             w_down: m("ffn_down", dim, ffn, Rows::AsStored)?,
-            post_ffn_norm: opt("post_ffw_norm", dim)?,
+            post_ffn_norm: opt(family.post_norms, "post_ffw_norm", dim)?,
             window: if sliding { window } else { None },
             rope: if sliding { 1 } else { 0 },
         });

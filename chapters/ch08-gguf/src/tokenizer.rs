@@ -141,21 +141,22 @@ pub fn tokenizer(g: &Gguf) -> Result<GgufTokenizer> {
     };
     // ANCHOR_END: tokenizer_model
     // ANCHOR: tokenizer_special
-    let bos = match g.opt_u64("tokenizer.ggml.bos_token_id")? {
-        Some(id) if id < tokens.len() as u64 => Some(id as u32),
-        Some(id) => {
-            return Err(Error::Metadata {
-                key: "tokenizer.ggml.bos_token_id".into(),
+    // a special id outside the vocabulary is the file's mistake: said, not ignored
+    let special = |key: &str| -> Result<Option<u32>> {
+        match g.opt_u64(key)? {
+            Some(id) if id < tokens.len() as u64 => Ok(Some(id as u32)),
+            Some(id) => Err(Error::Metadata {
+                key: key.into(),
                 message: format!("{id} is outside the vocabulary of {}", tokens.len()),
-            });
+            }),
+            None => Ok(None),
         }
-        None => None,
     };
-    if let Some(eos) = g.opt_u64("tokenizer.ggml.eos_token_id")?
-        && eos < tokens.len() as u64
-        && !end_ids.contains(&(eos as u32))
+    let bos = special("tokenizer.ggml.bos_token_id")?;
+    if let Some(eos) = special("tokenizer.ggml.eos_token_id")?
+        && !end_ids.contains(&eos)
     {
-        end_ids.push(eos as u32);
+        end_ids.push(eos);
     }
     let add_bos = g
         .opt_bool("tokenizer.ggml.add_bos_token")?

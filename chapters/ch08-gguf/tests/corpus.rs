@@ -167,6 +167,35 @@ fn the_valid_file_parses_with_every_value_and_tensor_as_written() {
     touch_everything(g, file.bytes());
 }
 
+/// A BOS or EOS id the vocabulary does not have: the file parses (the id is just a number),
+/// but the tokenizer refuses it and names the key, instead of never adding or never
+/// stopping at that token.
+#[test]
+fn a_special_token_outside_the_vocabulary_is_refused() {
+    let valid = valid_bytes();
+    for key in ["tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"] {
+        let at = valid
+            .windows(key.len())
+            .position(|w| w == key.as_bytes())
+            .unwrap_or_else(|| panic!("valid.gguf has no {key}"));
+        // the key, then its value type (u32, 4 bytes), then the id
+        let id = at + key.len() + 4;
+        let mut bytes = valid.clone();
+        bytes[id..id + 4].copy_from_slice(&9u32.to_le_bytes());
+        let g = parse_without_panic(&bytes, key).unwrap_or_else(|e| panic!("{key} = 9: {e}"));
+        match ch08_gguf::tokenizer(&g) {
+            Ok(_) => panic!("{key} = 9 in a vocabulary of 5 was accepted"),
+            Err(e) => {
+                let e = e.to_string();
+                assert!(
+                    e.contains(key) && e.contains("9 is outside the vocabulary of 5"),
+                    "{key} = 9: the error should name the key and the id, got: {e}"
+                );
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------- (b) one defect per file
 
 #[test]
