@@ -119,7 +119,7 @@ impl Metrics {
         );
         r.register(
             "ready",
-            "1 when the model is loaded and the engine runs",
+            "1 when the engine runs, 0 while the model loads, -1 once the engine has stopped after a failure it could not recover from",
             self.ready.clone(),
         );
         let mut out = String::new();

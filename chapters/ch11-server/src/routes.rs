@@ -32,7 +32,7 @@ use crate::api::{self, Endpoint, Prompt};
 use crate::error::{ApiError, from_engine};
 use crate::metrics::Metrics;
 use crate::reply::Reply;
-use crate::worker::{Command, Worker};
+use crate::worker::{self, Command, Worker};
 
 mod auth;
 use auth::require_key;
@@ -155,10 +155,21 @@ async fn complete(
         .param("model")
         .code("model_not_found"));
     }
-    if app.metrics.ready.get() != 1 {
-        return Err(
-            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the model is loading").retry_after(1),
-        );
+    match app.metrics.ready.get() {
+        1 => {}
+        worker::FAILED => {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the engine stopped after a failure it could not recover from: restart the server",
+            )
+            .code("engine_failed"));
+        }
+        _ => {
+            return Err(
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the model is loading")
+                    .retry_after(1),
+            );
+        }
     }
     // A place in the bounded queue, or a 503 now: never an unbounded wait.
     let permit = app.slots.clone().try_acquire_owned().map_err(|_| {
@@ -317,15 +328,16 @@ async fn models(State(app): State<App>) -> Response {
 }
 
 async fn health(State(app): State<App>) -> Response {
-    if app.metrics.ready.get() == 1 {
-        axum::Json(json!({"status": "ok"})).into_response()
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            axum::Json(json!({"status": "loading"})),
-        )
-            .into_response()
-    }
+    let status = match app.metrics.ready.get() {
+        1 => return axum::Json(json!({"status": "ok"})).into_response(),
+        worker::FAILED => "failed",
+        _ => "loading",
+    };
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        axum::Json(json!({ "status": status })),
+    )
+        .into_response()
 }
 
 async fn metrics(State(app): State<App>) -> Response {

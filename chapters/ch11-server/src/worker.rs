@@ -30,12 +30,21 @@ pub struct Settings {
     pub max_batch_tokens: usize,
     /// Threads for the model's kernels (`-t`).
     pub threads: usize,
-    /// Tests only: a request with the stop string [`PANIC_STOP`] makes the engine panic.
+    /// Tests only: a request with the stop string [`PANIC_STOP`] makes the engine panic,
+    /// one with [`STUCK_STOP`] makes it panic and then fail to restart.
     pub fault_injection: bool,
 }
 
 /// With [`Settings::fault_injection`], the stop string that makes the engine panic mid-step.
 pub const PANIC_STOP: &str = "<<panic in the engine>>";
+
+/// With [`Settings::fault_injection`], the stop string that makes the engine panic mid-step
+/// and its restart fail: the server stays up, and says it can no longer serve.
+pub const STUCK_STOP: &str = "<<the engine cannot restart>>";
+
+/// [`crate::metrics::Metrics::ready`] once the engine has stopped for good (1: it runs, 0:
+/// it is loading).
+pub const FAILED: i64 = -1;
 
 // ANCHOR: messages
 /// What an HTTP task asks of the engine thread.
@@ -133,7 +142,7 @@ fn run(
     metrics: &Metrics,
 ) {
     let mut live: Vec<Live> = Vec::new();
-    let mut poisoned: Option<usize> = None;
+    let mut poisoned: Option<(usize, bool)> = None; // (request, and its restart fails too)
     loop {
         // Nothing to run: sleep until a command comes (or every sender is gone).
         let mut next = if be.pending() == 0 {
@@ -144,14 +153,17 @@ fn run(
         loop {
             match next {
                 Ok(Command::Submit { req, reply }) => {
-                    let poison =
-                        settings.fault_injection && req.stops.iter().any(|s| s == PANIC_STOP);
+                    let fault = |stop: &str| {
+                        settings.fault_injection && req.stops.iter().any(|s| s == stop)
+                    };
+                    let (poison, stuck) =
+                        (fault(PANIC_STOP) || fault(STUCK_STOP), fault(STUCK_STOP));
                     match be.submit(req) {
                         Ok((id, events)) => {
                             let (out, receiver) = mpsc::unbounded_channel();
                             if reply.send(Ok(receiver)).is_ok() {
                                 live.push(Live { id, events, out });
-                                poisoned = poisoned.or(poison.then_some(id));
+                                poisoned = poisoned.or(poison.then_some((id, stuck)));
                             } else {
                                 let _ = be.cancel(id); // the client left while we queued it
                             }
@@ -186,7 +198,7 @@ fn run(
         if be.pending() > 0 {
             let stepped = catch_unwind(AssertUnwindSafe(|| {
                 let plan = be.step();
-                if let Some(id) = poisoned
+                if let Some((id, _)) = poisoned
                     && live.iter().any(|l| l.id == id)
                 {
                     panic!("injected fault: the engine panics while running request {id}");
@@ -200,19 +212,32 @@ fn run(
             };
             if let Some(why) = failure {
                 // Every request the engine holds, running or queued, fails with a 500; a fresh
-                // engine serves the requests that come after.
+                // engine serves the requests that come after. The restart comes first, so
+                // that a client told of the failure finds /health already saying how it went.
                 eprintln!("error: the engine failed: {why}; its requests get a 500, restarting it");
+                let stuck = poisoned.take().is_some_and(|(_, stuck)| stuck);
+                let fresh = if stuck {
+                    Err("injected fault: the engine cannot restart".to_string())
+                } else {
+                    new_engine(model, settings)
+                };
+                let restarted = match fresh {
+                    Ok(fresh) => {
+                        *be = fresh;
+                        true
+                    }
+                    Err(e) => {
+                        // The server stays up to say so: /health and every request answer 503.
+                        eprintln!("error: the engine could not restart: {e}");
+                        metrics.ready.set(FAILED);
+                        false
+                    }
+                };
                 for l in live.drain(..) {
                     let _ = l.out.send(Out::Failed(why.clone()));
                 }
-                poisoned = None;
-                match new_engine(model, settings) {
-                    Ok(fresh) => *be = fresh,
-                    Err(e) => {
-                        eprintln!("error: the engine could not restart: {e}");
-                        metrics.ready.set(0);
-                        return;
-                    }
+                if !restarted {
+                    return;
                 }
             }
         }

@@ -353,6 +353,44 @@ fn a_request_whose_work_fails_gets_500_and_the_server_goes_on() {
 }
 
 #[test]
+fn an_engine_that_cannot_restart_is_reported_not_hidden() {
+    let s = Server::start_with_env(&[], &[("LLM_BOOK_SERVER_FAULTS", "1")]);
+    let stop = serde_json::json!([ch11_server::worker::STUCK_STOP]).to_string();
+    post(
+        s.addr,
+        "/v1/completions",
+        &completion("Hello", &format!(r#","stop":{stop}"#)),
+    )
+    .error(500);
+    let health = get(s.addr, "/health");
+    assert_eq!(
+        (health.status, health.body.contains("failed")),
+        (503, true),
+        "after a failed restart /health should say 503 failed, not loading: {}",
+        health.body
+    );
+    let e = post(
+        s.addr,
+        "/v1/completions",
+        &completion("The capital of France is", ""),
+    )
+    .error(503);
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("restart the server"),
+        "a request to a server whose engine stopped should be told so: {e}"
+    );
+    let m = get(s.addr, "/metrics").body;
+    assert!(
+        m.lines()
+            .any(|l| l.starts_with("llm_ready") && l.ends_with(" -1")),
+        "llm_ready should be -1 once the engine has stopped:\n{m}"
+    );
+}
+
+#[test]
 fn garbage_never_panics_the_server() {
     let s = Server::start(&[]);
     for (method, path, body) in [
