@@ -13,7 +13,7 @@
 //! Q4_1 has an offset: `w_j = d_w·q_j + m`. Its block sum gains a term
 //! `m · Σ_j a_j`, the sum of the activation block, and that is why its partner format Q8_1
 //! stores `s = d_a · Σ p_j`: the sum is computed once, when the activation row is
-//! quantized, instead of once per weight row that meets it (576 to 49 152 times).
+//! quantized, instead of once per weight row that meets it (192 to 1 536 times in SmolLM2).
 
 use crate::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1, QK};
 

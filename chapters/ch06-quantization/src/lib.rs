@@ -1,6 +1,6 @@
 //! Chapter 6: quantization — fewer bits per weight, and the same answers.
 //!
-//! Chapters 1–5 keep every weight as an f32: 540 MB read for every token. This chapter
+//! Chapters 1–5 keep every weight as an f32: 538 MB read for every token. This chapter
 //! stores them in 8 and 4 bits, in llama.cpp's block formats, byte for byte:
 //!
 //! - [`f16`]: rounding an f32 scale to the f16 the blocks store;

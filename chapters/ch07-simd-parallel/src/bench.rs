@@ -5,7 +5,7 @@
 //! - **tg128**: tokens per second of 128 decode steps of one token each, from an empty cache
 //!   (llama-bench generates from an empty context too).
 //!
-//! Every figure is the median of several runs, each run in a rayon pool of exactly the
+//! Every figure is the median of several runs (the read bandwidth: the best), each run in a rayon pool of exactly the
 //! requested number of threads.
 
 use std::time::Instant;

@@ -6,7 +6,7 @@ use ch07_simd_parallel::exercises::*;
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-/// Exercises 1, 2 and 4 are AVX2 code. On a CPU without AVX2 (or not an x86-64 one) their
+/// Exercises 1, 2, 4 and 6 are AVX2 code. On a CPU without AVX2 (or not an x86-64 one) their
 /// tests say so with this message instead of crashing; `cargo xtask exercises` recognises
 /// it and reports those exercises as ones this CPU cannot run.
 fn cannot_run(n: u32) -> ! {

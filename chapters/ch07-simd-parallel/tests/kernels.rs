@@ -93,7 +93,8 @@ fn activation_quantizers_equal_the_scalar_ones_bit_for_bit() {
 
 #[test]
 fn dot_kernels_equal_the_scalar_ones_bit_for_bit() {
-    let (rows, cols) = (24, 8 * QK);
+    // 27 rows: 24 through the four-row kernels, the last 3 through the one-row ones
+    let (rows, cols) = (27, 8 * QK);
     let mut weights: Vec<Vec<f32>> = (0..4)
         .map(|s| {
             uniform(rows * cols, s)
@@ -106,7 +107,7 @@ fn dot_kernels_equal_the_scalar_ones_bit_for_bit() {
         (0..rows * cols)
             .map(|j| if j % 3 == 0 { -1.0 } else { 1.0 })
             .collect(),
-    ); // extremes of every level
+    ); // the extremes of every quantization step
     weights.push(vec![0.0; rows * cols]);
     weights.push((0..rows * cols).map(|j| (j % 32) as f32 * 1e-7).collect()); // f16-subnormal scales
     for (isa, k) in simd_levels() {
