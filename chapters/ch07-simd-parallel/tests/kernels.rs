@@ -303,3 +303,65 @@ fn attention_group_kernels_equal_one_call_per_head() {
         }
     }
 }
+
+/// The four-dot kernels' general case, four different rows against four different tokens:
+/// the engine sends only one row with four tokens (a prefill) or four rows with one token
+/// (a decode step), so nothing else reaches the code for the mixed case.
+#[test]
+fn four_dots_of_four_rows_and_four_tokens_equal_the_scalar_ones() {
+    let cols = 8 * QK;
+    let w = uniform(4 * cols, 11);
+    let x = activation_rows(cols);
+    let tokens = [&x[0], &x[3], &x[7], &x[8]]; // random, random, an outlier a block, halves
+    for (isa, k) in simd_levels() {
+        for format in [Format::Q8_0, Format::Q4_0, Format::Q4_1] {
+            let m = QMatrix::quantize(&w, 4, cols, format, ScaleRule::Absmax).unwrap();
+            let rows: [&[u8]; 4] = std::array::from_fn(|r| m.row_bytes(r));
+            let (ours, theirs): ([f32; 4], [f32; 4]) = if format == Format::Q4_1 {
+                let a: Vec<Vec<BlockQ8_1>> = tokens
+                    .iter()
+                    .map(|t| {
+                        let mut a = Vec::new();
+                        Scalar.quantize_q8_1(t, &mut a);
+                        a
+                    })
+                    .collect();
+                let a: [&[BlockQ8_1]; 4] = std::array::from_fn(|i| &a[i][..]);
+                (
+                    k.dot4_q4_1_q8_1(rows, a),
+                    std::array::from_fn(|i| Scalar.dot_q4_1_q8_1(rows[i], a[i])),
+                )
+            } else {
+                let a: Vec<Vec<BlockQ8_0>> = tokens
+                    .iter()
+                    .map(|t| {
+                        let mut a = Vec::new();
+                        Scalar.quantize_q8_0(t, &mut a);
+                        a
+                    })
+                    .collect();
+                let a: [&[BlockQ8_0]; 4] = std::array::from_fn(|i| &a[i][..]);
+                if format == Format::Q8_0 {
+                    (
+                        k.dot4_q8_0_q8_0(rows, a),
+                        std::array::from_fn(|i| Scalar.dot_q8_0_q8_0(rows[i], a[i])),
+                    )
+                } else {
+                    (
+                        k.dot4_q4_0_q8_0(rows, a),
+                        std::array::from_fn(|i| Scalar.dot_q4_0_q8_0(rows[i], a[i])),
+                    )
+                }
+            };
+            for i in 0..4 {
+                assert!(
+                    ours[i].to_bits() == theirs[i].to_bits(),
+                    "{isa} {}: row {i} against token {i} of four different pairs: {} vs scalar {}",
+                    format.name(),
+                    ours[i],
+                    theirs[i]
+                );
+            }
+        }
+    }
+}
