@@ -267,7 +267,7 @@ fn serve_main(a: &Args) -> Result<(), String> {
     // only moves small frames, and with a second worker each token went out through more
     // wake-ups on the engine's cores: on the Zen 3 AMD EPYC (two threads), one client's
     // SmolLM2 stream ran 3 to 9% faster on this runtime than on two workers, in each of
-    // five rounds alternating the two servers (median 160 against 153 tok/s), and eight
+    // five rounds alternating the two servers (medians 160.6 and 152.1 tok/s), and eight
     // clients' output was level. Tokenizing, the one slow thing, goes to the blocking pool.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
