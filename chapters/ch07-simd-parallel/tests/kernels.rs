@@ -304,6 +304,15 @@ fn attention_group_kernels_equal_one_call_per_head() {
     }
 }
 
+/// Each of the four tokens' activations, quantized by `quantize` (Q8_0 or Q8_1).
+fn quantized<B>(tokens: [&Vec<f32>; 4], quantize: impl Fn(&[f32], &mut Vec<B>)) -> [Vec<B>; 4] {
+    tokens.map(|t| {
+        let mut a = Vec::new();
+        quantize(t, &mut a);
+        a
+    })
+}
+
 /// The four-dot kernels' general case, four different rows against four different tokens:
 /// the engine sends only one row with four tokens (a prefill) or four rows with one token
 /// (a decode step), so nothing else reaches the code for the mixed case.
@@ -318,28 +327,14 @@ fn four_dots_of_four_rows_and_four_tokens_equal_the_scalar_ones() {
             let m = QMatrix::quantize(&w, 4, cols, format, ScaleRule::Absmax).unwrap();
             let rows: [&[u8]; 4] = std::array::from_fn(|r| m.row_bytes(r));
             let (ours, theirs): ([f32; 4], [f32; 4]) = if format == Format::Q4_1 {
-                let a: Vec<Vec<BlockQ8_1>> = tokens
-                    .iter()
-                    .map(|t| {
-                        let mut a = Vec::new();
-                        Scalar.quantize_q8_1(t, &mut a);
-                        a
-                    })
-                    .collect();
+                let a = quantized(tokens, |t, a| Scalar.quantize_q8_1(t, a));
                 let a: [&[BlockQ8_1]; 4] = std::array::from_fn(|i| &a[i][..]);
                 (
                     k.dot4_q4_1_q8_1(rows, a),
                     std::array::from_fn(|i| Scalar.dot_q4_1_q8_1(rows[i], a[i])),
                 )
             } else {
-                let a: Vec<Vec<BlockQ8_0>> = tokens
-                    .iter()
-                    .map(|t| {
-                        let mut a = Vec::new();
-                        Scalar.quantize_q8_0(t, &mut a);
-                        a
-                    })
-                    .collect();
+                let a = quantized(tokens, |t, a| Scalar.quantize_q8_0(t, a));
                 let a: [&[BlockQ8_0]; 4] = std::array::from_fn(|i| &a[i][..]);
                 if format == Format::Q8_0 {
                     (

@@ -156,8 +156,8 @@ fn run(
                     let fault = |stop: &str| {
                         settings.fault_injection && req.stops.iter().any(|s| s == stop)
                     };
-                    let (poison, stuck) =
-                        (fault(PANIC_STOP) || fault(STUCK_STOP), fault(STUCK_STOP));
+                    let stuck = fault(STUCK_STOP);
+                    let poison = stuck || fault(PANIC_STOP);
                     match be.submit(req) {
                         Ok((id, events)) => {
                             let (out, receiver) = mpsc::unbounded_channel();
