@@ -8,15 +8,17 @@
 //! Every figure is the median of several runs (the read bandwidth: the best), each run in a rayon pool of exactly the
 //! requested number of threads.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use ch05_kv_cache::KvCache;
 use ch06_quantization::forward::QEngine;
-use ch06_quantization::{Format, Kernels, QMatrix, QModel, ScaleRule};
+use ch06_quantization::{Bytes, Format, Kernels, QMatrix, QModel, ScaleRule};
 use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::Isa;
+use crate::huge::Arena;
 
 /// Runs `f` in a pool of `threads` threads.
 pub fn in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> Result<T, String> {
@@ -40,10 +42,27 @@ pub fn median(xs: &mut [f64]) -> f64 {
 
 // ANCHOR: bandwidth
 /// Read bandwidth in GB/s: the threads sum a 256 MiB buffer (far larger than any cache),
-/// each its own contiguous part; the best of `runs`.
+/// each its own contiguous part; the best of `runs`. The buffer is on huge pages where the
+/// OS gives them ([`crate::huge`]), as chapter 8's packed weights are: the ceiling is what
+/// the memory streams at its best.
 pub fn read_bandwidth(threads: usize, runs: usize) -> Result<f64, String> {
     const BYTES: usize = 256 << 20;
-    let buf: Vec<u64> = (0..BYTES / 8).map(|i| i as u64).collect(); // written once: really mapped
+    let mut piece = Arena::new(BYTES).and_then(|a| a.take(BYTES));
+    let mut heap: Vec<u64>;
+    let words: &mut [u64] = match &mut piece {
+        // SAFETY: any eight bytes are a u64; the piece starts on a huge page, so the middle
+        // part is all of it
+        Some(p) => unsafe { p.as_mut_slice().align_to_mut::<u64>().1 },
+        None => {
+            heap = vec![0; BYTES / 8];
+            &mut heap
+        }
+    };
+    words
+        .iter_mut()
+        .enumerate()
+        .for_each(|(i, w)| *w = i as u64); // written: really mapped
+    let buf: &[u64] = words;
     in_pool(threads, || {
         let mut best = 0.0f64;
         for _ in 0..runs {
@@ -113,7 +132,8 @@ pub struct KernelRate {
 }
 
 /// `out = W·x` for a `(rows, 576)` matrix of `format` sized to ~`mib` MiB, timed: the median
-/// of `runs` products.
+/// of `runs` products. A block format's bytes are moved onto huge pages where the OS gives
+/// them ([`crate::huge`]), as the bandwidth buffer's are.
 pub fn kernel_rate(
     k: &dyn Kernels,
     format: Format,
@@ -124,7 +144,13 @@ pub fn kernel_rate(
     let cols = 576;
     let rows = (mib << 20) / format.row_bytes(cols);
     let w: Vec<f32> = ch01_tensors::random::uniform(rows * cols, 7);
-    let m = QMatrix::quantize(&w, rows, cols, format, ScaleRule::Absmax)?;
+    let m = on_huge_pages(QMatrix::quantize(
+        &w,
+        rows,
+        cols,
+        format,
+        ScaleRule::Absmax,
+    )?);
     drop(w);
     let x = ch01_tensors::random::uniform(cols, 8);
     let mut out = vec![0.0f32; rows];
@@ -146,6 +172,23 @@ pub fn kernel_rate(
         gb_s: m.bytes() as f64 / t / 1e9,
         gmac_s: (rows * cols) as f64 / t / 1e9,
     })
+}
+
+/// `m`'s blocks copied into an arena of huge pages, or `m` as it is (not a block format, or
+/// no arena).
+fn on_huge_pages(m: QMatrix) -> QMatrix {
+    if matches!(m.format(), Format::F32 | Format::Int8) {
+        return m;
+    }
+    let bytes = m.rows_bytes(0, m.rows());
+    let Some(mut piece) = Arena::new(bytes.len()).and_then(|a| a.take(bytes.len())) else {
+        return m;
+    };
+    piece.as_mut_slice().copy_from_slice(bytes);
+    let len = bytes.len();
+    Bytes::slice_of(Arc::new(piece), 0, len)
+        .and_then(|b| QMatrix::from_blocks(m.format(), m.rows(), m.cols(), b).ok())
+        .unwrap_or(m)
 }
 
 /// End-to-end speed, in llama-bench's terms.

@@ -4,6 +4,7 @@
 //! - [`kernels`]: AVX2 and AVX-512 VNNI versions of chapter 6's kernels, bit-equal to them,
 //!   behind chapter 6's `Kernels` trait, and the dispatch that picks a set;
 //! - [`eights`]: eight tokens against one weight row, a token per 32-bit lane (prefill);
+//! - [`huge`]: memory on 2 MiB pages, for weights a program copies and streams;
 //! - [`bench`]: kernel throughput, the machine's memory bandwidth, and end-to-end prefill
 //!   (pp512) and decode (tg128) in llama-bench's terms.
 
@@ -11,6 +12,7 @@ pub mod bench;
 pub mod compare;
 pub mod cores;
 pub mod eights;
+pub mod huge;
 pub mod isa;
 pub mod kernels;
 pub mod profile;

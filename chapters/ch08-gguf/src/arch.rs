@@ -5,6 +5,8 @@
 //! `gemma3`: layer `l` is a sliding-window layer unless `l % 6 == 5`, sliding layers rotate
 //! with base 10 000 and the others with `gemma3.rope.freq_base` (1 000 000).
 
+use std::sync::Arc;
+
 use ch06_quantization::Bytes;
 
 use crate::config::config;
@@ -15,6 +17,7 @@ use crate::matrix::{KFormat, KMatrix, Matrix, Packed, PackedFormat};
 use crate::model::{Rows, check_dims, format_of, matrix, unpermute_rows, vector};
 use crate::types::GgmlType;
 use ch06_quantization::Format;
+use ch07_simd_parallel::huge::Arena;
 
 /// Tensor `name` as a `(rows, cols)` matrix of whatever supported format it is stored in.
 fn any_matrix(f: &GgufFile, name: &str, rows: usize, cols: usize, how: Rows) -> Result<Matrix> {
@@ -48,7 +51,14 @@ fn any_matrix(f: &GgufFile, name: &str, rows: usize, cols: usize, how: Rows) -> 
 /// [`any_matrix`], with a Q4_0, Q4_1, Q5_0, Q4_K or Q6_K matrix interleaved eight rows at a time
 /// ([`Packed`]) where this machine's kernels want that ([`crate::ksimd::packs`]); the
 /// mapped pages it was copied from are then given back.
-fn layer_matrix(f: &GgufFile, name: &str, rows: usize, cols: usize, how: Rows) -> Result<Matrix> {
+fn layer_matrix(
+    f: &GgufFile,
+    name: &str,
+    rows: usize,
+    cols: usize,
+    how: Rows,
+    arena: Option<&Arc<Arena>>,
+) -> Result<Matrix> {
     let m = any_matrix(f, name, rows, cols, how)?;
     if !crate::ksimd::packs() {
         return Ok(m);
@@ -64,8 +74,10 @@ fn layer_matrix(f: &GgufFile, name: &str, rows: usize, cols: usize, how: Rows) -
         _ => None,
     };
     let packed = format.and_then(|format| match &m {
-        Matrix::Q(q) => Packed::new(format, q.rows(), q.cols(), q.rows_bytes(0, q.rows())),
-        Matrix::K(k) => Packed::new(format, k.rows, k.cols, k.bytes_all()),
+        Matrix::Q(q) => {
+            Packed::new_in(format, q.rows(), q.cols(), q.rows_bytes(0, q.rows()), arena)
+        }
+        Matrix::K(k) => Packed::new_in(format, k.rows, k.cols, k.bytes_all(), arena),
         Matrix::P(_) => None,
     });
     Ok(match packed {
@@ -125,11 +137,17 @@ pub fn load_model(f: &GgufFile) -> Result<Model> {
         None
     };
     // ANCHOR_END: load_model
+    // The packed copies share one arena of huge pages (chapter 7's `huge`). The file's size is
+    // an upper bound on them: reserved as address space, and only what is written is memory.
+    let arena = crate::ksimd::packs()
+        .then(|| Arena::new(f.bytes().len()))
+        .flatten();
     // ANCHOR: load_model_layers
     let mut layers = Vec::with_capacity(cfg.num_layers);
     for l in 0..cfg.num_layers {
         let name = |t: &str| format!("blk.{l}.{t}.weight");
-        let m = |t: &str, rows, cols, how| layer_matrix(f, &name(t), rows, cols, how);
+        let m =
+            |t: &str, rows, cols, how| layer_matrix(f, &name(t), rows, cols, how, arena.as_ref());
         // the norms the family has (Gemma-3's), read; the others absent
         let opt = |has: bool, t: &str, len| -> Result<Option<Vec<f32>>> {
             if has {
@@ -169,6 +187,7 @@ pub fn load_model(f: &GgufFile) -> Result<Model> {
             cfg.vocab_size,
             dim,
             Rows::AsStored,
+            arena.as_ref(),
         )?)
     };
     let per_layer = if gemma { 13 } else { 9 };

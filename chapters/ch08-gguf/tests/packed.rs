@@ -7,6 +7,7 @@
 use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
 use ch06_quantization::dot::{dot_q4_0_q8_0, dot_q4_1_q8_1};
 use ch07_simd_parallel::Isa;
+use ch07_simd_parallel::huge::Arena;
 use ch08_gguf::kquant::{BlockQ8K, Q8_0Wide, dot_q4_k_q8_k, dot_q5_0_q8_0, dot_q6_k_q8_k};
 use ch08_gguf::ksimd::for_isa;
 use ch08_gguf::matrix::{Packed, PackedFormat, PackedToken};
@@ -117,7 +118,18 @@ impl Token {
 /// that every group against `tokens`, on every level, gives chapter 6's dots. Returns how
 /// many SIMD levels ran.
 fn check(format: PackedFormat, rows: usize, nb: usize, w: &[u8], tokens: &[Token]) -> usize {
-    let p = Packed::new(format, rows, format.block_values() * nb, w).expect("whole groups of rows");
+    let cols = format.block_values() * nb;
+    let p = Packed::new(format, rows, cols, w).expect("whole groups of rows");
+    // the same groups in a piece of an arena (huge pages, where the OS gives them), as the
+    // loader packs a model's matrices
+    let arena = Arena::new(w.len());
+    let in_arena = Packed::new_in(format, rows, cols, w, arena.as_ref()).expect("whole groups");
+    for g in 0..rows / 8 {
+        assert!(
+            in_arena.group(g) == p.group(g),
+            "{format:?} group {g} packed into the arena differs from the one on the heap"
+        );
+    }
     let row_len = w.len() / rows;
     for r in 0..rows {
         assert!(

@@ -29,8 +29,10 @@ use ch06_quantization::f16::f16_to_f32_fast;
 use ch06_quantization::matrix::{Activations, Bytes, Format};
 use ch06_quantization::{Kernels, QMatrix};
 use rayon::prelude::*;
+use std::sync::Arc;
 
 use crate::kquant::{self, BlockQ8K, Q8_0Wide};
+use ch07_simd_parallel::huge::{Arena, Piece};
 
 /// Rows in a group.
 pub const GROUP: usize = 8;
@@ -193,7 +195,7 @@ pub struct Packed {
     pub format: PackedFormat,
     pub rows: usize,
     pub cols: usize,
-    data: Vec<u8>,
+    data: Store,
     /// Each lane's place in a group's block, for taking rows back out ([`Packed::rows_into`]).
     lanes: Vec<Lane>,
 }
@@ -242,11 +244,38 @@ impl PackedToken<'_> {
     }
 }
 
+/// Where a packed matrix keeps its bytes: on the heap, or in a piece of the model's arena of
+/// huge pages ([`ch07_simd_parallel::huge`]).
+enum Store {
+    Heap(Vec<u8>),
+    Huge(Piece),
+}
+
+impl Store {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Store::Heap(v) => v,
+            Store::Huge(p) => p.as_ref(),
+        }
+    }
+}
+
 impl Packed {
     /// `rows` rows of `cols` weights as the file stores them (`src`), interleaved eight at
     /// a time; `None` for rows that are not whole groups of eight (those matrices stay as
     /// stored) or bytes that are not the rows.
     pub fn new(format: PackedFormat, rows: usize, cols: usize, src: &[u8]) -> Option<Packed> {
+        Self::new_in(format, rows, cols, src, None)
+    }
+
+    /// [`Packed::new`], the bytes in a piece of `arena` if it has room for them.
+    pub fn new_in(
+        format: PackedFormat,
+        rows: usize,
+        cols: usize,
+        src: &[u8],
+        arena: Option<&Arc<Arena>>,
+    ) -> Option<Packed> {
         let block = format.block_bytes();
         let nb = cols / format.block_values();
         if rows == 0 || !rows.is_multiple_of(GROUP) || cols != nb * format.block_values() {
@@ -257,9 +286,16 @@ impl Packed {
             return None;
         }
         let lanes: Vec<Lane> = (0..GROUP).map(|r| format.lane(r)).collect();
-        let mut data = vec![0u8; src.len()];
+        let mut data = match arena.and_then(|a| a.take(src.len())) {
+            Some(piece) => Store::Huge(piece),
+            None => Store::Heap(vec![0u8; src.len()]),
+        };
+        let out = match &mut data {
+            Store::Heap(v) => v.as_mut_slice(),
+            Store::Huge(p) => p.as_mut_slice(),
+        };
         // the groups on every thread: a 7B file's are four gigabytes
-        let groups = data.par_chunks_exact_mut(GROUP * row_len);
+        let groups = out.par_chunks_exact_mut(GROUP * row_len);
         groups
             .zip(src.par_chunks_exact(GROUP * row_len))
             .for_each(|(out, rows)| {
@@ -280,13 +316,14 @@ impl Packed {
 
     /// Bytes of weights.
     pub fn bytes(&self) -> usize {
-        self.data.len()
+        self.data.bytes().len()
     }
 
     /// Group `g`'s bytes: rows `8g..8g + 8`, block after block.
     pub fn group(&self, g: usize) -> &[u8] {
-        let len = self.data.len() / (self.rows / GROUP);
-        &self.data[g * len..(g + 1) * len]
+        let data = self.data.bytes();
+        let len = data.len() / (self.rows / GROUP);
+        &data[g * len..(g + 1) * len]
     }
 
     /// Row `r` as the file stored it (its blocks, taken back out of the interleaving).
