@@ -139,7 +139,9 @@ impl<const VNNI: bool> KKernels for Avx2K<VNNI> {
             // (and F16C); the kernel checks the lengths.
             return unsafe { super::avx512_q8_0::dot16_q8_0(w, a) };
         }
-        two_eights(self.dot8_q8_0(w, a[0]), self.dot8_q8_0(w, a[1]))
+        // SAFETY: for_isa hands this out only when the CPU has AVX2 and F16C; the kernel
+        // checks the lengths.
+        unsafe { super::avx2_q8_0::dot16_q8_0(w, a) }
     }
     fn q8_0_pad_from(&self) -> usize {
         // Eight rows in the lanes cost little more for eight tokens than for two: with them,
