@@ -95,15 +95,31 @@ pub trait KKernels: Sync {
     fn dot16_q8_0(&self, w: &[u8], a: [&ActOcts; 2]) -> [f32; 16] {
         two_eights(self.dot8_q8_0(w, a[0]), self.dot8_q8_0(w, a[1]))
     }
+    /// Asks the caches for the row after the next one, where rows lie one after another as
+    /// `row` does with its neighbours (the rows of a matrix in the file): the few-token Q8_0
+    /// products meet each row once, and a row's bytes then arrive before its turn. Nothing
+    /// on levels without a prefetch instruction; a prefetch never faults, wherever it points.
+    fn fetch_row_after_next(&self, row: &[u8]) {
+        let _ = row;
+    }
+    /// Two Q8_0 rows against the first four tokens of an eight: lanes 0..4 row 0's, 4..8
+    /// row 1's, each [`KKernels::dot8_q8_0`]'s for its token, bit for bit.
+    fn dot2x4_q8_0(&self, w: [&[u8]; 2], a: &ActOcts) -> [f32; 8] {
+        let (x, y) = (self.dot8_q8_0(w[0], a), self.dot8_q8_0(w[1], a));
+        std::array::from_fn(|l| if l < 4 { x[l] } else { y[l - 4] })
+    }
     /// Q8_0 rows (their bytes as in the file) against eights of tokens, `put(g, i, lanes)`
     /// receiving row `i`'s lanes for eight `g`: [`KKernels::dot8_q8_0`] of each, bit for
-    /// bit, here through [`q8_0_rows_in_pairs`].
+    /// bit, here through [`q8_0_rows_in_pairs`]. `tokens` is how many are real: a last
+    /// eight padded past them may get anything in its lanes for the others.
     fn q8_0_rows_by_eights(
         &self,
         rows: &[&[u8]],
         groups: &[ActOcts],
+        tokens: usize,
         put: &mut dyn FnMut(usize, usize, [f32; 8]),
     ) {
+        let _ = tokens;
         q8_0_rows_in_pairs(self, rows, groups, put);
     }
     /// From this many tokens past a whole eight, a Q8_0 matrix (an LM head) takes them in one
@@ -200,6 +216,7 @@ pub(crate) fn q8_0_rows_in_pairs<K: KKernels + ?Sized>(
     let pairs = groups.len() / 2;
     for (p, two) in groups.chunks_exact(2).enumerate() {
         for (i, w) in rows.iter().enumerate() {
+            kk.fetch_row_after_next(w);
             let v = kk.dot16_q8_0(w, [&two[0], &two[1]]);
             put(2 * p, i, v[..8].try_into().expect("eight lanes"));
             put(2 * p + 1, i, v[8..].try_into().expect("eight lanes"));
@@ -207,8 +224,46 @@ pub(crate) fn q8_0_rows_in_pairs<K: KKernels + ?Sized>(
     }
     if let Some(a) = groups.get(2 * pairs) {
         for (i, w) in rows.iter().enumerate() {
+            kk.fetch_row_after_next(w);
             put(2 * pairs, i, kk.dot8_q8_0(w, a));
         }
+    }
+}
+
+/// [`q8_0_rows_in_pairs`], except that a last eight with four real tokens or fewer (of
+/// `tokens`) goes two rows at a time through [`KKernels::dot2x4_q8_0`], and its lanes past
+/// the fourth are left to whatever `put` is given.
+pub(crate) fn q8_0_rows_with_half<K: KKernels + ?Sized>(
+    kk: &K,
+    rows: &[&[u8]],
+    groups: &[ActOcts],
+    tokens: usize,
+    put: &mut dyn FnMut(usize, usize, [f32; 8]),
+) {
+    let last = groups.len().saturating_sub(1);
+    if groups.is_empty() || tokens <= 8 * last || tokens - 8 * last > 4 {
+        return q8_0_rows_in_pairs(kk, rows, groups, put);
+    }
+    q8_0_rows_in_pairs(kk, rows, &groups[..last], put);
+    let a = &groups[last];
+    for (p, two) in rows.chunks_exact(2).enumerate() {
+        kk.fetch_row_after_next(two[0]); // the next pair's rows
+        kk.fetch_row_after_next(two[1]);
+        let v = kk.dot2x4_q8_0([two[0], two[1]], a);
+        // each row's four lanes first, the rest of its eight zero
+        put(
+            last,
+            2 * p,
+            std::array::from_fn(|l| if l < 4 { v[l] } else { 0.0 }),
+        );
+        put(
+            last,
+            2 * p + 1,
+            std::array::from_fn(|l| if l < 4 { v[4 + l] } else { 0.0 }),
+        );
+    }
+    if rows.len() % 2 == 1 {
+        put(last, rows.len() - 1, kk.dot8_q8_0(rows[rows.len() - 1], a));
     }
 }
 

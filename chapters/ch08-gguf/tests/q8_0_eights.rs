@@ -118,8 +118,16 @@ fn eight_token_q8_0_is_exact_at_the_extremes() {
 
 /// `8 + extra` rows (`w` with its blocks rotated by 0, 1, 2, … places) against two eights
 /// (the tokens of `a`, then the same in reverse order), through every level's Q8_0 product of
-/// a block of rows: each row's lanes the scalar twin's, bit for bit.
+/// a block of rows: each row's lanes the scalar twin's, bit for bit. Then again with only
+/// four tokens of the second eight real (a batch of twelve), which takes the rows two at a
+/// time on some levels: its first four lanes must still be the twin's.
 fn check_rows(w: &[u8], a: &[Vec<BlockQ8_0>], extra: usize) {
+    for tokens in [16, 12] {
+        check_rows_of(w, a, extra, tokens);
+    }
+}
+
+fn check_rows_of(w: &[u8], a: &[Vec<BlockQ8_0>], extra: usize, tokens: usize) {
     let groups = [
         ActOcts::from_q8_0_blocks(std::array::from_fn(|t| &a[t][..])),
         ActOcts::from_q8_0_blocks(std::array::from_fn(|t| &a[7 - t][..])),
@@ -135,16 +143,17 @@ fn check_rows(w: &[u8], a: &[Vec<BlockQ8_0>], extra: usize) {
     let rows: Vec<&[u8]> = rows.iter().map(|r| &r[..]).collect();
     for isa in Isa::available() {
         let mut got = vec![[[0u32; 8]; 2]; rows.len()];
-        for_isa(isa).q8_0_rows_by_eights(&rows, &groups, &mut |g, i, v| {
+        for_isa(isa).q8_0_rows_by_eights(&rows, &groups, tokens, &mut |g, i, v| {
             got[i][g] = v.map(f32::to_bits)
         });
         for (i, row) in rows.iter().enumerate() {
             for (g, a) in groups.iter().enumerate() {
                 let want = ch08_gguf::octs_q8_0::dot8_q8_0(row, a).map(f32::to_bits);
+                let real = (tokens - 8 * g).min(8);
                 assert_eq!(
-                    got[i][g],
-                    want,
-                    "Q8_0 rows by eights on {isa:?}: row {i} of {}, eight {g}",
+                    got[i][g][..real],
+                    want[..real],
+                    "Q8_0 rows by eights on {isa:?}, {tokens} tokens: row {i} of {}, eight {g}",
                     rows.len()
                 );
             }

@@ -149,10 +149,23 @@ impl<const VNNI: bool> KKernels for Avx2K<VNNI> {
         // from 114 to 127 at 3 (alternating runs, medians).
         if VNNI { 2 } else { 4 }
     }
+    fn fetch_row_after_next(&self, row: &[u8]) {
+        let at = row.as_ptr().wrapping_add(2 * row.len());
+        for line in (0..row.len()).step_by(64) {
+            // SAFETY: a prefetch never faults, wherever it points; the CPU has SSE.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(line).cast()) };
+        }
+    }
+    fn dot2x4_q8_0(&self, w: [&[u8]; 2], a: &ActOcts) -> [f32; 8] {
+        // SAFETY: for_isa hands this out only when the CPU has AVX2 and F16C; the kernel
+        // checks the lengths.
+        unsafe { super::avx2_q8_0::dot2x4_q8_0(w, a) }
+    }
     fn q8_0_rows_by_eights(
         &self,
         rows: &[&[u8]],
         groups: &[ActOcts],
+        tokens: usize,
         put: &mut dyn FnMut(usize, usize, [f32; 8]),
     ) {
         // With VNNI, eight rows at a time in the lanes; the last one to seven, and every row
@@ -171,7 +184,7 @@ impl<const VNNI: bool> KKernels for Avx2K<VNNI> {
                     .for_each(|(r, v)| put(g, i + r, v));
             }
         }
-        q8_0_rows_in_pairs(self, &rows[eights..], groups, &mut |g, i, v| {
+        q8_0_rows_with_half(self, &rows[eights..], groups, tokens, &mut |g, i, v| {
             put(g, eights + i, v)
         });
     }

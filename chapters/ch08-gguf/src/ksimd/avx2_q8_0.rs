@@ -104,3 +104,64 @@ pub(super) unsafe fn dot16_q8_0(w: &[u8], a: [&ActOcts; 2]) -> [f32; 16] {
     out
 }
 // ANCHOR_END: avx2_q8_0_sixteen
+
+// ANCHOR: avx2_q8_0_half
+/// Two Q8_0 rows against the first four tokens of an eight (a batch of four, or four past
+/// a whole eight): lanes 0..4 row 0's, lanes 4..8 row 1's, where [`dot8_q8_0`] would spend a
+/// whole register on one row and leave half of it to padding. Each half of a register holds
+/// one row's quants, so one `vpshufd` gives every lane of a half its row's four weights of a
+/// step; the four tokens' activations fill both halves. Each lane's arithmetic is
+/// `dot8_q8_0`'s, so its bits are too.
+///
+/// # Safety
+/// None beyond the CPU's (AVX2 and F16C): the lengths are checked here.
+#[target_feature(enable = "avx2,f16c")]
+pub(super) unsafe fn dot2x4_q8_0(w: [&[u8]; 2], a: &ActOcts) -> [f32; 8] {
+    const BYTES: usize = 34;
+    let n = a.qs.len();
+    assert!(
+        w.iter().all(|w| w.len() == n * BYTES) && a.d.len() == n,
+        "one activation block per weight block, in both rows"
+    );
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = _mm256_setzero_ps(); // lanes 0..4: row 0's tokens 0..4; 4..8: row 1's
+    for b in 0..n {
+        let (r0, r1) = (&w[0][b * BYTES..][..BYTES], &w[1][b * BYTES..][..BYTES]);
+        let x = a.qs[b].as_ptr();
+        // SAFETY: each row's 32 quants.
+        let (q0, q1) = unsafe {
+            (
+                _mm256_loadu_si256(r0[2..].as_ptr().cast()),
+                _mm256_loadu_si256(r1[2..].as_ptr().cast()),
+            )
+        };
+        // quants 0..16 of row 0 | of row 1, then quants 16..32 the same way
+        let halves = [
+            _mm256_permute2x128_si256::<0x20>(q0, q1),
+            _mm256_permute2x128_si256::<0x31>(q0, q1),
+        ];
+        let mut dots = _mm256_setzero_si256();
+        let mut step = |s: usize, wq: __m256i| {
+            // SAFETY: the first 16 of step s's 32 activation bytes: tokens 0..4.
+            let y = unsafe { _mm256_broadcastsi128_si256(_mm_loadu_si128(x.add(32 * s).cast())) };
+            let pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(wq), _mm256_sign_epi8(y, wq));
+            dots = _mm256_add_epi32(dots, _mm256_madd_epi16(pairs, ones));
+        };
+        for (h, q) in halves.into_iter().enumerate() {
+            step(4 * h, _mm256_shuffle_epi32::<0x00>(q)); // each half's word 0, in all its lanes
+            step(4 * h + 1, _mm256_shuffle_epi32::<0x55>(q));
+            step(4 * h + 2, _mm256_shuffle_epi32::<0xaa>(q));
+            step(4 * h + 3, _mm256_shuffle_epi32::<0xff>(q));
+        }
+        let dw = _mm256_set_m128(_mm_set1_ps(f16(r1, 0)), _mm_set1_ps(f16(r0, 0)));
+        // SAFETY: the first four of block b's eight f32 scales.
+        let d4 = unsafe { _mm_loadu_ps(a.d[b].as_ptr()) };
+        let scale = _mm256_mul_ps(dw, _mm256_set_m128(d4, d4)); // d_w · d_a
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(dots), scale));
+    }
+    let mut out = [0.0f32; 8];
+    // SAFETY: eight f32 into eight f32.
+    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), acc) };
+    out
+}
+// ANCHOR_END: avx2_q8_0_half

@@ -177,6 +177,7 @@ impl Matrix {
                 Matrix::P(_) => unreachable!("a packed matrix's few tokens take packed8"),
             })
             .collect();
+        let tokens = out.len();
         let mut put = |g: usize, i: usize, v: [f32; 8]| {
             // a padded last eight has lanes for tokens that are not there
             for (o, v) in out[8 * g..].iter_mut().zip(v) {
@@ -201,7 +202,7 @@ impl Matrix {
                 }
             }
             (Some(EightKernel::Q8_0), Eights::Q32(groups)) => {
-                kk.q8_0_rows_by_eights(&bytes, groups, &mut put);
+                kk.q8_0_rows_by_eights(&bytes, groups, tokens, &mut put);
             }
             (Some(EightKernel::K { q6_k }), Eights::K(groups)) => {
                 let mut rows = RowsK::default();
