@@ -123,11 +123,6 @@ impl Arena {
         })
     }
     // ANCHOR_END: arena_take
-
-    /// Bytes handed out so far.
-    pub fn used(&self) -> usize {
-        *self.next.lock().unwrap_or_else(|e| e.into_inner())
-    }
 }
 
 impl Drop for Arena {

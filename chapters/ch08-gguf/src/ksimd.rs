@@ -110,7 +110,7 @@ pub trait KKernels: Sync {
     }
     /// Q8_0 rows (their bytes as in the file) against eights of tokens, `put(g, i, lanes)`
     /// receiving row `i`'s lanes for eight `g`: [`KKernels::dot8_q8_0`] of each, bit for
-    /// bit, here through [`q8_0_rows_in_pairs`]. `tokens` is how many are real: a last
+    /// bit, here through [`q8_0_rows_with_half`]. `tokens` is how many are real: a last
     /// eight padded past them may get anything in its lanes for the others.
     fn q8_0_rows_by_eights(
         &self,
@@ -119,8 +119,7 @@ pub trait KKernels: Sync {
         tokens: usize,
         put: &mut dyn FnMut(usize, usize, [f32; 8]),
     ) {
-        let _ = tokens;
-        q8_0_rows_in_pairs(self, rows, groups, put);
+        q8_0_rows_with_half(self, rows, groups, tokens, put);
     }
     /// From this many tokens past a whole eight, a Q8_0 matrix (an LM head) takes them in one
     /// more eight, padded with copies of the last token, rather than four at a time and then
@@ -247,20 +246,13 @@ pub(crate) fn q8_0_rows_with_half<K: KKernels + ?Sized>(
     q8_0_rows_in_pairs(kk, rows, &groups[..last], put);
     let a = &groups[last];
     for (p, two) in rows.chunks_exact(2).enumerate() {
-        kk.fetch_row_after_next(two[0]); // the next pair's rows
-        kk.fetch_row_after_next(two[1]);
+        two.iter().for_each(|w| kk.fetch_row_after_next(w)); // the next pair's rows
         let v = kk.dot2x4_q8_0([two[0], two[1]], a);
-        // each row's four lanes first, the rest of its eight zero
-        put(
-            last,
-            2 * p,
-            std::array::from_fn(|l| if l < 4 { v[l] } else { 0.0 }),
-        );
-        put(
-            last,
-            2 * p + 1,
-            std::array::from_fn(|l| if l < 4 { v[4 + l] } else { 0.0 }),
-        );
+        for h in 0..2 {
+            // this row's four lanes first, the rest of its eight zero
+            let lanes = std::array::from_fn(|l| if l < 4 { v[4 * h + l] } else { 0.0 });
+            put(last, 2 * p + h, lanes);
+        }
     }
     if rows.len() % 2 == 1 {
         put(last, rows.len() - 1, kk.dot8_q8_0(rows[rows.len() - 1], a));

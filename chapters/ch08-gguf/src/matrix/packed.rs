@@ -258,6 +258,12 @@ impl Store {
             Store::Huge(p) => p.as_ref(),
         }
     }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        match self {
+            Store::Heap(v) => v,
+            Store::Huge(p) => p.as_mut_slice(),
+        }
+    }
 }
 
 impl Packed {
@@ -290,12 +296,8 @@ impl Packed {
             Some(piece) => Store::Huge(piece),
             None => Store::Heap(vec![0u8; src.len()]),
         };
-        let out = match &mut data {
-            Store::Heap(v) => v.as_mut_slice(),
-            Store::Huge(p) => p.as_mut_slice(),
-        };
         // the groups on every thread: a 7B file's are four gigabytes
-        let groups = out.par_chunks_exact_mut(GROUP * row_len);
+        let groups = data.bytes_mut().par_chunks_exact_mut(GROUP * row_len);
         groups
             .zip(src.par_chunks_exact(GROUP * row_len))
             .for_each(|(out, rows)| {
