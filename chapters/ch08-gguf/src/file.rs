@@ -84,12 +84,20 @@ impl GgufFile {
     /// process's resident memory. The file's page cache keeps them, and a later read would
     /// only fault them back in, so nothing is lost.
     pub fn release(&self, t: &TensorInfo) {
+        self.release_part(t, 0..t.size as usize);
+    }
+
+    /// [`GgufFile::release`] for the bytes `part` of tensor `t` only (the pages wholly
+    /// inside them): a large tensor copied a slice at a time gives each slice back as it
+    /// goes, so the copy never holds both whole.
+    pub fn release_part(&self, t: &TensorInfo, part: std::ops::Range<usize>) {
         // x86-64's page; where pages are larger the advice fails, and they stay resident
         const ALIGN: usize = 4096;
         let start = self.gguf.absolute_offset(t) as usize;
+        let end = part.end.min(t.size as usize);
         let (first, end) = (
-            start.next_multiple_of(ALIGN),
-            (start + t.size as usize) / ALIGN * ALIGN,
+            (start + part.start.min(end)).next_multiple_of(ALIGN),
+            (start + end) / ALIGN * ALIGN,
         );
         if end > first {
             // SAFETY: the mapping is a read-only view of a file: dropping its pages cannot

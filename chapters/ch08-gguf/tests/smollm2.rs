@@ -76,6 +76,27 @@ fn chapter_6_row(m: &Matrix, r: usize) -> Vec<u8> {
 }
 
 #[test]
+fn the_tied_head_holds_the_file_s_bytes_on_huge_pages_where_the_kernels_pack() {
+    let l = loaded();
+    let Matrix::Q(q) = &l.model.embed else {
+        panic!("SmolLM2's embedding (its LM head too) is Q8_0, kept in the file's layout")
+    };
+    let ours = q.rows_bytes(0, q.rows());
+    let t = l.file.info("token_embd.weight").unwrap();
+    assert!(
+        ours == l.file.data(t),
+        "the embedding's bytes differ from the file's: the copy onto huge pages lost some"
+    );
+    // the arena exists where chapter 8 packs (AVX2) unless LLM_BOOK_HUGE=0
+    let copied = ch08_gguf::ksimd::packs() && ch07_simd_parallel::huge::wanted();
+    let in_mapping = l.file.bytes().as_ptr_range().contains(&ours.as_ptr());
+    assert_eq!(
+        in_mapping, !copied,
+        "the LM head should be copied onto the arena exactly where the kernels pack"
+    );
+}
+
+#[test]
 fn the_file_s_weights_give_chapter_7_s_logits_bit_for_bit() {
     let ours = &loaded().model;
     let theirs = in_memory_q4_1();
