@@ -77,6 +77,18 @@ pub trait Kernels: Sync {
             *o = self.dot_f32(q, b);
         }
     }
+    /// `out[g · n + j] = dot_f32(query g, row j)` for the queries of `d` floats side by side
+    /// in `qs` and the `n` rows of `d` in `rows`: a `dot_f32_rows` per query (a SIMD set
+    /// loads each row once for all of them; SmolLM2's three heads on a KV head of 64).
+    fn dot_f32_rows_many(&self, qs: &[f32], d: usize, rows: &[f32], out: &mut [f32]) {
+        let n = rows.len() / d.max(1);
+        if n == 0 {
+            return;
+        }
+        for (q, o) in qs.chunks_exact(d).zip(out.chunks_exact_mut(n)) {
+            self.dot_f32_rows(q, rows, o);
+        }
+    }
     /// `ys[g] += w[g · n + j] · rows[j]` for the `n` rows in order and every output `g` (`ys`:
     /// outputs of `rows[j].len()`, one after the other): the same numbers as an `axpy` per row
     /// and output, rows outer (a SIMD set keeps part of every output in registers).

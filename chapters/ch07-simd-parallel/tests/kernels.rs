@@ -259,6 +259,35 @@ fn attention_row_kernels_equal_one_call_per_row() {
 }
 
 #[test]
+fn grouped_row_dots_equal_one_dot_per_query_and_row() {
+    // SmolLM2's 64 floats with three heads a KV head, Gemma-3's 256; 20 (not whole steps of
+    // eight: the fallback); one to five queries (the side-by-side sums, and the fallback)
+    for d in [64usize, 256, 20] {
+        for heads in 1..=5 {
+            let n = 37;
+            let qs = uniform(heads * d, 20 + heads as u64);
+            let rows = uniform(n * d, 2);
+            for (isa, k) in simd_levels()
+                .into_iter()
+                .chain([(Isa::Scalar, &Scalar as &dyn Kernels)])
+            {
+                let mut out = vec![0.0f32; heads * n];
+                k.dot_f32_rows_many(&qs, d, &rows, &mut out);
+                for (h, q) in qs.chunks_exact(d).enumerate() {
+                    for (j, row) in rows.chunks_exact(d).enumerate() {
+                        assert_eq!(
+                            out[h * n + j].to_bits(),
+                            Scalar.dot_f32(q, row).to_bits(),
+                            "{isa:?} d={d}, {heads} heads: head {h}'s score for row {j} differs from one dot_f32"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn attention_group_kernels_equal_one_call_per_head() {
     // Gemma-3's 256 floats and four heads a KV head; SmolLM2's 64; 20 (a tail of four); one
     // to five heads (the four-at-a-time path, its remainder, and the fallback)

@@ -1,14 +1,15 @@
 //! Chapter 8's fast attention path over a paged sequence, a block at a time.
 //!
-//! For small heads (SmolLM2's 64 floats) chapter 8's `attend` computes a head's scores with
-//! one `dot_f32_rows` call and its weighted sum of values with one `axpy_rows` call, when
-//! the store keeps the keys side by side (`KvStore::runs`). Chapter 9's ring cache always
-//! does; a paged sequence does only inside a block, so `attend` would take its loop path,
-//! a kernel call per key for the scores and more for the values. Here the two calls are
-//! made once per block instead:
-//! `dot_f32_rows` is a `dot_f32` per row, and `axpy_rows` adds row after row into `y`, which
-//! it loads at the start of a call and stores at the end — so cutting the rows into blocks
-//! changes no bit (the batch invariance tests compare with chapter 9's ring cache).
+//! For small heads (SmolLM2's 64 floats) chapter 8's `attend` computes the scores of the
+//! heads on a KV head with one `dot_f32_rows_many` call and each head's weighted sum of
+//! values with one `axpy_rows` call, when the store keeps the keys side by side
+//! (`KvStore::runs`). Chapter 9's ring cache always does; a paged sequence does only inside
+//! a block, so `attend` would take its loop path, a kernel call per key for the scores and
+//! more for the values. Here the calls are made once per block instead:
+//! `dot_f32_rows_many` is a `dot_f32` per query and row, and `axpy_rows` adds row after row
+//! into `y`, which it loads at the start of a call and stores at the end — so cutting the
+//! rows into blocks changes no bit (the batch invariance tests compare with chapter 9's
+//! ring cache).
 
 use ch01_tensors::ops;
 use ch03_attention::Heads;
@@ -21,7 +22,8 @@ use crate::seq::SeqKv;
 /// Attention of one query row `q` (`(n_heads * head_dim)`) at position `pos` over `store`'s
 /// positions (the last `window` of them, or all), for the query heads `hs` (all of them, or
 /// a part of one KV head's group), into `out` (`hs.len()` heads): chapter 8's fast path,
-/// with one pair of kernel calls per block of the sequence.
+/// with one call for the scores of a KV head's heads per block of the sequence, and one for
+/// each head's weighted sum.
 #[allow(clippy::too_many_arguments)]
 pub fn attend_blocks(
     k: &dyn Kernels,
@@ -40,7 +42,6 @@ pub fn attend_blocks(
     let n = pos + 1 - first;
     let scale = 1.0 / (d as f32).sqrt();
     let group = heads.group_size();
-    scores.resize(n, 0.0); // one head's scores at a time
     // the positions first..=pos cut at block boundaries: (offset in the row, positions)
     let runs = || {
         let mut p = first;
@@ -53,21 +54,34 @@ pub fn attend_blocks(
             })
         })
     };
-    for (g, h) in hs.enumerate() {
-        let kv = h / group;
-        let row = &mut scores[..n];
+    // the heads of `hs` on each KV head together: each block's keys loaded once for them
+    for kv in hs.start / group..hs.end.div_ceil(group) {
+        let part = hs.start.max(kv * group)..hs.end.min((kv + 1) * group);
+        let heads_here = part.len();
+        scores.resize(heads_here * (n + bs), 0.0);
+        let (rows, block) = scores.split_at_mut(heads_here * n); // rows: (heads, n)
+        let qs = &q[part.start * d..part.end * d];
         for (i, ps) in runs() {
             let (ks, _) = store.runs(layer, kv, ps.clone()).expect("inside one block");
-            k.dot_f32_rows(&q[h * d..(h + 1) * d], ks, &mut row[i..i + ps.len()]);
+            let block = &mut block[..heads_here * ps.len()]; // (heads, this run)
+            k.dot_f32_rows_many(qs, d, ks, block);
+            for (row, part) in rows.chunks_exact_mut(n).zip(block.chunks_exact(ps.len())) {
+                row[i..i + ps.len()].copy_from_slice(part);
+            }
         }
-        row.iter_mut().for_each(|s| *s *= scale);
-        ops::softmax_inplace(row);
-        let o = &mut out[g * d..(g + 1) * d];
-        o.fill(0.0);
-        for (i, ps) in runs() {
-            let (_, vs) = store.runs(layer, kv, ps.clone()).expect("inside one block");
-            k.axpy_rows(o, &row[i..i + ps.len()], vs);
+        // ANCHOR_END: attend_blocks
+        // ANCHOR: attend_blocks_values
+        for (g, row) in rows.chunks_exact_mut(n).enumerate() {
+            row.iter_mut().for_each(|s| *s *= scale);
+            ops::softmax_inplace(row);
+            let at = part.start - hs.start + g;
+            let o = &mut out[at * d..(at + 1) * d];
+            o.fill(0.0);
+            for (i, ps) in runs() {
+                let (_, vs) = store.runs(layer, kv, ps.clone()).expect("inside one block");
+                k.axpy_rows(o, &row[i..i + ps.len()], vs);
+            }
         }
     }
 }
-// ANCHOR_END: attend_blocks
+// ANCHOR_END: attend_blocks_values

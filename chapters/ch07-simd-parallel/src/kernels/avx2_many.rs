@@ -43,6 +43,61 @@ pub fn dot_f32_many(qs: &[&[f32]], b: &[f32], out: &mut [f32]) {
     }
 }
 
+// ANCHOR: dot_f32_rows_many
+/// `out[g · n + j] = dot_f32(query g, row j)` for the queries side by side in `qs` (`d`
+/// floats each) and the `n` rows of `rows`: each row's eight-float steps are loaded once for
+/// up to four queries, whose running sums advance side by side. With one query per call, a
+/// row's sum is a chain of dependent additions that the next row cannot start on until its
+/// loads have come; three chains at once keep the adders busy, and the row comes from memory
+/// once, not once per head.
+#[target_feature(enable = "avx2,fma")]
+pub fn dot_f32_rows_many(qs: &[f32], d: usize, rows: &[f32], out: &mut [f32]) {
+    let n = rows.len() / d.max(1);
+    if n == 0 {
+        return;
+    }
+    let g = out.len() / n;
+    assert!(
+        n * d == rows.len() && g * d == qs.len() && g * n == out.len(),
+        "dot_f32_rows_many: qs is (G, d), rows (n, d), out (G, n)"
+    );
+    let steps = d.is_multiple_of(8); // whole eight-float steps, no tail
+    match g {
+        1 if steps => rows_side_by_side::<1>(qs, d, rows, out),
+        2 if steps => rows_side_by_side::<2>(qs, d, rows, out),
+        3 if steps => rows_side_by_side::<3>(qs, d, rows, out),
+        4 if steps => rows_side_by_side::<4>(qs, d, rows, out),
+        _ => {
+            for (q, o) in qs.chunks_exact(d).zip(out.chunks_exact_mut(n)) {
+                super::avx2::dot_f32_rows(q, rows, o);
+            }
+        }
+    }
+}
+
+/// [`dot_f32_rows_many`] for `G` queries and `d` a multiple of 8: [`dot_f32`]'s sum of each
+/// query and row (one running sum of eight lanes, multiply then add, then [`reduce8`]).
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn rows_side_by_side<const G: usize>(qs: &[f32], d: usize, rows: &[f32], out: &mut [f32]) {
+    let n = rows.len() / d;
+    for (j, row) in rows.chunks_exact(d).enumerate() {
+        let mut acc = [_mm256_setzero_ps(); G];
+        for c in (0..d).step_by(8) {
+            // SAFETY: 8 f32 at c + 8 ≤ d of the row and of each query.
+            let k = unsafe { _mm256_loadu_ps(row.as_ptr().add(c)) };
+            for (g, a) in acc.iter_mut().enumerate() {
+                let q = unsafe { _mm256_loadu_ps(qs.as_ptr().add(g * d + c)) };
+                *a = _mm256_add_ps(*a, _mm256_mul_ps(q, k));
+            }
+        }
+        for (g, a) in acc.into_iter().enumerate() {
+            out[g * n + j] = reduce8(a, &[], &[]);
+        }
+    }
+}
+// ANCHOR_END: dot_f32_rows_many
+
 /// `ys[g] += w[g · n + j] · rows[j]` for the `n` rows in order and every output `g` (`ys`:
 /// G outputs of `d`): an [`axpy`] per row and output, j outer. With one to four outputs and
 /// `d` a multiple of 16, sixteen floats of every output stay in registers across all the rows.

@@ -110,6 +110,9 @@ macro_rules! simd_kernels {
             fn dot_f32_many(&self, qs: &[&[f32]], b: &[f32], out: &mut [f32]) {
                 unsafe { avx2_many::dot_f32_many(qs, b, out) }
             }
+            fn dot_f32_rows_many(&self, qs: &[f32], d: usize, rows: &[f32], out: &mut [f32]) {
+                unsafe { avx2_many::dot_f32_rows_many(qs, d, rows, out) }
+            }
             fn axpy_many(&self, ys: &mut [f32], w: &[f32], rows: &[&[f32]]) {
                 unsafe { avx2_many::axpy_many(ys, w, rows) }
             }

@@ -60,13 +60,13 @@ pub fn attend_heads<S: KvStore + ?Sized>(
         .then(|| store.runs(layer, kv, keys.clone()))
         .flatten();
     if let Some((ks, vs)) = runs {
-        // Small heads (SmolLM2's 64) with their keys side by side in the cache: a head's
-        // scores, and its weighted sum of values (kept in registers), in one kernel call
-        // each; the same numbers as the loops below. Large heads (Gemma-3's 256) go
-        // through the loops, which read each key once for the heads together.
-        for (g, h) in hs.clone().enumerate() {
-            let row = &mut scores[g * n..(g + 1) * n];
-            k.dot_f32_rows(&q[h * d..(h + 1) * d], ks, row);
+        // Small heads (SmolLM2's 64) with their keys side by side in the cache: the heads'
+        // scores in one kernel call, each key loaded once for all of them, and each head's
+        // weighted sum of values (kept in registers) in one more; the same numbers as the
+        // loops below. Large heads (Gemma-3's 256) go through the loops, which read each
+        // key once for the heads together too.
+        k.dot_f32_rows_many(&q[hs.start * d..hs.end * d], d, ks, &mut scores[..]);
+        for (g, row) in scores.chunks_exact_mut(n).enumerate() {
             row.iter_mut().for_each(|s| *s *= scale);
             ops::softmax_inplace(row);
             let o = &mut out[g * d..(g + 1) * d];
