@@ -65,8 +65,8 @@ pub fn attend_blocks(
             let (ks, _) = store.runs(layer, kv, ps.clone()).expect("inside one block");
             let block = &mut block[..heads_here * ps.len()]; // (heads, this run)
             k.dot_f32_rows_many(qs, d, ks, block);
-            for (row, part) in rows.chunks_exact_mut(n).zip(block.chunks_exact(ps.len())) {
-                row[i..i + ps.len()].copy_from_slice(part);
+            for (row, run) in rows.chunks_exact_mut(n).zip(block.chunks_exact(ps.len())) {
+                row[i..i + ps.len()].copy_from_slice(run);
             }
         }
         // ANCHOR_END: attend_blocks
