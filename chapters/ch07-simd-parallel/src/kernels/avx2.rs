@@ -72,9 +72,16 @@ pub(super) fn q8_0_scale(b: &BlockQ8_0) -> [u8; 4] {
 #[target_feature(enable = "avx2")]
 pub fn prefetch_next_rows(first: *const u8, group: usize, nb: usize, b: usize) {
     let share = group.div_ceil(nb).next_multiple_of(64);
-    let at = first.wrapping_add(group + b * share);
-    for line in (0..share).step_by(64) {
-        _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(line).cast());
+    prefetch_lines(first.wrapping_add(group + b * share), share);
+}
+
+/// Asks the caches for the `bytes` from `at`, a cache line (64 bytes) at a time. A prefetch
+/// never faults, so `at` may point anywhere, past the end of a matrix included.
+#[inline]
+pub fn prefetch_lines(at: *const u8, bytes: usize) {
+    for line in (0..bytes).step_by(64) {
+        // SAFETY: every x86-64 CPU has SSE; a prefetch reads nothing the program sees.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(line).cast()) };
     }
 }
 // ANCHOR_END: prefetch_next_rows

@@ -4,6 +4,7 @@
 //! chapter 7's sign trick moves the sign onto them, leaving the activations unsigned. The sub-block scales ride in `vpmaddwd`'s second operand,
 //! so a whole super-block needs one horizontal sum per token, not one per sub-block.
 use super::*;
+use ch07_simd_parallel::kernels::avx2::prefetch_lines;
 use std::arch::x86_64::*;
 
 use super::avx2_kquants::{q4_k, q6_k};
@@ -150,11 +151,7 @@ impl<const VNNI: bool> KKernels for Avx2K<VNNI> {
         if VNNI { 2 } else { 4 }
     }
     fn fetch_row_after_next(&self, row: &[u8]) {
-        let at = row.as_ptr().wrapping_add(2 * row.len());
-        for line in (0..row.len()).step_by(64) {
-            // SAFETY: a prefetch never faults, wherever it points; the CPU has SSE.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(line).cast()) };
-        }
+        prefetch_lines(row.as_ptr().wrapping_add(2 * row.len()), row.len());
     }
     fn dot2x4_q8_0(&self, w: [&[u8]; 2], a: &ActOcts) -> [f32; 8] {
         // SAFETY: for_isa hands this out only when the CPU has AVX2 and F16C; the kernel

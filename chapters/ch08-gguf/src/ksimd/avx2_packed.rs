@@ -5,6 +5,8 @@
 
 use std::arch::x86_64::*;
 
+use ch07_simd_parallel::kernels::avx2::prefetch_lines;
+
 use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
 
 use crate::kquant::{BlockQ8K, Q8_0Wide};
@@ -116,9 +118,7 @@ const AHEAD: usize = 1024;
 #[inline]
 #[target_feature(enable = "avx2")]
 fn fetch_ahead(at: *const u8, bytes: usize) {
-    for line in (0..bytes).step_by(64) {
-        _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(AHEAD + line).cast());
-    }
+    prefetch_lines(at.wrapping_add(AHEAD), bytes);
 }
 
 // ANCHOR: packed8_q4_0
