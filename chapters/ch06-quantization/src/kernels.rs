@@ -70,11 +70,15 @@ pub trait Kernels: Sync {
     }
     // ANCHOR_END: kernels
     // ANCHOR: kernels_many
-    /// `out[g] = dot_f32(qs[g], b)` for every query: the same numbers as a `dot_f32` each (a
-    /// SIMD set loads `b` once for all of them and runs their sums side by side).
-    fn dot_f32_many(&self, qs: &[&[f32]], b: &[f32], out: &mut [f32]) {
-        for (o, q) in out.iter_mut().zip(qs) {
-            *o = self.dot_f32(q, b);
+    /// `out[g · n + j] = dot_f32(qs[g], rows[j])` for every query and each of the `n` rows:
+    /// the same numbers as a `dot_f32` each (a SIMD set loads each row once for all the
+    /// queries and runs their sums side by side).
+    fn dot_f32_many(&self, qs: &[&[f32]], rows: &[&[f32]], out: &mut [f32]) {
+        let n = rows.len();
+        for (j, row) in rows.iter().enumerate() {
+            for (g, q) in qs.iter().enumerate() {
+                out[g * n + j] = self.dot_f32(q, row);
+            }
         }
     }
     /// `out[g · n + j] = dot_f32(query g, row j)` for the queries of `d` floats side by side

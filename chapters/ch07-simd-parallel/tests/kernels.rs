@@ -307,14 +307,17 @@ fn attention_group_kernels_equal_one_call_per_head() {
                 .into_iter()
                 .chain([(Isa::Scalar, &Scalar as &dyn Kernels)])
             {
-                let mut dots = vec![0.0f32; heads];
-                k.dot_f32_many(&qs, rows[5], &mut dots);
+                let mut dots = vec![0.0f32; heads * n];
+                k.dot_f32_many(&qs, &rows, &mut dots);
                 for (h, q) in qs.iter().enumerate() {
-                    assert_eq!(
-                        dots[h].to_bits(),
-                        Scalar.dot_f32(q, rows[5]).to_bits(),
-                        "{isa:?} d={d}, {heads} heads: head {h}'s dot differs from one dot_f32"
-                    );
+                    for (j, row) in rows.iter().enumerate() {
+                        assert_eq!(
+                            dots[h * n + j].to_bits(),
+                            Scalar.dot_f32(q, row).to_bits(),
+                            "{isa:?} d={d}, {heads} heads: head {h}'s dot with row {j} differs \
+                             from one dot_f32"
+                        );
+                    }
                 }
                 let mut y = y0.clone();
                 k.axpy_many(&mut y, &w, &rows);

@@ -107,8 +107,8 @@ macro_rules! simd_kernels {
             fn axpy_rows(&self, y: &mut [f32], w: &[f32], rows: &[f32]) {
                 unsafe { avx2::axpy_rows(y, w, rows) }
             }
-            fn dot_f32_many(&self, qs: &[&[f32]], b: &[f32], out: &mut [f32]) {
-                unsafe { avx2_many::dot_f32_many(qs, b, out) }
+            fn dot_f32_many(&self, qs: &[&[f32]], rows: &[&[f32]], out: &mut [f32]) {
+                unsafe { avx2_many::dot_f32_many(qs, rows, out) }
             }
             fn dot_f32_rows_many(&self, qs: &[f32], d: usize, rows: &[f32], out: &mut [f32]) {
                 unsafe { avx2_many::dot_f32_rows_many(qs, d, rows, out) }

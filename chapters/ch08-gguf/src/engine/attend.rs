@@ -79,14 +79,10 @@ pub fn attend_heads<S: KvStore + ?Sized>(
     // ANCHOR: attend_loops
     // each key once for the heads together, their dot products side by side
     let qs: Vec<&[f32]> = hs.clone().map(|h| &q[h * d..(h + 1) * d]).collect();
-    let mut dots = vec![0.0f32; qs.len()];
-    for (i, j) in keys.clone().enumerate() {
-        k.dot_f32_many(&qs, store.key(layer, kv, j), &mut dots);
-        for (g, &dot) in dots.iter().enumerate() {
-            scores[g * n + i] = dot * scale;
-        }
-    }
+    let key_rows: Vec<&[f32]> = keys.clone().map(|j| store.key(layer, kv, j)).collect();
+    k.dot_f32_many(&qs, &key_rows, &mut scores[..]);
     for row in scores.chunks_exact_mut(n) {
+        row.iter_mut().for_each(|s| *s *= scale);
         ops::softmax_inplace(row);
     }
     // every head's weighted sum of the values, key after key: a whole group of four or more
