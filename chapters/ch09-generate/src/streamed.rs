@@ -55,12 +55,17 @@ pub struct BesideTg128 {
     pub tg128_tok_s: f64,
     /// [`decode_tok_s`] for each of the configs, in their order.
     pub streamed_tok_s: Vec<f64>,
+    /// Each config's streamed rate over the tg128 of the same round, the median over the
+    /// rounds: the figure to quote, since a round's two runs share the host's mood of that
+    /// minute while the medians of the rates come from different minutes.
+    pub ratios: Vec<f64>,
 }
 
 /// tg128 and the streamed decode of each of `configs`, alternating for `rounds` rounds on
 /// `threads` threads, medians: on a shared machine the speed moves from minute to minute,
 /// so a ratio of two figures taken minutes apart says more about the host than about the
-/// loop. Each round is one tg128 and one streamed run of each config (after its warm-up).
+/// loop. Each round is one tg128 and one streamed run of each config (after its warm-up),
+/// the tg128 first in even rounds and last in odd ones.
 pub fn beside_tg128(
     engine: &Engine,
     tokenizer: &Tokenizer,
@@ -71,16 +76,29 @@ pub fn beside_tg128(
 ) -> Result<BesideTg128, String> {
     let mut tg = Vec::new();
     let mut streamed = vec![Vec::new(); configs.len()];
-    for _ in 0..rounds.max(1) {
-        tg.push(ch08_gguf::bench::decode_at_depth(engine, threads, 0)?);
-        for (config, s) in configs.iter().zip(&mut streamed) {
-            s.push(in_pool(threads, || {
+    let mut ratios = vec![Vec::new(); configs.len()];
+    for round in 0..rounds.max(1) {
+        let tg128 = || ch08_gguf::bench::decode_at_depth(engine, threads, 0);
+        let first = if round % 2 == 0 { Some(tg128()?) } else { None };
+        let mut this = Vec::new();
+        for config in configs {
+            this.push(in_pool(threads, || {
                 decode_tok_s(engine, tokenizer, prompt, config, 1)
             })??);
+        }
+        let t = match first {
+            Some(t) => t,
+            None => tg128()?,
+        };
+        tg.push(t);
+        for ((s, r), v) in streamed.iter_mut().zip(&mut ratios).zip(this) {
+            s.push(v);
+            r.push(v / t);
         }
     }
     Ok(BesideTg128 {
         tg128_tok_s: median(&mut tg),
         streamed_tok_s: streamed.iter_mut().map(|s| median(s)).collect(),
+        ratios: ratios.iter_mut().map(|r| median(r)).collect(),
     })
 }
