@@ -24,20 +24,24 @@ use crate::matrix::packed::PackedFormat;
 /// hold.
 ///
 /// # Safety
-/// `quants` must point at 128 readable bytes.
-#[inline]
-#[target_feature(enable = "avx2")]
+/// `quants` must point at 128 readable bytes, and the CPU must have AVX2. This function
+/// enables no CPU feature of its own, so that it can be `#[inline(always)]`: each kernel
+/// that calls it (which enables AVX2) gets its own copy, with `qh` known and the loop
+/// unrolled. As a function of its own it was called once a block, its sums returned
+/// through memory.
+#[inline(always)]
 unsafe fn nibble_sums<const N: usize>(
     quants: *const u8,
     qh: Option<__m256i>,
     qs: [&[i8; 32]; N],
 ) -> [__m256i; N] {
-    let (low, ones) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi16(1));
-    let mut s16 = [_mm256_setzero_si256(); N];
-    let mut s32 = [_mm256_setzero_si256(); N];
-    for c in 0..4 {
-        // SAFETY: the caller's promise; each token's quants are 32 bytes.
-        unsafe {
+    // SAFETY (the whole body): the caller's promises, AVX2 and 128 bytes at `quants`; each
+    // token's quants are 32 bytes.
+    unsafe {
+        let (low, ones) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi16(1));
+        let mut s16 = [_mm256_setzero_si256(); N];
+        let mut s32 = [_mm256_setzero_si256(); N];
+        for c in 0..4 {
             let v = _mm256_loadu_si256(quants.add(32 * c).cast());
             let (mut lo, mut hi) = (
                 _mm256_and_si256(v, low),
@@ -56,15 +60,15 @@ unsafe fn nibble_sums<const N: usize>(
                 );
                 *s = _mm256_add_epi16(*s, pairs);
             }
-        }
-        if c == 3 || (qh.is_some() && c == 1) {
-            for (s32, s16) in s32.iter_mut().zip(&mut s16) {
-                *s32 = _mm256_add_epi32(*s32, _mm256_madd_epi16(*s16, ones));
-                *s16 = _mm256_setzero_si256();
+            if c == 3 || (qh.is_some() && c == 1) {
+                for (s32, s16) in s32.iter_mut().zip(&mut s16) {
+                    *s32 = _mm256_add_epi32(*s32, _mm256_madd_epi16(*s16, ones));
+                    *s16 = _mm256_setzero_si256();
+                }
             }
         }
+        s32
     }
-    s32
 }
 // ANCHOR_END: packed_sums
 
