@@ -7,7 +7,7 @@ use ch06_quantization::blocks::BlockQ8_0;
 use ch06_quantization::f16::f32_to_f16;
 use ch06_quantization::{Kernels, Scalar};
 use ch07_simd_parallel::Isa;
-use ch08_gguf::ksimd::for_isa;
+use ch08_gguf::ksimd::{ByToken, for_isa};
 use ch08_gguf::octs::ActOcts;
 use proptest::prelude::*;
 
@@ -142,16 +142,19 @@ fn check_rows_of(w: &[u8], a: &[Vec<BlockQ8_0>], extra: usize, tokens: usize) {
         .collect();
     let rows: Vec<&[u8]> = rows.iter().map(|r| &r[..]).collect();
     for isa in Isa::available() {
-        let mut got = vec![[[0u32; 8]; 2]; rows.len()];
-        for_isa(isa).q8_0_rows_by_eights(&rows, &groups, tokens, &mut |g, i, v| {
-            got[i][g] = v.map(f32::to_bits)
-        });
+        // one output row per real token, as a product gives it
+        let mut by_token = vec![vec![f32::NAN; rows.len()]; tokens];
+        let mut outs: Vec<&mut [f32]> = by_token.iter_mut().map(|r| &mut r[..]).collect();
+        for_isa(isa).q8_0_rows_by_eights(&rows, &groups, tokens, &mut ByToken::new(&mut outs));
         for (i, row) in rows.iter().enumerate() {
             for (g, a) in groups.iter().enumerate() {
                 let want = ch08_gguf::octs_q8_0::dot8_q8_0(row, a).map(f32::to_bits);
                 let real = (tokens - 8 * g).min(8);
+                let got: Vec<u32> = (0..real)
+                    .map(|l| by_token[8 * g + l][i].to_bits())
+                    .collect();
                 assert_eq!(
-                    got[i][g][..real],
+                    got[..],
                     want[..real],
                     "Q8_0 rows by eights on {isa:?}, {tokens} tokens: row {i} of {}, eight {g}",
                     rows.len()

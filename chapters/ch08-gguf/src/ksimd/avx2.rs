@@ -163,7 +163,7 @@ impl<const VNNI: bool> KKernels for Avx2K<VNNI> {
         rows: &[&[u8]],
         groups: &[ActOcts],
         tokens: usize,
-        put: &mut dyn FnMut(usize, usize, [f32; 8]),
+        out: &mut ByToken,
     ) {
         // With VNNI, eight rows at a time in the lanes; the last one to seven, and every row
         // without VNNI, a row at a time.
@@ -178,12 +178,16 @@ impl<const VNNI: bool> KKernels for Avx2K<VNNI> {
                 by_row
                     .into_iter()
                     .enumerate()
-                    .for_each(|(r, v)| put(g, i + r, v));
+                    .for_each(|(r, v)| out.put(g, i + r, v));
             }
         }
-        q8_0_rows_with_half(self, &rows[eights..], groups, tokens, &mut |g, i, v| {
-            put(g, eights + i, v)
-        });
+        q8_0_rows_with_half(
+            self,
+            &rows[eights..],
+            groups,
+            tokens,
+            &mut out.from_row(eights),
+        );
     }
     fn dot8_row32(&self, format: Format32, row: &[Block32], a: &ActOcts) -> [f32; 8] {
         // SAFETY: for_isa hands this out only when the CPU has AVX2; the kernel checks

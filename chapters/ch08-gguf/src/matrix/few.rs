@@ -8,7 +8,7 @@ use rayon::prelude::*;
 
 use super::{Acts, KActs, KFormat, Matrix, Packed, PackedToken, packed, rows_in_fours};
 use crate::kocts::{KOcts, RowsK};
-use crate::ksimd::KKernels;
+use crate::ksimd::{ByToken, KKernels};
 use crate::octs::{ActOcts, Format32, Rows32};
 
 /// Tokens a thread must have before a product is split by tokens (a prefill: each thread
@@ -178,17 +178,12 @@ impl Matrix {
             })
             .collect();
         let tokens = out.len();
-        let mut put = |g: usize, i: usize, v: [f32; 8]| {
-            // a padded last eight has lanes for tokens that are not there
-            for (o, v) in out[8 * g..].iter_mut().zip(v) {
-                o[i] = v;
-            }
-        };
+        let mut out = ByToken::new(out);
         match (self.eight_kernel(kk), eights) {
             (Some(EightKernel::Q32(f)), Eights::Q32(groups)) if groups.len() <= RAW_GROUPS => {
                 for (g, a) in groups.iter().enumerate() {
                     for (i, w) in bytes.iter().enumerate() {
-                        put(g, i, kk.dot8_raw32(f, w, a));
+                        out.put(g, i, kk.dot8_raw32(f, w, a));
                     }
                 }
             }
@@ -197,19 +192,19 @@ impl Matrix {
                 kk.unpack_rows32(f, &bytes, &mut rows);
                 for (g, a) in groups.iter().enumerate() {
                     for i in 0..n {
-                        put(g, i, kk.dot8_row32(f, rows.row(i), a));
+                        out.put(g, i, kk.dot8_row32(f, rows.row(i), a));
                     }
                 }
             }
             (Some(EightKernel::Q8_0), Eights::Q32(groups)) => {
-                kk.q8_0_rows_by_eights(&bytes, groups, tokens, &mut put);
+                kk.q8_0_rows_by_eights(&bytes, groups, tokens, &mut out);
             }
             (Some(EightKernel::K { q6_k }), Eights::K(groups)) => {
                 let mut rows = RowsK::default();
                 kk.unpack_rows_k(q6_k, &bytes, &mut rows);
                 for (g, a) in groups.iter().enumerate() {
                     for i in 0..n {
-                        put(
+                        out.put(
                             g,
                             i,
                             if q6_k {
