@@ -107,8 +107,22 @@ pub trait Kernels: Sync {
             }
         }
     }
+    // ANCHOR_END: kernels_many
+    /// `dst[i] = src[i]` as f32, for the halves of an f16 cache (chapter 10's `--kv f16`):
+    /// [`f16_to_f32_fast`](crate::f16::f16_to_f32_fast) each, which is exact, so every level
+    /// gives the same bits (F16C's `vcvtph2ps` converts eight at once; only a signalling NaN
+    /// comes out quiet there, still a NaN).
+    fn f16_to_f32s(&self, src: &[u16], dst: &mut [f32]) {
+        assert_eq!(
+            src.len(),
+            dst.len(),
+            "f16_to_f32s: src and dst differ in length"
+        );
+        for (o, &h) in dst.iter_mut().zip(src) {
+            *o = crate::f16::f16_to_f32_fast(h);
+        }
+    }
 }
-// ANCHOR_END: kernels_many
 
 // ANCHOR: dot_f32_lanes
 /// `Σ a·b` with eight running sums, `acc[l]` taking every element `i ≡ l (mod 8)`, each step

@@ -336,6 +336,33 @@ fn attention_group_kernels_equal_one_call_per_head() {
     }
 }
 
+/// An f16 cache's halves read back as f32 (chapter 10's `--kv f16`): all 65 536 of them, in
+/// slices whose lengths leave every tail (0 to 7 after the last eight), as chapter 6's
+/// decoder gives them. A NaN may come out quiet, so NaN in need only be NaN out.
+#[test]
+fn f16_halves_convert_as_the_scalar_decoder_does() {
+    let all: Vec<u16> = (0..=u16::MAX).collect();
+    let mut want = vec![0.0f32; all.len()];
+    Scalar.f16_to_f32s(&all, &mut want);
+    for (isa, k) in simd_levels() {
+        for len in [1, 7, 8, 9, 15, 64, 1000, all.len()] {
+            for start in [0, 3.min(all.len() - len), all.len() - len] {
+                let src = &all[start..start + len];
+                let mut got = vec![0.0f32; len];
+                k.f16_to_f32s(src, &mut got);
+                for (i, (g, w)) in got.iter().zip(&want[start..start + len]).enumerate() {
+                    assert!(
+                        g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+                        "{isa:?}: f16 {:#06x} (at {i} of a slice of {len}) became {g:e}, \
+                         chapter 6's decoder says {w:e}",
+                        src[i]
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// Each of the four tokens' activations, quantized by `quantize` (Q8_0 or Q8_1).
 fn quantized<B>(tokens: [&Vec<f32>; 4], quantize: impl Fn(&[f32], &mut Vec<B>)) -> [Vec<B>; 4] {
     tokens.map(|t| {

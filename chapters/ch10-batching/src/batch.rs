@@ -28,7 +28,7 @@ use ch08_gguf::matrix::matmul_group;
 use rayon::prelude::*;
 
 use crate::attend::attend_blocks;
-use crate::gather::Gathered;
+use crate::gather::{Gathered, attend_f16};
 use crate::seq::{KvBlocks, KvPrecision, SeqKv};
 
 // ANCHOR: row
@@ -125,12 +125,13 @@ fn layer(
     let max_pos = e.model.max_positions();
     let heads = cfg.heads();
     // A task a row; with fewer rows than threads (a sequence or two decoding), a task a part
-    // of a row's heads, as chapter 8's decode step does (f32 blocks only: an f16 row is
-    // gathered once for all its heads).
-    let part = if kv.precision() == KvPrecision::F32 {
-        attention_part(heads, n)
-    } else {
-        cfg.n_heads
+    // of a row's heads, as chapter 8's decode step does. Over f16 blocks a task converts the
+    // keys and values of its KV heads, so small heads go a whole KV head's group a task.
+    let part = match kv.precision() {
+        KvPrecision::F16 if heads.head_dim <= 64 => {
+            attention_part(heads, n).max(heads.group_size())
+        }
+        _ => attention_part(heads, n),
     };
     heads_out
         .par_chunks_mut(part * heads.head_dim)
@@ -163,11 +164,9 @@ fn layer(
                         );
                     }
                 } else {
-                    let first = window.map_or(0, |w| (r.pos + 1).saturating_sub(w));
-                    gathered.fill(kv, tables[r.seq], l, first..r.pos + 1);
-                    attend(
-                        e.kernels, out, q_t, gathered, l, heads, r.pos, window, scores,
-                    );
+                    let table = tables[r.seq];
+                    let at = (table, l, r.pos, window);
+                    attend_f16(e.kernels, out, q_t, gathered, kv, at, heads, hs, scores);
                 }
             },
         );

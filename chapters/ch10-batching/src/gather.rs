@@ -1,8 +1,9 @@
-//! f16 keys and values, read as f32: before a row attends, the positions it sees are
-//! converted into a small contiguous store of its own, and chapter 8's `attend` reads that.
+//! f16 keys and values, read as f32: before a row (or a part of its heads) attends, the
+//! positions it sees are converted into a small contiguous store of its own, and chapter
+//! 8's `attend_heads` reads that.
 //!
 //! ```text
-//! k, v    (n_kv_heads, positions, head_dim)    positions first..=pos of one layer
+//! k, v    (kv heads, positions, head_dim)    the task's KV heads, positions first..=pos
 //! ```
 //!
 //! Each value is converted exactly (every f16 is an f32), so a row's attention is the same
@@ -10,8 +11,10 @@
 //! as with f32. The cost is the conversion: a read of the row's keys and values, once per
 //! row and layer, which attention does anyway.
 
+use ch03_attention::Heads;
 use ch05_kv_cache::{Error, KvLayout, KvStore};
-use ch06_quantization::f16::f16_to_f32_fast;
+use ch06_quantization::Kernels;
+use ch08_gguf::engine::attend_heads;
 
 use crate::seq::{Data, KvBlocks};
 
@@ -19,46 +22,84 @@ use crate::seq::{Data, KvBlocks};
 #[derive(Debug, Default)]
 pub struct Gathered {
     layout: Option<KvLayout>,
+    /// the first KV head held
+    kv0: usize,
     first: usize,
     n: usize,
-    /// `(n_kv_heads, n, head_dim)`
+    /// `(KV heads held, n, head_dim)`
     k: Vec<f32>,
-    /// `(n_kv_heads, n, head_dim)`
+    /// `(KV heads held, n, head_dim)`
     v: Vec<f32>,
 }
 
 impl Gathered {
-    /// Fills in positions `positions` of `layer` of the sequence whose block table is `table`.
+    /// Fills in positions `positions` of `layer`, KV heads `kv_heads`, of the sequence whose
+    /// block table is `table`, converting each block's run of positions in one
+    /// `f16_to_f32s` call.
     pub fn fill(
         &mut self,
+        kernels: &dyn Kernels,
         kv: &KvBlocks,
         table: &[usize],
         layer: usize,
+        kv_heads: std::ops::Range<usize>,
         positions: std::ops::Range<usize>,
     ) {
         let l = kv.layout();
         let (d, bs, n) = (l.head_dim, kv.block_size(), positions.len());
-        (self.layout, self.first, self.n) = (Some(l), positions.start, n);
-        self.k.resize(l.n_kv_heads * n * d, 0.0);
-        self.v.resize(l.n_kv_heads * n * d, 0.0);
+        (self.layout, self.kv0) = (Some(l), kv_heads.start);
+        (self.first, self.n) = (positions.start, n);
+        self.k.resize(kv_heads.len() * n * d, 0.0);
+        self.v.resize(kv_heads.len() * n * d, 0.0);
         let Data::F16 { k, v } = &kv.data else {
             unreachable!("only f16 blocks are gathered")
         };
-        for h in 0..l.n_kv_heads {
-            for (i, pos) in positions.clone().enumerate() {
+        for h in kv_heads {
+            let mut pos = positions.start;
+            while pos < positions.end {
+                // the positions from `pos` to the end of its block (or of the range)
+                let end = ((pos / bs + 1) * bs).min(positions.end);
                 let at = kv.offset(table[pos / bs], layer, h, pos % bs);
-                let to = (h * n + i) * d;
-                for j in 0..d {
-                    self.k[to + j] = f16_to_f32_fast(k[at + j]);
-                    self.v[to + j] = f16_to_f32_fast(v[at + j]);
-                }
+                let to = self.at(h, pos);
+                let src = at..at + (end - pos) * d;
+                let dst = to..to + (end - pos) * d;
+                kernels.f16_to_f32s(&k[src.clone()], &mut self.k[dst.clone()]);
+                kernels.f16_to_f32s(&v[src], &mut self.v[dst]);
+                pos = end;
             }
         }
     }
 
     fn at(&self, kv_head: usize, pos: usize) -> usize {
         let d = self.layout.expect("filled").head_dim;
-        (kv_head * self.n + pos - self.first) * d
+        ((kv_head - self.kv0) * self.n + pos - self.first) * d
+    }
+}
+
+/// Attention of the query row `q` for the query heads `hs` over f16 blocks, into `out`
+/// (`hs.len()` heads): the keys and values of the KV heads under `hs` converted into
+/// `gathered` once, then chapter 8's `attend_heads` for the heads of each KV head. `at`:
+/// the sequence's block table, the layer, the row's position and the layer's window.
+#[allow(clippy::too_many_arguments)]
+pub fn attend_f16(
+    k: &dyn Kernels,
+    out: &mut [f32],
+    q: &[f32],
+    gathered: &mut Gathered,
+    kv: &KvBlocks,
+    (table, layer, pos, window): (&[usize], usize, usize, Option<usize>),
+    heads: Heads,
+    hs: std::ops::Range<usize>,
+    scores: &mut Vec<f32>,
+) {
+    let (d, group) = (heads.head_dim, heads.group_size());
+    let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
+    let kvs = hs.start / group..hs.end.div_ceil(group);
+    gathered.fill(k, kv, table, layer, kvs.clone(), first..pos + 1);
+    for kvh in kvs {
+        let part = hs.start.max(kvh * group)..hs.end.min((kvh + 1) * group);
+        let o = &mut out[(part.start - hs.start) * d..(part.end - hs.start) * d];
+        attend_heads(k, o, q, &*gathered, layer, heads, part, pos, window, scores);
     }
 }
 

@@ -116,6 +116,9 @@ macro_rules! simd_kernels {
             fn axpy_many(&self, ys: &mut [f32], w: &[f32], rows: &[&[f32]]) {
                 unsafe { avx2_many::axpy_many(ys, w, rows) }
             }
+            fn f16_to_f32s(&self, src: &[u16], dst: &mut [f32]) {
+                unsafe { avx2::f16_to_f32s(src, dst) }
+            }
         }
     };
 }
