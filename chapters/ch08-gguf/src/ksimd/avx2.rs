@@ -301,6 +301,25 @@ pub(super) fn f16(b: &[u8], i: usize) -> f32 {
     _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
 }
 
+// ANCHOR: splat_f16
+/// [`f16`] in every lane of a vector. The half is copied to eight lanes, then all eight are
+/// converted: with the scalar above the compiler fills the other lanes of the vector it
+/// converts from whatever register is at hand (`vpinsrw`), and when that is a kernel's
+/// running sum, every block waits for the one before it.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(super) fn splat_f16(b: &[u8], i: usize) -> __m256 {
+    splat_bits(u16::from_le_bytes([b[i], b[i + 1]]))
+}
+
+/// [`splat_f16`] of an f16 given by its bits.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(super) fn splat_bits(bits: u16) -> __m256 {
+    _mm256_cvtph_ps(_mm_set1_epi16(bits as i16))
+}
+// ANCHOR_END: splat_f16
+
 #[inline]
 #[target_feature(enable = "avx2")]
 pub(super) fn load(p: &[i8], at: usize) -> __m256i {

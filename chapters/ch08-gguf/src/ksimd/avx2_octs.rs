@@ -13,7 +13,7 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2::f16;
+use super::avx2::{f16, splat_f16};
 use super::avx2_kquants::scales_and_mins;
 use crate::kocts::{BlockK, KOcts, RowsK};
 use crate::kquant::{Q4_K_BYTES, Q6_K_BYTES, QK_K};
@@ -61,6 +61,22 @@ pub(super) fn unpack_block(format: Format32, b: &[u8]) -> Block32 {
     }
 }
 
+/// A block as [`dot8_blocks`] takes it: the quants, then `d` and `m` in every lane.
+type Lanes = ([u8; 32], __m256, __m256);
+
+/// [`unpack_block`] for [`dot8_raw32`], the scales converted straight into every lane
+/// ([`splat_f16`]): converted alone, each left the loop waiting on its running sum.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn unpack_lanes(format: Format32, b: &[u8]) -> Lanes {
+    let m = if format == Format32::Q4_1 {
+        splat_f16(b, 2)
+    } else {
+        _mm256_setzero_ps()
+    };
+    (unpack_block(format, b).q, splat_f16(b, 0), m)
+}
+
 /// Four steps of 16-bit sums: the weight's quants `4s..4s + 4` (at `w + 4s`) broadcast to
 /// every lane, against the eight tokens' (at `a + 32s`), for s in 0..4.
 ///
@@ -87,7 +103,11 @@ unsafe fn four_steps(w: *const u8, a: *const i8) -> __m256i {
 /// None beyond the CPU's: the lengths are checked here.
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn dot8_row32<const Q4_1: bool>(row: &[Block32], a: &ActOcts) -> [f32; 8] {
-    dot8_blocks::<Q4_1>(row.len(), |b| row[b], a)
+    dot8_blocks::<Q4_1>(
+        row.len(),
+        |b| (row[b].q, _mm256_set1_ps(row[b].d), _mm256_set1_ps(row[b].m)),
+        a,
+    )
 }
 
 /// One row as it lies in the file (whole blocks of `format`) against eight tokens, each
@@ -110,7 +130,7 @@ pub(super) unsafe fn dot8_raw32<const Q4_1: bool>(
     );
     dot8_blocks::<Q4_1>(
         a.qs.len(),
-        |b| unpack_block(format, &w[b * bytes..][..bytes]),
+        |b| unpack_lanes(format, &w[b * bytes..][..bytes]),
         a,
     )
 }
@@ -122,7 +142,7 @@ pub(super) unsafe fn dot8_raw32<const Q4_1: bool>(
 #[target_feature(enable = "avx2")]
 fn dot8_blocks<const Q4_1: bool>(
     n: usize,
-    block: impl Fn(usize) -> Block32,
+    block: impl Fn(usize) -> Lanes,
     a: &ActOcts,
 ) -> [f32; 8] {
     assert!(
@@ -132,7 +152,7 @@ fn dot8_blocks<const Q4_1: bool>(
     let ones = _mm256_set1_epi16(1);
     let mut acc = _mm256_setzero_ps(); // lane t: token t's sum so far
     for b in 0..n {
-        let Block32 { q, d, m } = block(b);
+        let (q, dw, mw) = block(b);
         let (w, x) = (q.as_ptr(), a.qs[b].as_ptr());
         // SAFETY: 32 weight bytes and 256 activation bytes of block b (lengths checked).
         let (first, second) = unsafe { (four_steps(w, x), four_steps(w.add(16), x.add(128))) };
@@ -146,13 +166,12 @@ fn dot8_blocks<const Q4_1: bool>(
         };
         // SAFETY: 8 f32 (or i32) of block b.
         let da = unsafe { _mm256_loadu_ps(a.d[b].as_ptr()) };
-        let dw = _mm256_set1_ps(d);
         let p = if Q4_1 {
             // SAFETY: as above.
             let s = unsafe { _mm256_loadu_ps(a.s[b].as_ptr()) };
             _mm256_add_ps(
                 _mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(dots)),
-                _mm256_mul_ps(_mm256_set1_ps(m), s),
+                _mm256_mul_ps(mw, s),
             )
         } else {
             // SAFETY: as above.

@@ -7,6 +7,8 @@ use std::arch::x86_64::*;
 
 use ch07_simd_parallel::kernels::avx2::prefetch_lines;
 
+use super::avx2::splat_bits;
+
 use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
 
 use crate::kquant::{BlockQ8K, Q8_0Wide};
@@ -105,15 +107,6 @@ fn blocks(w: &[u8], format: PackedFormat, tokens: impl Iterator<Item = usize>) -
     (bb, nb)
 }
 
-/// An f16 (its bits) as f32, in every lane.
-#[inline]
-#[target_feature(enable = "avx2,f16c")]
-fn splat_f16(bits: u16) -> __m256 {
-    _mm256_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(
-        bits,
-    )))))
-}
-
 /// Bytes ahead of the block being read that a kernel asks the cache for.
 const AHEAD: usize = 1024;
 
@@ -154,7 +147,7 @@ pub(super) unsafe fn packed8_q4_0<const N: usize>(
             let dw = _mm256_cvtph_ps(_mm_loadu_si128(base.cast()));
             for t in 0..N {
                 let s = _mm256_sub_epi32(sumi[t], _mm256_set1_epi32(8 * sums[t][b]));
-                let d = _mm256_mul_ps(dw, splat_f16(a[t][b].d));
+                let d = _mm256_mul_ps(dw, splat_bits(a[t][b].d));
                 acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(_mm256_cvtepi32_ps(s), d));
             }
         }
@@ -185,10 +178,10 @@ pub(super) unsafe fn packed8_q4_1<const N: usize>(w: &[u8], a: [&[BlockQ8_1]; N]
             let mw = _mm256_cvtph_ps(_mm_loadu_si128(base.add(16).cast()));
             for t in 0..N {
                 let (ab, s) = (&a[t][b], sumi[t]);
-                let dd = _mm256_mul_ps(dw, splat_f16(ab.d));
+                let dd = _mm256_mul_ps(dw, splat_bits(ab.d));
                 let term = _mm256_add_ps(
                     _mm256_mul_ps(dd, _mm256_cvtepi32_ps(s)),
-                    _mm256_mul_ps(mw, splat_f16(ab.s)),
+                    _mm256_mul_ps(mw, splat_bits(ab.s)),
                 );
                 acc[t] = _mm256_add_ps(acc[t], term);
             }

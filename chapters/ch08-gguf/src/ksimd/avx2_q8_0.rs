@@ -3,7 +3,7 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2::f16;
+use super::avx2::splat_f16;
 use crate::octs::ActOcts;
 
 // ANCHOR: avx2_q8_0_eights
@@ -45,7 +45,7 @@ pub(super) unsafe fn dot8_q8_0(w: &[u8], a: &ActOcts) -> [f32; 8] {
         );
         // SAFETY: the 8 f32 scales of block b.
         let da = unsafe { _mm256_loadu_ps(a.d[b].as_ptr()) };
-        let scale = _mm256_mul_ps(_mm256_set1_ps(f16(block, 0)), da); // d_w · d_a
+        let scale = _mm256_mul_ps(splat_f16(block, 0), da); // d_w · d_a
         acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(dots), scale));
     }
     let mut out = [0.0f32; 8];
@@ -87,7 +87,7 @@ pub(super) unsafe fn dot16_q8_0(w: &[u8], a: [&ActOcts; 2]) -> [f32; 16] {
                 *dot = _mm256_add_epi32(*dot, _mm256_madd_epi16(pairs, ones));
             }
         }
-        let dw = _mm256_set1_ps(f16(block, 0));
+        let dw = splat_f16(block, 0);
         for ((acc, dot), a) in acc.iter_mut().zip(dots).zip(a) {
             // SAFETY: the 8 f32 scales of block b.
             let da = unsafe { _mm256_loadu_ps(a.d[b].as_ptr()) };
@@ -153,7 +153,8 @@ pub(super) unsafe fn dot2x4_q8_0(w: [&[u8]; 2], a: &ActOcts) -> [f32; 8] {
             step(4 * h + 2, _mm256_shuffle_epi32::<0xaa>(q));
             step(4 * h + 3, _mm256_shuffle_epi32::<0xff>(q));
         }
-        let dw = _mm256_set_m128(_mm_set1_ps(f16(r1, 0)), _mm_set1_ps(f16(r0, 0)));
+        let [d0, d1] = [r0, r1].map(|r| i16::from_le_bytes([r[0], r[1]]));
+        let dw = _mm256_cvtph_ps(_mm_setr_epi16(d0, d0, d0, d0, d1, d1, d1, d1)); // see splat_f16
         // SAFETY: the first four of block b's eight f32 scales.
         let d4 = unsafe { _mm_loadu_ps(a.d[b].as_ptr()) };
         let scale = _mm256_mul_ps(dw, _mm256_set_m128(d4, d4)); // d_w · d_a

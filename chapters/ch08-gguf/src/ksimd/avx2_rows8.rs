@@ -14,6 +14,8 @@ use std::arch::x86_64::*;
 use ch06_quantization::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
 use ch07_simd_parallel::kernels::avx2::prefetch_next_rows;
 
+use super::avx2::splat_bits;
+
 // ANCHOR: avx2_rows8_q8_0
 /// Eight consecutive Q8_0 rows (`w`: their bytes, `row_len` each, as in the file) against
 /// one token's Q8_0 activations: lane `r` is chapter 6's `dot_q8_0_q8_0` of row `r`, bit
@@ -93,9 +95,7 @@ fn add_scaled(acc: __m256, sumi: __m256i, heads: __m256i, d_a: u16) -> __m256 {
     );
     let g = _mm256_permute4x64_epi64::<0b00_00_10_00>(_mm256_shuffle_epi8(heads, low_halves));
     let dw = _mm256_cvtph_ps(_mm256_castsi256_si128(g));
-    let da = _mm256_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(
-        d_a,
-    )))));
+    let da = splat_bits(d_a);
     let term = _mm256_mul_ps(_mm256_cvtepi32_ps(sumi), _mm256_mul_ps(dw, da));
     _mm256_add_ps(acc, term)
 }
@@ -207,7 +207,7 @@ pub(super) unsafe fn rows8_q4_1<const GATHER: bool>(w: &[u8], a: &[BlockQ8_1]) -
             let dw = _mm256_cvtph_ps(_mm256_castsi256_si128(g));
             let mw = _mm256_cvtph_ps(_mm256_extracti128_si256::<1>(g));
             let bits = i32::from(ab.d) | (i32::from(ab.s) << 16);
-            let ds = _mm_cvtph_ps(_mm_cvtsi32_si128(bits)); // [d_a, s, 0, 0]
+            let ds = _mm_cvtph_ps(_mm_set1_epi32(bits)); // [d_a, s, d_a, s], every lane set
             let da = _mm256_set1_ps(_mm_cvtss_f32(ds));
             let s = _mm256_set1_ps(_mm_cvtss_f32(_mm_shuffle_ps::<0b01>(ds, ds)));
             let t = _mm256_add_ps(
