@@ -154,7 +154,8 @@ pub(super) unsafe fn dot2x4_q8_0(w: [&[u8]; 2], a: &ActOcts) -> [f32; 8] {
             step(4 * h + 3, _mm256_shuffle_epi32::<0xff>(q));
         }
         let [d0, d1] = [r0, r1].map(|r| i16::from_le_bytes([r[0], r[1]]));
-        let dw = _mm256_cvtph_ps(_mm_setr_epi16(d0, d0, d0, d0, d1, d1, d1, d1)); // see splat_f16
+        // each row's half in its four lanes, every lane set (see splat_f16)
+        let dw = _mm256_cvtph_ps(_mm_unpacklo_epi64(_mm_set1_epi16(d0), _mm_set1_epi16(d1)));
         // SAFETY: the first four of block b's eight f32 scales.
         let d4 = unsafe { _mm_loadu_ps(a.d[b].as_ptr()) };
         let scale = _mm256_mul_ps(dw, _mm256_set_m128(d4, d4)); // d_w · d_a
