@@ -118,6 +118,50 @@ fn temperature_zero_is_greedy_and_ties_go_to_the_lower_id() {
     assert_eq!(s.sample(&[0.5, 2.0, 2.0, 1.0], &[]), 1);
 }
 
+/// `first_max` against the one-pass loop it replaced (`total_cmp`, the first of equals), on
+/// ties, signed zeros, infinities and NaN.
+#[test]
+fn first_max_is_the_first_largest_by_total_cmp() {
+    let loop_max = |x: &[f32]| {
+        let mut best = 0;
+        for (i, l) in x.iter().enumerate() {
+            if l.total_cmp(&x[best]).is_gt() {
+                best = i;
+            }
+        }
+        best
+    };
+    let mut rng = crate::rng::Rng::new(11);
+    let specials = [
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -f32::NAN,
+        1e-45,
+    ];
+    for case in 0..500 {
+        let n = (rng.next_u64() % 300) as usize;
+        let levels = 1 + rng.next_u64() % 20;
+        let mut x: Vec<f32> = (0..n)
+            .map(|_| (rng.next_u64() % levels) as f32 * 0.5 - 4.0)
+            .collect();
+        if case % 3 == 0 && n > 0 {
+            for _ in 0..3 {
+                let at = (rng.next_u64() % n as u64) as usize;
+                x[at] = specials[(rng.next_u64() % specials.len() as u64) as usize];
+            }
+        }
+        assert_eq!(
+            first_max(&x),
+            loop_max(&x),
+            "case {case}: greedy picks a different token from {x:?}"
+        );
+    }
+    assert_eq!(first_max(&[]), 0, "no logits: token 0, as before");
+}
+
 #[test]
 fn survivors_in_one_pass_equal_the_full_chain() {
     let mut rng = crate::rng::Rng::new(7);
