@@ -159,6 +159,11 @@ impl Tokenizer {
         &self.vocab
     }
 
+    /// The added tokens the encoder cuts out of text before merging, longest text first.
+    pub fn specials(&self) -> &[SpecialToken] {
+        &self.specials
+    }
+
     pub fn model(&self) -> &Model {
         &self.model
     }

@@ -1,4 +1,5 @@
-//! Chat prompts: a conversation rendered into the text the model was trained on.
+//! Chat prompts: a conversation rendered into the text the model was trained on, and that
+//! text into tokens.
 //!
 //! Instruction-tuned models expect their turns wrapped in markers (`<|im_start|>user …
 //! <|im_end|>` for SmolLM2). The rule is a Jinja template stored in the GGUF as
@@ -6,14 +7,24 @@
 //! renders it with `minijinja`, with the same whitespace settings. A file without a template
 //! (Gemma-3-270M's has none) gets the family's format as llama.cpp writes it.
 //!
-//! The template is code from the model file, which may come from anyone: rendering it is
-//! given a budget of steps ([`MAX_TEMPLATE_STEPS`]) and of output ([`MAX_TEMPLATE_EXTRA_BYTES`]),
-//! and a template that goes over either is refused.
+//! Two things come from strangers here, and neither may take control:
+//! - the template is code from the model file: rendering it is given a budget of steps
+//!   ([`MAX_TEMPLATE_STEPS`]) and of output ([`MAX_TEMPLATE_EXTRA_BYTES`]), and [`Chat`] runs it
+//!   in a child process whose memory the kernel bounds ([`sandbox`]);
+//! - the messages are text from users: their characters never become control tokens
+//!   ([`guard`]).
+
+pub mod guard;
+pub mod sandbox;
 
 use std::io::{self, Write};
 
+use ch02_tokenizer::special::SpecialToken;
+use ch08_gguf::{GgufTokenizer, Loaded};
 use minijinja::{Environment, Error, ErrorKind, context};
 use serde_json::json;
+
+use sandbox::Sandbox;
 
 /// The most steps of work (minijinja's fuel: about one per instruction) one rendering may take.
 /// SmolLM2's template takes a few dozen per message, so this is thousands of turns, far more than
@@ -70,6 +81,58 @@ impl ChatTemplate {
     }
 }
 
+// ANCHOR: chat
+/// What turns a conversation into a prompt: the model's template, where it runs, and its
+/// tokenizer's control tokens, which a message may write only as text.
+pub struct Chat {
+    pub template: ChatTemplate,
+    /// `None`: the template runs in this process (one you trust: a test's, your own).
+    sandbox: Option<Sandbox>,
+    controls: Vec<SpecialToken>,
+}
+
+impl Chat {
+    pub fn new(
+        template: ChatTemplate,
+        tokenizer: &GgufTokenizer,
+        sandbox: Option<Sandbox>,
+    ) -> Chat {
+        let controls = guard::control_tokens(&tokenizer.tokenizer);
+        Chat {
+            template,
+            sandbox,
+            controls,
+        }
+    }
+
+    /// The template of the model's file (or its family's), run in `sandbox`.
+    pub fn of_model(model: &Loaded, sandbox: Option<Sandbox>) -> Result<Chat, String> {
+        let template = ChatTemplate::from_gguf(&model.file.gguf)?;
+        Ok(Chat::new(template, &model.tokenizer, sandbox))
+    }
+
+    /// The prompt's token ids: the template's markers as control tokens, the messages as text.
+    pub fn prompt_ids(
+        &self,
+        tokenizer: &GgufTokenizer,
+        messages: &[Message],
+    ) -> Result<Vec<u32>, String> {
+        let source = match &self.template {
+            ChatTemplate::Jinja(source) => source.as_str(),
+            ChatTemplate::Gemma => "",
+        };
+        let (messages, guard) = guard::guard_messages(messages, &self.controls, source)?;
+        let text = match (&self.template, &self.sandbox) {
+            (ChatTemplate::Jinja(source), Some(sandbox)) => {
+                sandbox.render(source, &messages, true)?
+            }
+            (template, _) => render(template, &messages, true)?,
+        };
+        Ok(guard::encode_guarded(tokenizer, &text, guard))
+    }
+}
+// ANCHOR_END: chat
+
 // ANCHOR: render
 /// The text of `messages` in the model's format, ending with the start of the assistant's
 /// turn when `add_generation_prompt`.
@@ -118,6 +181,39 @@ pub fn render(
     }
 }
 // ANCHOR_END: render
+
+/// Writes to `out` a copy of the model file `model` whose chat template is `template`, put
+/// in place of the file's own and padded with spaces to its length, so nothing else in the
+/// file moves: how the tests make a hostile model file. `template` must not be longer.
+pub fn copy_with_template(
+    model: &std::path::Path,
+    template: &str,
+    out: &std::path::Path,
+) -> Result<(), String> {
+    let file = ch08_gguf::load(model).map_err(|e| e.to_string())?;
+    let ChatTemplate::Jinja(original) = ChatTemplate::from_gguf(&file.file.gguf)? else {
+        return Err(format!(
+            "{} has no chat template to replace",
+            model.display()
+        ));
+    };
+    drop(file);
+    if template.len() > original.len() {
+        return Err(format!(
+            "the new template ({} bytes) is longer than the file's ({} bytes)",
+            template.len(),
+            original.len()
+        ));
+    }
+    let mut bytes = std::fs::read(model).map_err(|e| format!("{}: {e}", model.display()))?;
+    let at = bytes
+        .windows(original.len())
+        .position(|w| w == original.as_bytes())
+        .ok_or("the template's bytes are not in the file")?;
+    let padded = format!("{template:<width$}", width = original.len());
+    bytes[at..at + original.len()].copy_from_slice(padded.as_bytes());
+    std::fs::write(out, &bytes).map_err(|e| format!("{}: {e}", out.display()))
+}
 
 /// The rendered text, refusing to grow past a limit.
 struct BoundedText {

@@ -67,7 +67,12 @@ pub fn chat(a: &Args) -> Result<(), String> {
     }
     use std::io::{BufRead, Read};
     let m = ch08_gguf::load(&model_path(a)?).map_err(|e| e.to_string())?;
-    let mut session = ch09_generate::session::ChatSession::new(&m, a.system.as_deref(), 8192)?;
+    let mut session = ch09_generate::session::ChatSession::new(
+        &m,
+        a.system.as_deref(),
+        8192,
+        Some(ch09_generate::chat::sandbox::Sandbox::this_program()?),
+    )?;
     let mut sampler = Sampler::new(a.sampling.clone());
     let mut last = None;
     let stdin = std::io::stdin();
@@ -131,21 +136,21 @@ pub fn chat(a: &Args) -> Result<(), String> {
     Ok(())
 }
 
-/// The prompt's text: as given, or with `--chat` rendered as a user turn in the model's
-/// chat template.
-fn prompt_text(a: &Args, m: &ch08_gguf::Loaded) -> Result<String, String> {
+/// The prompt's tokens: the text as given (control tokens written in it parsed), or with
+/// `--chat` a user turn in the model's chat template, its text kept as text.
+fn prompt_ids(a: &Args, m: &ch08_gguf::Loaded) -> Result<Vec<u32>, String> {
     let user_text = a.prompt.as_deref().unwrap_or_default();
     if !a.chat {
-        return Ok(user_text.to_string());
+        return Ok(m.tokenizer.encode_prompt(user_text, true));
     }
-    use ch09_generate::chat::{ChatTemplate, Message, render};
-    let template = ChatTemplate::from_gguf(&m.file.gguf)?;
+    use ch09_generate::chat::{Chat, Message, sandbox::Sandbox};
+    let chat = Chat::of_model(m, Some(Sandbox::this_program()?))?;
     let mut messages = Vec::new();
     if let Some(s) = &a.system {
         messages.push(Message::new("system", s));
     }
     messages.push(Message::new("user", user_text));
-    render(&template, &messages, true)
+    chat.prompt_ids(&m.tokenizer, &messages)
 }
 
 /// `stages`: the prompt's next-token distribution after each stage of the sampling chain,
@@ -154,8 +159,7 @@ pub fn stages(a: &Args) -> Result<(), String> {
     let path = model_path(a)?;
     let m = ch08_gguf::load(&path).map_err(|e| e.to_string())?;
     let engine = m.engine()?;
-    let text = prompt_text(a, &m)?;
-    let prompt = m.tokenizer.encode_prompt(&text, true);
+    let prompt = prompt_ids(a, &m)?;
     if prompt.is_empty() {
         return Err("the prompt is empty: the model needs at least one token".into());
     }
@@ -216,9 +220,7 @@ pub fn run(a: &Args) -> Result<(), String> {
     let m = ch08_gguf::load(&path).map_err(|e| e.to_string())?;
     let engine = m.engine()?;
     let tok = &m.tokenizer;
-    let prompt_text = prompt_text(a, &m)?;
-    let prompt_text = prompt_text.as_str();
-    let prompt = tok.encode_prompt(prompt_text, true);
+    let prompt = prompt_ids(a, &m)?;
     if a.verbose {
         let s = &a.sampling;
         eprintln!(
@@ -243,7 +245,7 @@ pub fn run(a: &Args) -> Result<(), String> {
     let mut sampler = Sampler::new(a.sampling.clone());
     let mut out = std::io::stdout();
     if !a.json && !a.chat {
-        print!("{prompt_text}");
+        print!("{}", a.prompt.as_deref().unwrap_or_default());
         let _ = out.flush();
     }
     let json = a.json;

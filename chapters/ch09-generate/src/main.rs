@@ -24,6 +24,10 @@ use cli::{USAGE, parse_args};
 
 fn main() -> ExitCode {
     let process_start = std::time::Instant::now();
+    // A chat template renders in a child of this program (see `chat::sandbox`).
+    if let Some(code) = ch09_generate::chat::sandbox::child_main() {
+        return code;
+    }
     let args = match parse_args() {
         Ok(Some(a)) => a,
         Ok(None) => {

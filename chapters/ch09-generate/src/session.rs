@@ -12,7 +12,8 @@ use ch05_kv_cache::RingCache;
 use ch08_gguf::Loaded;
 use ch08_gguf::engine::Engine;
 
-use crate::chat::{ChatTemplate, Message, render};
+use crate::chat::sandbox::Sandbox;
+use crate::chat::{Chat, Message};
 use crate::generate::StopReason;
 use crate::sampling::Sampler;
 use crate::stop::StopMatcher;
@@ -36,7 +37,7 @@ pub struct TurnStats {
 pub struct ChatSession<'m> {
     model: &'m Loaded,
     engine: Engine<'m>,
-    template: ChatTemplate,
+    chat: Chat,
     pub messages: Vec<Message>,
     cache: RingCache,
     /// The tokens whose keys and values are in `cache`, in order.
@@ -45,14 +46,16 @@ pub struct ChatSession<'m> {
 }
 
 impl<'m> ChatSession<'m> {
+    /// A chat with `model`, its template run in `sandbox` (see [`Chat`]).
     pub fn new(
         model: &'m Loaded,
         system: Option<&str>,
         max_context: usize,
+        sandbox: Option<Sandbox>,
     ) -> Result<ChatSession<'m>, String> {
         let engine = model.engine()?;
         let max_context = max_context.min(engine.model.max_positions());
-        let template = ChatTemplate::from_gguf(&model.file.gguf)?;
+        let chat = Chat::of_model(model, sandbox)?;
         let cache = engine.new_cache(max_context).map_err(|e| e.to_string())?;
         let messages = system
             .map(|s| vec![Message::new("system", s)])
@@ -60,7 +63,7 @@ impl<'m> ChatSession<'m> {
         Ok(ChatSession {
             model,
             engine,
-            template,
+            chat,
             messages,
             cache,
             cached: Vec::new(),
@@ -75,8 +78,7 @@ impl<'m> ChatSession<'m> {
     }
 
     fn prompt_ids(&self) -> Result<Vec<u32>, String> {
-        let text = render(&self.template, &self.messages, true)?;
-        Ok(self.model.tokenizer.encode_prompt(&text, true))
+        self.chat.prompt_ids(&self.model.tokenizer, &self.messages)
     }
     // ANCHOR_END: session
 

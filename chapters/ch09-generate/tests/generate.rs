@@ -208,7 +208,7 @@ fn a_chat_keeps_its_cache_and_equals_a_fresh_run() {
             ..Default::default()
         })
     };
-    let mut chat = ChatSession::new(m, None, 4096).unwrap();
+    let mut chat = ChatSession::new(m, None, 4096, None).unwrap();
     let first = chat
         .turn(
             "What is the capital of France?",
@@ -247,7 +247,7 @@ fn a_chat_keeps_its_cache_and_equals_a_fresh_run() {
     );
     // The third reply equals a fresh session fed the same history at once.
     let reply3 = chat.messages.last().unwrap().content.clone();
-    let mut fresh = ChatSession::new(m, None, 4096).unwrap();
+    let mut fresh = ChatSession::new(m, None, 4096, None).unwrap();
     fresh.messages = chat.messages[..chat.messages.len() - 2].to_vec();
     let mut text = String::new();
     fresh
@@ -276,7 +276,7 @@ fn an_interrupted_reply_ends_where_it_was_stopped_and_the_chat_goes_on() {
             ..Default::default()
         })
     };
-    let mut chat = ChatSession::new(m, None, 4096).unwrap();
+    let mut chat = ChatSession::new(m, None, 4096, None).unwrap();
     let tokens = std::cell::Cell::new(0);
     let stats = chat
         .turn(

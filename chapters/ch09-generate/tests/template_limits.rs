@@ -1,11 +1,21 @@
 //! A chat template is code from the model file: rendering it is bounded in work and in output,
-//! and a template over either budget is refused with an error that names it, quickly.
+//! in a child process bounded in memory, and a template over any budget is refused with an
+//! error that names it, quickly.
 
-use std::process::Command;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ch01_tensors::models;
+use ch09_generate::chat::sandbox::Sandbox;
 use ch09_generate::chat::{ChatTemplate, MAX_TEMPLATE_STEPS, Message, render};
+
+/// Doubles a string forty times: 160 steps, and two terabytes if nothing stops it.
+const BYTE_BOMB: &str = r#"{% set ns = namespace(s="ab") %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}"#;
+
+fn sandbox() -> Sandbox {
+    Sandbox::program(env!("CARGO_BIN_EXE_ch09-generate"))
+}
 
 /// Far longer than a refusal takes, far shorter than the hostile templates would run unbounded.
 const QUICKLY: Duration = Duration::from_secs(10);
@@ -91,48 +101,123 @@ fn the_real_templates_render_within_the_limits() {
     assert!(render(&template, &messages, true).is_ok());
 }
 
+/// A copy of SmolLM2's file with its template replaced by `hostile`, in the temporary
+/// directory; the caller removes it.
+fn smollm2_with_template(hostile: &str, name: &str) -> PathBuf {
+    let model = models::require(&models::smollm2_gguf()).unwrap_or_else(|e| panic!("{e}"));
+    let path = std::env::temp_dir().join(format!("ch09-{name}-{}.gguf", std::process::id()));
+    ch09_generate::chat::copy_with_template(&model, hostile, &path).unwrap();
+    path
+}
+
+/// Runs the binary with `args` and `stdin`; its exit code, standard error, wall time and peak
+/// resident memory in MiB (its own, not its children's).
+#[allow(clippy::zombie_processes)] // waited for with wait4, which also gives its rusage
+fn run_binary(args: &[&str], stdin: &str) -> (Option<i32>, String, Duration, f64) {
+    use std::io::Write;
+    let start = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ch09-generate"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is valid; wait4 fills it for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: the pid is our child's, not yet waited for; both pointers are to live locals.
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32, "wait4 failed");
+    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    (
+        code,
+        stderr,
+        start.elapsed(),
+        usage.ru_maxrss as f64 / 1024.0,
+    )
+}
+
 #[test]
 fn the_binary_refuses_a_hostile_template_and_exits_non_zero() {
-    // SmolLM2's file with its template replaced, in place, by one of the same length.
-    let model = models::require(&models::smollm2_gguf()).unwrap_or_else(|e| panic!("{e}"));
-    let mut bytes = std::fs::read(&model).unwrap();
-    let ChatTemplate::Jinja(original) =
-        ChatTemplate::from_gguf(&ch08_gguf::load(&model).unwrap().file.gguf).unwrap()
-    else {
-        panic!("SmolLM2's file has a template")
-    };
     let hostile =
         "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}";
-    assert!(hostile.len() <= original.len());
-    let at = bytes
-        .windows(original.len())
-        .position(|w| w == original.as_bytes())
-        .expect("the template's bytes are in the file");
-    let padded = format!("{hostile:<width$}", width = original.len());
-    bytes[at..at + original.len()].copy_from_slice(padded.as_bytes());
-    let path = std::env::temp_dir().join(format!("ch09-hostile-{}.gguf", std::process::id()));
-    std::fs::write(&path, &bytes).unwrap();
-    drop(bytes);
-    let start = Instant::now();
-    let o = Command::new(env!("CARGO_BIN_EXE_ch09-generate"))
-        .args([
-            "-m",
-            path.to_str().unwrap(),
-            "--chat",
-            "-p",
-            "Hi",
-            "-n",
-            "4",
-        ])
-        .output()
-        .unwrap();
-    let took = start.elapsed();
+    let path = smollm2_with_template(hostile, "loops");
+    let file = path.to_str().unwrap();
+    let (code, stderr, took, _) = run_binary(&["-m", file, "--chat", "-p", "Hi", "-n", "4"], "");
     std::fs::remove_file(&path).unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert_eq!(code, Some(1), "{stderr}");
     assert!(
         stderr.starts_with("error: the model's chat template (tokenizer.chat_template)"),
         "{stderr}"
     );
     assert!(took < QUICKLY, "the binary took {took:?} to refuse");
+}
+
+#[test]
+fn a_template_that_builds_gigabytes_is_refused_with_memory_flat() {
+    let e = sandbox()
+        .render(BYTE_BOMB, &conversation(), true)
+        .expect_err("the byte bomb rendered");
+    assert!(
+        e.contains("tokenizer.chat_template") && e.contains("MiB of memory"),
+        "{e}"
+    );
+    // Through the binary, in both chat modes: refused within a second, its own memory that
+    // of the model file, not of the string.
+    let path = smollm2_with_template(BYTE_BOMB, "bytes");
+    let file = path.to_str().unwrap();
+    let one_turn = run_binary(&["-m", file, "--chat", "-p", "Hi", "-n", "4"], "");
+    let chat = run_binary(&["chat", "-m", file, "-n", "4"], "Hi\n");
+    std::fs::remove_file(&path).unwrap();
+    for (mode, (code, stderr, took, peak_mib)) in [("--chat", one_turn), ("chat", chat)] {
+        assert_eq!(code, Some(1), "{mode}: {stderr}");
+        assert!(
+            stderr.contains("needed more than") && stderr.contains("MiB of memory"),
+            "{mode}: {stderr}"
+        );
+        assert!(
+            took < Duration::from_secs(1),
+            "{mode} took {took:?} to refuse"
+        );
+        assert!(
+            peak_mib < 400.0,
+            "{mode}: the binary grew to {peak_mib:.0} MiB while refusing the template"
+        );
+    }
+}
+
+#[test]
+fn the_sandbox_renders_what_this_process_renders() {
+    let g = models::require(&models::smollm2_gguf()).unwrap_or_else(|e| panic!("{e}"));
+    let ChatTemplate::Jinja(source) =
+        ChatTemplate::from_gguf(&ch08_gguf::load(&g).unwrap().file.gguf).unwrap()
+    else {
+        panic!("SmolLM2's file has a template")
+    };
+    // A conversation that fills more than SmolLM2's 8192-token context.
+    let mut messages = vec![Message::new("system", "Be brief.")];
+    for i in 0..400 {
+        messages.push(Message::new(
+            "user",
+            &format!("Question {i}: {}?", "why ".repeat(20)),
+        ));
+        messages.push(Message::new("assistant", &format!("Answer {i}.")));
+    }
+    let here = render(&ChatTemplate::Jinja(source.clone()), &messages, true).unwrap();
+    assert!(here.len() > 8192 * 4, "{} bytes", here.len());
+    assert_eq!(sandbox().render(&source, &messages, true).unwrap(), here);
+    // The template's own refusals come back as they are.
+    let e = sandbox()
+        .render("{{ raise_exception('no system role') }}", &messages, true)
+        .unwrap_err();
+    assert!(e.contains("no system role"), "{e}");
 }

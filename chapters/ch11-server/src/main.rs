@@ -192,7 +192,18 @@ pub fn model_path(a: &Args) -> Result<PathBuf, String> {
     }
 }
 
+/// The model's chat template, rendered in a child of this program; `None` for a model
+/// without one (its chat requests are refused, completions still served).
+fn chat_of(loaded: &ch08_gguf::Loaded) -> Result<Option<ch09_generate::chat::Chat>, String> {
+    let sandbox = ch09_generate::chat::sandbox::Sandbox::this_program()?;
+    Ok(ch09_generate::chat::Chat::of_model(loaded, Some(sandbox)).ok())
+}
+
 fn main() -> ExitCode {
+    // A chat template renders in a child of this program (see chapter 9's `chat::sandbox`).
+    if let Some(code) = ch09_generate::chat::sandbox::child_main() {
+        return code;
+    }
     let args = match parse_args() {
         Ok(Some(a)) => a,
         Ok(None) => {
@@ -283,7 +294,7 @@ fn serve_main(a: &Args) -> Result<(), String> {
         let capacity = a.parallel + a.queue;
         let app = Arc::new(Shared {
             loaded,
-            template: ch09_generate::chat::ChatTemplate::from_gguf(&loaded.file.gguf).ok(),
+            chat: chat_of(loaded)?,
             name: name.clone(),
             ctx,
             worker: worker.clone(),

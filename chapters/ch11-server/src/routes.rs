@@ -13,7 +13,7 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{Method, StatusCode, Uri, header};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -24,7 +24,7 @@ use tower_http::cors::CorsLayer;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 
 use ch08_gguf::Loaded;
-use ch09_generate::chat::{ChatTemplate, render};
+use ch09_generate::chat::Chat;
 use ch10_batching::Request as EngineRequest;
 
 use crate::answer;
@@ -44,7 +44,8 @@ const PAGE: &str = include_str!("../static/chat.html");
 /// What every handler shares.
 pub struct Shared {
     pub loaded: &'static Loaded,
-    pub template: Option<ChatTemplate>,
+    /// The model's chat template, run in a child process, and its control tokens.
+    pub chat: Option<Chat>,
     /// The model's id in the API (`/v1/models`, the `model` field).
     pub name: String,
     /// Positions one request may use, prompt and reply together (`--ctx`).
@@ -106,21 +107,52 @@ pub fn router(app: App, limits: HttpLimits) -> Router {
 }
 // ANCHOR_END: router
 
-async fn chat_completions(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> Response {
+async fn chat_completions(
+    State(app): State<App>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     counted(
         &app,
         Endpoint::Chat,
-        complete(app.clone(), body, Endpoint::Chat).await,
+        complete(app.clone(), &headers, body, Endpoint::Chat).await,
     )
 }
 
-async fn completions(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> Response {
+async fn completions(
+    State(app): State<App>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     counted(
         &app,
         Endpoint::Completions,
-        complete(app.clone(), body, Endpoint::Completions).await,
+        complete(app.clone(), &headers, body, Endpoint::Completions).await,
     )
 }
+
+// ANCHOR: json_only
+/// A body is read only when it says it is JSON (`application/json`, any parameters). A web
+/// page on another site may POST `text/plain` to 127.0.0.1 from its visitor's browser with
+/// no CORS preflight (a "simple request"); JSON it can send only after asking.
+fn json_only(headers: &HeaderMap) -> Result<(), ApiError> {
+    let given = headers
+        .get(header::CONTENT_TYPE)
+        .map(|v| v.to_str().unwrap_or("(not text)"));
+    let essence = given.map(|v| v.split(';').next().unwrap_or_default().trim());
+    match essence {
+        Some(e) if e.eq_ignore_ascii_case("application/json") => Ok(()),
+        _ => Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!(
+                "the body must be JSON, sent with Content-Type: application/json (this request's: {})",
+                given.unwrap_or("none")
+            ),
+        )
+        .code("unsupported_media_type")),
+    }
+}
+// ANCHOR_END: json_only
 
 /// A refused request counts under its HTTP status (an accepted one counts itself, in [`Reply`]).
 fn counted(app: &App, endpoint: Endpoint, r: Result<Response, ApiError>) -> Response {
@@ -138,10 +170,12 @@ fn counted(app: &App, endpoint: Endpoint, r: Result<Response, ApiError>) -> Resp
 // ANCHOR: complete
 async fn complete(
     app: App,
+    headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
     endpoint: Endpoint,
 ) -> Result<Response, ApiError> {
     let arrived = Instant::now();
+    json_only(headers)?;
     let body = body.map_err(body_error)?;
     let job = api::parse(&body, endpoint)?;
     if let Some(m) = job.model.as_deref().filter(|m| *m != app.name) {
@@ -246,21 +280,22 @@ async fn complete(
     }
 }
 
-/// The prompt's tokens: a chat through the model's template, a completion as it is.
+/// The prompt's tokens: a chat through the model's template, its messages kept as text; a
+/// completion's prompt as the client wrote it, control tokens included (as llama-server does).
 fn prompt_ids(app: &Shared, prompt: &Prompt) -> Result<Vec<u32>, ApiError> {
-    let text = match prompt {
-        Prompt::Text(t) => t.clone(),
+    let ids = match prompt {
+        Prompt::Text(t) => app.loaded.tokenizer.encode_prompt(t, true),
         Prompt::Chat(messages) => {
-            let template = app.template.as_ref().ok_or_else(|| {
+            let chat = app.chat.as_ref().ok_or_else(|| {
                 ApiError::invalid(
                     "messages",
                     "this model has no chat template: use /v1/completions",
                 )
             })?;
-            render(template, messages, true).map_err(|e| ApiError::invalid("messages", e))?
+            chat.prompt_ids(&app.loaded.tokenizer, messages)
+                .map_err(|e| ApiError::invalid("messages", e))?
         }
     };
-    let ids = app.loaded.tokenizer.encode_prompt(&text, true);
     if ids.is_empty() {
         return Err(ApiError::invalid("prompt", "the prompt is empty"));
     }

@@ -30,8 +30,13 @@ impl Server {
     }
 
     pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Server {
+        Server::start_model(&model(), args, env)
+    }
+
+    /// The server on another model file.
+    pub fn start_model(model: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Server {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_ch11-server"));
-        cmd.arg("-m").arg(model()).args(["--port", "0"]).args(args);
+        cmd.arg("-m").arg(model).args(["--port", "0"]).args(args);
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -65,6 +70,17 @@ impl Server {
 
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// A line of the server's `/proc/PID/status` in KiB (`VmRSS`, `VmHWM`: Linux).
+    pub fn memory_kib(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("the server's /proc status");
+        let line = status
+            .lines()
+            .find(|l| l.starts_with(field))
+            .unwrap_or_else(|| panic!("no {field} in /proc status"));
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
     }
 
     /// Sends a signal (libc's number) to the server.
