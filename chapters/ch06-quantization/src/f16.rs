@@ -14,9 +14,9 @@ pub use ch01_tensors::half::f16_to_f32;
 /// f16's exponent and fraction up with f32's; the exponent is then 112 too small (f16's
 /// bias is 15, f32's 127), and one multiplication by 2^112 fixes that for normal numbers.
 /// Subnormals (exponent 0) take their own path: shifted, they would be f32 subnormals, and
-/// x86 CPUs multiply those in microcode, a hundred times slower than a normal multiply.
+/// many x86 cores (Intel's among them) take a slow microcode assist to multiply those.
 /// That is not rare: the per-block scales of small weights (Gemma-3's Q6_K blocks) are often
-/// f16 subnormals, and before this path a Q6_K product ran at a fifth of its speed.
+/// f16 subnormals.
 /// Infinity and NaN (exponent 31) take chapter 1's careful path. The test compares all
 /// 65 536 inputs with chapter 1's.
 #[inline]

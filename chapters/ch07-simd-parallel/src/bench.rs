@@ -19,26 +19,8 @@ use serde::Serialize;
 
 use crate::Isa;
 use crate::huge::Arena;
-
-/// Runs `f` in a pool of `threads` threads.
-pub fn in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> Result<T, String> {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .map_err(|e| format!("thread pool: {e}"))?;
-    Ok(pool.install(f))
-}
-
-/// The median of `xs` (which must not be empty).
-pub fn median(xs: &mut [f64]) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    let n = xs.len();
-    if n % 2 == 1 {
-        xs[n / 2]
-    } else {
-        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
-    }
-}
+use crate::pool::in_pool;
+use crate::stats::median;
 
 // ANCHOR: bandwidth
 /// Read bandwidth in GB/s: the threads sum a 256 MiB buffer (far larger than any cache),

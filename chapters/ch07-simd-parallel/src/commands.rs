@@ -10,9 +10,9 @@ use ch04_forward::Model;
 use ch06_quantization::forward::QEngine;
 use ch06_quantization::{Format, QModel, Scalar, ScaleRule};
 use ch07_simd_parallel::Isa;
-use ch07_simd_parallel::bench::in_pool;
 use ch07_simd_parallel::isa::names;
 use ch07_simd_parallel::kernels::{detect, for_isa};
+use ch07_simd_parallel::pool::in_pool;
 use serde_json::json;
 
 use crate::Args;

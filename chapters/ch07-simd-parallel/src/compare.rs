@@ -11,7 +11,8 @@ use std::process::Command;
 use ch06_quantization::{Kernels, QModel};
 use serde::Serialize;
 
-use crate::bench::{end_to_end, median};
+use crate::bench::end_to_end;
+use crate::stats::median;
 
 /// The llama-bench binary that `scripts/llamacpp.sh` built, or an error saying how to build it.
 pub fn llama_bench_path() -> Result<PathBuf, String> {

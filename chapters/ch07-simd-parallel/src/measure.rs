@@ -3,8 +3,9 @@
 
 use ch01_tensors::models;
 use ch06_quantization::{Format, Kernels};
-use ch07_simd_parallel::bench::{end_to_end, in_pool, kernel_rate, prefill_rates, read_bandwidth};
+use ch07_simd_parallel::bench::{end_to_end, kernel_rate, prefill_rates, read_bandwidth};
 use ch07_simd_parallel::kernels::{detect, for_isa};
+use ch07_simd_parallel::pool::in_pool;
 use ch07_simd_parallel::{Isa, compare};
 use serde_json::json;
 

@@ -16,8 +16,8 @@ use ch06_quantization::eval::reference_logits;
 use ch06_quantization::forward::QEngine;
 use ch06_quantization::{Format, QModel, Scalar, ScaleRule};
 use ch07_simd_parallel::Isa;
-use ch07_simd_parallel::bench::in_pool;
 use ch07_simd_parallel::kernels::for_isa;
+use ch07_simd_parallel::pool::in_pool;
 
 /// Tokens of greedy text that must agree with chapter 6's.
 const GREEDY_CHECKED: usize = 32;

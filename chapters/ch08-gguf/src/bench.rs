@@ -4,9 +4,11 @@
 use std::path::Path;
 use std::time::Instant;
 
-use ch07_simd_parallel::bench::{EndToEnd, in_pool, median};
+use ch07_simd_parallel::bench::EndToEnd;
 use ch07_simd_parallel::compare::{Comparison, llama_bench_depth, llama_bench_path};
+use ch07_simd_parallel::pool::in_pool;
 use ch07_simd_parallel::profile::OpTime;
+use ch07_simd_parallel::stats::median;
 
 use crate::engine::Engine;
 

@@ -122,9 +122,8 @@ fn gemma_logits_are_the_same_on_every_level_and_thread_count() {
         let k = ch07_simd_parallel::kernels::for_isa(isa).unwrap();
         let e = ch08_gguf::engine::Engine::new(&model, k, for_isa(isa));
         for threads in [1, 2] {
-            let got =
-                ch07_simd_parallel::bench::in_pool(threads, || e.window_logits(&ids).unwrap())
-                    .unwrap();
+            let got = ch07_simd_parallel::pool::in_pool(threads, || e.window_logits(&ids).unwrap())
+                .unwrap();
             match &reference {
                 None => reference = Some(got),
                 Some(r) => assert!(

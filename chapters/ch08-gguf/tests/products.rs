@@ -121,7 +121,7 @@ fn reference(m: &Matrix, x: &[f32], seq: usize) -> Vec<f32> {
     let mut out = vec![0.0f32; seq * m.rows()];
     for (t, o) in out.chunks_exact_mut(m.rows()).enumerate() {
         let xt = &x[t * COLS..(t + 1) * COLS];
-        ch07_simd_parallel::bench::in_pool(1, || m.matmul(&Scalar, &ScalarK, o, xt, 1))
+        ch07_simd_parallel::pool::in_pool(1, || m.matmul(&Scalar, &ScalarK, o, xt, 1))
             .expect("a pool of one thread");
     }
     out
@@ -152,7 +152,7 @@ fn every_product_path_gives_the_scalar_numbers() {
                 for threads in [1, 2, 3] {
                     let rows = m.rows();
                     let mut got = vec![0.0f32; seq * rows];
-                    ch07_simd_parallel::bench::in_pool(threads, || {
+                    ch07_simd_parallel::pool::in_pool(threads, || {
                         m.matmul(k, kk, &mut got, &x, seq)
                     })
                     .expect("a pool");
@@ -196,7 +196,7 @@ fn grouped_products_equal_single_products() {
                         .map(|(_, m)| vec![0.0; seq * m.rows()])
                         .collect();
                     let refs: Vec<&Matrix> = group.iter().map(|(_, m)| m).collect();
-                    ch07_simd_parallel::bench::in_pool(threads, || {
+                    ch07_simd_parallel::pool::in_pool(threads, || {
                         let mut o: Vec<&mut [f32]> = outs.iter_mut().map(|o| &mut o[..]).collect();
                         matmul_group(k, kk, &refs, &mut o, &x, seq)
                     })

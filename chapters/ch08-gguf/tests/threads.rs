@@ -21,7 +21,7 @@ use ch04_forward::Model as F32Model;
 use ch05_kv_cache::KvCache;
 use ch06_quantization::forward::QEngine;
 use ch06_quantization::{Format, QModel, ScaleRule};
-use ch07_simd_parallel::bench::in_pool;
+use ch07_simd_parallel::pool::in_pool;
 use ch08_gguf::Loaded;
 use ch08_gguf::engine::Engine;
 

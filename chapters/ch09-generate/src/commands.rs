@@ -31,7 +31,7 @@ pub fn perplexity(a: &Args) -> Result<(), String> {
     let ids = m.tokenizer.tokenizer.encode(&text, false);
     let bos = m.tokenizer.bos.filter(|_| m.tokenizer.add_bos);
     let engine = m.engine()?;
-    let (ppl, scored) = ch07_simd_parallel::bench::in_pool(a.threads, || {
+    let (ppl, scored) = ch07_simd_parallel::pool::in_pool(a.threads, || {
         ch09_generate::perplexity::perplexity(&engine, &ids, bos)
     })??;
     if a.json {
@@ -118,7 +118,7 @@ pub fn chat(a: &Args) -> Result<(), String> {
         }
         INTERRUPTED.store(false, std::sync::atomic::Ordering::Relaxed);
         let interrupted = || INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed);
-        let stats = ch07_simd_parallel::bench::in_pool(a.threads, || {
+        let stats = ch07_simd_parallel::pool::in_pool(a.threads, || {
             session.turn(line, &mut sampler, a.n, &interrupted, &mut |t| {
                 let _ = write!(out, "{t}");
                 let _ = out.flush();
@@ -163,7 +163,7 @@ pub fn stages(a: &Args) -> Result<(), String> {
     if prompt.is_empty() {
         return Err("the prompt is empty: the model needs at least one token".into());
     }
-    let logits = ch07_simd_parallel::bench::in_pool(a.threads, || {
+    let logits = ch07_simd_parallel::pool::in_pool(a.threads, || {
         let mut cache = engine.new_cache(prompt.len()).map_err(|e| e.to_string())?;
         engine
             .forward(&mut cache, &prompt, 0)
@@ -249,7 +249,7 @@ pub fn run(a: &Args) -> Result<(), String> {
         let _ = out.flush();
     }
     let json = a.json;
-    let g = ch07_simd_parallel::bench::in_pool(a.threads, || {
+    let g = ch07_simd_parallel::pool::in_pool(a.threads, || {
         generate(
             &engine,
             &tok.tokenizer,

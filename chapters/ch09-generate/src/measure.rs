@@ -36,7 +36,7 @@ fn time_to_first_token(
         temperature: 0.0,
         ..Default::default()
     });
-    ch07_simd_parallel::bench::in_pool(threads, || -> Result<(), String> {
+    ch07_simd_parallel::pool::in_pool(threads, || -> Result<(), String> {
         let mut cache = engine.new_cache(prompt.len()).map_err(|e| e.to_string())?;
         let logits = engine
             .forward(&mut cache, &prompt, 0)

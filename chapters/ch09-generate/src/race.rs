@@ -101,7 +101,7 @@ pub fn race(
         theirs_ms.push(ms);
         theirs_rss.push(rss as f64);
     }
-    let med = |v: &mut Vec<f64>| ch07_simd_parallel::bench::median(v);
+    let med = |v: &mut Vec<f64>| ch07_simd_parallel::stats::median(v);
     Ok(ProcessRace {
         rounds,
         ours_ttft_cold_ms: med(&mut ours_ms),

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use ch01_tensors::models;
-use ch07_simd_parallel::bench::median;
 use ch07_simd_parallel::compare::llama_bench_path;
+use ch07_simd_parallel::stats::median;
 use ch09_generate::scaling::{self, ScaleRow, Setup};
 
 use crate::cli::Args;

@@ -6,7 +6,8 @@
 //! book can put the two side by side: what the loop around the model costs.
 
 use ch02_tokenizer::Tokenizer;
-use ch07_simd_parallel::bench::{in_pool, median};
+use ch07_simd_parallel::pool::in_pool;
+use ch07_simd_parallel::stats::median;
 use ch08_gguf::engine::Engine;
 
 use crate::generate::generate;

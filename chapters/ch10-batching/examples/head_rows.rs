@@ -16,7 +16,7 @@ fn main() -> Result<(), String> {
         ("down", &l.w_down),
         ("q", &l.wq),
     ];
-    ch07_simd_parallel::bench::in_pool(2, || {
+    ch07_simd_parallel::pool::in_pool(2, || {
         for (name, w) in mats {
             print!("{name:8} {:>12}", w.format_name());
             for rows in [1, 2, 4, 8, 12, 16, 24, 32] {

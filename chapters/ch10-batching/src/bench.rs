@@ -11,6 +11,8 @@ use ch08_gguf::engine::Engine;
 use ch09_generate::rng::Rng;
 use serde_json::{Value, json};
 
+use ch07_simd_parallel::stats::percentile;
+
 use crate::config::{Config, MAX_BATCH_TOKENS};
 use crate::engine::BatchEngine;
 use crate::request::{Event, Request};
@@ -29,17 +31,6 @@ pub struct BenchResult {
     pub ttft_ms: Vec<f64>,
     pub itl_ms: Vec<f64>,
     pub steps: usize,
-}
-
-/// The `q` quantile (0..=1) of `xs`, nearest rank; 0 when empty.
-pub fn percentile(xs: &[f64], q: f64) -> f64 {
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() {
-        return 0.0;
-    }
-    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
-    v[rank - 1]
 }
 
 impl BenchResult {

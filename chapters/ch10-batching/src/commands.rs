@@ -3,8 +3,9 @@
 use std::time::Instant;
 
 use ch01_tensors::models;
+use ch07_simd_parallel::stats::percentile;
 use ch09_generate::SamplerConfig;
-use ch10_batching::bench::{closed_loop, closed_loop_config, llama_batched_bench, percentile};
+use ch10_batching::bench::{closed_loop, closed_loop_config, llama_batched_bench};
 use ch10_batching::trace;
 use ch10_batching::{BatchEngine, Config, Event, Request};
 use serde_json::{Value, json};
@@ -141,7 +142,7 @@ pub fn run(a: &Args) -> Result<(), String> {
     let mut out: Vec<Outcome> = parsed.iter().map(|_| Outcome::default()).collect();
     let mut steps = 0;
     let (out, steps) =
-        ch07_simd_parallel::bench::in_pool(a.threads, move || -> Result<_, String> {
+        ch07_simd_parallel::pool::in_pool(a.threads, move || -> Result<_, String> {
             while be.pending() > 0 {
                 be.step().map_err(|e| e.to_string())?;
                 steps += 1;
@@ -210,7 +211,7 @@ pub fn bench(a: &Args) -> Result<(), String> {
     }
     let kv_mb = a.kv_mb_given.then_some(a.kv_mb);
     let cfg = closed_loop_config(&engine, n, p, r, a.max_batch_tokens, kv_mb, a.kv)?;
-    let res = ch07_simd_parallel::bench::in_pool(a.threads, || {
+    let res = ch07_simd_parallel::pool::in_pool(a.threads, || {
         closed_loop(engine, &m.tokenizer.tokenizer, cfg, n, p, r)
     })??;
     let theirs = if a.compare {

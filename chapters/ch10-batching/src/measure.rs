@@ -21,7 +21,7 @@ pub fn curve(a: &Args) -> Result<(), String> {
     let per_token = m.model.bytes_read_per_token();
     let decode = |n: usize| -> Result<f64, String> {
         let cfg = closed_loop_config(&engine, n, p, r, None, None, a.kv)?;
-        let res = ch07_simd_parallel::bench::in_pool(a.threads, || {
+        let res = ch07_simd_parallel::pool::in_pool(a.threads, || {
             closed_loop(m.engine()?, &m.tokenizer.tokenizer, cfg, n, p, r)
         })??;
         eprintln!("curve: {n} sequences, decode {:.1} tok/s", res.s_tg_tok_s);
@@ -31,12 +31,12 @@ pub fn curve(a: &Args) -> Result<(), String> {
     // medians (the difference between them is small, the machine's noise is not)
     let (mut alone, mut one) = (Vec::new(), Vec::new());
     for _ in 0..3 {
-        alone.push(ch07_simd_parallel::bench::in_pool(a.threads, || {
+        alone.push(ch07_simd_parallel::pool::in_pool(a.threads, || {
             alone_decode_tok_s(&m, p, r)
         })??);
         one.push(decode(1)?);
     }
-    let median = ch07_simd_parallel::bench::median;
+    let median = ch07_simd_parallel::stats::median;
     let (alone, one) = (median(&mut alone), median(&mut one));
     let mut points = vec![ch10_batching::curve::Point {
         sequences: 1,
@@ -141,7 +141,7 @@ pub fn kv_cost(a: &Args) -> Result<(), String> {
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let mut rows = Vec::new();
     for precision in [KvPrecision::F32, KvPrecision::F16] {
-        let (ppl, scored) = ch07_simd_parallel::bench::in_pool(a.threads, || {
+        let (ppl, scored) = ch07_simd_parallel::pool::in_pool(a.threads, || {
             ch10_batching::perplexity::perplexity(&engine, &ids, bos, precision)
         })??;
         let per_token = engine.layout().floats_per_token() * precision.bytes();
@@ -171,7 +171,7 @@ pub fn prefix(a: &Args) -> Result<(), String> {
             m.model.max_positions()
         ));
     }
-    let (cold, warm) = ch07_simd_parallel::bench::in_pool(a.threads, || {
+    let (cold, warm) = ch07_simd_parallel::pool::in_pool(a.threads, || {
         ch10_batching::bench::prefix_ttft(m.engine()?, &m.tokenizer.tokenizer, p)
     })??;
     let name = path.file_name().unwrap_or_default().to_string_lossy();

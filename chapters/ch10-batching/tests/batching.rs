@@ -158,7 +158,7 @@ fn batched(
 fn check(m: &'static ch08_gguf::Loaded, n_tokens: usize, small_pool: usize) {
     let reqs = requests(m, n_tokens);
     let want: Vec<_> =
-        ch07_simd_parallel::bench::in_pool(2, || reqs.iter().map(|r| alone(m, r)).collect())
+        ch07_simd_parallel::pool::in_pool(2, || reqs.iter().map(|r| alone(m, r)).collect())
             .unwrap();
     let cfg = |n_blocks, budget, sharing| config(n_blocks, budget, 16, sharing, KvPrecision::F32);
     let name = m.model.family.name;
@@ -184,12 +184,12 @@ fn check(m: &'static ch08_gguf::Loaded, n_tokens: usize, small_pool: usize) {
         let got: Vec<_> = if one_by_one {
             reqs.iter()
                 .flat_map(|r| {
-                    ch07_simd_parallel::bench::in_pool(2, || batched(m, std::slice::from_ref(r), c))
+                    ch07_simd_parallel::pool::in_pool(2, || batched(m, std::slice::from_ref(r), c))
                         .unwrap()
                 })
                 .collect()
         } else {
-            ch07_simd_parallel::bench::in_pool(2, || batched(m, &reqs, c)).unwrap()
+            ch07_simd_parallel::pool::in_pool(2, || batched(m, &reqs, c)).unwrap()
         };
         for (i, ((ids, logits, f), (want_ids, want_logits))) in got.iter().zip(&want).enumerate() {
             assert_eq!(
@@ -252,7 +252,7 @@ fn no_block_leaks_after_finished_cancelled_and_preempted_requests() {
     }
     drop(rxs.pop()); // a client that went away: cancelled at its next token
     let mut steps = 0;
-    ch07_simd_parallel::bench::in_pool(2, || {
+    ch07_simd_parallel::pool::in_pool(2, || {
         while be.pending() > 0 {
             be.step().unwrap();
             steps += 1;
@@ -357,13 +357,13 @@ fn f16_check(m: &'static ch08_gguf::Loaded, n_tokens: usize, small_pool: usize) 
     let reqs = requests(m, n_tokens);
     let cfg = |n_blocks, budget, sharing| config(n_blocks, budget, 16, sharing, KvPrecision::F16);
     let run = |reqs: &[Request], c: Config| {
-        ch07_simd_parallel::bench::in_pool(2, || batched(m, reqs, c)).unwrap()
+        ch07_simd_parallel::pool::in_pool(2, || batched(m, reqs, c)).unwrap()
     };
     let alone: Vec<_> = reqs
         .iter()
         .flat_map(|r| run(std::slice::from_ref(r), cfg(64, 512, false)))
         .collect();
-    let f32_alone: Vec<_> = ch07_simd_parallel::bench::in_pool(2, || {
+    let f32_alone: Vec<_> = ch07_simd_parallel::pool::in_pool(2, || {
         reqs.iter().map(|r| self::alone(m, r)).collect::<Vec<_>>()
     })
     .unwrap();
@@ -415,7 +415,7 @@ fn a_fully_cached_prompt_copies_its_last_shared_block_before_writing_it() {
     let prompt: Vec<u32> = prompt.iter().cycle().take(32).copied().collect();
     let mut req = Request::greedy(prompt.clone(), 6);
     req.keep_logits = true;
-    let want = ch07_simd_parallel::bench::in_pool(2, || alone(m, &req)).unwrap();
+    let want = ch07_simd_parallel::pool::in_pool(2, || alone(m, &req)).unwrap();
     let mut be = BatchEngine::new(
         m.engine().unwrap(),
         &m.tokenizer.tokenizer,
@@ -436,7 +436,7 @@ fn a_fully_cached_prompt_copies_its_last_shared_block_before_writing_it() {
         (ids, logits, done)
     };
     let (mut out, mut rxs) = (Vec::new(), Vec::new());
-    ch07_simd_parallel::bench::in_pool(2, || {
+    ch07_simd_parallel::pool::in_pool(2, || {
         rxs.push(be.submit(req.clone()).unwrap().1);
         be.step().unwrap(); // the first request's prompt is computed, its blocks indexed
         rxs.push(be.submit(req.clone()).unwrap().1); // shares blocks 0 and 1, copies 1

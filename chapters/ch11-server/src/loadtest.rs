@@ -24,7 +24,7 @@ use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
 
-use ch10_batching::bench::percentile;
+use ch07_simd_parallel::stats::percentile;
 
 mod alone;
 mod llama_server;

@@ -275,11 +275,9 @@ fn serve_main(a: &Args) -> Result<(), String> {
     };
     let metrics = Metrics::new();
     // One async thread, this one. The engine's threads keep every core busy; the HTTP side
-    // only moves small frames, and with a second worker each token went out through more
-    // wake-ups on the engine's cores: on the Zen 3 AMD EPYC (two threads), one client's
-    // SmolLM2 stream ran 3 to 9% faster on this runtime than on two workers, in each of
-    // five rounds alternating the two servers (medians 160.6 and 152.1 tok/s), and eight
-    // clients' output was level. Tokenizing, the one slow thing, goes to the blocking pool.
+    // only moves small frames, and a second worker would send each token through more
+    // wake-ups on the engine's cores (chapter 11's page has the measurement). Tokenizing and
+    // the chat template, the slow things, go to the blocking pool.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

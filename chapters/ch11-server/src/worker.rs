@@ -115,7 +115,7 @@ pub fn spawn(
                     let _ = ready.send(Err(e));
                 }
             };
-            if let Err(e) = ch07_simd_parallel::bench::in_pool(settings.threads, body) {
+            if let Err(e) = ch07_simd_parallel::pool::in_pool(settings.threads, body) {
                 eprintln!("error: the engine could not start: {e}");
             }
         })

@@ -15,8 +15,7 @@ use super::avx2::{axpy, dot_f32, prefetch_lines, reduce8};
 /// `out[g · n + j] = dot_f32(qs[g], rows[j])` for every query and each of the `n` rows (`out`:
 /// one row of `n` scores per query), four queries at a time. A list's rows may lie anywhere,
 /// so the prefetcher cannot guess the next one: while a row is read, the row after next is
-/// asked for whole (without it, keys that were not in the caches took a fifth to a half
-/// longer in a throwaway timer).
+/// asked for whole, so that keys not in the caches arrive before their turn.
 #[target_feature(enable = "avx2,fma")]
 pub fn dot_f32_many(qs: &[&[f32]], rows: &[&[f32]], out: &mut [f32]) {
     let n = rows.len();
@@ -145,9 +144,8 @@ const TILE: usize = 16;
 /// [`axpy_many`] for `G` outputs, sixteen floats of each at a time, over the rows a tile of
 /// [`TILE`] at a time. Each pass over a tile reads sixteen floats of every row, a cache line
 /// a row, so the tile is read `d / 16` times: from memory once, then from the first-level
-/// cache. Without tiles every pass ran over all the rows, line 0 of each then line 1 of each,
-/// and each pass waited on memory again (three times as slow as the dot products of the same
-/// keys when they were not in the caches). While a tile runs, the next one is asked for
+/// cache. Without tiles every pass would run over all the rows, line 0 of each then line 1
+/// of each, and each pass would wait on memory again. While a tile runs, the next one is asked for
 /// whole, a few rows in each pass. Each output's sums still take the rows in order: the
 /// same bits.
 #[inline]

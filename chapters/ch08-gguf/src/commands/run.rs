@@ -6,7 +6,7 @@ use std::time::Instant;
 use ch01_tensors::models;
 use ch02_tokenizer::StreamDecoder;
 use ch04_forward::model::argmax;
-use ch07_simd_parallel::bench::in_pool;
+use ch07_simd_parallel::pool::in_pool;
 use ch08_gguf::{GgufFile, memory};
 use serde_json::{Value as Json, json};
 

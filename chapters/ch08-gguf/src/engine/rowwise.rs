@@ -14,9 +14,8 @@ use super::family::gelu_table;
 /// few sequences) the fork and join would cost more than the rows.
 const PAR_ROWS: usize = 32;
 
-/// Chapter 4's `rmsnorm_rows`, the rows split across the threads when there are many. In a
-/// 16-sequence prefill of Gemma-3 the norms were 3% of the CPU time on one thread, with the
-/// other waiting.
+/// Chapter 4's `rmsnorm_rows`, the rows split across the threads when there are many (a
+/// prefill of many sequences), so that no thread waits while one normalizes them all.
 pub fn rmsnorm_rows(x: &[f32], weight: &[f32], eps: f32) -> Vec<f32> {
     let dim = weight.len();
     if x.len() < PAR_ROWS * dim {

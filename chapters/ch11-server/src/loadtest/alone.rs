@@ -36,7 +36,7 @@ pub fn stream_and_generator(
             return Err(format!("one client's stream: {e}"));
         }
         gaps_ms.extend(seen.gaps_ms);
-        let g = ch07_simd_parallel::bench::in_pool(threads, || generate(&m, &engine, p))??;
+        let g = ch07_simd_parallel::pool::in_pool(threads, || generate(&m, &engine, p))??;
         alone.0 += g.ids.len().saturating_sub(1);
         alone.1 += g.decode_seconds;
     }
