@@ -120,7 +120,7 @@ pub fn dot8_q4_1_best(w: &[u8], a: &Eights) -> [f32; TOKENS] {
     if crate::Isa::from_env().is_ok_and(|isa| isa != crate::Isa::Scalar) {
         // SAFETY: the level is at least AVX2 only if the CPU has AVX2, FMA and F16C
         // (`Isa::from_env` checks a forced level against the CPU).
-        return unsafe { crate::kernels::avx2_eights::dot8_q4_1(w, a) };
+        return unsafe { crate::kernels::avx2_eights_q4_1::dot8_q4_1(w, a) };
     }
     dot8_q4_1(w, a)
 }

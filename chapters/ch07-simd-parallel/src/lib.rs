@@ -16,6 +16,7 @@ pub mod eights;
 pub mod huge;
 pub mod isa;
 pub mod kernels;
+pub mod layout;
 pub mod pool;
 pub mod profile;
 pub mod roofline;

@@ -95,7 +95,7 @@ fn the_avx2_kernel_is_chapter_6s_dot_in_every_lane() {
     if ch07_simd_parallel::Isa::available().contains(&ch07_simd_parallel::Isa::Avx2) {
         // SAFETY: the level is available only if the CPU has AVX2, FMA and F16C.
         check("avx2", |w, a| unsafe {
-            ch07_simd_parallel::kernels::avx2_eights::dot8_q4_1(w, a)
+            ch07_simd_parallel::kernels::avx2_eights_q4_1::dot8_q4_1(w, a)
         });
         return;
     }

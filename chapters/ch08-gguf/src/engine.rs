@@ -22,8 +22,8 @@ use ch06_quantization::Kernels;
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
-use crate::ksimd::KKernels;
 use crate::matrix::Matrix;
+use ch07_simd_parallel::kernels::products::KKernels;
 
 mod attend;
 mod family;

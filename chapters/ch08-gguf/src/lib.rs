@@ -16,15 +16,10 @@ pub mod error;
 pub mod file;
 pub mod gguf;
 pub mod hexdump;
-pub mod kocts;
-pub mod kquant;
-pub mod ksimd;
 pub mod matrix;
 pub mod memory;
 pub mod metadata;
 pub mod model;
-pub mod octs;
-pub mod octs_q8_0;
 pub mod tokenizer;
 pub mod types;
 
@@ -82,12 +77,12 @@ pub fn load(path: &std::path::Path) -> Result<Loaded> {
 pub fn kernels() -> std::result::Result<
     (
         &'static dyn ch06_quantization::Kernels,
-        &'static dyn ksimd::KKernels,
+        &'static dyn ch07_simd_parallel::kernels::products::KKernels,
     ),
     String,
 > {
     let (isa, k) = ch07_simd_parallel::kernels::detect()?;
-    Ok((k, ksimd::for_isa(isa)))
+    Ok((k, ch07_simd_parallel::kernels::products::for_isa(isa)))
 }
 
 impl Loaded {

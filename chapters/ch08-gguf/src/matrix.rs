@@ -13,20 +13,20 @@
 
 mod few;
 mod kmatrix;
-pub mod packed;
+pub mod prefill;
 
+pub use ch07_simd_parallel::layout::packed::{self, Packed, PackedFormat, PackedToken};
 pub use few::{FEW, matmul_group};
 pub use kmatrix::{KActs, KFormat, KMatrix};
-pub use packed::{Packed, PackedFormat, PackedToken};
 
-use crate::kquant::{self, ActQuads, KQuads, Q8_0Wide};
 use ch06_quantization::matrix::{Activations, Format};
 use ch06_quantization::{Kernels, QMatrix};
+use ch07_simd_parallel::layout::kquant::{self, ActQuads, KQuads, Q8_0Wide};
 use rayon::prelude::*;
 
-use crate::kocts::{KOcts, RowsK};
-use crate::ksimd::KKernels;
-use crate::octs::{self, ActOcts, Format32};
+use ch07_simd_parallel::kernels::products::KKernels;
+use ch07_simd_parallel::layout::eights_k::{KOcts, RowsK};
+use ch07_simd_parallel::layout::eights32::{self as octs_layout, ActOcts, Format32};
 
 /// `out[i]` = row `r0 + i`'s output: four rows at a time (`four(r)` gives rows `r..r + 4`),
 /// the last one to three alone (`one(r)`).
@@ -288,11 +288,11 @@ fn q4_prefill(
     let dot = |r: usize, t: usize| m.dot_row(k, r, &acts, t);
     match &acts {
         // nothing to unpack: each tile is its first row, read as it lies in the file
-        Activations::Q8_0(a) if m.format() == Format::Q8_0 => octs::prefill(
+        Activations::Q8_0(a) if m.format() == Format::Q8_0 => prefill::prefill(
             out,
             m.rows(),
             seq,
-            octs::tile_rows(34 * nb),
+            prefill::tile_rows(34 * nb),
             |t| ActOcts::from_q8_0_blocks(std::array::from_fn(|j| &a[(t + j) * nb..][..nb])),
             |rs, first: &mut usize| *first = rs.start,
             |first, i, a, out| {
@@ -303,7 +303,7 @@ fn q4_prefill(
             dot4,
             dot,
         ),
-        Activations::Q8_0(a) => octs::prefill32(
+        Activations::Q8_0(a) => prefill::prefill32(
             kk,
             Format32::Q4_0,
             out,
@@ -314,7 +314,7 @@ fn q4_prefill(
             dot4,
             dot,
         ),
-        Activations::Q8_1(a) if kk.wants_octs() => octs::prefill32(
+        Activations::Q8_1(a) if kk.wants_octs() => prefill::prefill32(
             kk,
             Format32::Q4_1,
             out,
@@ -371,11 +371,11 @@ fn packed_prefill(
                     Acts::K(a) => a[t].q8_k(),
                     _ => unreachable!("quantize made the activations for this matrix"),
                 };
-                octs::prefill(
+                prefill::prefill(
                     &mut out[..main * rows],
                     rows,
                     main,
-                    octs::tile_rows(cols / kquant::QK_K * 280),
+                    prefill::tile_rows(cols / kquant::QK_K * 280),
                     |t| KOcts::new(std::array::from_fn(|j| q8k(t + j))),
                     |rs, u: &mut RowsK| {
                         let mut tile = Vec::new();
@@ -398,11 +398,11 @@ fn packed_prefill(
                     Acts::K(a) => ActOcts::from_q8_0(std::array::from_fn(|j| a[t + j].q8_0())),
                     _ => unreachable!("quantize made the activations for this matrix"),
                 };
-                let unpack = |rs: std::ops::Range<usize>, u: &mut octs::Rows32| {
+                let unpack = |rs: std::ops::Range<usize>, u: &mut octs_layout::Rows32| {
                     let mut tile = Vec::new();
                     kk.unpack_rows32(format, &p.tile(rs, &mut tile), u);
                 };
-                octs::prefill_unpacked32(
+                prefill::prefill_unpacked32(
                     kk,
                     format,
                     &mut out[..main * rows],

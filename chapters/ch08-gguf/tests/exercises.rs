@@ -256,7 +256,7 @@ fn ex6_unpack_a_q4_k_scale_and_min() {
             let mut s = [0x21u8; 12];
             s[at] = v;
             for j in 0..8 {
-                let want = ch08_gguf::kquant::scale_min_k4(j, &s);
+                let want = ch07_simd_parallel::layout::kquant::scale_min_k4(j, &s);
                 let got = q4_k_scale_min(j, &s);
                 assert!(
                     got == want,

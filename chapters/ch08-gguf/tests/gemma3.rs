@@ -33,7 +33,7 @@ fn gemma() -> &'static Gemma {
 
 fn engine(m: &Model) -> Engine<'_> {
     let (isa, k) = ch07_simd_parallel::kernels::detect().unwrap();
-    Engine::new(m, k, ch08_gguf::ksimd::for_isa(isa))
+    Engine::new(m, k, ch07_simd_parallel::kernels::products::for_isa(isa))
 }
 
 #[test]
@@ -67,7 +67,7 @@ fn every_format_dequantizes_as_the_gguf_package_does() {
 }
 
 fn dequantize(ty: &str, bytes: &[u8], out: &mut [f32]) {
-    use ch08_gguf::kquant::*;
+    use ch07_simd_parallel::layout::kquant::*;
     match ty {
         "Q4_K" => bytes
             .chunks_exact(Q4_K_BYTES)

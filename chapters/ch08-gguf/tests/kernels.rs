@@ -6,10 +6,10 @@ use ch01_tensors::models;
 use ch06_quantization::blocks::BlockQ8_0;
 use ch06_quantization::f16::f32_to_f16;
 use ch07_simd_parallel::Isa;
-use ch08_gguf::kocts::{KOcts, RowsK};
-use ch08_gguf::kquant::*;
-use ch08_gguf::ksimd::{KKernels, ScalarK, for_isa};
-use ch08_gguf::octs::{ActOcts, Format32, Rows32};
+use ch07_simd_parallel::kernels::products::{KKernels, ScalarK, for_isa};
+use ch07_simd_parallel::layout::eights_k::{KOcts, RowsK};
+use ch07_simd_parallel::layout::eights32::{ActOcts, Format32, Rows32};
+use ch07_simd_parallel::layout::kquant::*;
 use proptest::prelude::*;
 
 fn levels() -> Vec<(Isa, &'static dyn KKernels)> {
@@ -358,9 +358,9 @@ fn check_four_k_rows(q6_k: bool, row: &[u8], octs: &KOcts) {
         };
         for (r, got) in got.iter().enumerate() {
             let twin = if q6_k {
-                ch08_gguf::kocts::dot8_q6_k(&rows, r, octs)
+                ch07_simd_parallel::layout::eights_k::dot8_q6_k(&rows, r, octs)
             } else {
-                ch08_gguf::kocts::dot8_q4_k(&rows, r, octs)
+                ch07_simd_parallel::layout::eights_k::dot8_q4_k(&rows, r, octs)
             };
             assert_eq!(
                 got.map(f32::to_bits),
@@ -444,7 +444,8 @@ fn check_interleaved_32(q40: &[u8], q50: &[u8], q41: &[u8], q: &[i8], nb: usize)
             k.unpack_rows32(format, &four.each_ref().map(|r| &r[..]), &mut rows);
             let got4 = k.dot8x4_row32(format, std::array::from_fn(|r| rows.row(r)), octs);
             for (r, got4) in got4.iter().enumerate() {
-                let twin = ch08_gguf::octs::dot8_row32(format, rows.row(r), octs);
+                let twin =
+                    ch07_simd_parallel::layout::eights32::dot8_row32(format, rows.row(r), octs);
                 assert_eq!(
                     got4.map(f32::to_bits),
                     twin.map(f32::to_bits),
@@ -453,7 +454,7 @@ fn check_interleaved_32(q40: &[u8], q50: &[u8], q41: &[u8], q: &[i8], nb: usize)
             }
             k.unpack_rows32(format, &[w], &mut rows);
             let got = k.dot8_row32(format, rows.row(0), octs);
-            let twin = ch08_gguf::octs::dot8_row32(format, rows.row(0), octs);
+            let twin = ch07_simd_parallel::layout::eights32::dot8_row32(format, rows.row(0), octs);
             for t in 0..8 {
                 let want = match format {
                     Format32::Q4_0 => ch06_quantization::Scalar.dot_q4_0_q8_0(w, &t0[t]),
@@ -611,7 +612,7 @@ fn check_q4_k(row: &[u8], tokens: &[Vec<BlockQ8K>]) {
         let mut rows = RowsK::default();
         k.unpack_rows_k(false, &[row], &mut rows);
         let got = k.dot8_q4_k(&rows, 0, &octs);
-        let twin = ch08_gguf::kocts::dot8_q4_k(&rows, 0, &octs);
+        let twin = ch07_simd_parallel::layout::eights_k::dot8_q4_k(&rows, 0, &octs);
         for t in 0..8 {
             assert_eq!(
                 got[t].to_bits(),
@@ -634,7 +635,7 @@ fn check_q6_k(row: &[u8], tokens: &[Vec<BlockQ8K>]) {
         let mut rows = RowsK::default();
         k.unpack_rows_k(true, &[row], &mut rows);
         let got = k.dot8_q6_k(&rows, 0, &octs);
-        let twin = ch08_gguf::kocts::dot8_q6_k(&rows, 0, &octs);
+        let twin = ch07_simd_parallel::layout::eights_k::dot8_q6_k(&rows, 0, &octs);
         for t in 0..8 {
             let want = ScalarK.dot_q6_k(row, a[t]).to_bits();
             assert_eq!(

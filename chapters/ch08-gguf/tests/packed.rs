@@ -8,8 +8,10 @@ use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
 use ch06_quantization::dot::{dot_q4_0_q8_0, dot_q4_1_q8_1};
 use ch07_simd_parallel::Isa;
 use ch07_simd_parallel::huge::Arena;
-use ch08_gguf::kquant::{BlockQ8K, Q8_0Wide, dot_q4_k_q8_k, dot_q5_0_q8_0, dot_q6_k_q8_k};
-use ch08_gguf::ksimd::for_isa;
+use ch07_simd_parallel::kernels::products::for_isa;
+use ch07_simd_parallel::layout::kquant::{
+    BlockQ8K, Q8_0Wide, dot_q4_k_q8_k, dot_q5_0_q8_0, dot_q6_k_q8_k,
+};
 use ch08_gguf::matrix::{Packed, PackedFormat, PackedToken};
 use proptest::prelude::*;
 

@@ -6,7 +6,7 @@ use ch06_quantization::matrix::{Bytes, Format};
 use ch06_quantization::search::ScaleRule;
 use ch06_quantization::{QMatrix, Scalar};
 use ch07_simd_parallel::Isa;
-use ch08_gguf::ksimd::{KKernels, ScalarK, for_isa};
+use ch07_simd_parallel::kernels::products::{KKernels, ScalarK, for_isa};
 use ch08_gguf::matrix::{KFormat, KMatrix, Matrix, Packed, PackedFormat, matmul_group};
 
 const ROWS: usize = 44;

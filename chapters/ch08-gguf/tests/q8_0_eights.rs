@@ -7,8 +7,8 @@ use ch06_quantization::blocks::BlockQ8_0;
 use ch06_quantization::f16::f32_to_f16;
 use ch06_quantization::{Kernels, Scalar};
 use ch07_simd_parallel::Isa;
-use ch08_gguf::ksimd::{ByToken, for_isa};
-use ch08_gguf::octs::ActOcts;
+use ch07_simd_parallel::kernels::products::{ByToken, for_isa};
+use ch07_simd_parallel::layout::eights32::ActOcts;
 use proptest::prelude::*;
 
 /// A Q8_0 row of `nb` blocks: quants from `q`, scale `d(i)` for block `i`.
@@ -41,7 +41,7 @@ fn check(w: &[u8], a: &[Vec<BlockQ8_0>]) -> usize {
     let octs = ActOcts::from_q8_0_blocks(std::array::from_fn(|t| &a[t][..]));
     // a second eight, the same tokens in reverse order, for the sixteen-token kernel
     let back = ActOcts::from_q8_0_blocks(std::array::from_fn(|t| &a[7 - t][..]));
-    let twin = ch08_gguf::octs_q8_0::dot8_q8_0(w, &octs);
+    let twin = ch07_simd_parallel::layout::eights_q8_0::dot8_q8_0(w, &octs);
     let mut simd = 0;
     for isa in Isa::available() {
         let got = for_isa(isa).dot8_q8_0(w, &octs);
@@ -148,7 +148,8 @@ fn check_rows_of(w: &[u8], a: &[Vec<BlockQ8_0>], extra: usize, tokens: usize) {
         for_isa(isa).q8_0_rows_by_eights(&rows, &groups, tokens, &mut ByToken::new(&mut outs));
         for (i, row) in rows.iter().enumerate() {
             for (g, a) in groups.iter().enumerate() {
-                let want = ch08_gguf::octs_q8_0::dot8_q8_0(row, a).map(f32::to_bits);
+                let want =
+                    ch07_simd_parallel::layout::eights_q8_0::dot8_q8_0(row, a).map(f32::to_bits);
                 let real = (tokens - 8 * g).min(8);
                 let got: Vec<u32> = (0..real)
                     .map(|l| by_token[8 * g + l][i].to_bits())

@@ -3,8 +3,8 @@
 
 use ch06_quantization::f16::f32_to_f16;
 use ch07_simd_parallel::Isa;
-use ch08_gguf::kquant::{Q5_0_BYTES, Q8_0Wide};
-use ch08_gguf::ksimd::{KKernels, ScalarK, for_isa};
+use ch07_simd_parallel::kernels::products::{KKernels, ScalarK, for_isa};
+use ch07_simd_parallel::layout::kquant::{Q5_0_BYTES, Q8_0Wide};
 use proptest::prelude::*;
 
 /// Four Q5_0 rows of `nb` blocks from `raw`, each block's scale set to a finite f16.

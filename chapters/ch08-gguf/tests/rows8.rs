@@ -5,7 +5,7 @@
 use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
 use ch06_quantization::dot::{dot_q4_0_q8_0, dot_q4_1_q8_1, dot_q8_0_q8_0};
 use ch07_simd_parallel::Isa;
-use ch08_gguf::ksimd::{KKernels, for_isa};
+use ch07_simd_parallel::kernels::products::{KKernels, for_isa};
 use proptest::prelude::*;
 
 /// `h` (f16 bits) made finite: an infinity or NaN loses its exponent's top bit.

@@ -1,60 +1,367 @@
-//! The eight-token kernel of [`crate::eights`] in AVX2: one register of activations is one
-//! step of eight tokens, and the weight row's four quants of that step are broadcast to every
-//! lane, so each lane collects its own token's products and no lane is ever summed across.
-
-#![cfg(target_arch = "x86_64")]
-#![allow(clippy::missing_safety_doc)] // the module's one condition: the CPU has AVX2 and F16C
+//! The eight-token prefill kernels on AVX2 (layouts in [`crate::layout::eights32`] and
+//! [`crate::layout::eights_k`]): one unpacked Q4_0, Q5_0, Q4_1, Q4_K or Q6_K row against eight tokens, a token per
+//! 32-bit lane.
+//!
+//! Per block, eight steps of one broadcast load of the weight's four quants
+//! (`vpbroadcastd`, no shuffle), one load of the eight tokens' four activations and one
+//! `vpmaddubsw`, summed in 16 bits. That sum is exact while it stays inside i16: two
+//! products of a quant `q` and an activation `|a| ≤ 128` are at most `2 · 128 · q`, so the
+//! eight steps of a 4-bit block fit (`16 · 128 · 15 = 30 720`), and a 5-bit block's fit four
+//! at a time (`8 · 128 · 31 = 31 744`). `vpmaddwd` with ones widens them, and the block's
+//! term, in the scalar kernel's float operations, is added to each token's lane in block
+//! order.
 
 use std::arch::x86_64::*;
 
-use ch06_quantization::blocks::BlockQ4_1;
+use super::avx2_kquants::scales_and_mins;
+use super::x86_products::{f16, splat_f16};
+use crate::layout::eights_k::{BlockK, KOcts, RowsK};
+use crate::layout::eights32::{ActOcts, Block32, Format32};
+use crate::layout::kquant::{Q4_K_BYTES, Q6_K_BYTES, QK_K};
 
-use super::avx2::{halves, sub, unpack_nibbles};
-use crate::eights::{Eights, TOKENS};
-
-// ANCHOR: avx2_eights
-/// [`crate::eights::dot8_q4_1`], bit for bit: per block, eight steps of a broadcast, a
-/// `vpmaddubsw` and an add in 16 bits, one `vpmaddwd` to 32 bits, then chapter 6's float
-/// arithmetic on eight tokens at once.
+/// One Q4_0, Q5_0 or Q4_1 block unpacked as [`crate::layout::eights32::unpack_block`] does: the nibbles
+/// split by a shift and a mask, Q5_0's fifth bits spread over the bytes (each byte tests
+/// its own bit of `qh`) and put on with an OR; the scales by F16C.
 #[target_feature(enable = "avx2,f16c")]
-pub fn dot8_q4_1(w: &[u8], a: &Eights) -> [f32; TOKENS] {
-    let (blocks, rest) = w.as_chunks::<{ BlockQ4_1::BYTES }>();
-    assert!(
-        rest.is_empty() && blocks.len() == a.blocks(),
-        "row lengths differ"
+pub(super) fn unpack_block(format: Format32, b: &[u8]) -> Block32 {
+    let q4_1 = format == Format32::Q4_1;
+    let at = match format {
+        Format32::Q4_0 => 2,
+        Format32::Q4_1 => 4,
+        Format32::Q5_0 => 6,
+    };
+    assert!(b.len() >= at + 16, "a whole block");
+    // SAFETY: the 16 nibble bytes, inside the block (checked).
+    let nib = unsafe { _mm_loadu_si128(b.as_ptr().add(at).cast()) };
+    let low = _mm_set1_epi8(0x0f);
+    let mut q = _mm256_set_m128i(
+        _mm_and_si128(_mm_srli_epi16::<4>(nib), low),
+        _mm_and_si128(nib, low),
     );
-    let mut sum = _mm256_setzero_ps();
-    for (b, wb) in blocks.iter().enumerate() {
-        let q = unpack_nibbles(sub(wb, 4)); // 32 quants, 0..=15, in element order
-        // Each step adds two products of at most 15 · 127 into an i16 per pair: eight steps
-        // stay below 32 767, so the block's sums are widened once, at its end.
-        let mut pairs = _mm256_setzero_si256();
-        for (k, step) in a.qs[b].iter().enumerate() {
-            let quads = _mm256_permutevar8x32_epi32(q, _mm256_set1_epi32(k as i32));
-            // SAFETY: `step` is 8 × 4 = 32 readable bytes.
-            let acts = unsafe { _mm256_loadu_si256(step.as_ptr().cast()) };
-            pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(quads, acts));
-        }
-        let lanes = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)); // token t's dot in lane t
-        let [d, m, _, _] = halves(*sub(wb, 0), [0; 4]);
-        // SAFETY: each is 8 readable f32.
-        let (da, s) = unsafe {
-            (
-                _mm256_loadu_ps(a.d[b].as_ptr()),
-                _mm256_loadu_ps(a.s[b].as_ptr()),
+    if format == Format32::Q5_0 {
+        let qh = i32::from_le_bytes([b[2], b[3], b[4], b[5]]);
+        // Byte j gets byte j / 8 of qh, then 16 if its bit j % 8 is set.
+        let spread = _mm256_setr_epi8(
+            0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3,
+            3, 3, 3,
+        );
+        let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+        let h = _mm256_shuffle_epi8(_mm256_set1_epi32(qh), spread);
+        let h = _mm256_cmpeq_epi8(_mm256_and_si256(h, bit), bit);
+        q = _mm256_or_si256(q, _mm256_and_si256(h, _mm256_set1_epi8(16)));
+    }
+    let mut out = [0u8; 32];
+    // SAFETY: 32 bytes into 32 bytes.
+    unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), q) };
+    let m = if q4_1 { f16(b, 2) } else { 0.0 };
+    Block32 {
+        q: out,
+        d: f16(b, 0),
+        m,
+    }
+}
+
+/// A block as [`dot8_blocks`] takes it: the quants, then `d` and `m` in every lane.
+type Lanes = ([u8; 32], __m256, __m256);
+
+/// [`unpack_block`] for [`dot8_raw32`], the scales converted straight into every lane
+/// ([`splat_f16`]): converted alone, each left the loop waiting on its running sum.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn unpack_lanes(format: Format32, b: &[u8]) -> Lanes {
+    let m = if format == Format32::Q4_1 {
+        splat_f16(b, 2)
+    } else {
+        _mm256_setzero_ps()
+    };
+    (unpack_block(format, b).q, splat_f16(b, 0), m)
+}
+
+/// Four steps of 16-bit sums: the weight's quants `4s..4s + 4` (at `w + 4s`) broadcast to
+/// every lane, against the eight tokens' (at `a + 32s`), for s in 0..4.
+///
+/// # Safety
+/// `w` must be readable for 16 bytes and `a` for 128.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn four_steps(w: *const u8, a: *const i8) -> __m256i {
+    // SAFETY: the caller's promise: 4 bytes at w + 4s and 32 at a + 32s, s < 4.
+    let p: [__m256i; 4] = std::array::from_fn(|s| unsafe {
+        _mm256_maddubs_epi16(
+            _mm256_set1_epi32(w.add(4 * s).cast::<i32>().read_unaligned()),
+            _mm256_loadu_si256(a.add(32 * s).cast()),
+        )
+    });
+    _mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3]))
+}
+
+/// One unpacked row (Q4_1 with `Q4_1`, else Q5_0 or Q4_0: their offset is in the
+/// activations) against eight tokens: each lane exactly
+/// [`crate::layout::eights32::dot8_row32`]'s, which is the scalar kernel's.
+///
+/// # Safety
+/// None beyond the CPU's: the lengths are checked here.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn dot8_row32<const Q4_1: bool>(row: &[Block32], a: &ActOcts) -> [f32; 8] {
+    dot8_blocks::<Q4_1>(
+        row.len(),
+        |b| (row[b].q, _mm256_set1_ps(row[b].d), _mm256_set1_ps(row[b].m)),
+        a,
+    )
+}
+
+/// One row as it lies in the file (whole blocks of `format`) against eight tokens, each
+/// block unpacked into registers as it is met: for a batch of eight tokens, which would use
+/// an unpacked copy of the row once, no copy is made. Each lane is [`dot8_row32`]'s.
+///
+/// # Safety
+/// None beyond the CPU's: the lengths are checked here.
+#[target_feature(enable = "avx2,f16c")]
+pub(super) unsafe fn dot8_raw32<const Q4_1: bool>(
+    format: Format32,
+    w: &[u8],
+    a: &ActOcts,
+) -> [f32; 8] {
+    let bytes = format.bytes();
+    assert_eq!(
+        w.len(),
+        a.qs.len() * bytes,
+        "one activation block per weight block"
+    );
+    dot8_blocks::<Q4_1>(
+        a.qs.len(),
+        |b| unpack_lanes(format, &w[b * bytes..][..bytes]),
+        a,
+    )
+}
+
+// ANCHOR: avx2_octs
+/// The body of [`dot8_row32`] and [`dot8_raw32`]: `n` blocks, block `b` unpacked by
+/// `block(b)`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn dot8_blocks<const Q4_1: bool>(
+    n: usize,
+    block: impl Fn(usize) -> Lanes,
+    a: &ActOcts,
+) -> [f32; 8] {
+    assert!(
+        a.qs.len() == n && a.d.len() == n && a.offset.len() == n && a.s.len() == n,
+        "one activation block per weight block"
+    );
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = _mm256_setzero_ps(); // lane t: token t's sum so far
+    for b in 0..n {
+        let (q, dw, mw) = block(b);
+        let (w, x) = (q.as_ptr(), a.qs[b].as_ptr());
+        // SAFETY: 32 weight bytes and 256 activation bytes of block b (lengths checked).
+        let (first, second) = unsafe { (four_steps(w, x), four_steps(w.add(16), x.add(128))) };
+        let dots = if Q4_1 {
+            _mm256_madd_epi16(_mm256_add_epi16(first, second), ones)
+        } else {
+            _mm256_add_epi32(
+                _mm256_madd_epi16(first, ones),
+                _mm256_madd_epi16(second, ones),
             )
         };
-        // chapter 6's (d · d_a) · Σ + m · s, multiplies and adds rounded one at a time
-        let scaled = _mm256_mul_ps(
-            _mm256_mul_ps(_mm256_set1_ps(d), da),
-            _mm256_cvtepi32_ps(lanes),
-        );
-        let term = _mm256_add_ps(scaled, _mm256_mul_ps(_mm256_set1_ps(m), s));
-        sum = _mm256_add_ps(sum, term);
+        // SAFETY: 8 f32 (or i32) of block b.
+        let da = unsafe { _mm256_loadu_ps(a.d[b].as_ptr()) };
+        let p = if Q4_1 {
+            // SAFETY: as above.
+            let s = unsafe { _mm256_loadu_ps(a.s[b].as_ptr()) };
+            _mm256_add_ps(
+                _mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(dots)),
+                _mm256_mul_ps(mw, s),
+            )
+        } else {
+            // SAFETY: as above.
+            let offset = unsafe { _mm256_loadu_si256(a.offset[b].as_ptr().cast()) };
+            let dots = _mm256_cvtepi32_ps(_mm256_sub_epi32(dots, offset)); // Σ (q − o)·a
+            _mm256_mul_ps(_mm256_mul_ps(dw, da), dots)
+        };
+        acc = _mm256_add_ps(acc, p);
     }
-    let mut out = [0.0f32; TOKENS];
-    // SAFETY: `out` is 8 writable f32.
-    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), sum) };
+    let mut out = [0.0f32; 8];
+    // SAFETY: eight f32 into eight f32.
+    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), acc) };
     out
 }
-// ANCHOR_END: avx2_eights
+// ANCHOR_END: avx2_octs
+
+/// One Q4_K block unpacked as [`crate::layout::eights_k::unpack_q4_k`] does: each 32 bytes of nibbles
+/// give two sub-blocks, by a mask and by a shift and a mask; the scales by F16C.
+#[target_feature(enable = "avx2,f16c")]
+pub(super) fn unpack_q4_k(b: &[u8]) -> BlockK {
+    assert!(b.len() >= Q4_K_BYTES, "a whole block");
+    let low = _mm256_set1_epi8(0x0f);
+    let mut q = [0u8; QK_K];
+    for c in 0..4 {
+        // SAFETY: bytes 16 + 32c .. 48 + 32c of the block (checked), and 64 of the 256 out.
+        unsafe {
+            let v = _mm256_loadu_si256(b.as_ptr().add(16 + 32 * c).cast());
+            let out = q.as_mut_ptr().add(64 * c);
+            _mm256_storeu_si256(out.cast(), _mm256_and_si256(v, low));
+            let high = _mm256_and_si256(_mm256_srli_epi16::<4>(v), low);
+            _mm256_storeu_si256(out.add(32).cast(), high);
+        }
+    }
+    BlockK {
+        q,
+        sm: scales_and_mins(&b[4..16]),
+        d: [f16(b, 0), f16(b, 2)],
+    }
+}
+
+// ANCHOR: avx2_octs_q4_k
+/// Row `i` of unpacked Q4_K rows against eight tokens: per sub-block, eight steps summed in
+/// 16 bits (4-bit quants: safe), widened by `vpmaddwd` with the sub-block's scale; the mins
+/// meet the tokens' sub-block sums the same way (a sum of 32 activations fits in i16). Then
+/// `d · da · Σq − dmin · da · Σm` per token, as [`crate::layout::kquant::dot_q4_k_q8_k`] writes it.
+///
+/// # Safety
+/// None beyond the CPU's: the lengths are checked here.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn dot8_q4_k(rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
+    let row = rows.row(i);
+    let n = row.len();
+    assert!(
+        a.qs.len() == n && a.d.len() == n && a.sums.len() == n,
+        "one activation block per weight block"
+    );
+    let mut acc = _mm256_setzero_ps(); // lane t: token t's sum so far
+    for (b, BlockK { q, sm, d }) in row.iter().enumerate() {
+        let (w, x) = (q.as_ptr(), a.qs[b].as_ptr());
+        let (mut sumq, mut summ) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+        for s in 0..8 {
+            // SAFETY: 32 quants of sub-block s and its 256 activation bytes (lengths checked).
+            let a16 = unsafe {
+                _mm256_add_epi16(
+                    four_steps(w.add(32 * s), x.add(256 * s)),
+                    four_steps(w.add(32 * s + 16), x.add(256 * s + 128)),
+                )
+            };
+            let scale = _mm256_set1_epi16(i16::from(sm[s]));
+            sumq = _mm256_add_epi32(sumq, _mm256_madd_epi16(a16, scale));
+            // SAFETY: 8 i32.
+            let sums = unsafe { _mm256_loadu_si256(a.sums[b][s].as_ptr().cast()) };
+            let min = _mm256_set1_epi32(i32::from(sm[8 + s]));
+            summ = _mm256_add_epi32(summ, _mm256_madd_epi16(sums, min));
+        }
+        // SAFETY: 8 f32.
+        let da = unsafe { _mm256_loadu_ps(a.d[b].as_ptr()) };
+        let [dw, dmin] = *d;
+        let p = _mm256_sub_ps(
+            _mm256_mul_ps(
+                _mm256_mul_ps(_mm256_set1_ps(dw), da),
+                _mm256_cvtepi32_ps(sumq),
+            ),
+            _mm256_mul_ps(
+                _mm256_mul_ps(_mm256_set1_ps(dmin), da),
+                _mm256_cvtepi32_ps(summ),
+            ),
+        );
+        acc = _mm256_add_ps(acc, p);
+    }
+    let mut out = [0.0f32; 8];
+    // SAFETY: eight f32 into eight f32.
+    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), acc) };
+    out
+}
+// ANCHOR_END: avx2_octs_q4_k
+
+/// One Q6_K block unpacked as [`crate::layout::eights_k::unpack_q6_k`] does: per half of 128 quants,
+/// four runs of 32, each a nibble of `ql` and two bits of `qh` put together by masks and
+/// shifts (as [`super::avx2`]'s Q6_K kernel does); the scale by F16C.
+#[target_feature(enable = "avx2,f16c")]
+pub(super) fn unpack_q6_k(b: &[u8]) -> BlockK {
+    assert!(b.len() >= Q6_K_BYTES, "a whole block");
+    let (low, three) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(3));
+    let mut q = [0u8; QK_K];
+    for h in 0..2 {
+        // SAFETY: ql bytes 64h..64h + 64 and qh bytes 128 + 32h..+32 of the block (checked),
+        // and quants 128h..128h + 128 of the 256 out.
+        unsafe {
+            let p = b.as_ptr();
+            let ql0 = _mm256_loadu_si256(p.add(64 * h).cast());
+            let ql1 = _mm256_loadu_si256(p.add(64 * h + 32).cast());
+            let qh = _mm256_loadu_si256(p.add(128 + 32 * h).cast());
+            let top = |v: __m256i| _mm256_and_si256(v, _mm256_slli_epi16::<4>(three)); // bits 4, 5
+            let runs = [
+                _mm256_or_si256(_mm256_and_si256(ql0, low), top(_mm256_slli_epi16::<4>(qh))),
+                _mm256_or_si256(_mm256_and_si256(ql1, low), top(_mm256_slli_epi16::<2>(qh))),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(ql0), low), top(qh)),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), low),
+                    top(_mm256_srli_epi16::<2>(qh)),
+                ),
+            ];
+            for (run, v) in runs.into_iter().enumerate() {
+                _mm256_storeu_si256(q.as_mut_ptr().add(128 * h + 32 * run).cast(), v);
+            }
+        }
+    }
+    let sm = b[192..208].try_into().expect("16 scales");
+    BlockK {
+        q,
+        sm,
+        d: [f16(b, 208), 0.0],
+    }
+}
+
+/// Row `i` of unpacked Q6_K rows against eight tokens: per group of 16, its four steps
+/// summed in 16 bits two at a time (6-bit quants: four could overflow), widened by
+/// `vpmaddwd` with the group's signed scale; the offset of 32 out once per block from the
+/// tokens' group sums. Then `d · da · Σ` per token, as [`crate::layout::kquant::dot_q6_k_q8_k`].
+///
+/// # Safety
+/// None beyond the CPU's: the lengths are checked here.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn dot8_q6_k(rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
+    let row = rows.row(i);
+    let n = row.len();
+    assert!(
+        a.qs.len() == n && a.d.len() == n && a.sums16.len() == n,
+        "one activation block per weight block"
+    );
+    let mut acc = _mm256_setzero_ps(); // lane t: token t's sum so far
+    for (b, BlockK { q, sm, d }) in row.iter().enumerate() {
+        let (w, x) = (q.as_ptr(), a.qs[b].as_ptr());
+        let (mut sum, mut offset) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+        for (g, &scale) in sm.iter().enumerate() {
+            // SAFETY: 4 quants at w + 16g + 4j and 32 activation bytes at x + 128g + 32j,
+            // j < 4, inside block b (lengths checked).
+            let step = |j: usize| unsafe {
+                _mm256_maddubs_epi16(
+                    _mm256_set1_epi32(w.add(16 * g + 4 * j).cast::<i32>().read_unaligned()),
+                    _mm256_loadu_si256(x.add(128 * g + 32 * j).cast()),
+                )
+            };
+            let scale = i16::from(scale as i8);
+            let s16 = _mm256_set1_epi16(scale);
+            sum = _mm256_add_epi32(
+                sum,
+                _mm256_add_epi32(
+                    _mm256_madd_epi16(_mm256_add_epi16(step(0), step(1)), s16),
+                    _mm256_madd_epi16(_mm256_add_epi16(step(2), step(3)), s16),
+                ),
+            );
+            // A group's sum fits in i16: `vpmaddwd` by [scale, 0] multiplies it.
+            // SAFETY: 8 i32.
+            let sums = unsafe { _mm256_loadu_si256(a.sums16[b][g].as_ptr().cast()) };
+            let s32 = _mm256_set1_epi32(i32::from(scale as u16));
+            offset = _mm256_add_epi32(offset, _mm256_madd_epi16(sums, s32));
+        }
+        let sum = _mm256_sub_epi32(sum, _mm256_slli_epi32::<5>(offset));
+        // SAFETY: 8 f32.
+        let da = unsafe { _mm256_loadu_ps(a.d[b].as_ptr()) };
+        let p = _mm256_mul_ps(
+            _mm256_mul_ps(_mm256_set1_ps(d[0]), da),
+            _mm256_cvtepi32_ps(sum),
+        );
+        acc = _mm256_add_ps(acc, p);
+    }
+    let mut out = [0.0f32; 8];
+    // SAFETY: eight f32 into eight f32.
+    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), acc) };
+    out
+}

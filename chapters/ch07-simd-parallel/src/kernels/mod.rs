@@ -20,11 +20,36 @@ pub mod avx2;
 #[cfg(target_arch = "x86_64")]
 pub mod avx2_eights;
 #[cfg(target_arch = "x86_64")]
+pub mod avx2_eights4;
+#[cfg(target_arch = "x86_64")]
+pub mod avx2_eights4_k;
+#[cfg(target_arch = "x86_64")]
+pub mod avx2_eights_q4_1;
+#[cfg(target_arch = "x86_64")]
+pub mod avx2_kquants;
+#[cfg(target_arch = "x86_64")]
 pub mod avx2_many;
+#[cfg(target_arch = "x86_64")]
+pub mod avx2_packed;
+#[cfg(target_arch = "x86_64")]
+pub mod avx2_q8_0;
 #[cfg(target_arch = "x86_64")]
 pub mod avx2_rows4;
 #[cfg(target_arch = "x86_64")]
+pub mod avx2_rows4_q5_0;
+#[cfg(target_arch = "x86_64")]
+pub mod avx2_rows8;
+#[cfg(target_arch = "x86_64")]
 pub mod avx512;
+#[cfg(target_arch = "x86_64")]
+pub mod avx512_q8_0;
+#[cfg(target_arch = "x86_64")]
+pub mod avx512_q8_0_rows8;
+#[cfg(target_arch = "x86_64")]
+pub mod avx512_quads;
+pub mod products;
+#[cfg(target_arch = "x86_64")]
+pub mod x86_products;
 
 // ANCHOR: dispatch
 /// The kernels for `isa`, or `None` if this CPU cannot run them.

@@ -7,9 +7,9 @@ use ch06_quantization::matrix::{Activations, Format};
 use rayon::prelude::*;
 
 use super::{Acts, KActs, KFormat, Matrix, Packed, PackedToken, packed, rows_in_fours};
-use crate::kocts::{KOcts, RowsK};
-use crate::ksimd::{ByToken, KKernels};
-use crate::octs::{ActOcts, Format32, Rows32};
+use ch07_simd_parallel::kernels::products::{ByToken, KKernels};
+use ch07_simd_parallel::layout::eights_k::{KOcts, RowsK};
+use ch07_simd_parallel::layout::eights32::{ActOcts, Format32, Rows32};
 
 /// Tokens a thread must have before a product is split by tokens (a prefill: each thread
 /// reads every weight for its band of tokens) rather than by rows ([`matmul_group`]: each

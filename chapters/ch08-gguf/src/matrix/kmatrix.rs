@@ -4,15 +4,16 @@
 use ch06_quantization::{Bytes, Kernels};
 use rayon::prelude::*;
 
+use super::prefill;
 use super::{Interleaved, prefill_bands, rows_in_fours};
-use crate::kocts::{KOcts, RowsK};
-use crate::kquant::{
+use ch07_simd_parallel::kernels::products::KKernels;
+use ch07_simd_parallel::layout::eights_k::{KOcts, RowsK};
+use ch07_simd_parallel::layout::eights32::{ActOcts, Format32};
+use ch07_simd_parallel::layout::kquant::{
     self, ActQuads, BlockQ8K, KQuads, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide, QK_K,
 };
-use crate::ksimd::KKernels;
-use crate::octs::{self, ActOcts, Format32};
 
-/// The block formats of [`crate::kquant`] (named as llama.cpp names them).
+/// The block formats of [`ch07_simd_parallel::layout::kquant`] (named as llama.cpp names them).
 #[allow(non_camel_case_types)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KFormat {
@@ -219,7 +220,7 @@ impl KMatrix {
         let q8_0 = |t: usize| acts[t].q8_0();
         let q8k = |t: usize| acts[t].q8_k();
         if self.format == KFormat::Q5_0 && kk.wants_octs() {
-            return octs::prefill32(
+            return prefill::prefill32(
                 kk,
                 Format32::Q5_0,
                 out,
@@ -233,11 +234,11 @@ impl KMatrix {
         }
         if matches!(self.format, KFormat::Q4_K | KFormat::Q6_K) && kk.wants_octs() {
             let q6_k = self.format == KFormat::Q6_K;
-            return octs::prefill(
+            return prefill::prefill(
                 out,
                 rows,
                 seq,
-                octs::tile_rows(cols / QK_K * 280), // 256 quants, 16 scales, d, dmin
+                prefill::tile_rows(cols / QK_K * 280), // 256 quants, 16 scales, d, dmin
                 |t| KOcts::new(std::array::from_fn(|j| q8k(t + j))),
                 |rs, u: &mut RowsK| {
                     let rs: Vec<&[u8]> = rs.map(|r| self.row_bytes(r)).collect();

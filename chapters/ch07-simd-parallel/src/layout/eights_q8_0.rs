@@ -13,7 +13,7 @@
 use ch06_quantization::blocks::BlockQ8_0;
 use ch06_quantization::f16::f16_to_f32_fast as f16;
 
-use crate::octs::ActOcts;
+use crate::layout::eights32::ActOcts;
 
 /// The scalar twin of the eight-token Q8_0 kernel: `w` a row of whole Q8_0 blocks (34 bytes
 /// each, as in the file) against eight tokens' activations, each token's sum exactly chapter

@@ -3,8 +3,26 @@
 //! taken out with the activations' precomputed sums; Q5_0's quants are made signed and
 //! chapter 7's sign trick moves the sign onto them, leaving the activations unsigned. The sub-block scales ride in `vpmaddwd`'s second operand,
 //! so a whole super-block needs one horizontal sum per token, not one per sub-block.
-use super::*;
-use ch07_simd_parallel::kernels::avx2::prefetch_lines;
+#[allow(unused_imports)]
+use super::products::Q4_1_BYTES;
+#[allow(unused_imports)]
+use super::products::{
+    ByToken, KKernels, PrefillLayout, prefill_layout, q8_0_rows_with_half, two_eights,
+};
+#[allow(unused_imports)]
+use crate::layout::eights_k::{self, KOcts, RowsK};
+#[allow(unused_imports)]
+use crate::layout::eights32::{self, ActOcts, Block32, Format32, Rows32};
+#[allow(unused_imports)]
+use crate::layout::kquant::{
+    self, ActQuads, BlockQ8K, KQuads, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide,
+};
+#[allow(unused_imports)]
+use crate::layout::packed::PackedToken;
+#[allow(unused_imports)]
+use ch06_quantization::blocks::{BlockQ4_1, BlockQ8_0, BlockQ8_1};
+
+use crate::kernels::avx2::prefetch_lines;
 use std::arch::x86_64::*;
 
 use super::avx2_kquants::{q4_k, q6_k};
@@ -61,7 +79,7 @@ impl<const VNNI: bool> KKernels for Avx2K<VNNI> {
             check_blocks(&[w], Q5_0_BYTES, &a);
             // SAFETY: for_isa hands out VNNI only when the CPU has AVX-512 F/BW/VL/VNNI
             // (and F16C); the lengths are checked above.
-            return unsafe { super::avx512::q5_0_pairs::<1, 4>([w], a) };
+            return unsafe { super::avx512_quads::q5_0_pairs::<1, 4>([w], a) };
         }
         // SAFETY: as above.
         (unsafe { q5_0::<1, 4>([w], a) })[0]
@@ -87,34 +105,34 @@ impl<const VNNI: bool> KKernels for Avx2K<VNNI> {
         // SAFETY (both): for_isa hands this out only when the CPU has AVX2 and F16C.
         if q6_k {
             out.unpack(Q6_K_BYTES, rows, |b| unsafe {
-                super::avx2_octs::unpack_q6_k(b)
+                super::avx2_eights::unpack_q6_k(b)
             });
         } else {
             out.unpack(Q4_K_BYTES, rows, |b| unsafe {
-                super::avx2_octs::unpack_q4_k(b)
+                super::avx2_eights::unpack_q4_k(b)
             });
         }
     }
     fn dot8_q6_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
         // SAFETY: as below; the kernel checks the lengths.
-        unsafe { super::avx2_octs::dot8_q6_k(rows, i, a) }
+        unsafe { super::avx2_eights::dot8_q6_k(rows, i, a) }
     }
     fn dot8_q4_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
         // SAFETY: as above; the kernel checks the lengths.
-        unsafe { super::avx2_octs::dot8_q4_k(rows, i, a) }
+        unsafe { super::avx2_eights::dot8_q4_k(rows, i, a) }
     }
     fn dot8x4_q4_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [[f32; 8]; 4] {
         // SAFETY: as in dot8_q4_k.
-        unsafe { super::kocts_rows4::dot8x4_q4_k(rows, i, a) }
+        unsafe { super::avx2_eights4_k::dot8x4_q4_k(rows, i, a) }
     }
     fn dot8x4_q6_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [[f32; 8]; 4] {
         // SAFETY: as in dot8_q4_k.
-        unsafe { super::kocts_rows4::dot8x4_q6_k(rows, i, a) }
+        unsafe { super::avx2_eights4_k::dot8x4_q6_k(rows, i, a) }
     }
     fn unpack_rows32(&self, format: Format32, rows: &[&[u8]], out: &mut Rows32) {
         // SAFETY: for_isa hands this out only when the CPU has AVX2 and F16C.
         out.unpack(format.bytes(), rows, |b| unsafe {
-            super::avx2_octs::unpack_block(format, b)
+            super::avx2_eights::unpack_block(format, b)
         });
     }
     fn dot8_raw32(&self, format: Format32, w: &[u8], a: &ActOcts) -> [f32; 8] {
@@ -123,9 +141,9 @@ impl<const VNNI: bool> KKernels for Avx2K<VNNI> {
         unsafe {
             match format {
                 Format32::Q4_0 | Format32::Q5_0 => {
-                    super::avx2_octs::dot8_raw32::<false>(format, w, a)
+                    super::avx2_eights::dot8_raw32::<false>(format, w, a)
                 }
-                Format32::Q4_1 => super::avx2_octs::dot8_raw32::<true>(format, w, a),
+                Format32::Q4_1 => super::avx2_eights::dot8_raw32::<true>(format, w, a),
             }
         }
     }
@@ -194,13 +212,13 @@ impl<const VNNI: bool> KKernels for Avx2K<VNNI> {
         // the lengths.
         unsafe {
             match format {
-                Format32::Q4_0 | Format32::Q5_0 => super::avx2_octs::dot8_row32::<false>(row, a),
-                Format32::Q4_1 => super::avx2_octs::dot8_row32::<true>(row, a),
+                Format32::Q4_0 | Format32::Q5_0 => super::avx2_eights::dot8_row32::<false>(row, a),
+                Format32::Q4_1 => super::avx2_eights::dot8_row32::<true>(row, a),
             }
         }
     }
     fn dot8x4_row32(&self, format: Format32, rows: [&[Block32]; 4], a: &ActOcts) -> [[f32; 8]; 4] {
-        use super::octs_rows4::dot8x4_row32;
+        use super::avx2_eights4::dot8x4_row32;
         // SAFETY: for_isa hands this out only when the CPU has AVX2, and VNNI only when it
         // has AVX-512 F/BW/VL and VNNI; the kernels check the lengths.
         unsafe {
@@ -216,7 +234,7 @@ impl<const VNNI: bool> KKernels for Avx2K<VNNI> {
         }
         check_quads(w, Q5_0_BYTES, quads.qs.len(), a);
         // SAFETY: as in dot4_q5_0.
-        unsafe { super::avx512::q5_0_quads(w, quads, a) }
+        unsafe { super::avx512_quads::q5_0_quads(w, quads, a) }
     }
     fn dot4_q4_1_quads(
         &self,
@@ -229,7 +247,7 @@ impl<const VNNI: bool> KKernels for Avx2K<VNNI> {
         }
         check_quads(w, Q4_1_BYTES, quads.qs.len(), a);
         // SAFETY: as in dot4_q5_0.
-        Some(unsafe { super::avx512::q4_1_quads(w, quads, a) })
+        Some(unsafe { super::avx512_quads::q4_1_quads(w, quads, a) })
     }
     fn dot4_q4_k_quads(&self, w: &[u8], quads: &KQuads, a: [&[BlockQ8K]; 4]) -> Option<[f32; 4]> {
         if !VNNI {
@@ -237,13 +255,13 @@ impl<const VNNI: bool> KKernels for Avx2K<VNNI> {
         }
         check_quads(w, Q4_K_BYTES, quads.qs.len(), a);
         // SAFETY: as in dot4_q5_0.
-        Some(unsafe { super::avx512::q4_k_quads(w, quads, a) })
+        Some(unsafe { super::avx512_quads::q4_k_quads(w, quads, a) })
     }
     fn rows4_q5_0(&self, w: [&[u8]; 4], a: &[Q8_0Wide]) -> [f32; 4] {
         // The AVX2 four-row kernel on every level: on a Zen 4 EPYC with AVX-512 VNNI it gave
         // Gemma-3's tg128 1.1 to 1.25 times the VNNI pairs kernel's (three alternating runs).
         // SAFETY: as above; the kernel checks the lengths.
-        unsafe { super::avx2_rows4::rows4_q5_0(w, a) }
+        unsafe { super::avx2_rows4_q5_0::rows4_q5_0(w, a) }
     }
     // The eight rows' scales by one gather on the AVX-512 level (where these kernels were
     // first measured), by eight loads with AVX2 alone (see avx2_rows8.rs).

@@ -3,12 +3,12 @@
 
 use std::arch::x86_64::*;
 
-use ch07_simd_parallel::kernels::avx2::prefetch_next_rows;
+use crate::kernels::avx2::prefetch_next_rows;
 
-use crate::kquant::{Q5_0_BYTES, Q8_0Wide};
+use crate::layout::kquant::{Q5_0_BYTES, Q8_0Wide};
 
 // ANCHOR: avx2_rows4_q5_0
-/// Four Q5_0 rows against one token: each lane [`crate::kquant::dot_q5_0_q8_0`]'s sum, bit
+/// Four Q5_0 rows against one token: each lane [`crate::layout::kquant::dot_q5_0_q8_0`]'s sum, bit
 /// for bit. The quants stay unsigned (0..31) as Q4_0's do in chapter 7's four-row kernel:
 /// `Σ (q − 16)·a = Σ q·a − 16·Σ a`, where `Σ a` came with the activations, so a row's block
 /// costs its unpacking, one `vpmaddubsw` and one `vpmaddwd`, with no sign trick; the token's

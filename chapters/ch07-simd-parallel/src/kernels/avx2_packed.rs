@@ -1,19 +1,19 @@
-//! Eight interleaved Q4_0, Q4_1, Q5_0, Q4_K or Q6_K rows ([`crate::matrix::Packed`]'s groups) against
+//! Eight interleaved Q4_0, Q4_1, Q5_0, Q4_K or Q6_K rows ([`crate::layout::packed::Packed`]'s groups) against
 //! one to four tokens on AVX2: lane `r` of every vector is row `r`, so a block's eight integer sums
 //! come out of one `vpmaddwd` with nothing to fold, and its eight scales out of one 16-byte
 //! load and one conversion.
 
 use std::arch::x86_64::*;
 
-use ch07_simd_parallel::kernels::avx2::prefetch_lines;
+use crate::kernels::avx2::prefetch_lines;
 
-use super::avx2::splat_bits;
+use super::x86_products::splat_bits;
 
 use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
 
-use crate::kquant::{BlockQ8K, Q8_0Wide};
-use crate::matrix::PackedToken;
-use crate::matrix::packed::PackedFormat;
+use crate::layout::kquant::{BlockQ8K, Q8_0Wide};
+use crate::layout::packed::PackedFormat;
+use crate::layout::packed::PackedToken;
 
 // ANCHOR: packed_sums
 /// Each of the eight rows' `Σ q · a` over one block, for `N` tokens: the block's 128 bytes

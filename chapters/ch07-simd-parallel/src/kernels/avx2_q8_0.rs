@@ -1,14 +1,14 @@
 //! The eight-token Q8_0 kernel on AVX2 (the layout and the scalar twin are in
-//! [`crate::octs_q8_0`]).
+//! [`crate::layout::eights_q8_0`]).
 
 use std::arch::x86_64::*;
 
-use super::avx2::splat_f16;
-use crate::octs::ActOcts;
+use super::x86_products::splat_f16;
+use crate::layout::eights32::ActOcts;
 
 // ANCHOR: avx2_q8_0_eights
 /// One Q8_0 row, as it lies in the file, against eight tokens: each lane exactly
-/// [`crate::octs_q8_0::dot8_q8_0`]'s. A step broadcasts four signed weights to every lane,
+/// [`crate::layout::eights_q8_0::dot8_q8_0`]'s. A step broadcasts four signed weights to every lane,
 /// takes their magnitudes (`vpabsb`) as the unsigned operand and gives their signs to the
 /// eight tokens' four activations (`vpsignb`), then `vpmaddubsw` and `vpmaddwd` add the four
 /// products of each lane into 32 bits.

@@ -4,7 +4,7 @@
 //!
 //! In the file, row `r`'s blocks lie one after another, and a kernel that takes eight rows
 //! at a time reads eight streams and folds eight vectors of partial sums into one vector of
-//! eight sums per block ([`crate::ksimd`]'s `fold8`). Here a *group* of eight rows is stored
+//! eight sums per block ([`crate::kernels::products`]'s `fold8`). Here a *group* of eight rows is stored
 //! block by block: for block `b`, the eight rows' scales side by side (then Q4_1's eight
 //! minimums, or Q5_0's eight 32-bit masks of fifth bits), then their 16 bytes of nibbles in
 //! four chunks of 32 bytes, chunk `c` holding bytes `4c..4c + 4` of row 0, then of row 1,
@@ -31,8 +31,8 @@ use ch06_quantization::{Kernels, QMatrix};
 use rayon::prelude::*;
 use std::sync::Arc;
 
-use crate::kquant::{self, BlockQ8K, Q8_0Wide};
-use ch07_simd_parallel::huge::{Arena, Piece};
+use crate::huge::{Arena, Piece};
+use crate::layout::kquant::{self, BlockQ8K, Q8_0Wide};
 
 /// Rows in a group.
 pub const GROUP: usize = 8;
@@ -62,8 +62,8 @@ impl PackedFormat {
     }
     /// The format as chapter 8's eight-token kernels for 32-value blocks name it (`None`
     /// for the K-quants, which have their own).
-    pub fn format32(self) -> Option<crate::octs::Format32> {
-        use crate::octs::Format32;
+    pub fn format32(self) -> Option<crate::layout::eights32::Format32> {
+        use crate::layout::eights32::Format32;
         match self {
             PackedFormat::Q4_0 => Some(Format32::Q4_0),
             PackedFormat::Q4_1 => Some(Format32::Q4_1),
@@ -245,7 +245,7 @@ impl PackedToken<'_> {
 }
 
 /// Where a packed matrix keeps its bytes: on the heap, or in a piece of the model's arena of
-/// huge pages ([`ch07_simd_parallel::huge`]).
+/// huge pages ([`crate::huge`]).
 enum Store {
     Heap(Vec<u8>),
     Huge(Piece),

@@ -1,10 +1,28 @@
 //! AVX-512 (with VNNI) for the Q5_0 products, the format that carries most of Gemma-3's
-//! layer weights; [`super::avx2::Avx2K`]`<true>` uses them, the AVX2 kernels the rest. Three AVX-512 instructions
+//! layer weights; [`super::x86_products::Avx2K`]`<true>` uses them, the AVX2 kernels the rest. Three AVX-512 instructions
 //! shorten its unpacking: a shift by a different count in each half of the register
 //! (`vpsrlvw`) splits the nibbles, a masked add puts the fifth bit on with `qh` itself as
 //! the mask, and `vpdpbusd` multiplies and sums four byte pairs per lane in one step.
-use super::*;
-use ch07_simd_parallel::kernels::avx2::prefetch_next_rows;
+#[allow(unused_imports)]
+use super::products::Q4_1_BYTES;
+#[allow(unused_imports)]
+use super::products::{
+    ByToken, KKernels, PrefillLayout, prefill_layout, q8_0_rows_with_half, two_eights,
+};
+#[allow(unused_imports)]
+use crate::layout::eights_k::{self, KOcts, RowsK};
+#[allow(unused_imports)]
+use crate::layout::eights32::{self, ActOcts, Block32, Format32, Rows32};
+#[allow(unused_imports)]
+use crate::layout::kquant::{
+    self, ActQuads, BlockQ8K, KQuads, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide,
+};
+#[allow(unused_imports)]
+use crate::layout::packed::PackedToken;
+#[allow(unused_imports)]
+use ch06_quantization::blocks::{BlockQ4_1, BlockQ8_0, BlockQ8_1};
+
+use crate::kernels::avx2::prefetch_next_rows;
 use std::arch::x86_64::*;
 
 /// The 32 nibbles of the 16 bytes at `p`: the low nibbles in bytes 0..16, the high ones
@@ -41,8 +59,8 @@ fn block_term(w: &[u8], a: &Q8_0Wide) -> f32 {
             _mm256_loadu_si256(a.qs.as_ptr().cast()),
         )
     };
-    let dot = avx2::hsum(v) - 16 * a.sum;
-    avx2::f16(w, 0) * a.d * dot as f32
+    let dot = super::x86_products::hsum(v) - 16 * a.sum;
+    super::x86_products::f16(w, 0) * a.d * dot as f32
 }
 
 // ANCHOR: avx512_q5_0
@@ -318,7 +336,7 @@ pub(super) unsafe fn q4_k_quads(w: &[u8], quads: &KQuads, a: [&[BlockQ8K]; 4]) -
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 fn half(bits: u16) -> f32 {
-    avx2::f16(&bits.to_le_bytes(), 0)
+    super::x86_products::f16(&bits.to_le_bytes(), 0)
 }
 
 /// One Q5_0 row against four tokens: the groups, then the last blocks one at a time.
@@ -352,9 +370,12 @@ pub(super) unsafe fn q4_1_quads(w: &[u8], quads: &ActQuads, a: [&[BlockQ8_1]; 4]
                     _mm256_loadu_si256(a.qs.as_ptr().cast()),
                 )
             };
-            let (d, m) = (avx2::f16(blk, 0), avx2::f16(blk, 2));
+            let (d, m) = (
+                super::x86_products::f16(blk, 0),
+                super::x86_products::f16(blk, 2),
+            );
             let (da, s) = (half(a.d), half(a.s));
-            *o += (d * da) * avx2::hsum(v) as f32 + m * s;
+            *o += (d * da) * super::x86_products::hsum(v) as f32 + m * s;
         }
     }
     out

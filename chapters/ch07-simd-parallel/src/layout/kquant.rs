@@ -18,13 +18,12 @@
 //!
 //! The layouts and the rules are llama.cpp's (`ggml-common.h`, `ggml-quants.c`); the code is
 //! this book's. Every dot product is an integer sum per (sub-)block, converted to f32 once,
-//! so the SIMD kernels of [`crate::ksimd`] give the same bits.
+//! so the SIMD kernels of [`crate::kernels::products`] give the same bits.
 
 use ch06_quantization::blocks::BlockQ8_0;
 use ch06_quantization::f16::f16_to_f32_fast as f16;
 
-mod quads;
-pub use quads::{ActQuads, KQuads};
+pub use super::quads::{ActQuads, KQuads};
 
 /// Values in a K-quant super-block.
 pub const QK_K: usize = 256;

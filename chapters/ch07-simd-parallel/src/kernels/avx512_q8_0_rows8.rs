@@ -12,9 +12,9 @@
 
 use std::arch::x86_64::*;
 
-use ch07_simd_parallel::kernels::avx2::prefetch_next_rows;
+use crate::kernels::avx2::prefetch_next_rows;
 
-use crate::octs::ActOcts;
+use crate::layout::eights32::ActOcts;
 
 /// Bytes of a Q8_0 block: the f16 scale, then 32 quants.
 const BYTES: usize = 34;
@@ -51,7 +51,7 @@ fn transpose(r: [__m256i; 8]) -> [__m256i; 8] {
 }
 
 /// Eight Q8_0 rows, as they lie in the file, against eight tokens: `out[t][r]` is
-/// [`crate::octs_q8_0::dot8_q8_0`]`(w[r], a)[t]`. With `prefetch` (the rows are consecutive
+/// [`crate::layout::eights_q8_0::dot8_q8_0`]`(w[r], a)[t]`. With `prefetch` (the rows are consecutive
 /// in the matrix, and met here for the first time), each block also asks for its share of
 /// the eight rows that follow, as chapter 7's decode kernels do: eight interleaved streams are
 /// more than the hardware prefetcher follows.

@@ -2,11 +2,29 @@
 //! block unpacked once for its `T` tokens, the sub-block scales riding in `vpmaddwd`'s second
 //! operand so that a super-block needs one horizontal sum per token, not one per sub-block.
 
-use super::*;
+#[allow(unused_imports)]
+use super::products::Q4_1_BYTES;
+#[allow(unused_imports)]
+use super::products::{
+    ByToken, KKernels, PrefillLayout, prefill_layout, q8_0_rows_with_half, two_eights,
+};
+#[allow(unused_imports)]
+use crate::layout::eights_k::{self, KOcts, RowsK};
+#[allow(unused_imports)]
+use crate::layout::eights32::{self, ActOcts, Block32, Format32, Rows32};
+#[allow(unused_imports)]
+use crate::layout::kquant::{
+    self, ActQuads, BlockQ8K, KQuads, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide,
+};
+#[allow(unused_imports)]
+use crate::layout::packed::PackedToken;
+#[allow(unused_imports)]
+use ch06_quantization::blocks::{BlockQ4_1, BlockQ8_0, BlockQ8_1};
+
 use std::arch::x86_64::*;
 
-use super::avx2::{f16, grid_sums, load};
-use ch07_simd_parallel::kernels::avx2::prefetch_next_rows;
+use super::x86_products::{f16, grid_sums, load};
+use crate::kernels::avx2::prefetch_next_rows;
 
 // ANCHOR: avx2_q4_k_scales
 /// Q4_K's eight 6-bit scales and eight 6-bit mins as sixteen bytes (scales first): the

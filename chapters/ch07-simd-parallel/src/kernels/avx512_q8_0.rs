@@ -8,12 +8,12 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2::f16;
-use crate::octs::ActOcts;
+use super::x86_products::f16;
+use crate::layout::eights32::ActOcts;
 
 // ANCHOR: avx512_q8_0_sixteen
 /// One Q8_0 row, as it lies in the file, against two eights of tokens: lanes 0..8 are
-/// [`crate::octs_q8_0::dot8_q8_0`]`(w, a[0])`, lanes 8..16 the same for `a[1]`.
+/// [`crate::layout::eights_q8_0::dot8_q8_0`]`(w, a[0])`, lanes 8..16 the same for `a[1]`.
 ///
 /// # Safety
 /// None beyond the CPU's (AVX-512 F/BW/VL, VNNI, and F16C): the lengths are checked here.

@@ -1,4 +1,4 @@
-//! The kernels for the formats of [`crate::kquant`]: a whole row's dot product, scalar or
+//! The kernels for the formats of [`crate::layout::kquant`]: a whole row's dot product, scalar or
 //! AVX2, chosen once like chapter 7's.
 //!
 //! Each kernel adds the blocks' f32 contributions in block order, and each block's
@@ -9,15 +9,15 @@ use ch06_quantization::blocks::{BlockQ4_1, BlockQ8_0, BlockQ8_1};
 use ch06_quantization::dot;
 
 /// Bytes of a Q4_1 block (chapter 6's format).
-const Q4_1_BYTES: usize = BlockQ4_1::BYTES;
-use ch07_simd_parallel::Isa;
+pub(crate) const Q4_1_BYTES: usize = BlockQ4_1::BYTES;
+use crate::Isa;
 
-use crate::kocts::{self, KOcts, RowsK};
-use crate::kquant::{
+use crate::layout::eights_k::{self, KOcts, RowsK};
+use crate::layout::eights32::{self, ActOcts, Block32, Format32, Rows32};
+use crate::layout::kquant::{
     self, ActQuads, BlockQ8K, KQuads, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide,
 };
-use crate::matrix::PackedToken;
-use crate::octs::{self, ActOcts, Block32, Format32, Rows32};
+use crate::layout::packed::PackedToken;
 
 /// Row dot products for the K-quant formats and Q5_0.
 pub trait KKernels: Sync {
@@ -57,7 +57,7 @@ pub trait KKernels: Sync {
         None
     }
     /// Whether [`KKernels::dot8_row32`] has a SIMD kernel: worth unpacking rows and
-    /// interleaving eight tokens for ([`crate::octs`]).
+    /// interleaving eight tokens for ([`crate::layout::eights32`]).
     fn wants_octs(&self) -> bool {
         false
     }
@@ -69,14 +69,14 @@ pub trait KKernels: Sync {
     /// One unpacked Q4_0, Q5_0 or Q4_1 row against eight tokens: the scalar kernel's eight dots,
     /// bit for bit.
     fn dot8_row32(&self, format: Format32, row: &[Block32], a: &ActOcts) -> [f32; 8] {
-        octs::dot8_row32(format, row, a)
+        eights32::dot8_row32(format, row, a)
     }
     /// One Q4_0, Q5_0 or Q4_1 row as it lies in the file against eight tokens, each block
     /// unpacked as it is met: [`KKernels::dot8_row32`]'s numbers without an unpacked copy.
     fn dot8_raw32(&self, format: Format32, w: &[u8], a: &ActOcts) -> [f32; 8] {
         let row: Vec<Block32> = w
             .chunks_exact(format.bytes())
-            .map(|b| octs::unpack_block(format, b))
+            .map(|b| eights32::unpack_block(format, b))
             .collect();
         self.dot8_row32(format, &row, a)
     }
@@ -86,9 +86,9 @@ pub trait KKernels: Sync {
         rows.map(|row| self.dot8_row32(format, row, a))
     }
     /// One Q8_0 row (its bytes as in the file) against eight tokens: eight of chapter 6's
-    /// `dot_q8_0_q8_0`, bit for bit ([`crate::octs_q8_0`]).
+    /// `dot_q8_0_q8_0`, bit for bit ([`crate::layout::eights_q8_0`]).
     fn dot8_q8_0(&self, w: &[u8], a: &ActOcts) -> [f32; 8] {
-        crate::octs_q8_0::dot8_q8_0(w, a)
+        crate::layout::eights_q8_0::dot8_q8_0(w, a)
     }
     /// Two eights of tokens against one Q8_0 row: [`KKernels::dot8_q8_0`] of each, the
     /// first eight's in lanes 0..8. Levels with wider registers take both eights per step.
@@ -132,18 +132,18 @@ pub trait KKernels: Sync {
     /// Q4_K (or, with `q6_k`, Q6_K) rows unpacked for [`KKernels::dot8_q4_k`] (`dot8_q6_k`).
     fn unpack_rows_k(&self, q6_k: bool, rows: &[&[u8]], out: &mut RowsK) {
         if q6_k {
-            out.unpack(Q6_K_BYTES, rows, kocts::unpack_q6_k);
+            out.unpack(Q6_K_BYTES, rows, eights_k::unpack_q6_k);
         } else {
-            out.unpack(Q4_K_BYTES, rows, kocts::unpack_q4_k);
+            out.unpack(Q4_K_BYTES, rows, eights_k::unpack_q4_k);
         }
     }
     /// Row `i` of unpacked Q4_K rows against eight tokens: eight `dot_q4_k`s, bit for bit.
     fn dot8_q4_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
-        kocts::dot8_q4_k(rows, i, a)
+        eights_k::dot8_q4_k(rows, i, a)
     }
     /// Row `i` of unpacked Q6_K rows against eight tokens: eight `dot_q6_k`s, bit for bit.
     fn dot8_q6_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
-        kocts::dot8_q6_k(rows, i, a)
+        eights_k::dot8_q6_k(rows, i, a)
     }
     /// Rows `i..i + 4` against the same eight tokens: [`KKernels::dot8_q4_k`] of each, bit
     /// for bit; SIMD kernels load each step's activations once for the four.
@@ -156,7 +156,7 @@ pub trait KKernels: Sync {
     }
     /// Q4_0, Q5_0 or Q4_1 rows unpacked for [`KKernels::dot8_row32`].
     fn unpack_rows32(&self, format: Format32, rows: &[&[u8]], out: &mut Rows32) {
-        out.unpack(format.bytes(), rows, |b| octs::unpack_block(format, b));
+        out.unpack(format.bytes(), rows, |b| eights32::unpack_block(format, b));
     }
     /// Chapter 7's `dot4_q4_1_q8_1` for one Q4_1 row against four tokens, bit for bit, given
     /// the activations interleaved too; `None` when this level has no such kernel.
@@ -191,10 +191,10 @@ pub trait KKernels: Sync {
         let row_len = w.len() / 8;
         std::array::from_fn(|r| dot::dot_q4_0_q8_0(&w[r * row_len..(r + 1) * row_len], a))
     }
-    /// A group of eight interleaved rows ([`crate::matrix::Packed`]) against
+    /// A group of eight interleaved rows ([`crate::layout::packed::Packed`]) against
     /// one or more tokens: `out[t][r]` is chapter 6's dot of row `r` and token `t`.
     fn packed8(&self, group: &[u8], tokens: &[PackedToken], out: &mut [[f32; 8]]) {
-        crate::matrix::packed::packed8_scalar(group, tokens, out)
+        crate::layout::packed::packed8_scalar(group, tokens, out)
     }
     /// Eight consecutive Q4_1 rows with one token's Q8_1 activations: eight of chapter 6's
     /// `dot_q4_1_q8_1`.
@@ -299,13 +299,13 @@ pub(crate) fn two_eights(x: [f32; 8], y: [f32; 8]) -> [f32; 16] {
     std::array::from_fn(|t| if t < 8 { x[t] } else { y[t - 8] })
 }
 
-/// The plain-Rust kernels of [`crate::kquant`].
+/// The plain-Rust kernels of [`crate::layout::kquant`].
 pub struct ScalarK;
 
 /// The two layouts a multi-token prefill can use on a CPU with AVX-512 VNNI: eight tokens to
-/// a register, one per 32-bit lane ([`crate::octs`], the layout every SIMD level has), or
+/// a register, one per 32-bit lane ([`crate::layout::eights32`], the layout every SIMD level has), or
 /// four tokens' blocks interleaved so that a lane follows one (block, token) pair
-/// ([`crate::kquant::ActQuads`], VNNI only). Both give the same bits.
+/// ([`crate::layout::kquant::ActQuads`], VNNI only). Both give the same bits.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum PrefillLayout {
     Eights,
@@ -353,7 +353,7 @@ impl KKernels for ScalarK {
 
 // ANCHOR: packs
 /// Whether the model's Q4_0, Q4_1, Q5_0, Q4_K and Q6_K matrices are interleaved eight rows at a time
-/// when they load ([`crate::matrix::Packed`]): on the AVX2 level, where it made the one-token
+/// when they load ([`crate::layout::packed::Packed`]): on the AVX2 level, where it made the one-token
 /// Q4_0 product 1.3 to 1.8 times as fast on the Zen 3 AMD EPYC (one and two threads, from
 /// cache and from memory); not on the AVX-512 level, whose kernels read the file's layout
 /// and where it has not been measured, nor on the scalar one. `LLM_BOOK_PACK=1` or `0` decides
@@ -378,39 +378,12 @@ pub fn for_isa(isa: Isa) -> &'static dyn KKernels {
     #[cfg(target_arch = "x86_64")]
     if isa == Isa::Avx512 && is_x86_feature_detected!("f16c") {
         // chapter 7's detection checked avx512f, bw, vl and vnni
-        return &avx2::Avx2K::<true>;
+        return &super::x86_products::Avx2K::<true>;
     }
     #[cfg(target_arch = "x86_64")]
     if isa != Isa::Scalar && is_x86_feature_detected!("avx2") && is_x86_feature_detected!("f16c") {
-        return &avx2::Avx2K::<false>;
+        return &super::x86_products::Avx2K::<false>;
     }
     let _ = isa;
     &ScalarK
 }
-
-#[cfg(target_arch = "x86_64")]
-mod avx2_kquants;
-#[cfg(target_arch = "x86_64")]
-mod avx2_octs;
-#[cfg(target_arch = "x86_64")]
-mod avx2_packed;
-#[cfg(target_arch = "x86_64")]
-mod avx2_q8_0;
-#[cfg(target_arch = "x86_64")]
-mod avx2_rows4;
-#[cfg(target_arch = "x86_64")]
-mod avx2_rows8;
-#[cfg(target_arch = "x86_64")]
-mod avx512_q8_0;
-#[cfg(target_arch = "x86_64")]
-mod avx512_q8_0_rows8;
-#[cfg(target_arch = "x86_64")]
-mod kocts_rows4;
-#[cfg(target_arch = "x86_64")]
-mod octs_rows4;
-
-#[cfg(target_arch = "x86_64")]
-pub mod avx2;
-
-#[cfg(target_arch = "x86_64")]
-pub mod avx512;
