@@ -73,8 +73,11 @@ impl QMatrix {
         cols: usize,
         bytes: Bytes,
     ) -> Result<QMatrix, String> {
-        if matches!(format, Format::F32 | Format::Int8) {
-            return Err(format!("{} is not a block format", format.name()));
+        if !matches!(format, Format::Q8_0 | Format::Q4_0 | Format::Q4_1) {
+            return Err(format!(
+                "{} is not one of this chapter's block formats",
+                format.name()
+            ));
         }
         if !cols.is_multiple_of(QK) {
             return Err(format!(
@@ -186,7 +189,7 @@ impl QMatrix {
                             dequantize_q4_1(BlockQ4_1(b), o);
                         }
                     }
-                    Format::F32 | Format::Int8 => unreachable!("not block formats"),
+                    _ => unreachable!("from_blocks takes this chapter's block formats only"),
                 }
             }
         }

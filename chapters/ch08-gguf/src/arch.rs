@@ -15,8 +15,8 @@ use crate::config::config;
 use crate::engine::{Family, Layer, LazyRope, Model};
 use crate::error::{Error, Result};
 use crate::file::GgufFile;
-use crate::matrix::{KFormat, KMatrix, Matrix, Packed, PackedFormat};
-use crate::model::{Rows, check_dims, format_of, matrix, unpermute_rows, vector};
+use crate::matrix::{KMatrix, Matrix, Packed, packed};
+use crate::model::{Rows, check_dims, matrix, unpermute_rows, vector};
 use crate::types::GgmlType;
 use ch06_quantization::Format;
 use ch07_simd_parallel::huge::Arena;
@@ -24,14 +24,12 @@ use ch07_simd_parallel::huge::Arena;
 /// Tensor `name` as a `(rows, cols)` matrix of whatever supported format it is stored in.
 fn any_matrix(f: &GgufFile, name: &str, rows: usize, cols: usize, how: Rows) -> Result<Matrix> {
     let t = f.info(name)?;
-    let k = match t.ty.id() {
-        6 => KFormat::Q5_0,
-        12 => KFormat::Q4_K,
-        14 => KFormat::Q6_K,
+    let k = match t.ty.format() {
+        Some(k @ (Format::Q5_0 | Format::Q4_K | Format::Q6_K)) => k,
         _ => return matrix(f, name, rows, cols, how).map(Matrix::Q),
     };
     check_dims(t, &[cols, rows])?;
-    let (values, bytes) = k.block();
+    let (values, bytes) = (k.block_values(), k.block_bytes());
     let data = match how {
         // A Llama file's Q and K rows in chapter 3's order (a Q4_K_M file stores them in
         // Q4_K): whole rows move, as for chapter 6's formats. Rows that are not whole
@@ -66,15 +64,11 @@ fn layer_matrix(
         return Ok(m);
     }
     let format = match &m {
-        Matrix::Q(q) if q.format() == Format::Q4_0 => Some(PackedFormat::Q4_0),
-        Matrix::Q(q) if q.format() == Format::Q4_1 => Some(PackedFormat::Q4_1),
-        Matrix::K(k) => Some(match k.format {
-            KFormat::Q5_0 => PackedFormat::Q5_0,
-            KFormat::Q4_K => PackedFormat::Q4_K,
-            KFormat::Q6_K => PackedFormat::Q6_K,
-        }),
-        _ => None,
+        Matrix::Q(q) => q.format(),
+        Matrix::K(k) => k.format,
+        Matrix::P(p) => p.format,
     };
+    let format = Some(format).filter(|&f| packed::can_pack(f));
     let packed = format.and_then(|format| match &m {
         Matrix::Q(q) => {
             Packed::new_in(format, q.rows(), q.cols(), q.rows_bytes(0, q.rows()), arena)
@@ -145,7 +139,7 @@ fn onto_huge_pages(
 
 /// Whether the chapter can run a tensor of this type.
 pub fn supported(ty: GgmlType) -> bool {
-    format_of(ty).is_some() || matches!(ty.id(), 6 | 12 | 14)
+    ty.format().is_some()
 }
 
 // ANCHOR: load_model

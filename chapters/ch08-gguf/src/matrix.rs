@@ -15,9 +15,9 @@ mod few;
 mod kmatrix;
 pub mod prefill;
 
-pub use ch07_simd_parallel::layout::packed::{self, Packed, PackedFormat, PackedToken};
+pub use ch07_simd_parallel::layout::packed::{self, GroupLayout, Packed, PackedToken};
 pub use few::{FEW, matmul_group};
-pub use kmatrix::{KActs, KFormat, KMatrix};
+pub use kmatrix::{KActs, KMatrix};
 
 use ch06_quantization::matrix::{Activations, Format};
 use ch06_quantization::{Kernels, QMatrix};
@@ -26,7 +26,7 @@ use rayon::prelude::*;
 
 use ch07_simd_parallel::kernels::products::KKernels;
 use ch07_simd_parallel::layout::eights_k::{KOcts, RowsK};
-use ch07_simd_parallel::layout::eights32::{self as octs_layout, ActOcts, Format32};
+use ch07_simd_parallel::layout::eights32::{self as octs_layout, ActOcts};
 
 /// `out[i]` = row `r0 + i`'s output: four rows at a time (`four(r)` gives rows `r..r + 4`),
 /// the last one to three alone (`one(r)`).
@@ -176,12 +176,12 @@ impl Matrix {
                 _ => false,
             },
             Matrix::K(m) => match m.format {
-                KFormat::Q6_K => kk.wants_octs(),
+                Format::Q6_K => kk.wants_octs(),
                 _ => kk.wants_octs() || kk.wants_quads(),
             },
             // chapter 8's eight-token kernels, on the rows taken out of the groups
             Matrix::P(p) => match p.format {
-                PackedFormat::Q4_0 => kk.has_octs(),
+                Format::Q4_0 => kk.has_octs(),
                 _ => kk.wants_octs(),
             },
         }
@@ -194,13 +194,13 @@ impl Matrix {
             Matrix::Q(m) if matches!(m.format(), Format::F32 | Format::Int8) => None,
             Matrix::Q(m) if m.format() == Format::Q4_1 => Some("q8_1"),
             Matrix::Q(_) => Some("q8_0"),
-            Matrix::K(m) if m.format == KFormat::Q5_0 => Some("q8_0 wide"),
+            Matrix::K(m) if m.format == Format::Q5_0 => Some("q8_0 wide"),
             Matrix::K(_) => Some("q8_k"),
             Matrix::P(m) => Some(match m.format {
-                PackedFormat::Q4_1 => "q8_1",
-                PackedFormat::Q5_0 => "q8_0 wide",
-                PackedFormat::Q4_0 => "q8_0 sums",
-                PackedFormat::Q4_K | PackedFormat::Q6_K => "q8_k",
+                Format::Q4_1 => "q8_1",
+                Format::Q5_0 => "q8_0 wide",
+                Format::Q4_0 => "q8_0 sums",
+                _ => "q8_k", // the K-quants
             }),
         }
     }
@@ -215,10 +215,10 @@ impl Matrix {
                     .collect(),
             ),
             Matrix::P(m) => {
-                let q8_1 = m.format == PackedFormat::Q4_1;
+                let q8_1 = m.format == Format::Q4_1;
                 match quantize_tokens(x, m.cols, q8_1, |t| m.quantize(k, t)) {
                     // chapter 8's wide blocks, one token's an entry, as a KMatrix's
-                    Activations::Q8_0(a) if m.format == PackedFormat::Q5_0 => Acts::K(
+                    Activations::Q8_0(a) if m.format == Format::Q5_0 => Acts::K(
                         a.chunks_exact(m.cols / 32)
                             .map(|t| KActs::Q8_0(t.iter().map(Q8_0Wide::from).collect()))
                             .collect(),
@@ -305,7 +305,7 @@ fn q4_prefill(
         ),
         Activations::Q8_0(a) => prefill::prefill32(
             kk,
-            Format32::Q4_0,
+            Format::Q4_0,
             out,
             m.rows(),
             seq,
@@ -316,7 +316,7 @@ fn q4_prefill(
         ),
         Activations::Q8_1(a) if kk.wants_octs() => prefill::prefill32(
             kk,
-            Format32::Q4_1,
+            Format::Q4_1,
             out,
             m.rows(),
             seq,
@@ -363,10 +363,10 @@ fn packed_prefill(
     let whole = |_, _| -> f32 { unreachable!("every band is whole eights") };
     if main > 0 {
         let acts = m.quantize(k, &x[..main * cols]);
-        match p.format.format32() {
+        match Some(p.format).filter(|f| f.block_values() == 32) {
             None => {
                 // a K-quant: the rows' blocks unpacked as a KMatrix's are (KMatrix::matmul)
-                let q6_k = p.format == PackedFormat::Q6_K;
+                let q6_k = p.format == Format::Q6_K;
                 let q8k = |t: usize| match &acts {
                     Acts::K(a) => a[t].q8_k(),
                     _ => unreachable!("quantize made the activations for this matrix"),

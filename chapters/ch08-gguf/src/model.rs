@@ -13,15 +13,10 @@ use crate::file::GgufFile;
 use crate::gguf::TensorInfo;
 use crate::types::GgmlType;
 
-/// The chapter 6 format that holds a ggml type's blocks, if there is one.
+/// The chapter 6 format that holds a ggml type's blocks in a [`QMatrix`], if there is one.
 pub fn format_of(ty: GgmlType) -> Option<Format> {
-    match ty {
-        GgmlType::F32 => Some(Format::F32),
-        GgmlType::Q4_0 => Some(Format::Q4_0),
-        GgmlType::Q4_1 => Some(Format::Q4_1),
-        GgmlType::Q8_0 => Some(Format::Q8_0),
-        _ => None,
-    }
+    ty.format()
+        .filter(|f| matches!(f, Format::F32 | Format::Q8_0 | Format::Q4_0 | Format::Q4_1))
 }
 
 // ANCHOR: unpermute

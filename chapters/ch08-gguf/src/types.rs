@@ -9,6 +9,8 @@
 //! in the table although no model file stores its weights in them: they are the formats
 //! ggml's CPU kernels quantize activations to, and a file may still hold them.
 
+use ch06_quantization::Format;
+
 use crate::error::{Error, Result};
 
 /// A ggml tensor type this reader knows the size of.
@@ -58,7 +60,27 @@ impl GgmlType {
     pub const F16: GgmlType = GgmlType(1);
     pub const Q4_0: GgmlType = GgmlType(2);
     pub const Q4_1: GgmlType = GgmlType(3);
+    pub const Q5_0: GgmlType = GgmlType(6);
     pub const Q8_0: GgmlType = GgmlType(8);
+    pub const Q4_K: GgmlType = GgmlType(12);
+    pub const Q6_K: GgmlType = GgmlType(14);
+
+    // ANCHOR: format
+    /// The engine's name for the blocks of this type, if it runs them: the one map from a
+    /// file's type id to the [`Format`] every matrix and kernel is chosen by.
+    pub fn format(self) -> Option<Format> {
+        Some(match self {
+            GgmlType::F32 => Format::F32,
+            GgmlType::Q4_0 => Format::Q4_0,
+            GgmlType::Q4_1 => Format::Q4_1,
+            GgmlType::Q5_0 => Format::Q5_0,
+            GgmlType::Q8_0 => Format::Q8_0,
+            GgmlType::Q4_K => Format::Q4_K,
+            GgmlType::Q6_K => Format::Q6_K,
+            _ => return None,
+        })
+    }
+    // ANCHOR_END: format
 
     /// The type with this id, if ggml (at the pinned version) has one.
     pub fn from_id(id: u32) -> Option<GgmlType> {

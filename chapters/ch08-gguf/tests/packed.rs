@@ -4,6 +4,7 @@
 //! chapter 8's), bit for bit (random rows, any finite f16 scale, one to nine tokens, and the
 //! extremes of the 16-bit sums).
 
+use ch06_quantization::Format;
 use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
 use ch06_quantization::dot::{dot_q4_0_q8_0, dot_q4_1_q8_1};
 use ch07_simd_parallel::Isa;
@@ -12,7 +13,7 @@ use ch07_simd_parallel::kernels::products::for_isa;
 use ch07_simd_parallel::layout::kquant::{
     BlockQ8K, Q8_0Wide, dot_q4_k_q8_k, dot_q5_0_q8_0, dot_q6_k_q8_k,
 };
-use ch08_gguf::matrix::{Packed, PackedFormat, PackedToken};
+use ch08_gguf::matrix::{GroupLayout, Packed, PackedToken};
 use proptest::prelude::*;
 
 /// `h` (f16 bits) made finite: an infinity or NaN loses its exponent's top bit.
@@ -22,21 +23,14 @@ fn finite(h: u16) -> u16 {
 
 /// `rows` rows of `nb` blocks of `format` as a file stores them: nibbles from `q`, each
 /// block's f16 fields (d, and Q4_1's m) from `h`, Q5_0's fifth bits from `qh`.
-fn file_rows(
-    format: PackedFormat,
-    rows: usize,
-    nb: usize,
-    q: &[u8],
-    h: &[u16],
-    qh: &[u32],
-) -> Vec<u8> {
-    let fields = if format == PackedFormat::Q4_1 { 2 } else { 1 };
+fn file_rows(format: Format, rows: usize, nb: usize, q: &[u8], h: &[u16], qh: &[u32]) -> Vec<u8> {
+    let fields = if format == Format::Q4_1 { 2 } else { 1 };
     (0..rows * nb)
         .flat_map(|i| {
             let mut block: Vec<u8> = (0..fields)
                 .flat_map(|f| finite(h[fields * i + f]).to_le_bytes())
                 .collect();
-            if format == PackedFormat::Q5_0 {
+            if format == Format::Q5_0 {
                 block.extend(qh[i % qh.len()].to_le_bytes());
             }
             block.extend(&q[i * 16..][..16]);
@@ -54,14 +48,14 @@ enum Token {
     K(Vec<BlockQ8K>, bool),
 }
 
-fn token(format: PackedFormat, nb: usize, q: &[i8], h: &[u16]) -> Token {
+fn token(format: Format, nb: usize, q: &[i8], h: &[u16]) -> Token {
     let qs = |b: usize| -> [i8; 32] { q[b * 32..][..32].try_into().unwrap() };
-    if format == PackedFormat::Q5_0 {
+    if format == Format::Q5_0 {
         // chapter 8 widens chapter 6's Q8_0 blocks: the scale as f32, and Σ qs
         let f = |b: usize| ch06_quantization::f16::f16_to_f32_fast(h[b] & 0x7bff);
         return Token::Wide((0..nb).map(|b| Q8_0Wide::new(f(b), qs(b))).collect());
     }
-    if format == PackedFormat::Q4_1 {
+    if format == Format::Q4_1 {
         let a = (0..nb)
             .map(|b| BlockQ8_1 {
                 d: h[2 * b] & 0x7bff,
@@ -119,7 +113,7 @@ impl Token {
 /// Packs `w` (`rows` rows of `nb` blocks), checks that every row comes back as it was, and
 /// that every group against `tokens`, on every level, gives chapter 6's dots. Returns how
 /// many SIMD levels ran.
-fn check(format: PackedFormat, rows: usize, nb: usize, w: &[u8], tokens: &[Token]) -> usize {
+fn check(format: Format, rows: usize, nb: usize, w: &[u8], tokens: &[Token]) -> usize {
     let cols = format.block_values() * nb;
     let p = Packed::new(format, rows, cols, w).expect("whole groups of rows");
     // the same groups in a piece of an arena (huge pages, where the OS gives them), as the
@@ -185,7 +179,7 @@ proptest! {
         ah in proptest::collection::vec(any::<u16>(), 9 * 12 * 2),
         qh in proptest::collection::vec(any::<u32>(), 24 * 12),
     ) {
-        let format = [PackedFormat::Q4_0, PackedFormat::Q4_1, PackedFormat::Q5_0][kind];
+        let format = [Format::Q4_0, Format::Q4_1, Format::Q5_0][kind];
         let rows = 8 * groups;
         let w = file_rows(format, rows, nb, &wq, &wh, &qh);
         let tokens: Vec<Token> = (0..n_tokens)
@@ -199,11 +193,11 @@ proptest! {
 fn packed_groups_are_exact_at_the_extremes() {
     let mut simd = 0;
     for format in [
-        PackedFormat::Q4_0,
-        PackedFormat::Q4_1,
-        PackedFormat::Q5_0,
-        PackedFormat::Q4_K,
-        PackedFormat::Q6_K,
+        Format::Q4_0,
+        Format::Q4_1,
+        Format::Q5_0,
+        Format::Q4_K,
+        Format::Q6_K,
     ] {
         // every quant at its largest (Q5_0: 31, with all fifth bits; the K-quants' scales:
         // all bits set) against −128 or 127: the 16-bit pair sums at their largest
@@ -218,7 +212,7 @@ fn packed_groups_are_exact_at_the_extremes() {
         ] {
             let (rows, nb) = (16, if format.is_k() { 3 } else { 20 });
             let (w, tokens): (Vec<u8>, Vec<Token>) = if format.is_k() {
-                let q6_k = format == PackedFormat::Q6_K;
+                let q6_k = format == Format::Q6_K;
                 let w = vec![wq; rows * nb * 210];
                 let tokens = (0..5).map(|_| k_token(q6_k, nb, &vec![aq; nb * 256], &[0x3800; 3]));
                 let f16s = [0x3c00, 0xb800].repeat(rows * nb);
@@ -287,7 +281,7 @@ proptest! {
         aq in proptest::collection::vec(any::<i8>(), 9 * 3 * 256),
         ad in proptest::collection::vec(any::<u16>(), 9 * 3),
     ) {
-        let format = if q6_k { PackedFormat::Q6_K } else { PackedFormat::Q4_K };
+        let format = if q6_k { Format::Q6_K } else { Format::Q4_K };
         let rows = 8 * groups;
         let w = k_rows(q6_k, rows, nb, &wq, &wh);
         let tokens: Vec<Token> = (0..n_tokens)
@@ -301,23 +295,23 @@ proptest! {
 fn only_whole_groups_of_rows_are_packed() {
     let w = vec![0u8; 12 * 20];
     assert!(
-        Packed::new(PackedFormat::Q4_1, 12, 32, &w).is_none(),
+        Packed::new(Format::Q4_1, 12, 32, &w).is_none(),
         "12 rows are not whole eights"
     );
     assert!(
-        Packed::new(PackedFormat::Q4_0, 8, 33, &[0u8; 8 * 18]).is_none(),
+        Packed::new(Format::Q4_0, 8, 33, &[0u8; 8 * 18]).is_none(),
         "33 columns are not whole blocks"
     );
     assert!(
-        Packed::new(PackedFormat::Q4_0, 8, 32, &[0u8; 8 * 18 - 1]).is_none(),
+        Packed::new(Format::Q4_0, 8, 32, &[0u8; 8 * 18 - 1]).is_none(),
         "a short buffer"
     );
-    assert!(Packed::new(PackedFormat::Q4_0, 8, 32, &[0u8; 8 * 18]).is_some());
-    assert!(Packed::new(PackedFormat::Q5_0, 8, 32, &[0u8; 8 * 22]).is_some());
+    assert!(Packed::new(Format::Q4_0, 8, 32, &[0u8; 8 * 18]).is_some());
+    assert!(Packed::new(Format::Q5_0, 8, 32, &[0u8; 8 * 22]).is_some());
     assert!(
-        Packed::new(PackedFormat::Q4_K, 8, 32, &[0u8; 8 * 18]).is_none(),
+        Packed::new(Format::Q4_K, 8, 32, &[0u8; 8 * 18]).is_none(),
         "a K-quant's blocks are 256 columns"
     );
-    assert!(Packed::new(PackedFormat::Q4_K, 8, 256, &[0u8; 8 * 144]).is_some());
-    assert!(Packed::new(PackedFormat::Q6_K, 8, 512, &[0u8; 16 * 210]).is_some());
+    assert!(Packed::new(Format::Q4_K, 8, 256, &[0u8; 8 * 144]).is_some());
+    assert!(Packed::new(Format::Q6_K, 8, 512, &[0u8; 16 * 210]).is_some());
 }

@@ -7,7 +7,7 @@ use ch06_quantization::search::ScaleRule;
 use ch06_quantization::{QMatrix, Scalar};
 use ch07_simd_parallel::Isa;
 use ch07_simd_parallel::kernels::products::{KKernels, ScalarK, for_isa};
-use ch08_gguf::matrix::{KFormat, KMatrix, Matrix, Packed, PackedFormat, matmul_group};
+use ch08_gguf::matrix::{KMatrix, Matrix, Packed, matmul_group};
 
 const ROWS: usize = 44;
 const COLS: usize = 512;
@@ -31,12 +31,13 @@ fn floats(n: usize, seed: u64) -> Vec<f32> {
 }
 
 /// Random blocks of a K-quant format with every f16 scale a small finite number.
-fn k_matrix(format: KFormat, seed: u64) -> KMatrix {
-    let (values, bytes) = format.block();
+fn k_matrix(format: Format, seed: u64) -> KMatrix {
+    let (values, bytes) = (format.block_values(), format.block_bytes());
     let scales: &[usize] = match format {
-        KFormat::Q5_0 => &[0],
-        KFormat::Q4_K => &[0, 2],
-        KFormat::Q6_K => &[208],
+        Format::Q5_0 => &[0],
+        Format::Q4_K => &[0, 2],
+        Format::Q6_K => &[208],
+        f => unreachable!("{} is not a K-matrix format", f.name()),
     };
     let mut next = stream(seed);
     let mut data: Vec<u8> = (0..ROWS * COLS / values * bytes)
@@ -62,7 +63,7 @@ fn matrices() -> Vec<(String, Matrix)> {
             (f.name().to_string(), Matrix::Q(m))
         })
         .collect();
-    for (i, f) in [KFormat::Q5_0, KFormat::Q4_K, KFormat::Q6_K]
+    for (i, f) in [Format::Q5_0, Format::Q4_K, Format::Q6_K]
         .into_iter()
         .enumerate()
     {
@@ -71,25 +72,19 @@ fn matrices() -> Vec<(String, Matrix)> {
     // Q4_0, Q4_1, Q5_0, Q4_K and Q6_K interleaved eight rows at a time, as the AVX2 level loads them:
     // 40 rows
     let rows = ROWS / 8 * 8;
-    for (f, p) in [
-        (Format::Q4_0, PackedFormat::Q4_0),
-        (Format::Q4_1, PackedFormat::Q4_1),
-    ] {
+    for (f, p) in [(Format::Q4_0, Format::Q4_0), (Format::Q4_1, Format::Q4_1)] {
         let m = QMatrix::quantize(&w[..rows * COLS], rows, COLS, f, ScaleRule::Absmax)
             .expect("quantizes");
         let p = Packed::new(p, rows, COLS, m.rows_bytes(0, rows)).expect("whole groups");
         out.push((format!("{} packed", f.name()), Matrix::P(p)));
     }
-    let q5_0 = k_matrix(KFormat::Q5_0, 11);
+    let q5_0 = k_matrix(Format::Q5_0, 11);
     let bytes = &q5_0.bytes_all()[..rows * COLS / 32 * 22];
-    let p = Packed::new(PackedFormat::Q5_0, rows, COLS, bytes).expect("whole groups");
+    let p = Packed::new(Format::Q5_0, rows, COLS, bytes).expect("whole groups");
     out.push(("Q5_0 packed".to_string(), Matrix::P(p)));
-    for (i, (f, pf)) in [
-        (KFormat::Q4_K, PackedFormat::Q4_K),
-        (KFormat::Q6_K, PackedFormat::Q6_K),
-    ]
-    .into_iter()
-    .enumerate()
+    for (i, (f, pf)) in [(Format::Q4_K, Format::Q4_K), (Format::Q6_K, Format::Q6_K)]
+        .into_iter()
+        .enumerate()
     {
         let k = k_matrix(f, 12 + i as u64);
         let bytes = &k.bytes_all()[..rows * k.row_len()];
@@ -106,15 +101,12 @@ fn reference(m: &Matrix, x: &[f32], seq: usize) -> Vec<f32> {
         let bytes = Bytes::from_vec((0..p.rows).flat_map(|r| p.row_bytes(r)).collect());
         let (rows, cols) = (p.rows, p.cols);
         let as_stored = match p.format {
-            PackedFormat::Q4_0 => {
-                QMatrix::from_blocks(Format::Q4_0, rows, cols, bytes).map(Matrix::Q)
-            }
-            PackedFormat::Q4_1 => {
-                QMatrix::from_blocks(Format::Q4_1, rows, cols, bytes).map(Matrix::Q)
-            }
-            PackedFormat::Q5_0 => KMatrix::new(KFormat::Q5_0, rows, cols, bytes).map(Matrix::K),
-            PackedFormat::Q4_K => KMatrix::new(KFormat::Q4_K, rows, cols, bytes).map(Matrix::K),
-            PackedFormat::Q6_K => KMatrix::new(KFormat::Q6_K, rows, cols, bytes).map(Matrix::K),
+            Format::Q4_0 => QMatrix::from_blocks(Format::Q4_0, rows, cols, bytes).map(Matrix::Q),
+            Format::Q4_1 => QMatrix::from_blocks(Format::Q4_1, rows, cols, bytes).map(Matrix::Q),
+            Format::Q5_0 => KMatrix::new(Format::Q5_0, rows, cols, bytes).map(Matrix::K),
+            Format::Q4_K => KMatrix::new(Format::Q4_K, rows, cols, bytes).map(Matrix::K),
+            Format::Q6_K => KMatrix::new(Format::Q6_K, rows, cols, bytes).map(Matrix::K),
+            f => unreachable!("{} is never packed", f.name()),
         };
         return reference(&as_stored.expect("whole blocks"), x, seq);
     }

@@ -24,6 +24,12 @@ impl QMatrix {
                 w.len()
             ));
         }
+        if !Format::ALL.contains(&format) {
+            return Err(format!(
+                "{} is one of chapter 8's formats, read from files: this chapter does not quantize to it",
+                format.name()
+            ));
+        }
         if format != Format::F32 && !cols.is_multiple_of(QK) {
             return Err(format!(
                 "{} needs rows of whole blocks of {QK}; these have {cols}",
@@ -108,6 +114,6 @@ fn quantize_row(format: Format, rule: ScaleRule, w: &[f32], out: &mut [u8]) {
                 }
             }
         }
-        Format::F32 | Format::Int8 => unreachable!("not block formats"),
+        _ => unreachable!("QMatrix::quantize takes this chapter's formats only"),
     }
 }

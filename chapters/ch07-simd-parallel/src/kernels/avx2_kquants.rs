@@ -2,7 +2,6 @@
 //! block unpacked once for its `T` tokens, the sub-block scales riding in `vpmaddwd`'s second
 //! operand so that a super-block needs one horizontal sum per token, not one per sub-block.
 
-#[allow(unused_imports)]
 use super::products::Q4_1_BYTES;
 #[allow(unused_imports)]
 use super::products::{
@@ -11,13 +10,15 @@ use super::products::{
 #[allow(unused_imports)]
 use crate::layout::eights_k::{self, KOcts, RowsK};
 #[allow(unused_imports)]
-use crate::layout::eights32::{self, ActOcts, Block32, Format32, Rows32};
+use crate::layout::eights32::{self, ActOcts, Block32, Rows32};
 #[allow(unused_imports)]
 use crate::layout::kquant::{
     self, ActQuads, BlockQ8K, KQuads, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide,
 };
 #[allow(unused_imports)]
 use crate::layout::packed::PackedToken;
+#[allow(unused_imports)]
+use ch06_quantization::Format;
 #[allow(unused_imports)]
 use ch06_quantization::blocks::{BlockQ4_1, BlockQ8_0, BlockQ8_1};
 

@@ -3,6 +3,7 @@
 //! come out of one `vpmaddwd` with nothing to fold, and its eight scales out of one 16-byte
 //! load and one conversion.
 
+use ch06_quantization::Format;
 use std::arch::x86_64::*;
 
 use crate::kernels::avx2::prefetch_lines;
@@ -12,7 +13,7 @@ use super::x86_products::splat_bits;
 use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
 
 use crate::layout::kquant::{BlockQ8K, Q8_0Wide};
-use crate::layout::packed::PackedFormat;
+use crate::layout::packed::GroupLayout;
 use crate::layout::packed::PackedToken;
 
 // ANCHOR: packed_sums
@@ -96,7 +97,7 @@ fn fifth_bits(qh: __m256i, k: usize) -> __m256i {
 
 /// A group's bytes per block and its blocks, after checking that `w` is whole blocks of
 /// `format`, one per block of each token's activations (`tokens`: their lengths).
-fn blocks(w: &[u8], format: PackedFormat, tokens: impl Iterator<Item = usize>) -> (usize, usize) {
+fn blocks(w: &[u8], format: Format, tokens: impl Iterator<Item = usize>) -> (usize, usize) {
     let bb = format.group_block_bytes();
     let nb = w.len() / bb;
     let whole = w.len() == nb * bb;
@@ -132,7 +133,7 @@ pub(super) unsafe fn packed8_q4_0<const N: usize>(
     a: [&[BlockQ8_0]; N],
     sums: [&[i32]; N],
 ) -> [[f32; 8]; N] {
-    let (bb, nb) = blocks(w, PackedFormat::Q4_0, a.iter().map(|a| a.len()));
+    let (bb, nb) = blocks(w, Format::Q4_0, a.iter().map(|a| a.len()));
     assert!(
         sums.iter().all(|s| s.len() == nb),
         "a sum per activation block"
@@ -166,7 +167,7 @@ pub(super) unsafe fn packed8_q4_0<const N: usize>(
 #[target_feature(enable = "avx2,f16c")]
 #[allow(clippy::needless_range_loop)] // `b` indexes every token's blocks
 pub(super) unsafe fn packed8_q4_1<const N: usize>(w: &[u8], a: [&[BlockQ8_1]; N]) -> [[f32; 8]; N] {
-    let (bb, nb) = blocks(w, PackedFormat::Q4_1, a.iter().map(|a| a.len()));
+    let (bb, nb) = blocks(w, Format::Q4_1, a.iter().map(|a| a.len()));
     let mut acc = [_mm256_setzero_ps(); N];
     for b in 0..nb {
         // SAFETY: as in packed8_q4_0.
@@ -201,7 +202,7 @@ pub(super) unsafe fn packed8_q4_1<const N: usize>(w: &[u8], a: [&[BlockQ8_1]; N]
 #[target_feature(enable = "avx2,f16c")]
 #[allow(clippy::needless_range_loop)] // `b` indexes every token's blocks
 pub(super) unsafe fn packed8_q5_0<const N: usize>(w: &[u8], a: [&[Q8_0Wide]; N]) -> [[f32; 8]; N] {
-    let (bb, nb) = blocks(w, PackedFormat::Q5_0, a.iter().map(|a| a.len()));
+    let (bb, nb) = blocks(w, Format::Q5_0, a.iter().map(|a| a.len()));
     let mut acc = [_mm256_setzero_ps(); N];
     for b in 0..nb {
         // SAFETY: as in packed8_q4_0; the eight qh lie after the eight scales.
@@ -257,7 +258,7 @@ fn lane_bytes(i: i8, pair: bool, signed: bool) -> __m256i {
 #[target_feature(enable = "avx2,f16c")]
 #[allow(clippy::needless_range_loop)] // `b` indexes every token's blocks
 pub(super) unsafe fn packed8_q4_k<const N: usize>(w: &[u8], a: [&[BlockQ8K]; N]) -> [[f32; 8]; N] {
-    let (bb, nb) = blocks(w, PackedFormat::Q4_K, a.iter().map(|a| a.len()));
+    let (bb, nb) = blocks(w, Format::Q4_K, a.iter().map(|a| a.len()));
     let (low, six, two) = (
         _mm256_set1_epi8(0x0f),
         _mm256_set1_epi8(0x3f),
@@ -368,7 +369,7 @@ fn high_bytes_signed(v: __m256i) -> __m256i {
 #[target_feature(enable = "avx2,f16c")]
 #[allow(clippy::needless_range_loop)] // `b` indexes every token's blocks
 pub(super) unsafe fn packed8_q6_k<const N: usize>(w: &[u8], a: [&[BlockQ8K]; N]) -> [[f32; 8]; N] {
-    let (bb, nb) = blocks(w, PackedFormat::Q6_K, a.iter().map(|a| a.len()));
+    let (bb, nb) = blocks(w, Format::Q6_K, a.iter().map(|a| a.len()));
     let one: [__m256i; 4] = std::array::from_fn(|i| lane_bytes(i as i8, false, true));
     let pair: [__m256i; 2] = std::array::from_fn(|k| lane_bytes(2 * k as i8, true, true));
     let mut acc = [_mm256_setzero_ps(); N];

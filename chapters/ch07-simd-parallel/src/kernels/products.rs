@@ -5,6 +5,7 @@
 //! contribution is computed from exact integer sums with the same float operations as the
 //! scalar code, so every level returns the same bits.
 
+use ch06_quantization::Format;
 use ch06_quantization::blocks::{BlockQ4_1, BlockQ8_0, BlockQ8_1};
 use ch06_quantization::dot;
 
@@ -13,7 +14,7 @@ pub(crate) const Q4_1_BYTES: usize = BlockQ4_1::BYTES;
 use crate::Isa;
 
 use crate::layout::eights_k::{self, KOcts, RowsK};
-use crate::layout::eights32::{self, ActOcts, Block32, Format32, Rows32};
+use crate::layout::eights32::{self, ActOcts, Block32, Rows32};
 use crate::layout::kquant::{
     self, ActQuads, BlockQ8K, KQuads, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide,
 };
@@ -68,21 +69,21 @@ pub trait KKernels: Sync {
     }
     /// One unpacked Q4_0, Q5_0 or Q4_1 row against eight tokens: the scalar kernel's eight dots,
     /// bit for bit.
-    fn dot8_row32(&self, format: Format32, row: &[Block32], a: &ActOcts) -> [f32; 8] {
+    fn dot8_row32(&self, format: Format, row: &[Block32], a: &ActOcts) -> [f32; 8] {
         eights32::dot8_row32(format, row, a)
     }
     /// One Q4_0, Q5_0 or Q4_1 row as it lies in the file against eight tokens, each block
     /// unpacked as it is met: [`KKernels::dot8_row32`]'s numbers without an unpacked copy.
-    fn dot8_raw32(&self, format: Format32, w: &[u8], a: &ActOcts) -> [f32; 8] {
+    fn dot8_raw32(&self, format: Format, w: &[u8], a: &ActOcts) -> [f32; 8] {
         let row: Vec<Block32> = w
-            .chunks_exact(format.bytes())
+            .chunks_exact(format.block_bytes())
             .map(|b| eights32::unpack_block(format, b))
             .collect();
         self.dot8_row32(format, &row, a)
     }
     /// Four unpacked rows against the same eight tokens: [`KKernels::dot8_row32`] of each,
     /// bit for bit; SIMD kernels load each step's activations once for the four.
-    fn dot8x4_row32(&self, format: Format32, rows: [&[Block32]; 4], a: &ActOcts) -> [[f32; 8]; 4] {
+    fn dot8x4_row32(&self, format: Format, rows: [&[Block32]; 4], a: &ActOcts) -> [[f32; 8]; 4] {
         rows.map(|row| self.dot8_row32(format, row, a))
     }
     /// One Q8_0 row (its bytes as in the file) against eight tokens: eight of chapter 6's
@@ -155,8 +156,10 @@ pub trait KKernels: Sync {
         std::array::from_fn(|j| self.dot8_q6_k(rows, i + j, a))
     }
     /// Q4_0, Q5_0 or Q4_1 rows unpacked for [`KKernels::dot8_row32`].
-    fn unpack_rows32(&self, format: Format32, rows: &[&[u8]], out: &mut Rows32) {
-        out.unpack(format.bytes(), rows, |b| eights32::unpack_block(format, b));
+    fn unpack_rows32(&self, format: Format, rows: &[&[u8]], out: &mut Rows32) {
+        out.unpack(format.block_bytes(), rows, |b| {
+            eights32::unpack_block(format, b)
+        });
     }
     /// Chapter 7's `dot4_q4_1_q8_1` for one Q4_1 row against four tokens, bit for bit, given
     /// the activations interleaved too; `None` when this level has no such kernel.

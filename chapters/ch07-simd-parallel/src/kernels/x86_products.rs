@@ -3,7 +3,6 @@
 //! taken out with the activations' precomputed sums; Q5_0's quants are made signed and
 //! chapter 7's sign trick moves the sign onto them, leaving the activations unsigned. The sub-block scales ride in `vpmaddwd`'s second operand,
 //! so a whole super-block needs one horizontal sum per token, not one per sub-block.
-#[allow(unused_imports)]
 use super::products::Q4_1_BYTES;
 #[allow(unused_imports)]
 use super::products::{
@@ -12,13 +11,15 @@ use super::products::{
 #[allow(unused_imports)]
 use crate::layout::eights_k::{self, KOcts, RowsK};
 #[allow(unused_imports)]
-use crate::layout::eights32::{self, ActOcts, Block32, Format32, Rows32};
+use crate::layout::eights32::{self, ActOcts, Block32, Rows32};
 #[allow(unused_imports)]
 use crate::layout::kquant::{
     self, ActQuads, BlockQ8K, KQuads, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide,
 };
 #[allow(unused_imports)]
 use crate::layout::packed::PackedToken;
+#[allow(unused_imports)]
+use ch06_quantization::Format;
 #[allow(unused_imports)]
 use ch06_quantization::blocks::{BlockQ4_1, BlockQ8_0, BlockQ8_1};
 
@@ -129,21 +130,25 @@ impl<const VNNI: bool> KKernels for Avx2K<VNNI> {
         // SAFETY: as in dot8_q4_k.
         unsafe { super::avx2_eights4_k::dot8x4_q6_k(rows, i, a) }
     }
-    fn unpack_rows32(&self, format: Format32, rows: &[&[u8]], out: &mut Rows32) {
+    fn unpack_rows32(&self, format: Format, rows: &[&[u8]], out: &mut Rows32) {
         // SAFETY: for_isa hands this out only when the CPU has AVX2 and F16C.
-        out.unpack(format.bytes(), rows, |b| unsafe {
+        out.unpack(format.block_bytes(), rows, |b| unsafe {
             super::avx2_eights::unpack_block(format, b)
         });
     }
-    fn dot8_raw32(&self, format: Format32, w: &[u8], a: &ActOcts) -> [f32; 8] {
+    fn dot8_raw32(&self, format: Format, w: &[u8], a: &ActOcts) -> [f32; 8] {
         // SAFETY: for_isa hands this out only when the CPU has AVX2 and F16C; the kernel
         // checks the lengths.
         unsafe {
             match format {
-                Format32::Q4_0 | Format32::Q5_0 => {
+                Format::Q4_0 | Format::Q5_0 => {
                     super::avx2_eights::dot8_raw32::<false>(format, w, a)
                 }
-                Format32::Q4_1 => super::avx2_eights::dot8_raw32::<true>(format, w, a),
+                Format::Q4_1 => super::avx2_eights::dot8_raw32::<true>(format, w, a),
+                f => unreachable!(
+                    "{} has no unpacked 32-value kernel (Q4_0, Q5_0 and Q4_1 do)",
+                    f.name()
+                ),
             }
         }
     }
@@ -207,23 +212,27 @@ impl<const VNNI: bool> KKernels for Avx2K<VNNI> {
             &mut out.from_row(eights),
         );
     }
-    fn dot8_row32(&self, format: Format32, row: &[Block32], a: &ActOcts) -> [f32; 8] {
+    fn dot8_row32(&self, format: Format, row: &[Block32], a: &ActOcts) -> [f32; 8] {
         // SAFETY: for_isa hands this out only when the CPU has AVX2; the kernel checks
         // the lengths.
         unsafe {
             match format {
-                Format32::Q4_0 | Format32::Q5_0 => super::avx2_eights::dot8_row32::<false>(row, a),
-                Format32::Q4_1 => super::avx2_eights::dot8_row32::<true>(row, a),
+                Format::Q4_0 | Format::Q5_0 => super::avx2_eights::dot8_row32::<false>(row, a),
+                Format::Q4_1 => super::avx2_eights::dot8_row32::<true>(row, a),
+                f => unreachable!(
+                    "{} has no unpacked 32-value kernel (Q4_0, Q5_0 and Q4_1 do)",
+                    f.name()
+                ),
             }
         }
     }
-    fn dot8x4_row32(&self, format: Format32, rows: [&[Block32]; 4], a: &ActOcts) -> [[f32; 8]; 4] {
+    fn dot8x4_row32(&self, format: Format, rows: [&[Block32]; 4], a: &ActOcts) -> [[f32; 8]; 4] {
         use super::avx2_eights4::dot8x4_row32;
         // SAFETY: for_isa hands this out only when the CPU has AVX2, and VNNI only when it
         // has AVX-512 F/BW/VL and VNNI; the kernels check the lengths.
         unsafe {
             match format {
-                Format32::Q4_1 => dot8x4_row32::<true, VNNI>(rows, a),
+                Format::Q4_1 => dot8x4_row32::<true, VNNI>(rows, a),
                 _ => dot8x4_row32::<false, VNNI>(rows, a),
             }
         }

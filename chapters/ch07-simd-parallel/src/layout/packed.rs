@@ -22,7 +22,7 @@
 //! The K-quants' blocks of 256 are grouped the same way: their f16 fields side by side
 //! (Q4_K's `d` and `dmin`, Q6_K's `d`), then everything else in chunks of four bytes a row:
 //! Q4_K's 12 bytes of 6-bit scales and mins (three chunks) and 128 of nibbles; Q6_K's
-//! scales, `ql` and `qh`, in the order its kernel reads them ([`PackedFormat::chunk_of`]).
+//! scales, `ql` and `qh`, in the order its kernel reads them ([`Format::chunk_of`]).
 
 use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1, QK};
 use ch06_quantization::f16::f16_to_f32_fast;
@@ -37,57 +37,50 @@ use crate::layout::kquant::{self, BlockQ8K, Q8_0Wide};
 /// Rows in a group.
 pub const GROUP: usize = 8;
 
-/// The formats a [`Packed`] matrix holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[allow(non_camel_case_types)] // llama.cpp's names
-pub enum PackedFormat {
-    Q4_0,
-    Q4_1,
-    Q5_0,
-    Q4_K,
-    Q6_K,
+/// Where each field of a format's block lies in a group of eight rows (see the module's
+/// comment): the formats [`can_pack`] says yes to.
+pub trait GroupLayout: Copy {
+    /// Whether the format is one of llama.cpp's K-quants (blocks of 256, Q8_K activations).
+    fn is_k(self) -> bool;
+    /// The fields of a row's block that a group keeps side by side in its head.
+    fn fields(self) -> &'static [(usize, usize)];
+    /// The rest of a row's block, stored in chunks of four bytes a row, as (offset, bytes).
+    fn chunked(self) -> (usize, usize);
+    /// Bytes of one block's fields for eight rows, before the chunks.
+    fn head_bytes(self) -> usize;
+    /// Bytes of one block of a group: eight rows' blocks.
+    fn group_block_bytes(self) -> usize;
+    /// Where field `f` of lane `r` lies in a group's block, and in a row's block.
+    fn field_at(self, f: usize, r: usize) -> (usize, usize);
+    /// Lane `r`'s place in a group's block.
+    fn lane(self, r: usize) -> Lane;
+    /// Which four bytes of a row's chunked run a group stores as its chunk `c`.
+    fn chunk_of(self, c: usize) -> usize;
 }
 
-impl PackedFormat {
-    /// The name the format goes by elsewhere in the engine (chapter 6's, or chapter 8's
-    /// `KFormat`'s).
-    pub fn name(self) -> &'static str {
-        match self {
-            PackedFormat::Q4_0 => "Q4_0",
-            PackedFormat::Q4_1 => "Q4_1",
-            PackedFormat::Q5_0 => "Q5_0",
-            PackedFormat::Q4_K => "Q4_K",
-            PackedFormat::Q6_K => "Q6_K",
-        }
-    }
-    /// The format as chapter 8's eight-token kernels for 32-value blocks name it (`None`
-    /// for the K-quants, which have their own).
-    pub fn format32(self) -> Option<crate::layout::eights32::Format32> {
-        use crate::layout::eights32::Format32;
-        match self {
-            PackedFormat::Q4_0 => Some(Format32::Q4_0),
-            PackedFormat::Q4_1 => Some(Format32::Q4_1),
-            PackedFormat::Q5_0 => Some(Format32::Q5_0),
-            PackedFormat::Q4_K | PackedFormat::Q6_K => None,
-        }
-    }
+/// Whether matrices of `format` can be packed: Q4_0, Q4_1, Q5_0, Q4_K and Q6_K.
+pub fn can_pack(format: Format) -> bool {
+    matches!(
+        format,
+        Format::Q4_0 | Format::Q4_1 | Format::Q5_0 | Format::Q4_K | Format::Q6_K
+    )
+}
+
+impl GroupLayout for Format {
     /// Whether the format is one of llama.cpp's K-quants (blocks of 256, Q8_K activations).
-    pub fn is_k(self) -> bool {
-        matches!(self, PackedFormat::Q4_K | PackedFormat::Q6_K)
-    }
-    /// Weights per block.
-    pub fn block_values(self) -> usize {
-        if self.is_k() { kquant::QK_K } else { QK }
+    fn is_k(self) -> bool {
+        matches!(self, Format::Q4_K | Format::Q6_K)
     }
     /// The fields of a row's block that a group keeps side by side in its head, as (offset
     /// in the row's block, bytes): `d`, then Q4_1's `m`, Q5_0's 32-bit `qh` or Q4_K's
     /// `dmin`; Q6_K's `d` comes last in its block.
     fn fields(self) -> &'static [(usize, usize)] {
         match self {
-            PackedFormat::Q4_0 => &[(0, 2)],
-            PackedFormat::Q4_1 | PackedFormat::Q4_K => &[(0, 2), (2, 2)],
-            PackedFormat::Q5_0 => &[(0, 2), (2, 4)],
-            PackedFormat::Q6_K => &[(208, 2)],
+            Format::Q4_0 => &[(0, 2)],
+            Format::Q4_1 | Format::Q4_K => &[(0, 2), (2, 2)],
+            Format::Q5_0 => &[(0, 2), (2, 4)],
+            Format::Q6_K => &[(208, 2)],
+            f => unreachable!("{} has no packed layout (Format::can_pack)", f.name()),
         }
     }
     /// The rest of a row's block, which a group stores in chunks of four bytes a row, as
@@ -95,23 +88,21 @@ impl PackedFormat {
     /// its 128 of nibbles; Q6_K's 128 bytes of low nibbles, 64 of high bits and 16 scales.
     fn chunked(self) -> (usize, usize) {
         match self {
-            PackedFormat::Q4_0 => (2, QK / 2),
-            PackedFormat::Q4_1 => (4, QK / 2),
-            PackedFormat::Q5_0 => (6, QK / 2),
-            PackedFormat::Q4_K => (4, 12 + kquant::QK_K / 2),
-            PackedFormat::Q6_K => (0, 208),
+            Format::Q4_0 => (2, QK / 2),
+            Format::Q4_1 => (4, QK / 2),
+            Format::Q5_0 => (6, QK / 2),
+            Format::Q4_K => (4, 12 + kquant::QK_K / 2),
+            Format::Q6_K => (0, 208),
+            f => unreachable!("{} has no packed layout", f.name()),
         }
     }
     /// Bytes of one row's block in the file.
-    pub fn block_bytes(self) -> usize {
-        self.head_bytes() / GROUP + self.chunked().1
-    }
     /// Bytes of one block's fields for eight rows, before the chunks.
-    pub fn head_bytes(self) -> usize {
+    fn head_bytes(self) -> usize {
         GROUP * self.fields().iter().map(|f| f.1).sum::<usize>()
     }
     /// Bytes of one block of a group: eight rows' blocks.
-    pub fn group_block_bytes(self) -> usize {
+    fn group_block_bytes(self) -> usize {
         GROUP * self.block_bytes()
     }
     /// Where field `f` of lane `r` lies in a group's block, and in a row's block.
@@ -147,8 +138,8 @@ impl PackedFormat {
     /// front to back, which the memory's prefetchers follow.
     fn chunk_of(self, c: usize) -> usize {
         match self {
-            PackedFormat::Q6_K if c < 4 => 48 + c,
-            PackedFormat::Q6_K => {
+            Format::Q6_K if c < 4 => 48 + c,
+            Format::Q6_K => {
                 let (h, k, part) = ((c - 4) / 24, (c - 4) % 24 / 3, (c - 4) % 3);
                 [16 * h + k, 16 * h + 8 + k, 32 + 8 * h + k][part]
             }
@@ -158,8 +149,8 @@ impl PackedFormat {
     // ANCHOR_END: chunk_of
 }
 
-/// One lane's place in a group's block ([`PackedFormat::lane`]).
-struct Lane {
+/// One lane's place in a group's block ([`Format::lane`]).
+pub struct Lane {
     fields: Vec<(usize, usize, usize)>,
     chunks: Vec<usize>,
     at: usize,
@@ -192,7 +183,7 @@ impl Lane {
 /// interleaved (see the module's comment). Its products give every output the bits chapter
 /// 6's (the others: chapter 8's) scalar kernel gives it.
 pub struct Packed {
-    pub format: PackedFormat,
+    pub format: Format,
     pub rows: usize,
     pub cols: usize,
     data: Store,
@@ -215,13 +206,13 @@ pub enum PackedToken<'a> {
 
 impl PackedToken<'_> {
     /// The weights' format these activations go with.
-    pub fn format(&self) -> PackedFormat {
+    pub fn format(&self) -> Format {
         match self {
-            PackedToken::Q4_0(..) => PackedFormat::Q4_0,
-            PackedToken::Q4_1(_) => PackedFormat::Q4_1,
-            PackedToken::Q5_0(_) => PackedFormat::Q5_0,
-            PackedToken::K(_, false) => PackedFormat::Q4_K,
-            PackedToken::K(_, true) => PackedFormat::Q6_K,
+            PackedToken::Q4_0(..) => Format::Q4_0,
+            PackedToken::Q4_1(_) => Format::Q4_1,
+            PackedToken::Q5_0(_) => Format::Q5_0,
+            PackedToken::K(_, false) => Format::Q4_K,
+            PackedToken::K(_, true) => Format::Q6_K,
         }
     }
     /// Activation blocks.
@@ -270,13 +261,13 @@ impl Packed {
     /// `rows` rows of `cols` weights as the file stores them (`src`), interleaved eight at
     /// a time; `None` for rows that are not whole groups of eight (those matrices stay as
     /// stored) or bytes that are not the rows.
-    pub fn new(format: PackedFormat, rows: usize, cols: usize, src: &[u8]) -> Option<Packed> {
+    pub fn new(format: Format, rows: usize, cols: usize, src: &[u8]) -> Option<Packed> {
         Self::new_in(format, rows, cols, src, None)
     }
 
     /// [`Packed::new`], the bytes in a piece of `arena` if it has room for them.
     pub fn new_in(
-        format: PackedFormat,
+        format: Format,
         rows: usize,
         cols: usize,
         src: &[u8],
@@ -363,20 +354,19 @@ impl Packed {
         let (bb, n) = (self.format.block_bytes(), self.format.block_values());
         let blocks = out.chunks_exact_mut(n).zip(row.chunks_exact(bb));
         let format = match self.format {
-            PackedFormat::Q5_0 => {
+            Format::Q5_0 => {
                 blocks.for_each(|(o, b)| kquant::dequantize_q5_0(b, o.try_into().expect("32")));
                 return;
             }
-            PackedFormat::Q4_K => {
+            Format::Q4_K => {
                 blocks.for_each(|(o, b)| kquant::dequantize_q4_k(b, o.try_into().expect("256")));
                 return;
             }
-            PackedFormat::Q6_K => {
+            Format::Q6_K => {
                 blocks.for_each(|(o, b)| kquant::dequantize_q6_k(b, o.try_into().expect("256")));
                 return;
             }
-            PackedFormat::Q4_0 => Format::Q4_0,
-            PackedFormat::Q4_1 => Format::Q4_1,
+            f => f, // chapter 6's Q4_0 and Q4_1
         };
         let one = QMatrix::from_blocks(format, 1, self.cols, Bytes::from_vec(row))
             .expect("a row of whole blocks");
@@ -386,7 +376,7 @@ impl Packed {
     /// One token's activations for this matrix, as chapter 6 (Q5_0: chapter 8) quantizes
     /// them for its format.
     pub fn quantize(&self, k: &dyn Kernels, x: &[f32]) -> Activations {
-        if self.format == PackedFormat::Q4_1 {
+        if self.format == Format::Q4_1 {
             let mut a = Vec::with_capacity(x.len() / QK);
             k.quantize_q8_1(x, &mut a);
             Activations::Q8_1(a)
@@ -434,7 +424,7 @@ pub fn packed8_scalar(group: &[u8], tokens: &[PackedToken], out: &mut [[f32; 8]]
             for (r, sum) in o.iter_mut().enumerate() {
                 // Q5_0's fifth bits: bit j of row r's qh belongs to element j
                 let qh = match format {
-                    PackedFormat::Q5_0 => {
+                    Format::Q5_0 => {
                         let (at, _) = format.field_at(1, r);
                         u32::from_le_bytes(blk[at..at + 4].try_into().expect("4 bytes"))
                     }

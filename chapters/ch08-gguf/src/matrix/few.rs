@@ -6,10 +6,10 @@ use ch06_quantization::Kernels;
 use ch06_quantization::matrix::{Activations, Format};
 use rayon::prelude::*;
 
-use super::{Acts, KActs, KFormat, Matrix, Packed, PackedToken, packed, rows_in_fours};
+use super::{Acts, KActs, Matrix, Packed, PackedToken, packed, rows_in_fours};
 use ch07_simd_parallel::kernels::products::{ByToken, KKernels};
 use ch07_simd_parallel::layout::eights_k::{KOcts, RowsK};
-use ch07_simd_parallel::layout::eights32::{ActOcts, Format32, Rows32};
+use ch07_simd_parallel::layout::eights32::{ActOcts, Rows32};
 
 /// Tokens a thread must have before a product is split by tokens (a prefill: each thread
 /// reads every weight for its band of tokens) rather than by rows ([`matmul_group`]: each
@@ -75,7 +75,7 @@ impl Eights {
 /// Which eight-token kernel a matrix has on a kernel level.
 #[derive(Clone, Copy)]
 enum EightKernel {
-    Q32(Format32),
+    Q32(Format),
     /// Q8_0's, on the rows as they lie in the file (nothing to unpack).
     Q8_0,
     K {
@@ -88,24 +88,26 @@ impl Matrix {
     fn eight_kernel(&self, kk: &dyn KKernels) -> Option<EightKernel> {
         match self {
             Matrix::Q(m) => match m.format() {
-                Format::Q4_0 if kk.has_octs() => Some(EightKernel::Q32(Format32::Q4_0)),
-                Format::Q4_1 if kk.wants_octs() => Some(EightKernel::Q32(Format32::Q4_1)),
+                Format::Q4_0 if kk.has_octs() => Some(EightKernel::Q32(Format::Q4_0)),
+                Format::Q4_1 if kk.wants_octs() => Some(EightKernel::Q32(Format::Q4_1)),
                 Format::Q8_0 if kk.has_octs() => Some(EightKernel::Q8_0),
                 _ => None,
             },
             Matrix::K(m) if kk.wants_octs() => Some(match m.format {
-                KFormat::Q5_0 => EightKernel::Q32(Format32::Q5_0),
-                KFormat::Q4_K => EightKernel::K { q6_k: false },
-                KFormat::Q6_K => EightKernel::K { q6_k: true },
+                Format::Q5_0 => EightKernel::Q32(Format::Q5_0),
+                Format::Q4_K => EightKernel::K { q6_k: false },
+                _ => EightKernel::K { q6_k: true }, // a KMatrix's third format, Q6_K
             }),
             Matrix::K(_) => None,
             // for a prefill (packed_prefill), on the file's rows taken back out of the groups
-            Matrix::P(p) if self.has_prefill_kernel(kk) => Some(match p.format.format32() {
-                Some(format) => EightKernel::Q32(format),
-                None => EightKernel::K {
-                    q6_k: p.format == super::PackedFormat::Q6_K,
-                },
-            }),
+            Matrix::P(p) if self.has_prefill_kernel(kk) => {
+                Some(match Some(p.format).filter(|f| f.block_values() == 32) {
+                    Some(format) => EightKernel::Q32(format),
+                    None => EightKernel::K {
+                        q6_k: p.format == Format::Q6_K,
+                    },
+                })
+            }
             Matrix::P(_) => None,
         }
     }
@@ -427,7 +429,7 @@ fn packed_rows(
             Acts::Q(Activations::Q8_1(a)) => PackedToken::Q4_1(&a[t * nb..][..nb]),
             Acts::K(a) => match &a[t] {
                 KActs::Q8_0(a) => PackedToken::Q5_0(a),
-                KActs::Q8K(a) => PackedToken::K(a, p.format == super::PackedFormat::Q6_K),
+                KActs::Q8K(a) => PackedToken::K(a, p.format == Format::Q6_K),
             },
             _ => unreachable!("quantize made the activations for this matrix"),
         })

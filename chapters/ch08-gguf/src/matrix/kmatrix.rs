@@ -1,48 +1,19 @@
 //! A matrix of Q5_0, Q4_K or Q6_K rows, used in place in the file, and its product: chapter
 //! 6's split by tokens in a prefill, with this chapter's multi-token kernels.
 
-use ch06_quantization::{Bytes, Kernels};
+use ch06_quantization::{Bytes, Format, Kernels};
 use rayon::prelude::*;
 
 use super::prefill;
 use super::{Interleaved, prefill_bands, rows_in_fours};
 use ch07_simd_parallel::kernels::products::KKernels;
 use ch07_simd_parallel::layout::eights_k::{KOcts, RowsK};
-use ch07_simd_parallel::layout::eights32::{ActOcts, Format32};
-use ch07_simd_parallel::layout::kquant::{
-    self, ActQuads, BlockQ8K, KQuads, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide, QK_K,
-};
-
-/// The block formats of [`ch07_simd_parallel::layout::kquant`] (named as llama.cpp names them).
-#[allow(non_camel_case_types)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KFormat {
-    Q5_0,
-    Q4_K,
-    Q6_K,
-}
-
-impl KFormat {
-    pub fn name(self) -> &'static str {
-        match self {
-            KFormat::Q5_0 => "Q5_0",
-            KFormat::Q4_K => "Q4_K",
-            KFormat::Q6_K => "Q6_K",
-        }
-    }
-    /// (values, bytes) per block.
-    pub fn block(self) -> (usize, usize) {
-        match self {
-            KFormat::Q5_0 => (32, Q5_0_BYTES),
-            KFormat::Q4_K => (QK_K, Q4_K_BYTES),
-            KFormat::Q6_K => (QK_K, Q6_K_BYTES),
-        }
-    }
-}
+use ch07_simd_parallel::layout::eights32::ActOcts;
+use ch07_simd_parallel::layout::kquant::{self, ActQuads, BlockQ8K, KQuads, Q8_0Wide, QK_K};
 
 /// A matrix of Q5_0, Q4_K or Q6_K rows, in place in the file.
 pub struct KMatrix {
-    pub format: KFormat,
+    pub format: Format,
     pub rows: usize,
     pub cols: usize,
     data: Bytes,
@@ -77,8 +48,14 @@ impl KMatrix {
         self.data.as_slice()
     }
     /// `bytes` must hold exactly `rows` rows of `cols` values.
-    pub fn new(format: KFormat, rows: usize, cols: usize, data: Bytes) -> Result<KMatrix, String> {
-        let (bv, bb) = format.block();
+    pub fn new(format: Format, rows: usize, cols: usize, data: Bytes) -> Result<KMatrix, String> {
+        if !matches!(format, Format::Q5_0 | Format::Q4_K | Format::Q6_K) {
+            return Err(format!(
+                "a KMatrix holds Q5_0, Q4_K or Q6_K, not {}",
+                format.name()
+            ));
+        }
+        let (bv, bb) = (format.block_values(), format.block_bytes());
         if !cols.is_multiple_of(bv) {
             return Err(format!(
                 "{} rows must be whole blocks of {bv}, not {cols}",
@@ -103,7 +80,7 @@ impl KMatrix {
 
     #[inline]
     pub fn row_len(&self) -> usize {
-        let (bv, bb) = self.format.block();
+        let (bv, bb) = (self.format.block_values(), self.format.block_bytes());
         self.cols / bv * bb
     }
 
@@ -115,12 +92,13 @@ impl KMatrix {
 
     pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
         let w = self.row_bytes(r);
-        let (bv, bb) = self.format.block();
+        let (bv, bb) = (self.format.block_values(), self.format.block_bytes());
         for (b, o) in w.chunks_exact(bb).zip(out.chunks_exact_mut(bv)) {
             match self.format {
-                KFormat::Q5_0 => kquant::dequantize_q5_0(b, o.try_into().expect("32")),
-                KFormat::Q4_K => kquant::dequantize_q4_k(b, o.try_into().expect("256")),
-                KFormat::Q6_K => kquant::dequantize_q6_k(b, o.try_into().expect("256")),
+                Format::Q5_0 => kquant::dequantize_q5_0(b, o.try_into().expect("32")),
+                Format::Q4_K => kquant::dequantize_q4_k(b, o.try_into().expect("256")),
+                Format::Q6_K => kquant::dequantize_q6_k(b, o.try_into().expect("256")),
+                _ => unreachable!("a KMatrix holds Q5_0, Q4_K or Q6_K (KMatrix::new)"),
             }
         }
     }
@@ -128,7 +106,7 @@ impl KMatrix {
     /// One token's activations (`cols` values) in the format this matrix multiplies with.
     pub fn quantize(&self, k: &dyn Kernels, x: &[f32]) -> KActs {
         match self.format {
-            KFormat::Q5_0 => {
+            Format::Q5_0 => {
                 let mut out = Vec::new();
                 k.quantize_q8_0(x, &mut out);
                 KActs::Q8_0(out.iter().map(Q8_0Wide::from).collect())
@@ -140,9 +118,9 @@ impl KMatrix {
     pub fn dot(&self, kk: &dyn KKernels, r: usize, a: &KActs) -> f32 {
         let w = self.row_bytes(r);
         match (self.format, a) {
-            (KFormat::Q5_0, KActs::Q8_0(a)) => kk.dot_q5_0(w, a),
-            (KFormat::Q4_K, KActs::Q8K(a)) => kk.dot_q4_k(w, a),
-            (KFormat::Q6_K, KActs::Q8K(a)) => kk.dot_q6_k(w, a),
+            (Format::Q5_0, KActs::Q8_0(a)) => kk.dot_q5_0(w, a),
+            (Format::Q4_K, KActs::Q8K(a)) => kk.dot_q4_k(w, a),
+            (Format::Q6_K, KActs::Q8K(a)) => kk.dot_q6_k(w, a),
             _ => unreachable!("quantize made the activations for this format"),
         }
     }
@@ -153,7 +131,7 @@ impl KMatrix {
         let w = self.row_bytes(r);
         match (self.format, a) {
             (
-                KFormat::Q5_0,
+                Format::Q5_0,
                 [
                     KActs::Q8_0(a0),
                     KActs::Q8_0(a1),
@@ -162,7 +140,7 @@ impl KMatrix {
                 ],
             ) => kk.dot4_q5_0(w, [a0, a1, a2, a3]),
             (
-                KFormat::Q4_K,
+                Format::Q4_K,
                 [
                     KActs::Q8K(a0),
                     KActs::Q8K(a1),
@@ -171,7 +149,7 @@ impl KMatrix {
                 ],
             ) => kk.dot4_q4_k(w, [a0, a1, a2, a3]),
             (
-                KFormat::Q6_K,
+                Format::Q6_K,
                 [
                     KActs::Q8K(a0),
                     KActs::Q8K(a1),
@@ -192,9 +170,9 @@ impl KMatrix {
     pub fn rows4(&self, kk: &dyn KKernels, r: usize, a: &KActs) -> [f32; 4] {
         let w: [&[u8]; 4] = std::array::from_fn(|i| self.row_bytes(r + i));
         match (self.format, a) {
-            (KFormat::Q5_0, KActs::Q8_0(a)) => kk.rows4_q5_0(w, a),
-            (KFormat::Q4_K, KActs::Q8K(a)) => kk.rows4_q4_k(w, a),
-            (KFormat::Q6_K, KActs::Q8K(a)) => kk.rows4_q6_k(w, a),
+            (Format::Q5_0, KActs::Q8_0(a)) => kk.rows4_q5_0(w, a),
+            (Format::Q4_K, KActs::Q8K(a)) => kk.rows4_q4_k(w, a),
+            (Format::Q6_K, KActs::Q8K(a)) => kk.rows4_q6_k(w, a),
             _ => unreachable!("quantize made the activations for this format"),
         }
     }
@@ -219,10 +197,10 @@ impl KMatrix {
             .collect();
         let q8_0 = |t: usize| acts[t].q8_0();
         let q8k = |t: usize| acts[t].q8_k();
-        if self.format == KFormat::Q5_0 && kk.wants_octs() {
+        if self.format == Format::Q5_0 && kk.wants_octs() {
             return prefill::prefill32(
                 kk,
-                Format32::Q5_0,
+                Format::Q5_0,
                 out,
                 rows,
                 seq,
@@ -232,8 +210,8 @@ impl KMatrix {
                 |r, t| self.dot(kk, r, &acts[t]),
             );
         }
-        if matches!(self.format, KFormat::Q4_K | KFormat::Q6_K) && kk.wants_octs() {
-            let q6_k = self.format == KFormat::Q6_K;
+        if matches!(self.format, Format::Q4_K | Format::Q6_K) && kk.wants_octs() {
+            let q6_k = self.format == Format::Q6_K;
             return prefill::prefill(
                 out,
                 rows,
@@ -257,12 +235,12 @@ impl KMatrix {
             // on a kernel that wants them, four tokens' activations interleaved once for
             // all the rows
             |t| match self.format {
-                KFormat::Q5_0 if wants => {
+                Format::Q5_0 if wants => {
                     Some(Interleaved::Q8_0(ActQuads::new(std::array::from_fn(|j| {
                         q8_0(t + j)
                     }))))
                 }
-                KFormat::Q4_K if wants => {
+                Format::Q4_K if wants => {
                     Some(Interleaved::Q8K(KQuads::new(std::array::from_fn(|j| {
                         q8k(t + j)
                     }))))

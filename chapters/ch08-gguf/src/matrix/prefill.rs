@@ -5,8 +5,9 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
+use ch06_quantization::Format;
 use ch07_simd_parallel::kernels::products::KKernels;
-use ch07_simd_parallel::layout::eights32::{ActOcts, Format32, Rows32};
+use ch07_simd_parallel::layout::eights32::{ActOcts, Rows32};
 
 // ANCHOR: prefill
 /// `out (seq, rows)` of a matrix in a prefill, on a kernel that wants eight tokens a row
@@ -85,7 +86,7 @@ pub fn tile_rows(bytes: usize) -> usize {
 #[allow(clippy::too_many_arguments)]
 pub fn prefill32<'w>(
     kk: &dyn KKernels,
-    format: Format32,
+    format: Format,
     out: &mut [f32],
     rows: usize,
     seq: usize,
@@ -94,7 +95,7 @@ pub fn prefill32<'w>(
     dot4: impl Fn(usize, usize) -> [f32; 4] + Sync,
     dot: impl Fn(usize, usize) -> f32 + Sync,
 ) {
-    let blocks = row_bytes(0).len() / format.bytes();
+    let blocks = row_bytes(0).len() / format.block_bytes();
     let unpack = |rs: Range<usize>, u: &mut Rows32| {
         let rs: Vec<&[u8]> = rs.map(&row_bytes).collect();
         kk.unpack_rows32(format, &rs, u);
@@ -116,7 +117,7 @@ pub fn prefill32<'w>(
 #[allow(clippy::too_many_arguments)]
 pub fn prefill_unpacked32(
     kk: &dyn KKernels,
-    format: Format32,
+    format: Format,
     out: &mut [f32],
     (rows, seq, blocks): (usize, usize, usize),
     unpack: impl Fn(Range<usize>, &mut Rows32) + Sync,
