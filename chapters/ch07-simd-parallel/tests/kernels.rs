@@ -13,7 +13,7 @@ fn simd_levels() -> Vec<(Isa, &'static dyn Kernels)> {
     let levels: Vec<_> = Isa::available()
         .into_iter()
         .filter(|&i| i != Isa::Scalar)
-        .filter_map(|i| for_isa(i).map(|k| (i, k)))
+        .filter_map(|i| for_isa(i).map(|k| (i, k as &dyn Kernels)))
         .collect();
     if levels.is_empty() {
         eprintln!(

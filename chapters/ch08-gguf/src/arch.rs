@@ -49,7 +49,7 @@ fn any_matrix(f: &GgufFile, name: &str, rows: usize, cols: usize, how: Rows) -> 
 
 // ANCHOR: packed_matrix
 /// [`any_matrix`], with a Q4_0, Q4_1, Q5_0, Q4_K or Q6_K matrix interleaved eight rows at a time
-/// ([`Packed`]) where this machine's kernels want that ([`ch07_simd_parallel::kernels::products::packs`]); the
+/// ([`Packed`]) where this machine's kernels want that ([`crate::matrix::policy::packs`]); the
 /// mapped pages it was copied from are then given back.
 fn layer_matrix(
     f: &GgufFile,
@@ -60,7 +60,7 @@ fn layer_matrix(
     arena: Option<&Arc<Arena>>,
 ) -> Result<Matrix> {
     let m = any_matrix(f, name, rows, cols, how)?;
-    if !ch07_simd_parallel::kernels::products::packs() {
+    if !crate::matrix::policy::packs() {
         return Ok(m);
     }
     let format = match &m {
@@ -185,7 +185,7 @@ pub fn load_model(f: &GgufFile) -> Result<Model> {
     // ANCHOR_END: load_model
     // The packed copies share one arena of huge pages (chapter 7's `huge`). The file's size is
     // an upper bound on them: reserved as address space, and only what is written is memory.
-    let arena = ch07_simd_parallel::kernels::products::packs()
+    let arena = crate::matrix::policy::packs()
         .then(|| Arena::new(f.bytes().len()))
         .flatten();
     // ANCHOR: load_model_layers

@@ -23,7 +23,7 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
-use ch07_simd_parallel::kernels::products::KKernels;
+use ch07_simd_parallel::kernels::ManyTokens;
 
 mod attend;
 mod family;
@@ -123,7 +123,7 @@ pub fn attention_part(heads: ch03_attention::Heads, rows: usize) -> usize {
 pub struct Engine<'m> {
     pub model: &'m Model,
     pub kernels: &'m dyn Kernels,
-    pub kkernels: &'m dyn KKernels,
+    pub kkernels: &'m dyn ManyTokens,
     pub chunk: usize,
 }
 
@@ -144,7 +144,7 @@ impl<'m> Engine<'m> {
     pub fn new(
         model: &'m Model,
         kernels: &'m dyn Kernels,
-        kkernels: &'m dyn KKernels,
+        kkernels: &'m dyn ManyTokens,
     ) -> Engine<'m> {
         Engine {
             model,

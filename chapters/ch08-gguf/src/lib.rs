@@ -72,17 +72,17 @@ pub fn load(path: &std::path::Path) -> Result<Loaded> {
 }
 // ANCHOR_END: load
 
-/// The fastest kernels this CPU has (chapter 7's dispatch, and this chapter's K-quant
-/// kernels at the same level), or the level `LLM_BOOK_ISA` forces.
+/// The fastest kernels this CPU has (chapter 7's dispatch), or the level `LLM_BOOK_ISA`
+/// forces: one set, seen as chapter 6's [`ch06_quantization::Kernels`] and as the whole.
 pub fn kernels() -> std::result::Result<
     (
         &'static dyn ch06_quantization::Kernels,
-        &'static dyn ch07_simd_parallel::kernels::products::KKernels,
+        &'static dyn ch07_simd_parallel::kernels::ManyTokens,
     ),
     String,
 > {
-    let (isa, k) = ch07_simd_parallel::kernels::detect()?;
-    Ok((k, ch07_simd_parallel::kernels::products::for_isa(isa)))
+    let (_, k) = ch07_simd_parallel::kernels::detect()?;
+    Ok((k, k))
 }
 
 impl Loaded {

@@ -13,6 +13,7 @@
 
 mod few;
 mod kmatrix;
+pub mod policy;
 pub mod prefill;
 
 pub use ch07_simd_parallel::layout::packed::{self, GroupLayout, Packed, PackedToken};
@@ -24,7 +25,7 @@ use ch06_quantization::{Kernels, QMatrix};
 use ch07_simd_parallel::layout::kquant::{self, ActQuads, KQuads, Q8_0Wide};
 use rayon::prelude::*;
 
-use ch07_simd_parallel::kernels::products::KKernels;
+use ch07_simd_parallel::kernels::ManyTokens;
 use ch07_simd_parallel::layout::eights_k::{KOcts, RowsK};
 use ch07_simd_parallel::layout::eights32::{self as octs_layout, ActOcts};
 
@@ -150,7 +151,7 @@ impl Matrix {
     pub fn matmul(
         &self,
         k: &dyn Kernels,
-        kk: &dyn KKernels,
+        kk: &dyn ManyTokens,
         out: &mut [f32],
         x: &[f32],
         seq: usize,
@@ -167,22 +168,24 @@ impl Matrix {
 
     /// Whether this matrix has a multi-token prefill kernel on `kk`'s level (beyond chapter
     /// 6's four-token dot): the eight-token kernels, or VNNI's interleaved four-token ones.
-    fn has_prefill_kernel(&self, kk: &dyn KKernels) -> bool {
+    fn has_prefill_kernel(&self, kk: &dyn ManyTokens) -> bool {
         match self {
             Matrix::Q(m) => match m.format() {
-                Format::Q4_0 => kk.has_octs(),
-                Format::Q4_1 => kk.wants_octs() || kk.wants_quads(),
-                Format::Q8_0 => kk.has_octs(),
+                Format::Q4_0 => kk.has_eights(),
+                Format::Q4_1 => {
+                    crate::matrix::policy::use_eights(kk) || crate::matrix::policy::use_quads(kk)
+                }
+                Format::Q8_0 => kk.has_eights(),
                 _ => false,
             },
             Matrix::K(m) => match m.format {
-                Format::Q6_K => kk.wants_octs(),
-                _ => kk.wants_octs() || kk.wants_quads(),
+                Format::Q6_K => crate::matrix::policy::use_eights(kk),
+                _ => crate::matrix::policy::use_eights(kk) || crate::matrix::policy::use_quads(kk),
             },
             // chapter 8's eight-token kernels, on the rows taken out of the groups
             Matrix::P(p) => match p.format {
-                Format::Q4_0 => kk.has_octs(),
-                _ => kk.wants_octs(),
+                Format::Q4_0 => kk.has_eights(),
+                _ => crate::matrix::policy::use_eights(kk),
             },
         }
     }
@@ -274,7 +277,7 @@ fn quantize_tokens(
 fn q4_prefill(
     m: &QMatrix,
     k: &dyn Kernels,
-    kk: &dyn KKernels,
+    kk: &dyn ManyTokens,
     out: &mut [f32],
     x: &[f32],
     seq: usize,
@@ -314,7 +317,7 @@ fn q4_prefill(
             dot4,
             dot,
         ),
-        Activations::Q8_1(a) if kk.wants_octs() => prefill::prefill32(
+        Activations::Q8_1(a) if crate::matrix::policy::use_eights(kk) => prefill::prefill32(
             kk,
             Format::Q4_1,
             out,
@@ -335,7 +338,7 @@ fn q4_prefill(
             },
             |r, t, q| {
                 let a4 = std::array::from_fn(|j| &a[(t + j) * nb..][..nb]);
-                q.and_then(|q| kk.dot4_q4_1_quads(m.row_bytes(r), q, a4))
+                q.and_then(|q| kk.tokens4_q4_1_quads(m.row_bytes(r), q, a4))
                     .unwrap_or_else(|| dot4(r, t))
             },
             dot,
@@ -351,7 +354,7 @@ fn packed_prefill(
     m: &Matrix,
     p: &Packed,
     k: &dyn Kernels,
-    kk: &dyn KKernels,
+    kk: &dyn ManyTokens,
     out: &mut [f32],
     x: &[f32],
     seq: usize,

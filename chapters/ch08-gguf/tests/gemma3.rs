@@ -33,7 +33,11 @@ fn gemma() -> &'static Gemma {
 
 fn engine(m: &Model) -> Engine<'_> {
     let (isa, k) = ch07_simd_parallel::kernels::detect().unwrap();
-    Engine::new(m, k, ch07_simd_parallel::kernels::products::for_isa(isa))
+    Engine::new(
+        m,
+        k,
+        ch07_simd_parallel::kernels::for_isa(isa).expect("a level this CPU runs"),
+    )
 }
 
 #[test]

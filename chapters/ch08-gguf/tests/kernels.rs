@@ -4,19 +4,20 @@
 
 use ch01_tensors::models;
 use ch06_quantization::Format;
+use ch06_quantization::Scalar;
 use ch06_quantization::blocks::BlockQ8_0;
 use ch06_quantization::f16::f32_to_f16;
 use ch07_simd_parallel::Isa;
-use ch07_simd_parallel::kernels::products::{KKernels, ScalarK, for_isa};
+use ch07_simd_parallel::kernels::{ManyTokens, OneToken, for_isa};
 use ch07_simd_parallel::layout::eights_k::{KOcts, RowsK};
 use ch07_simd_parallel::layout::eights32::{ActOcts, Rows32};
 use ch07_simd_parallel::layout::kquant::*;
 use proptest::prelude::*;
 
-fn levels() -> Vec<(Isa, &'static dyn KKernels)> {
+fn levels() -> Vec<(Isa, &'static dyn ManyTokens)> {
     Isa::available()
         .into_iter()
-        .map(|isa| (isa, for_isa(isa)))
+        .map(|isa| (isa, for_isa(isa).expect("a level this CPU has")))
         .collect()
 }
 
@@ -83,9 +84,9 @@ proptest! {
             .map(|(i, c)| Q8_0Wide::from(&BlockQ8_0 { d: f32_to_f16(0.01 + i as f32 * 1e-3), qs: c.try_into().unwrap() }))
             .collect();
         for (isa, k) in levels() {
-            prop_assert_eq!(k.dot_q4_k(&q4k, &a).to_bits(), ScalarK.dot_q4_k(&q4k, &a).to_bits(), "Q4_K on {:?}", isa);
-            prop_assert_eq!(k.dot_q6_k(&q6k, &a).to_bits(), ScalarK.dot_q6_k(&q6k, &a).to_bits(), "Q6_K on {:?}", isa);
-            prop_assert_eq!(k.dot_q5_0(&q50, &a8).to_bits(), ScalarK.dot_q5_0(&q50, &a8).to_bits(), "Q5_0 on {:?}", isa);
+            prop_assert_eq!(k.dot_q4_k(&q4k, &a).to_bits(), Scalar.dot_q4_k(&q4k, &a).to_bits(), "Q4_K on {:?}", isa);
+            prop_assert_eq!(k.dot_q6_k(&q6k, &a).to_bits(), Scalar.dot_q6_k(&q6k, &a).to_bits(), "Q6_K on {:?}", isa);
+            prop_assert_eq!(k.dot_q5_0(&q50, &a8).to_bits(), Scalar.dot_q5_0(&q50, &a8).to_bits(), "Q5_0 on {:?}", isa);
         }
     }
 }
@@ -100,12 +101,12 @@ fn extreme_quants_are_exact_too() {
         for (isa, k) in levels() {
             assert_eq!(
                 k.dot_q4_k(&q4k, &a).to_bits(),
-                ScalarK.dot_q4_k(&q4k, &a).to_bits(),
+                Scalar.dot_q4_k(&q4k, &a).to_bits(),
                 "Q4_K {isa:?}"
             );
             assert_eq!(
                 k.dot_q6_k(&q6k, &a).to_bits(),
-                ScalarK.dot_q6_k(&q6k, &a).to_bits(),
+                Scalar.dot_q6_k(&q6k, &a).to_bits(),
                 "Q6_K {isa:?}"
             );
         }
@@ -120,8 +121,9 @@ fn gemma_logits_are_the_same_on_every_level_and_thread_count() {
     let ids = [2u32, 818, 5279, 529, 7001, 563, 236761, 107, 4923];
     let mut reference: Option<Vec<f32>> = None;
     for isa in Isa::available() {
-        let k = ch07_simd_parallel::kernels::for_isa(isa).unwrap();
-        let e = ch08_gguf::engine::Engine::new(&model, k, for_isa(isa));
+        let k = ch07_simd_parallel::kernels::for_isa(isa).expect("a level this CPU has");
+        let e =
+            ch08_gguf::engine::Engine::new(&model, k, for_isa(isa).expect("a level this CPU has"));
         for threads in [1, 2] {
             let got = ch07_simd_parallel::pool::in_pool(threads, || e.window_logits(&ids).unwrap())
                 .unwrap();
@@ -176,31 +178,31 @@ fn four_token_kernels_equal_one_token_kernels() {
         })
         .collect();
     for (isa, k) in levels() {
-        let four = k.dot4_q4_k(&q4k, std::array::from_fn(|t| &a[t][..]));
-        let four6 = k.dot4_q6_k(&q6k, std::array::from_fn(|t| &a[t][..]));
-        let four5 = k.dot4_q5_0(&q50, std::array::from_fn(|t| &a8[t][..]));
+        let four = k.tokens4_q4_k(&q4k, std::array::from_fn(|t| &a[t][..]));
+        let four6 = k.tokens4_q6_k(&q6k, std::array::from_fn(|t| &a[t][..]));
+        let four5 = k.tokens4_q5_0(&q50, std::array::from_fn(|t| &a8[t][..]));
         // the same through the interleaved activations (one group of four blocks, a tail of three)
         let quads = ActQuads::new(std::array::from_fn(|t| &a8[t][..]));
-        let four5q = k.dot4_q5_0_quads(&q50, &quads, std::array::from_fn(|t| &a8[t][..]));
+        let four5q = k.tokens4_q5_0_quads(&q50, &quads, std::array::from_fn(|t| &a8[t][..]));
         for t in 0..4 {
             assert_eq!(
                 four[t].to_bits(),
-                ScalarK.dot_q4_k(&q4k, &a[t]).to_bits(),
+                Scalar.dot_q4_k(&q4k, &a[t]).to_bits(),
                 "Q4_K token {t} {isa:?}"
             );
             assert_eq!(
                 four6[t].to_bits(),
-                ScalarK.dot_q6_k(&q6k, &a[t]).to_bits(),
+                Scalar.dot_q6_k(&q6k, &a[t]).to_bits(),
                 "Q6_K token {t} {isa:?}"
             );
             assert_eq!(
                 four5[t].to_bits(),
-                ScalarK.dot_q5_0(&q50, &a8[t]).to_bits(),
+                Scalar.dot_q5_0(&q50, &a8[t]).to_bits(),
                 "Q5_0 token {t} {isa:?}"
             );
             assert_eq!(
                 four5q[t].to_bits(),
-                ScalarK.dot_q5_0(&q50, &a8[t]).to_bits(),
+                Scalar.dot_q5_0(&q50, &a8[t]).to_bits(),
                 "Q5_0 (interleaved) token {t} {isa:?}"
             );
         }
@@ -237,17 +239,17 @@ fn four_row_kernels_equal_one_row_kernels() {
         for r in 0..4 {
             assert_eq!(
                 r4[r].to_bits(),
-                ScalarK.dot_q4_k(&q4k[r], &a).to_bits(),
+                Scalar.dot_q4_k(&q4k[r], &a).to_bits(),
                 "Q4_K row {r} {isa:?}"
             );
             assert_eq!(
                 r6[r].to_bits(),
-                ScalarK.dot_q6_k(&q6k[r], &a).to_bits(),
+                Scalar.dot_q6_k(&q6k[r], &a).to_bits(),
                 "Q6_K row {r} {isa:?}"
             );
             assert_eq!(
                 r5[r].to_bits(),
-                ScalarK.dot_q5_0(&q50[r], &a8).to_bits(),
+                Scalar.dot_q5_0(&q50[r], &a8).to_bits(),
                 "Q5_0 row {r} {isa:?}"
             );
         }
@@ -278,7 +280,7 @@ fn interleaved_q4_1_kernel_equals_chapter_6s_dot() {
     let quads = ActQuads::from_q8_1(a);
     let mut ran = 0;
     for (isa, k) in levels() {
-        if let Some(got) = k.dot4_q4_1_quads(&row, &quads, a) {
+        if let Some(got) = k.tokens4_q4_1_quads(&row, &quads, a) {
             ran += 1;
             for t in 0..4 {
                 assert_eq!(
@@ -318,12 +320,12 @@ fn interleaved_q4_k_kernel_equals_the_scalar_dot() {
     let quads = KQuads::new(a);
     let mut ran = 0;
     for (isa, k) in levels() {
-        if let Some(got) = k.dot4_q4_k_quads(&row, &quads, a) {
+        if let Some(got) = k.tokens4_q4_k_quads(&row, &quads, a) {
             ran += 1;
             for t in 0..4 {
                 assert_eq!(
                     got[t].to_bits(),
-                    ScalarK.dot_q4_k(&row, a[t]).to_bits(),
+                    Scalar.dot_q4_k(&row, a[t]).to_bits(),
                     "Q4_K (interleaved) token {t} {isa:?}: not the scalar kernel's number"
                 );
             }
@@ -434,7 +436,7 @@ fn check_interleaved_32(q40: &[u8], q50: &[u8], q41: &[u8], q: &[i8], nb: usize)
     let octs0 = ActOcts::from_q8_0_blocks(std::array::from_fn(|t| &t0[t][..]));
     let mut ran = 0;
     for (isa, k) in levels() {
-        ran += usize::from(k.wants_octs());
+        ran += usize::from(ch08_gguf::matrix::policy::use_eights(k));
         let mut rows = Rows32::default();
         for (format, w, octs) in [
             (Format::Q4_0, q40, &octs0),
@@ -459,7 +461,7 @@ fn check_interleaved_32(q40: &[u8], q50: &[u8], q41: &[u8], q: &[i8], nb: usize)
             for t in 0..8 {
                 let want = match format {
                     Format::Q4_0 => ch06_quantization::Scalar.dot_q4_0_q8_0(w, &t0[t]),
-                    Format::Q5_0 => ScalarK.dot_q5_0(w, &t8[t]),
+                    Format::Q5_0 => Scalar.dot_q5_0(w, &t8[t]),
                     Format::Q4_1 => ch06_quantization::Scalar.dot_q4_1_q8_1(w, &t1[t]),
                     f => unreachable!("{} is not in the list", f.name()),
                 };
@@ -475,16 +477,16 @@ fn check_interleaved_32(q40: &[u8], q50: &[u8], q41: &[u8], q: &[i8], nb: usize)
                 );
             }
         }
-        let got = k.dot4_q5_0_quads(q50, &quads8, a8);
+        let got = k.tokens4_q5_0_quads(q50, &quads8, a8);
         for t in 0..4 {
-            let want = ScalarK.dot_q5_0(q50, a8[t]);
+            let want = Scalar.dot_q5_0(q50, a8[t]);
             assert_eq!(
                 got[t].to_bits(),
                 want.to_bits(),
                 "Q5_0 {nb} blocks, token {t}, {isa:?}"
             );
         }
-        if let Some(got) = k.dot4_q4_1_quads(q41, &quads1, a1) {
+        if let Some(got) = k.tokens4_q4_1_quads(q41, &quads1, a1) {
             for t in 0..4 {
                 let want = ch06_quantization::Scalar.dot_q4_1_q8_1(q41, a1[t]);
                 assert_eq!(
@@ -598,11 +600,11 @@ fn check_q4_k(row: &[u8], tokens: &[Vec<BlockQ8K>]) {
     check_four_k_rows(false, row, &octs);
     let want: Vec<u32> = a
         .iter()
-        .map(|a| ScalarK.dot_q4_k(row, a).to_bits())
+        .map(|a| Scalar.dot_q4_k(row, a).to_bits())
         .collect();
     let n = a[0].len();
     for (isa, k) in levels() {
-        if let Some(got) = k.dot4_q4_k_quads(row, &quads, a4) {
+        if let Some(got) = k.tokens4_q4_k_quads(row, &quads, a4) {
             for t in 0..4 {
                 assert_eq!(
                     got[t].to_bits(),
@@ -639,7 +641,7 @@ fn check_q6_k(row: &[u8], tokens: &[Vec<BlockQ8K>]) {
         let got = k.dot8_q6_k(&rows, 0, &octs);
         let twin = ch07_simd_parallel::layout::eights_k::dot8_q6_k(&rows, 0, &octs);
         for t in 0..8 {
-            let want = ScalarK.dot_q6_k(row, a[t]).to_bits();
+            let want = Scalar.dot_q6_k(row, a[t]).to_bits();
             assert_eq!(
                 got[t].to_bits(),
                 want,

@@ -9,7 +9,7 @@ use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
 use ch06_quantization::dot::{dot_q4_0_q8_0, dot_q4_1_q8_1};
 use ch07_simd_parallel::Isa;
 use ch07_simd_parallel::huge::Arena;
-use ch07_simd_parallel::kernels::products::for_isa;
+use ch07_simd_parallel::kernels::for_isa;
 use ch07_simd_parallel::layout::kquant::{
     BlockQ8K, Q8_0Wide, dot_q4_k_q8_k, dot_q5_0_q8_0, dot_q6_k_q8_k,
 };
@@ -145,7 +145,9 @@ fn check(format: Format, rows: usize, nb: usize, w: &[u8], tokens: &[Token]) -> 
         simd += usize::from(isa != Isa::Scalar);
         for g in 0..rows / 8 {
             let mut out = vec![[0.0f32; 8]; tokens.len()];
-            for_isa(isa).packed8(p.group(g), &packed, &mut out);
+            for_isa(isa)
+                .expect("a level this CPU has")
+                .packed8(p.group(g), &packed, &mut out);
             for (t, (got, tok)) in out.iter().zip(tokens).enumerate() {
                 for (lane, got) in got.iter().enumerate() {
                     let r = 8 * g + lane;

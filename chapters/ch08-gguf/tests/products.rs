@@ -6,7 +6,7 @@ use ch06_quantization::matrix::{Bytes, Format};
 use ch06_quantization::search::ScaleRule;
 use ch06_quantization::{QMatrix, Scalar};
 use ch07_simd_parallel::Isa;
-use ch07_simd_parallel::kernels::products::{KKernels, ScalarK, for_isa};
+use ch07_simd_parallel::kernels::{ManyTokens, for_isa};
 use ch08_gguf::matrix::{KMatrix, Matrix, Packed, matmul_group};
 
 const ROWS: usize = 44;
@@ -113,7 +113,7 @@ fn reference(m: &Matrix, x: &[f32], seq: usize) -> Vec<f32> {
     let mut out = vec![0.0f32; seq * m.rows()];
     for (t, o) in out.chunks_exact_mut(m.rows()).enumerate() {
         let xt = &x[t * COLS..(t + 1) * COLS];
-        ch07_simd_parallel::pool::in_pool(1, || m.matmul(&Scalar, &ScalarK, o, xt, 1))
+        ch07_simd_parallel::pool::in_pool(1, || m.matmul(&Scalar, &Scalar, o, xt, 1))
             .expect("a pool of one thread");
     }
     out
@@ -122,13 +122,13 @@ fn reference(m: &Matrix, x: &[f32], seq: usize) -> Vec<f32> {
 fn levels() -> Vec<(
     Isa,
     &'static dyn ch06_quantization::Kernels,
-    &'static dyn KKernels,
+    &'static dyn ManyTokens,
 )> {
     Isa::available()
         .into_iter()
         .map(|isa| {
-            let k = ch07_simd_parallel::kernels::for_isa(isa).expect("available");
-            (isa, k, for_isa(isa))
+            let k = for_isa(isa).expect("available");
+            (isa, k as &dyn ch06_quantization::Kernels, k)
         })
         .collect()
 }

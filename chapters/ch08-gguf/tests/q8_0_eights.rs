@@ -7,7 +7,7 @@ use ch06_quantization::blocks::BlockQ8_0;
 use ch06_quantization::f16::f32_to_f16;
 use ch06_quantization::{Kernels, Scalar};
 use ch07_simd_parallel::Isa;
-use ch07_simd_parallel::kernels::products::{ByToken, for_isa};
+use ch07_simd_parallel::kernels::{ByToken, for_isa};
 use ch07_simd_parallel::layout::eights32::ActOcts;
 use proptest::prelude::*;
 
@@ -44,8 +44,12 @@ fn check(w: &[u8], a: &[Vec<BlockQ8_0>]) -> usize {
     let twin = ch07_simd_parallel::layout::eights_q8_0::dot8_q8_0(w, &octs);
     let mut simd = 0;
     for isa in Isa::available() {
-        let got = for_isa(isa).dot8_q8_0(w, &octs);
-        let both = for_isa(isa).dot16_q8_0(w, [&octs, &back]);
+        let got = for_isa(isa)
+            .expect("a level this CPU has")
+            .dot8_q8_0(w, &octs);
+        let both = for_isa(isa)
+            .expect("a level this CPU has")
+            .dot16_q8_0(w, [&octs, &back]);
         simd += usize::from(isa != Isa::Scalar);
         for t in 0..8 {
             let want = Scalar.dot_q8_0_q8_0(w, &a[t]);
@@ -145,7 +149,9 @@ fn check_rows_of(w: &[u8], a: &[Vec<BlockQ8_0>], extra: usize, tokens: usize) {
         // one output row per real token, as a product gives it
         let mut by_token = vec![vec![f32::NAN; rows.len()]; tokens];
         let mut outs: Vec<&mut [f32]> = by_token.iter_mut().map(|r| &mut r[..]).collect();
-        for_isa(isa).q8_0_rows_by_eights(&rows, &groups, tokens, &mut ByToken::new(&mut outs));
+        for_isa(isa)
+            .expect("a level this CPU has")
+            .q8_0_rows_by_eights(&rows, &groups, tokens, &mut ByToken::new(&mut outs));
         for (i, row) in rows.iter().enumerate() {
             for (g, a) in groups.iter().enumerate() {
                 let want =

@@ -1,9 +1,10 @@
 //! The four-row decode kernels against the one-row scalar dot, bit for bit, on random Q5_0
 //! rows (every fifth bit pattern, every scale) and at the extremes.
 
+use ch06_quantization::Scalar;
 use ch06_quantization::f16::f32_to_f16;
 use ch07_simd_parallel::Isa;
-use ch07_simd_parallel::kernels::products::{KKernels, ScalarK, for_isa};
+use ch07_simd_parallel::kernels::{OneToken, for_isa};
 use ch07_simd_parallel::layout::kquant::{Q5_0_BYTES, Q8_0Wide};
 use proptest::prelude::*;
 
@@ -27,10 +28,12 @@ fn rows(raw: &[u8], nb: usize, scale: f32) -> Vec<Vec<u8>> {
 fn check(w: &[Vec<u8>], a: &[Q8_0Wide]) -> usize {
     let mut simd = 0;
     for isa in Isa::available() {
-        let got = for_isa(isa).rows4_q5_0(std::array::from_fn(|r| &w[r][..]), a);
+        let got = for_isa(isa)
+            .expect("a level this CPU has")
+            .rows4_q5_0(std::array::from_fn(|r| &w[r][..]), a);
         simd += usize::from(isa != Isa::Scalar);
         for r in 0..4 {
-            let want = ScalarK.dot_q5_0(&w[r], a);
+            let want = Scalar.dot_q5_0(&w[r], a);
             assert_eq!(
                 got[r].to_bits(),
                 want.to_bits(),

@@ -5,7 +5,7 @@
 use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
 use ch06_quantization::dot::{dot_q4_0_q8_0, dot_q4_1_q8_1, dot_q8_0_q8_0};
 use ch07_simd_parallel::Isa;
-use ch07_simd_parallel::kernels::products::{KKernels, for_isa};
+use ch07_simd_parallel::kernels::{ManyTokens, for_isa};
 use proptest::prelude::*;
 
 /// `h` (f16 bits) made finite: an infinity or NaN loses its exponent's top bit.
@@ -34,13 +34,13 @@ fn rows(q: &[i8], scales: &[u16], nb: usize) -> Vec<u8> {
 fn check_eight(
     format: &str,
     w: &[u8],
-    kernel: impl Fn(&dyn KKernels) -> [f32; 8],
+    kernel: impl Fn(&dyn ManyTokens) -> [f32; 8],
     dot: impl Fn(&[u8]) -> f32,
 ) -> usize {
     let row_len = w.len() / 8;
     let mut simd = 0;
     for isa in Isa::available() {
-        let got = kernel(for_isa(isa));
+        let got = kernel(for_isa(isa).expect("a level this CPU has"));
         simd += usize::from(isa != Isa::Scalar);
         for (r, got) in got.into_iter().enumerate() {
             let want = dot(&w[r * row_len..(r + 1) * row_len]);

@@ -88,8 +88,7 @@ fn the_tied_head_holds_the_file_s_bytes_on_huge_pages_where_the_kernels_pack() {
         "the embedding's bytes differ from the file's: the copy onto huge pages lost some"
     );
     // the arena exists where chapter 8 packs (AVX2) unless LLM_BOOK_HUGE=0
-    let copied =
-        ch07_simd_parallel::kernels::products::packs() && ch07_simd_parallel::huge::wanted();
+    let copied = ch08_gguf::matrix::policy::packs() && ch07_simd_parallel::huge::wanted();
     let in_mapping = l.file.bytes().as_ptr_range().contains(&ours.as_ptr());
     assert_eq!(
         in_mapping, !copied,

@@ -15,7 +15,7 @@ use ch06_quantization::Format;
 use std::arch::x86_64::*;
 
 use super::avx2_kquants::scales_and_mins;
-use super::x86_products::{f16, splat_f16};
+use super::helpers::{f16, splat_f16};
 use crate::layout::eights_k::{BlockK, KOcts, RowsK};
 use crate::layout::eights32::{ActOcts, Block32};
 use crate::layout::kquant::{Q4_K_BYTES, Q6_K_BYTES, QK_K};

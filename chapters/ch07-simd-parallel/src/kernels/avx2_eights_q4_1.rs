@@ -9,7 +9,7 @@ use std::arch::x86_64::*;
 
 use ch06_quantization::blocks::BlockQ4_1;
 
-use super::avx2::{halves, sub, unpack_nibbles};
+use super::helpers::{halves, sub, unpack_nibbles};
 use crate::eights::{Eights, TOKENS};
 
 // ANCHOR: avx2_eights

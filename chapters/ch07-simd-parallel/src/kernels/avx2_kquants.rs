@@ -2,11 +2,6 @@
 //! block unpacked once for its `T` tokens, the sub-block scales riding in `vpmaddwd`'s second
 //! operand so that a super-block needs one horizontal sum per token, not one per sub-block.
 
-use super::products::Q4_1_BYTES;
-#[allow(unused_imports)]
-use super::products::{
-    ByToken, KKernels, PrefillLayout, prefill_layout, q8_0_rows_with_half, two_eights,
-};
 #[allow(unused_imports)]
 use crate::layout::eights_k::{self, KOcts, RowsK};
 #[allow(unused_imports)]
@@ -24,8 +19,8 @@ use ch06_quantization::blocks::{BlockQ4_1, BlockQ8_0, BlockQ8_1};
 
 use std::arch::x86_64::*;
 
-use super::x86_products::{f16, grid_sums, load};
-use crate::kernels::avx2::prefetch_next_rows;
+use super::helpers::{f16, grid_sums, load};
+use crate::kernels::helpers::prefetch_next_rows;
 
 // ANCHOR: avx2_q4_k_scales
 /// Q4_K's eight 6-bit scales and eight 6-bit mins as sixteen bytes (scales first): the

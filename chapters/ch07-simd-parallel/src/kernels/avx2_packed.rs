@@ -6,9 +6,9 @@
 use ch06_quantization::Format;
 use std::arch::x86_64::*;
 
-use crate::kernels::avx2::prefetch_lines;
+use crate::kernels::helpers::prefetch_lines;
 
-use super::x86_products::splat_bits;
+use super::helpers::splat_bits;
 
 use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
 

@@ -3,7 +3,7 @@
 
 use std::arch::x86_64::*;
 
-use super::x86_products::splat_f16;
+use super::helpers::splat_f16;
 use crate::layout::eights32::ActOcts;
 
 // ANCHOR: avx2_q8_0_eights

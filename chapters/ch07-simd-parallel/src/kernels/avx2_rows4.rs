@@ -11,7 +11,7 @@ use std::arch::x86_64::*;
 
 use ch06_quantization::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
 
-use super::avx2::{
+use super::helpers::{
     halves, load32, prefetch_next_rows, q8_0_scale, q8_1_scales, qs_bytes, unpack_nibbles_at,
 };
 

@@ -8,7 +8,7 @@
 
 use std::arch::x86_64::*;
 
-use super::x86_products::f16;
+use super::helpers::f16;
 use crate::layout::eights32::ActOcts;
 
 // ANCHOR: avx512_q8_0_sixteen

@@ -12,7 +12,7 @@
 
 use std::arch::x86_64::*;
 
-use crate::kernels::avx2::prefetch_next_rows;
+use crate::kernels::helpers::prefetch_next_rows;
 
 use crate::layout::eights32::ActOcts;
 

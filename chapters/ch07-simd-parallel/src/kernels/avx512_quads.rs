@@ -3,11 +3,6 @@
 //! shorten its unpacking: a shift by a different count in each half of the register
 //! (`vpsrlvw`) splits the nibbles, a masked add puts the fifth bit on with `qh` itself as
 //! the mask, and `vpdpbusd` multiplies and sums four byte pairs per lane in one step.
-use super::products::Q4_1_BYTES;
-#[allow(unused_imports)]
-use super::products::{
-    ByToken, KKernels, PrefillLayout, prefill_layout, q8_0_rows_with_half, two_eights,
-};
 #[allow(unused_imports)]
 use crate::layout::eights_k::{self, KOcts, RowsK};
 #[allow(unused_imports)]
@@ -23,7 +18,7 @@ use ch06_quantization::Format;
 #[allow(unused_imports)]
 use ch06_quantization::blocks::{BlockQ4_1, BlockQ8_0, BlockQ8_1};
 
-use crate::kernels::avx2::prefetch_next_rows;
+use crate::kernels::helpers::prefetch_next_rows;
 use std::arch::x86_64::*;
 
 /// The 32 nibbles of the 16 bytes at `p`: the low nibbles in bytes 0..16, the high ones
@@ -60,8 +55,8 @@ fn block_term(w: &[u8], a: &Q8_0Wide) -> f32 {
             _mm256_loadu_si256(a.qs.as_ptr().cast()),
         )
     };
-    let dot = super::x86_products::hsum(v) - 16 * a.sum;
-    super::x86_products::f16(w, 0) * a.d * dot as f32
+    let dot = super::helpers::hsum(v) - 16 * a.sum;
+    super::helpers::f16(w, 0) * a.d * dot as f32
 }
 
 // ANCHOR: avx512_q5_0
@@ -181,7 +176,11 @@ fn add_in_block_order(acc: __m128, p: __m512) -> __m128 {
 /// `(dw · da) · dot + mw · s`) is added to its token's sum in block order.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,f16c")]
 unsafe fn quads_groups<const Q4_1: bool>(w: &[u8], quads: &ActQuads) -> [f32; 4] {
-    let bytes = if Q4_1 { Q4_1_BYTES } else { Q5_0_BYTES };
+    let bytes = if Q4_1 {
+        ch06_quantization::blocks::BlockQ4_1::BYTES
+    } else {
+        Q5_0_BYTES
+    };
     let stride = bytes as i32;
     let strides = _mm_setr_epi32(0, stride, 2 * stride, 3 * stride); // four blocks' scales
     // Step s: lane (b, t) takes dword s of block b (dwords 8b..8b + 8 of the two registers).
@@ -337,7 +336,7 @@ pub(super) unsafe fn q4_k_quads(w: &[u8], quads: &KQuads, a: [&[BlockQ8K]; 4]) -
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 fn half(bits: u16) -> f32 {
-    super::x86_products::f16(&bits.to_le_bytes(), 0)
+    super::helpers::f16(&bits.to_le_bytes(), 0)
 }
 
 /// One Q5_0 row against four tokens: the groups, then the last blocks one at a time.
@@ -362,7 +361,11 @@ pub(super) unsafe fn q4_1_quads(w: &[u8], quads: &ActQuads, a: [&[BlockQ8_1]; 4]
     let done = 4 * quads.qs.len();
     for (t, o) in out.iter_mut().enumerate() {
         for j in done..a[t].len() {
-            let (blk, a) = (&w[j * Q4_1_BYTES..(j + 1) * Q4_1_BYTES], &a[t][j]);
+            let (blk, a) = (
+                &w[j * ch06_quantization::blocks::BlockQ4_1::BYTES
+                    ..(j + 1) * ch06_quantization::blocks::BlockQ4_1::BYTES],
+                &a[t][j],
+            );
             // SAFETY: 16 nibble bytes of a whole block, and 32 activation quants.
             let v = unsafe {
                 _mm256_dpbusd_epi32(
@@ -371,12 +374,9 @@ pub(super) unsafe fn q4_1_quads(w: &[u8], quads: &ActQuads, a: [&[BlockQ8_1]; 4]
                     _mm256_loadu_si256(a.qs.as_ptr().cast()),
                 )
             };
-            let (d, m) = (
-                super::x86_products::f16(blk, 0),
-                super::x86_products::f16(blk, 2),
-            );
+            let (d, m) = (super::helpers::f16(blk, 0), super::helpers::f16(blk, 2));
             let (da, s) = (half(a.d), half(a.s));
-            *o += (d * da) * super::x86_products::hsum(v) as f32 + m * s;
+            *o += (d * da) * super::helpers::hsum(v) as f32 + m * s;
         }
     }
     out

@@ -1,17 +1,20 @@
-//! The kernels for the formats of [`crate::layout::kquant`]: a whole row's dot product, scalar or
-//! AVX2, chosen once like chapter 7's.
+//! The quantized products of every format the engine runs, by shape, for every level: the
+//! contract the drivers of chapter 8 call and each instruction-set level fills in.
 //!
-//! Each kernel adds the blocks' f32 contributions in block order, and each block's
-//! contribution is computed from exact integer sums with the same float operations as the
-//! scalar code, so every level returns the same bits.
+//! - [`OneToken`]: rows against one token's activations (a decode step): chapter 6's products
+//!   (its [`Kernels`]), and those of Q5_0 and the K-quants, one, four or eight rows at a time;
+//! - [`ManyTokens`]: rows against several tokens' (a prefill, a batch): four tokens a row,
+//!   eight tokens a row in registers (the layouts of [`crate::layout::eights`]), Q8_0's rows
+//!   against eights, and the packed groups of [`crate::layout::packed`].
+//!
+//! Every default method is the scalar reference (the plain Rust of [`crate::layout`]), so a
+//! level overrides what it has a kernel for and inherits the rest. Each kernel adds the blocks'
+//! f32 contributions in block order, and each block's contribution is computed from exact
+//! integer sums with the same float operations as the scalar code, so every level returns
+//! the same bits.
 
-use ch06_quantization::Format;
-use ch06_quantization::blocks::{BlockQ4_1, BlockQ8_0, BlockQ8_1};
-use ch06_quantization::dot;
-
-/// Bytes of a Q4_1 block (chapter 6's format).
-pub(crate) const Q4_1_BYTES: usize = BlockQ4_1::BYTES;
-use crate::Isa;
+use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
+use ch06_quantization::{Format, Kernels, Scalar, dot};
 
 use crate::layout::eights_k::{self, KOcts, RowsK};
 use crate::layout::eights32::{self, ActOcts, Block32, Rows32};
@@ -20,158 +23,16 @@ use crate::layout::kquant::{
 };
 use crate::layout::packed::PackedToken;
 
-/// Row dot products for the K-quant formats and Q5_0.
-pub trait KKernels: Sync {
-    fn name(&self) -> &'static str;
+// ANCHOR: one_token
+/// Products of rows with one token's activations, for every format: chapter 6's through
+/// [`Kernels`], Q5_0's and the K-quants' here.
+pub trait OneToken: Kernels {
     /// A Q4_K row (whole blocks of 144 bytes) with its Q8_K activations.
     fn dot_q4_k(&self, w: &[u8], a: &[BlockQ8K]) -> f32;
     /// A Q6_K row (blocks of 210 bytes) with its Q8_K activations.
     fn dot_q6_k(&self, w: &[u8], a: &[BlockQ8K]) -> f32;
     /// A Q5_0 row (blocks of 22 bytes) with its Q8_0 activations.
     fn dot_q5_0(&self, w: &[u8], a: &[Q8_0Wide]) -> f32;
-    /// One row with four tokens' activations: four `dot_q4_k` results, bit for bit. SIMD
-    /// kernels unpack each weight block once for the four.
-    fn dot4_q4_k(&self, w: &[u8], a: [&[BlockQ8K]; 4]) -> [f32; 4] {
-        a.map(|a| self.dot_q4_k(w, a))
-    }
-    fn dot4_q6_k(&self, w: &[u8], a: [&[BlockQ8K]; 4]) -> [f32; 4] {
-        a.map(|a| self.dot_q6_k(w, a))
-    }
-    fn dot4_q5_0(&self, w: &[u8], a: [&[Q8_0Wide]; 4]) -> [f32; 4] {
-        a.map(|a| self.dot_q5_0(w, a))
-    }
-    /// Whether [`KKernels::dot4_q5_0_quads`] has a kernel of its own: worth building the
-    /// interleaved activations for.
-    fn wants_quads(&self) -> bool {
-        false
-    }
-    /// `dot4_q5_0`, bit for bit, given also the same activations interleaved
-    /// ([`ActQuads`]); kernels without a use for them ignore them.
-    fn dot4_q5_0_quads(&self, w: &[u8], quads: &ActQuads, a: [&[Q8_0Wide]; 4]) -> [f32; 4] {
-        let _ = quads;
-        self.dot4_q5_0(w, a)
-    }
-    /// `dot4_q4_k`, bit for bit, given also the activations interleaved ([`KQuads`]);
-    /// `None` when this level has no such kernel.
-    fn dot4_q4_k_quads(&self, w: &[u8], quads: &KQuads, a: [&[BlockQ8K]; 4]) -> Option<[f32; 4]> {
-        let _ = (w, quads, a);
-        None
-    }
-    /// Whether [`KKernels::dot8_row32`] has a SIMD kernel: worth unpacking rows and
-    /// interleaving eight tokens for ([`crate::layout::eights32`]).
-    fn wants_octs(&self) -> bool {
-        false
-    }
-    /// Whether [`KKernels::dot8_row32`] has a SIMD kernel at all, wanted or not: Q4_0 has no
-    /// other multi-token kernel, so it takes this one on every SIMD level.
-    fn has_octs(&self) -> bool {
-        false
-    }
-    /// One unpacked Q4_0, Q5_0 or Q4_1 row against eight tokens: the scalar kernel's eight dots,
-    /// bit for bit.
-    fn dot8_row32(&self, format: Format, row: &[Block32], a: &ActOcts) -> [f32; 8] {
-        eights32::dot8_row32(format, row, a)
-    }
-    /// One Q4_0, Q5_0 or Q4_1 row as it lies in the file against eight tokens, each block
-    /// unpacked as it is met: [`KKernels::dot8_row32`]'s numbers without an unpacked copy.
-    fn dot8_raw32(&self, format: Format, w: &[u8], a: &ActOcts) -> [f32; 8] {
-        let row: Vec<Block32> = w
-            .chunks_exact(format.block_bytes())
-            .map(|b| eights32::unpack_block(format, b))
-            .collect();
-        self.dot8_row32(format, &row, a)
-    }
-    /// Four unpacked rows against the same eight tokens: [`KKernels::dot8_row32`] of each,
-    /// bit for bit; SIMD kernels load each step's activations once for the four.
-    fn dot8x4_row32(&self, format: Format, rows: [&[Block32]; 4], a: &ActOcts) -> [[f32; 8]; 4] {
-        rows.map(|row| self.dot8_row32(format, row, a))
-    }
-    /// One Q8_0 row (its bytes as in the file) against eight tokens: eight of chapter 6's
-    /// `dot_q8_0_q8_0`, bit for bit ([`crate::layout::eights_q8_0`]).
-    fn dot8_q8_0(&self, w: &[u8], a: &ActOcts) -> [f32; 8] {
-        crate::layout::eights_q8_0::dot8_q8_0(w, a)
-    }
-    /// Two eights of tokens against one Q8_0 row: [`KKernels::dot8_q8_0`] of each, the
-    /// first eight's in lanes 0..8. Levels with wider registers take both eights per step.
-    fn dot16_q8_0(&self, w: &[u8], a: [&ActOcts; 2]) -> [f32; 16] {
-        two_eights(self.dot8_q8_0(w, a[0]), self.dot8_q8_0(w, a[1]))
-    }
-    /// Asks the caches for the row after the next one, where rows lie one after another as
-    /// `row` does with its neighbours (the rows of a matrix in the file): the few-token Q8_0
-    /// products meet each row once, and a row's bytes then arrive before its turn. Nothing
-    /// on levels without a prefetch instruction; a prefetch never faults, wherever it points.
-    fn fetch_row_after_next(&self, row: &[u8]) {
-        let _ = row;
-    }
-    /// Two Q8_0 rows against the first four tokens of an eight: lanes 0..4 row 0's, 4..8
-    /// row 1's, each [`KKernels::dot8_q8_0`]'s for its token, bit for bit.
-    fn dot2x4_q8_0(&self, w: [&[u8]; 2], a: &ActOcts) -> [f32; 8] {
-        let (x, y) = (self.dot8_q8_0(w[0], a), self.dot8_q8_0(w[1], a));
-        std::array::from_fn(|l| if l < 4 { x[l] } else { y[l - 4] })
-    }
-    /// Q8_0 rows (their bytes as in the file) against eights of tokens, row `i`'s lanes for
-    /// eight `g` put into `out` ([`ByToken::put`]): [`KKernels::dot8_q8_0`] of each, bit for
-    /// bit, here through [`q8_0_rows_with_half`]. `tokens` is how many are real: a last
-    /// eight padded past them may get anything in its lanes for the others.
-    fn q8_0_rows_by_eights(
-        &self,
-        rows: &[&[u8]],
-        groups: &[ActOcts],
-        tokens: usize,
-        out: &mut ByToken,
-    ) {
-        q8_0_rows_with_half(self, rows, groups, tokens, out);
-    }
-    /// From this many tokens past a whole eight, a Q8_0 matrix (an LM head) takes them in one
-    /// more eight, padded with copies of the last token, rather than four at a time and then
-    /// one by one. With the row-at-a-time kernels, on the Zen 4 AMD EPYC, Gemma-3's batched
-    /// decode went from 108 to 121 tok/s at 4 sequences and from 127 to 158 at 6, but from
-    /// 113 to 104 at 3 and from 102 to 79 at 2: so four.
-    fn q8_0_pad_from(&self) -> usize {
-        4
-    }
-    /// Q4_K (or, with `q6_k`, Q6_K) rows unpacked for [`KKernels::dot8_q4_k`] (`dot8_q6_k`).
-    fn unpack_rows_k(&self, q6_k: bool, rows: &[&[u8]], out: &mut RowsK) {
-        if q6_k {
-            out.unpack(Q6_K_BYTES, rows, eights_k::unpack_q6_k);
-        } else {
-            out.unpack(Q4_K_BYTES, rows, eights_k::unpack_q4_k);
-        }
-    }
-    /// Row `i` of unpacked Q4_K rows against eight tokens: eight `dot_q4_k`s, bit for bit.
-    fn dot8_q4_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
-        eights_k::dot8_q4_k(rows, i, a)
-    }
-    /// Row `i` of unpacked Q6_K rows against eight tokens: eight `dot_q6_k`s, bit for bit.
-    fn dot8_q6_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
-        eights_k::dot8_q6_k(rows, i, a)
-    }
-    /// Rows `i..i + 4` against the same eight tokens: [`KKernels::dot8_q4_k`] of each, bit
-    /// for bit; SIMD kernels load each step's activations once for the four.
-    fn dot8x4_q4_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [[f32; 8]; 4] {
-        std::array::from_fn(|j| self.dot8_q4_k(rows, i + j, a))
-    }
-    /// Rows `i..i + 4`: [`KKernels::dot8_q6_k`] of each, bit for bit.
-    fn dot8x4_q6_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [[f32; 8]; 4] {
-        std::array::from_fn(|j| self.dot8_q6_k(rows, i + j, a))
-    }
-    /// Q4_0, Q5_0 or Q4_1 rows unpacked for [`KKernels::dot8_row32`].
-    fn unpack_rows32(&self, format: Format, rows: &[&[u8]], out: &mut Rows32) {
-        out.unpack(format.block_bytes(), rows, |b| {
-            eights32::unpack_block(format, b)
-        });
-    }
-    /// Chapter 7's `dot4_q4_1_q8_1` for one Q4_1 row against four tokens, bit for bit, given
-    /// the activations interleaved too; `None` when this level has no such kernel.
-    fn dot4_q4_1_quads(
-        &self,
-        w: &[u8],
-        quads: &ActQuads,
-        a: [&[BlockQ8_1]; 4],
-    ) -> Option<[f32; 4]> {
-        let _ = (w, quads, a);
-        None
-    }
     /// Four rows with one token's activations (a decode step): four `dot_*` results.
     fn rows4_q4_k(&self, w: [&[u8]; 4], a: &[BlockQ8K]) -> [f32; 4] {
         w.map(|w| self.dot_q4_k(w, a))
@@ -194,11 +55,6 @@ pub trait KKernels: Sync {
         let row_len = w.len() / 8;
         std::array::from_fn(|r| dot::dot_q4_0_q8_0(&w[r * row_len..(r + 1) * row_len], a))
     }
-    /// A group of eight interleaved rows ([`crate::layout::packed::Packed`]) against
-    /// one or more tokens: `out[t][r]` is chapter 6's dot of row `r` and token `t`.
-    fn packed8(&self, group: &[u8], tokens: &[PackedToken], out: &mut [[f32; 8]]) {
-        crate::layout::packed::packed8_scalar(group, tokens, out)
-    }
     /// Eight consecutive Q4_1 rows with one token's Q8_1 activations: eight of chapter 6's
     /// `dot_q4_1_q8_1`.
     fn rows8_q4_1(&self, w: &[u8], a: &[BlockQ8_1]) -> [f32; 8] {
@@ -206,6 +62,161 @@ pub trait KKernels: Sync {
         std::array::from_fn(|r| dot::dot_q4_1_q8_1(&w[r * row_len..(r + 1) * row_len], a))
     }
 }
+// ANCHOR_END: one_token
+
+// ANCHOR: many_tokens
+/// Products of rows with several tokens' activations, for every format.
+pub trait ManyTokens: OneToken {
+    /// Whether this level has SIMD eight-token kernels ([`ManyTokens::dot8_row32`] and the
+    /// rest): worth unpacking rows and interleaving eight tokens for.
+    fn has_eights(&self) -> bool {
+        false
+    }
+    /// Whether this level has kernels of its own for four tokens' interleaved activations
+    /// ([`ManyTokens::tokens4_q5_0_quads`] and the rest: VNNI).
+    fn has_quads(&self) -> bool {
+        false
+    }
+    /// One row with four tokens' activations: four `dot_q4_k` results, bit for bit. SIMD
+    /// kernels unpack each weight block once for the four.
+    fn tokens4_q4_k(&self, w: &[u8], a: [&[BlockQ8K]; 4]) -> [f32; 4] {
+        a.map(|a| self.dot_q4_k(w, a))
+    }
+    fn tokens4_q6_k(&self, w: &[u8], a: [&[BlockQ8K]; 4]) -> [f32; 4] {
+        a.map(|a| self.dot_q6_k(w, a))
+    }
+    fn tokens4_q5_0(&self, w: &[u8], a: [&[Q8_0Wide]; 4]) -> [f32; 4] {
+        a.map(|a| self.dot_q5_0(w, a))
+    }
+    /// `tokens4_q5_0`, bit for bit, given also the same activations interleaved
+    /// ([`ActQuads`]); kernels without a use for them ignore them.
+    fn tokens4_q5_0_quads(&self, w: &[u8], quads: &ActQuads, a: [&[Q8_0Wide]; 4]) -> [f32; 4] {
+        let _ = quads;
+        self.tokens4_q5_0(w, a)
+    }
+    /// `tokens4_q4_k`, bit for bit, given also the activations interleaved ([`KQuads`]);
+    /// `None` when this level has no such kernel.
+    fn tokens4_q4_k_quads(
+        &self,
+        w: &[u8],
+        quads: &KQuads,
+        a: [&[BlockQ8K]; 4],
+    ) -> Option<[f32; 4]> {
+        let _ = (w, quads, a);
+        None
+    }
+    /// Chapter 7's `dot4_q4_1_q8_1` for one Q4_1 row against four tokens, bit for bit, given
+    /// the activations interleaved too; `None` when this level has no such kernel.
+    fn tokens4_q4_1_quads(
+        &self,
+        w: &[u8],
+        quads: &ActQuads,
+        a: [&[BlockQ8_1]; 4],
+    ) -> Option<[f32; 4]> {
+        let _ = (w, quads, a);
+        None
+    }
+    /// Q4_0, Q5_0 or Q4_1 rows unpacked for [`ManyTokens::dot8_row32`].
+    fn unpack_rows32(&self, format: Format, rows: &[&[u8]], out: &mut Rows32) {
+        out.unpack(format.block_bytes(), rows, |b| {
+            eights32::unpack_block(format, b)
+        });
+    }
+    /// One unpacked Q4_0, Q5_0 or Q4_1 row against eight tokens: the scalar kernel's eight dots,
+    /// bit for bit.
+    fn dot8_row32(&self, format: Format, row: &[Block32], a: &ActOcts) -> [f32; 8] {
+        eights32::dot8_row32(format, row, a)
+    }
+    /// One Q4_0, Q5_0 or Q4_1 row as it lies in the file against eight tokens, each block
+    /// unpacked as it is met: [`ManyTokens::dot8_row32`]'s numbers without an unpacked copy.
+    fn dot8_raw32(&self, format: Format, w: &[u8], a: &ActOcts) -> [f32; 8] {
+        let row: Vec<Block32> = w
+            .chunks_exact(format.block_bytes())
+            .map(|b| eights32::unpack_block(format, b))
+            .collect();
+        self.dot8_row32(format, &row, a)
+    }
+    /// Four unpacked rows against the same eight tokens: [`ManyTokens::dot8_row32`] of each,
+    /// bit for bit; SIMD kernels load each step's activations once for the four.
+    fn dot8x4_row32(&self, format: Format, rows: [&[Block32]; 4], a: &ActOcts) -> [[f32; 8]; 4] {
+        rows.map(|row| self.dot8_row32(format, row, a))
+    }
+    /// Q4_K (or, with `q6_k`, Q6_K) rows unpacked for [`ManyTokens::dot8_q4_k`] (`dot8_q6_k`).
+    fn unpack_rows_k(&self, q6_k: bool, rows: &[&[u8]], out: &mut RowsK) {
+        if q6_k {
+            out.unpack(Q6_K_BYTES, rows, eights_k::unpack_q6_k);
+        } else {
+            out.unpack(Q4_K_BYTES, rows, eights_k::unpack_q4_k);
+        }
+    }
+    /// Row `i` of unpacked Q4_K rows against eight tokens: eight `dot_q4_k`s, bit for bit.
+    fn dot8_q4_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
+        eights_k::dot8_q4_k(rows, i, a)
+    }
+    /// Row `i` of unpacked Q6_K rows against eight tokens: eight `dot_q6_k`s, bit for bit.
+    fn dot8_q6_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
+        eights_k::dot8_q6_k(rows, i, a)
+    }
+    /// Rows `i..i + 4` against the same eight tokens: [`ManyTokens::dot8_q4_k`] of each, bit
+    /// for bit; SIMD kernels load each step's activations once for the four.
+    fn dot8x4_q4_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [[f32; 8]; 4] {
+        std::array::from_fn(|j| self.dot8_q4_k(rows, i + j, a))
+    }
+    /// Rows `i..i + 4`: [`ManyTokens::dot8_q6_k`] of each, bit for bit.
+    fn dot8x4_q6_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [[f32; 8]; 4] {
+        std::array::from_fn(|j| self.dot8_q6_k(rows, i + j, a))
+    }
+    /// One Q8_0 row (its bytes as in the file) against eight tokens: eight of chapter 6's
+    /// `dot_q8_0_q8_0`, bit for bit ([`crate::layout::eights_q8_0`]).
+    fn dot8_q8_0(&self, w: &[u8], a: &ActOcts) -> [f32; 8] {
+        crate::layout::eights_q8_0::dot8_q8_0(w, a)
+    }
+    /// Two eights of tokens against one Q8_0 row: [`ManyTokens::dot8_q8_0`] of each, the
+    /// first eight's in lanes 0..8. Levels with wider registers take both eights per step.
+    fn dot16_q8_0(&self, w: &[u8], a: [&ActOcts; 2]) -> [f32; 16] {
+        two_eights(self.dot8_q8_0(w, a[0]), self.dot8_q8_0(w, a[1]))
+    }
+    /// Asks the caches for the row after the next one, where rows lie one after another as
+    /// `row` does with its neighbours (the rows of a matrix in the file): the few-token Q8_0
+    /// products meet each row once, and a row's bytes then arrive before its turn. Nothing
+    /// on levels without a prefetch instruction; a prefetch never faults, wherever it points.
+    fn fetch_row_after_next(&self, row: &[u8]) {
+        let _ = row;
+    }
+    /// Two Q8_0 rows against the first four tokens of an eight: lanes 0..4 row 0's, 4..8
+    /// row 1's, each [`ManyTokens::dot8_q8_0`]'s for its token, bit for bit.
+    fn dot2x4_q8_0(&self, w: [&[u8]; 2], a: &ActOcts) -> [f32; 8] {
+        let (x, y) = (self.dot8_q8_0(w[0], a), self.dot8_q8_0(w[1], a));
+        std::array::from_fn(|l| if l < 4 { x[l] } else { y[l - 4] })
+    }
+    /// Q8_0 rows (their bytes as in the file) against eights of tokens, row `i`'s lanes for
+    /// eight `g` put into `out` ([`ByToken::put`]): [`ManyTokens::dot8_q8_0`] of each, bit for
+    /// bit, here through [`q8_0_rows_with_half`]. `tokens` is how many are real: a last
+    /// eight padded past them may get anything in its lanes for the others.
+    fn q8_0_rows_by_eights(
+        &self,
+        rows: &[&[u8]],
+        groups: &[ActOcts],
+        tokens: usize,
+        out: &mut ByToken,
+    ) {
+        q8_0_rows_with_half(self, rows, groups, tokens, out);
+    }
+    /// From this many tokens past a whole eight, a Q8_0 matrix (an LM head) takes them in one
+    /// more eight, padded with copies of the last token, rather than four at a time and then
+    /// one by one. With the row-at-a-time kernels, on the Zen 4 AMD EPYC, Gemma-3's batched
+    /// decode went from 108 to 121 tok/s at 4 sequences and from 127 to 158 at 6, but from
+    /// 113 to 104 at 3 and from 102 to 79 at 2: so four.
+    fn q8_0_pad_from(&self) -> usize {
+        4
+    }
+    /// A group of eight interleaved rows ([`crate::layout::packed::Packed`]) against
+    /// one or more tokens: `out[t][r]` is chapter 6's dot of row `r` and token `t`.
+    fn packed8(&self, group: &[u8], tokens: &[PackedToken], out: &mut [[f32; 8]]) {
+        crate::layout::packed::packed8_scalar(group, tokens, out)
+    }
+}
+// ANCHOR_END: many_tokens
 
 /// Where a product of rows against eights of tokens leaves its results: row `i`'s result
 /// for token `t` goes to `rows[t][first + i]`, one output row per token. A padded last
@@ -242,9 +253,9 @@ impl<'a, 'b> ByToken<'a, 'b> {
     }
 }
 
-/// [`KKernels::q8_0_rows_by_eights`] a row at a time against two eights at once
-/// ([`KKernels::dot16_q8_0`]), then against the last eight alone.
-pub(crate) fn q8_0_rows_in_pairs<K: KKernels + ?Sized>(
+/// [`ManyTokens::q8_0_rows_by_eights`] a row at a time against two eights at once
+/// ([`ManyTokens::dot16_q8_0`]), then against the last eight alone.
+pub(crate) fn q8_0_rows_in_pairs<K: ManyTokens + ?Sized>(
     kk: &K,
     rows: &[&[u8]],
     groups: &[ActOcts],
@@ -268,9 +279,9 @@ pub(crate) fn q8_0_rows_in_pairs<K: KKernels + ?Sized>(
 }
 
 /// [`q8_0_rows_in_pairs`], except that a last eight with four real tokens or fewer (of
-/// `tokens`) goes two rows at a time through [`KKernels::dot2x4_q8_0`], and its lanes past
+/// `tokens`) goes two rows at a time through [`ManyTokens::dot2x4_q8_0`], and its lanes past
 /// the fourth are zero.
-pub(crate) fn q8_0_rows_with_half<K: KKernels + ?Sized>(
+pub(crate) fn q8_0_rows_with_half<K: ManyTokens + ?Sized>(
     kk: &K,
     rows: &[&[u8]],
     groups: &[ActOcts],
@@ -305,38 +316,7 @@ pub(crate) fn two_eights(x: [f32; 8], y: [f32; 8]) -> [f32; 16] {
 /// The plain-Rust kernels of [`crate::layout::kquant`].
 pub struct ScalarK;
 
-/// The two layouts a multi-token prefill can use on a CPU with AVX-512 VNNI: eight tokens to
-/// a register, one per 32-bit lane ([`crate::layout::eights32`], the layout every SIMD level has), or
-/// four tokens' blocks interleaved so that a lane follows one (block, token) pair
-/// ([`crate::layout::kquant::ActQuads`], VNNI only). Both give the same bits.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum PrefillLayout {
-    Eights,
-    Quads,
-}
-
-/// The layout `LLM_BOOK_PREFILL=eights|quads` names, read once; eights unless told. On the
-/// 2-core AMD EPYC with AVX-512 VNNI (Zen 4) this book was last measured on, the eights gave
-/// 1.5 to 1.75 times the quads' pp512 on both models, in alternating runs; so VNNI machines
-/// take the eights too, and the quads stay for comparison (`LLM_BOOK_PREFILL=quads`).
-pub fn prefill_layout() -> PrefillLayout {
-    static LAYOUT: std::sync::OnceLock<PrefillLayout> = std::sync::OnceLock::new();
-    *LAYOUT.get_or_init(|| match std::env::var("LLM_BOOK_PREFILL").as_deref() {
-        Ok("quads") => PrefillLayout::Quads,
-        Ok("eights") | Err(_) => PrefillLayout::Eights,
-        Ok(other) => {
-            eprintln!(
-                "warning: LLM_BOOK_PREFILL={other:?} is neither eights nor quads; using eights"
-            );
-            PrefillLayout::Eights
-        }
-    })
-}
-
-impl KKernels for ScalarK {
-    fn name(&self) -> &'static str {
-        "scalar"
-    }
+impl OneToken for Scalar {
     fn dot_q4_k(&self, w: &[u8], a: &[BlockQ8K]) -> f32 {
         w.chunks_exact(Q4_K_BYTES)
             .zip(a)
@@ -354,39 +334,4 @@ impl KKernels for ScalarK {
     }
 }
 
-// ANCHOR: packs
-/// Whether the model's Q4_0, Q4_1, Q5_0, Q4_K and Q6_K matrices are interleaved eight rows at a time
-/// when they load ([`crate::layout::packed::Packed`]): on the AVX2 level, where it made the one-token
-/// Q4_0 product 1.3 to 1.8 times as fast on the Zen 3 AMD EPYC (one and two threads, from
-/// cache and from memory); not on the AVX-512 level, whose kernels read the file's layout
-/// and where it has not been measured, nor on the scalar one. `LLM_BOOK_PACK=1` or `0` decides
-/// instead, to compare the two layouts on one machine. Read once.
-pub fn packs() -> bool {
-    static PACKS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *PACKS.get_or_init(|| match std::env::var("LLM_BOOK_PACK").as_deref() {
-        Ok("1") => true,
-        Ok("0") => false,
-        other => {
-            if let Ok(v) = other {
-                eprintln!("warning: LLM_BOOK_PACK={v:?} is neither 1 nor 0; deciding by the CPU");
-            }
-            Isa::from_env().is_ok_and(|isa| isa == Isa::Avx2)
-        }
-    })
-}
-// ANCHOR_END: packs
-
-/// The kernels for an instruction-set level.
-pub fn for_isa(isa: Isa) -> &'static dyn KKernels {
-    #[cfg(target_arch = "x86_64")]
-    if isa == Isa::Avx512 && is_x86_feature_detected!("f16c") {
-        // chapter 7's detection checked avx512f, bw, vl and vnni
-        return &super::x86_products::Avx2K::<true>;
-    }
-    #[cfg(target_arch = "x86_64")]
-    if isa != Isa::Scalar && is_x86_feature_detected!("avx2") && is_x86_feature_detected!("f16c") {
-        return &super::x86_products::Avx2K::<false>;
-    }
-    let _ = isa;
-    &ScalarK
-}
+impl ManyTokens for Scalar {}

@@ -7,7 +7,7 @@ use ch06_quantization::matrix::{Activations, Format};
 use rayon::prelude::*;
 
 use super::{Acts, KActs, Matrix, Packed, PackedToken, packed, rows_in_fours};
-use ch07_simd_parallel::kernels::products::{ByToken, KKernels};
+use ch07_simd_parallel::kernels::products::{ByToken, ManyTokens};
 use ch07_simd_parallel::layout::eights_k::{KOcts, RowsK};
 use ch07_simd_parallel::layout::eights32::{ActOcts, Rows32};
 
@@ -21,7 +21,7 @@ use ch07_simd_parallel::layout::eights32::{ActOcts, Rows32};
 pub const FEW: usize = 16;
 
 /// Up to this many eights of tokens, a block of rows is unpacked in registers again for
-/// each eight ([`KKernels::dot8_raw32`]), which costs less than once into memory: on the
+/// each eight ([`ManyTokens::dot8_raw32`]), which costs less than once into memory: on the
 /// Zen 4 AMD EPYC, SmolLM2's batched decode went from 311 to 354 tok/s at 16 sequences (1 to
 /// 2) and from 348 to 371 at 24 (2 to 3). Three eights is every batch two threads split by rows.
 const RAW_GROUPS: usize = 3;
@@ -85,15 +85,17 @@ enum EightKernel {
 
 impl Matrix {
     /// The eight-token kernel this matrix has on `kk`'s level, if any.
-    fn eight_kernel(&self, kk: &dyn KKernels) -> Option<EightKernel> {
+    fn eight_kernel(&self, kk: &dyn ManyTokens) -> Option<EightKernel> {
         match self {
             Matrix::Q(m) => match m.format() {
-                Format::Q4_0 if kk.has_octs() => Some(EightKernel::Q32(Format::Q4_0)),
-                Format::Q4_1 if kk.wants_octs() => Some(EightKernel::Q32(Format::Q4_1)),
-                Format::Q8_0 if kk.has_octs() => Some(EightKernel::Q8_0),
+                Format::Q4_0 if kk.has_eights() => Some(EightKernel::Q32(Format::Q4_0)),
+                Format::Q4_1 if crate::matrix::policy::use_eights(kk) => {
+                    Some(EightKernel::Q32(Format::Q4_1))
+                }
+                Format::Q8_0 if kk.has_eights() => Some(EightKernel::Q8_0),
                 _ => None,
             },
-            Matrix::K(m) if kk.wants_octs() => Some(match m.format {
+            Matrix::K(m) if crate::matrix::policy::use_eights(kk) => Some(match m.format {
                 Format::Q5_0 => EightKernel::Q32(Format::Q5_0),
                 Format::Q4_K => EightKernel::K { q6_k: false },
                 _ => EightKernel::K { q6_k: true }, // a KMatrix's third format, Q6_K
@@ -115,7 +117,7 @@ impl Matrix {
     /// Every whole eight of the `seq` tokens' activations interleaved for this matrix's
     /// eight-token kernel: built once per kind of activation, shared by every block of rows
     /// of every matrix of that kind.
-    fn eights(&self, kk: &dyn KKernels, acts: &Acts, seq: usize) -> Option<Eights> {
+    fn eights(&self, kk: &dyn ManyTokens, acts: &Acts, seq: usize) -> Option<Eights> {
         if let Matrix::P(_) = self {
             return None; // its eight-token kernels are for a prefill; a few tokens take packed8
         }
@@ -166,7 +168,7 @@ impl Matrix {
     /// for the first `8 · groups` tokens.
     fn block_of_rows_by_eights(
         &self,
-        kk: &dyn KKernels,
+        kk: &dyn ManyTokens,
         eights: &Eights,
         r0: usize,
         out: &mut [&mut [f32]],
@@ -224,7 +226,7 @@ impl Matrix {
 
     /// Whether a product of `seq` tokens is split by rows: too few tokens per thread for
     /// this matrix's prefill kernel to pay for reading every weight on every thread.
-    pub(super) fn by_rows(&self, kk: &dyn KKernels, seq: usize) -> bool {
+    pub(super) fn by_rows(&self, kk: &dyn ManyTokens, seq: usize) -> bool {
         if let Matrix::P(_) = self {
             // it has no product of its own to split by tokens without a prefill kernel
             return !self.has_prefill_kernel(kk) || seq < FEW * rayon::current_num_threads();
@@ -244,7 +246,7 @@ impl Matrix {
     fn block_of_rows(
         &self,
         k: &dyn Kernels,
-        kk: &dyn KKernels,
+        kk: &dyn ManyTokens,
         (acts, eights): (&Acts, Option<&Eights>),
         r0: usize,
         out: &mut [&mut [f32]],
@@ -285,7 +287,7 @@ impl Matrix {
     fn rows_into(
         &self,
         k: &dyn Kernels,
-        kk: &dyn KKernels,
+        kk: &dyn ManyTokens,
         acts: &Acts,
         t: usize,
         r0: usize,
@@ -344,7 +346,7 @@ type Task<'a> = (&'a Matrix, usize, Vec<&'a mut [f32]>);
 /// `matmul`, so the numbers are the same bits.
 pub fn matmul_group(
     k: &dyn Kernels,
-    kk: &dyn KKernels,
+    kk: &dyn ManyTokens,
     mats: &[&Matrix],
     outs: &mut [&mut [f32]],
     x: &[f32],
@@ -410,10 +412,10 @@ pub fn matmul_group(
 // ANCHOR: packed_rows
 /// Rows `r0..r0 + n` of a packed matrix against tokens `t0..`, `out[i]` token `t0 + i`'s
 /// `n` outputs (`n` whole groups of eight): each group meets all the tokens while its bytes
-/// are in cache, four tokens at a time ([`KKernels::packed8`]).
+/// are in cache, four tokens at a time ([`ManyTokens::packed8`]).
 fn packed_rows(
     p: &Packed,
-    kk: &dyn KKernels,
+    kk: &dyn ManyTokens,
     acts: &Acts,
     t0: usize,
     r0: usize,

@@ -6,7 +6,7 @@ use rayon::prelude::*;
 
 use super::prefill;
 use super::{Interleaved, prefill_bands, rows_in_fours};
-use ch07_simd_parallel::kernels::products::KKernels;
+use ch07_simd_parallel::kernels::ManyTokens;
 use ch07_simd_parallel::layout::eights_k::{KOcts, RowsK};
 use ch07_simd_parallel::layout::eights32::ActOcts;
 use ch07_simd_parallel::layout::kquant::{self, ActQuads, BlockQ8K, KQuads, Q8_0Wide, QK_K};
@@ -115,7 +115,7 @@ impl KMatrix {
         }
     }
 
-    pub fn dot(&self, kk: &dyn KKernels, r: usize, a: &KActs) -> f32 {
+    pub fn dot(&self, kk: &dyn ManyTokens, r: usize, a: &KActs) -> f32 {
         let w = self.row_bytes(r);
         match (self.format, a) {
             (Format::Q5_0, KActs::Q8_0(a)) => kk.dot_q5_0(w, a),
@@ -127,7 +127,7 @@ impl KMatrix {
 
     /// Row `r` against four tokens' activations: four `dot`s, bit for bit, with each weight
     /// block unpacked once.
-    pub fn dot4(&self, kk: &dyn KKernels, r: usize, a: [&KActs; 4]) -> [f32; 4] {
+    pub fn dot4(&self, kk: &dyn ManyTokens, r: usize, a: [&KActs; 4]) -> [f32; 4] {
         let w = self.row_bytes(r);
         match (self.format, a) {
             (
@@ -138,7 +138,7 @@ impl KMatrix {
                     KActs::Q8_0(a2),
                     KActs::Q8_0(a3),
                 ],
-            ) => kk.dot4_q5_0(w, [a0, a1, a2, a3]),
+            ) => kk.tokens4_q5_0(w, [a0, a1, a2, a3]),
             (
                 Format::Q4_K,
                 [
@@ -147,7 +147,7 @@ impl KMatrix {
                     KActs::Q8K(a2),
                     KActs::Q8K(a3),
                 ],
-            ) => kk.dot4_q4_k(w, [a0, a1, a2, a3]),
+            ) => kk.tokens4_q4_k(w, [a0, a1, a2, a3]),
             (
                 Format::Q6_K,
                 [
@@ -156,18 +156,18 @@ impl KMatrix {
                     KActs::Q8K(a2),
                     KActs::Q8K(a3),
                 ],
-            ) => kk.dot4_q6_k(w, [a0, a1, a2, a3]),
+            ) => kk.tokens4_q6_k(w, [a0, a1, a2, a3]),
             _ => unreachable!("quantize made the activations for this format"),
         }
     }
 
     /// Rows `r0..r0 + out.len()` against one token's activations, four at a time.
-    pub(super) fn rows_into(&self, kk: &dyn KKernels, a: &KActs, r0: usize, out: &mut [f32]) {
+    pub(super) fn rows_into(&self, kk: &dyn ManyTokens, a: &KActs, r0: usize, out: &mut [f32]) {
         rows_in_fours(out, r0, |r| self.rows4(kk, r, a), |r| self.dot(kk, r, a));
     }
 
     /// Rows `r..r + 4` against one token: four `dot`s, bit for bit.
-    pub fn rows4(&self, kk: &dyn KKernels, r: usize, a: &KActs) -> [f32; 4] {
+    pub fn rows4(&self, kk: &dyn ManyTokens, r: usize, a: &KActs) -> [f32; 4] {
         let w: [&[u8]; 4] = std::array::from_fn(|i| self.row_bytes(r + i));
         match (self.format, a) {
             (Format::Q5_0, KActs::Q8_0(a)) => kk.rows4_q5_0(w, a),
@@ -185,7 +185,7 @@ impl KMatrix {
     pub fn matmul(
         &self,
         k: &dyn Kernels,
-        kk: &dyn KKernels,
+        kk: &dyn ManyTokens,
         out: &mut [f32],
         x: &[f32],
         seq: usize,
@@ -197,7 +197,7 @@ impl KMatrix {
             .collect();
         let q8_0 = |t: usize| acts[t].q8_0();
         let q8k = |t: usize| acts[t].q8_k();
-        if self.format == Format::Q5_0 && kk.wants_octs() {
+        if self.format == Format::Q5_0 && crate::matrix::policy::use_eights(kk) {
             return prefill::prefill32(
                 kk,
                 Format::Q5_0,
@@ -210,7 +210,9 @@ impl KMatrix {
                 |r, t| self.dot(kk, r, &acts[t]),
             );
         }
-        if matches!(self.format, Format::Q4_K | Format::Q6_K) && kk.wants_octs() {
+        if matches!(self.format, Format::Q4_K | Format::Q6_K)
+            && crate::matrix::policy::use_eights(kk)
+        {
             let q6_k = self.format == Format::Q6_K;
             return prefill::prefill(
                 out,
@@ -227,7 +229,7 @@ impl KMatrix {
                 |r, t| self.dot(kk, r, &acts[t]),
             );
         }
-        let wants = kk.wants_quads();
+        let wants = crate::matrix::policy::use_quads(kk);
         prefill_bands(
             out,
             rows,
@@ -251,10 +253,10 @@ impl KMatrix {
                 let w = self.row_bytes(r);
                 let fast = match q {
                     Some(Interleaved::Q8_0(q)) => {
-                        Some(kk.dot4_q5_0_quads(w, q, std::array::from_fn(|j| q8_0(t + j))))
+                        Some(kk.tokens4_q5_0_quads(w, q, std::array::from_fn(|j| q8_0(t + j))))
                     }
                     Some(Interleaved::Q8K(q)) => {
-                        kk.dot4_q4_k_quads(w, q, std::array::from_fn(|j| q8k(t + j)))
+                        kk.tokens4_q4_k_quads(w, q, std::array::from_fn(|j| q8k(t + j)))
                     }
                     None => None,
                 };
@@ -269,7 +271,7 @@ impl KMatrix {
 /// Rows `i..i + out.len()` (one or four) of a tile of unpacked Q4_K or Q6_K (`q6_k`) rows
 /// against eight tokens.
 pub(super) fn dot8_k(
-    kk: &dyn KKernels,
+    kk: &dyn ManyTokens,
     q6_k: bool,
     u: &RowsK,
     i: usize,

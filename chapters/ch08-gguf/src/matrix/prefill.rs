@@ -6,12 +6,12 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use ch06_quantization::Format;
-use ch07_simd_parallel::kernels::products::KKernels;
+use ch07_simd_parallel::kernels::ManyTokens;
 use ch07_simd_parallel::layout::eights32::{ActOcts, Rows32};
 
 // ANCHOR: prefill
 /// `out (seq, rows)` of a matrix in a prefill, on a kernel that wants eight tokens a row
-/// ([`KKernels::wants_octs`]): each thread takes a band of tokens and interleaves them eight
+/// ([`ManyTokens::wants_octs`]): each thread takes a band of tokens and interleaves them eight
 /// at a time (`octs(first token)`), then walks the weights in tiles of `tile` rows unpacked
 /// once for the band (`unpack(rows, into)`), every eight tokens meeting the whole tile
 /// while their activations are in L1 (`dot8(unpacked, row in the tile, eight tokens)`).
@@ -85,7 +85,7 @@ pub fn tile_rows(bytes: usize) -> usize {
 /// activations interleaved by `octs`.
 #[allow(clippy::too_many_arguments)]
 pub fn prefill32<'w>(
-    kk: &dyn KKernels,
+    kk: &dyn ManyTokens,
     format: Format,
     out: &mut [f32],
     rows: usize,
@@ -116,7 +116,7 @@ pub fn prefill32<'w>(
 /// (a [`crate::matrix::Packed`] matrix's groups), `blocks` blocks a row.
 #[allow(clippy::too_many_arguments)]
 pub fn prefill_unpacked32(
-    kk: &dyn KKernels,
+    kk: &dyn ManyTokens,
     format: Format,
     out: &mut [f32],
     (rows, seq, blocks): (usize, usize, usize),
