@@ -11,15 +11,13 @@
 //!
 //! With `Family::llama()` every step is chapter 6's, in chapter 6's order, so SmolLM2 gives
 //! chapter 7's logits bit for bit (a test checks it). The family and its GELU are in
-//! `engine/family.rs`, attention over the cache in `engine/attend.rs`.
+//! `engine/family.rs`, the decoder layer in `engine/layer.rs`, attention over the cache in
+//! `engine/attend.rs`.
 
-use ch01_tensors::ops;
-use ch03_attention::Pairing;
 use ch04_forward::Config;
 use ch05_kv_cache::forward::kv_layout;
 use ch05_kv_cache::{KvLayout, KvStore, RingCache};
 use ch06_quantization::Kernels;
-use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
@@ -27,11 +25,13 @@ use ch07_simd_parallel::kernels::ManyTokens;
 
 mod attend;
 mod family;
+mod layer;
 mod rope;
 mod rowwise;
 
 pub use attend::{attend, attend_heads};
 pub use family::{Activation, Family, gelu_f16};
+pub use layer::{Chunk, LayerAttention, LayerRows, attention_part};
 pub use rope::LazyRope;
 pub use rowwise::{gelu_f16_inplace, rmsnorm_rows};
 
@@ -101,21 +101,6 @@ impl Model {
             .map(Matrix::bytes)
             .sum();
         layers + self.lm_head().bytes() + self.embed.bytes() / self.embed.rows()
-    }
-}
-
-/// How many query heads a task of the attention of `rows` query rows takes: a whole row
-/// when there are as many rows as threads; with fewer (a decode step), a part of one KV
-/// head's group, so that the threads share a row: one head for small heads (each head reads
-/// its keys alone anyway), half the group for large ones when it halves (the group's heads
-/// read each key once between them, so two tasks read it twice).
-pub fn attention_part(heads: ch03_attention::Heads, rows: usize) -> usize {
-    let group = heads.group_size();
-    match heads.head_dim {
-        _ if rows >= rayon::current_num_threads() => heads.n_heads,
-        ..=64 => 1,
-        _ if group.is_multiple_of(2) => group / 2,
-        _ => group,
     }
 }
 
@@ -250,119 +235,18 @@ impl<'m> Engine<'m> {
         cache.reserve(end)?;
         let dim = self.model.config.hidden_size;
         let chunk = self.chunk.max(1);
-        for (c, rows) in x.chunks_mut(chunk * dim).enumerate() {
+        for (c, x_c) in x.chunks_mut(chunk * dim).enumerate() {
+            let pos0 = pos0 + c * chunk;
+            let mut rows = Chunk {
+                cache: &mut *cache,
+                pos0,
+            };
             for (l, w) in self.model.layers.iter().enumerate() {
-                self.layer(l, w, cache, rows, pos0 + c * chunk);
+                self.layer(l, w, &mut rows, x_c);
             }
         }
         Ok(x)
     }
-
-    // ANCHOR: layer
-    /// Decoder layer `l` on the rows `x` (`(seq, dim)`, positions `pos0..`), in place.
-    fn layer<S: KvStore + Sync + ?Sized>(
-        &self,
-        l: usize,
-        w: &Layer,
-        cache: &mut S,
-        x: &mut [f32],
-        pos0: usize,
-    ) {
-        let (cfg, fam) = (&self.model.config, &self.model.family);
-        let (dim, q_dim, kv_dim, ffn) = (
-            cfg.hidden_size,
-            cfg.q_dim(),
-            cfg.kv_dim(),
-            cfg.intermediate_size,
-        );
-        let eps = cfg.rms_norm_eps;
-        let seq = x.len() / dim;
-        let xn = rmsnorm_rows(x, &w.attn_norm, eps);
-        let mut q = vec![0.0f32; seq * q_dim];
-        let mut k = vec![0.0f32; seq * kv_dim];
-        let mut v = vec![0.0f32; seq * kv_dim];
-        self.matmul_group(
-            &[&w.wq, &w.wk, &w.wv],
-            &mut [&mut q, &mut k, &mut v],
-            &xn,
-            seq,
-        );
-        if let (Some(qn), Some(kn)) = (&w.q_norm, &w.k_norm) {
-            // Gemma: every head of Q and K normalised (rows of head_dim)
-            q = rmsnorm_rows(&q, qn, eps);
-            k = rmsnorm_rows(&k, kn, eps);
-        }
-        let rope = &self.model.ropes[w.rope];
-        rope.apply(&mut q, cfg.n_heads, pos0, Pairing::SplitHalves);
-        rope.apply(&mut k, cfg.n_kv_heads, pos0, Pairing::SplitHalves);
-        for t in 0..seq {
-            let r = t * kv_dim..(t + 1) * kv_dim;
-            cache.write(l, pos0 + t, &k[r.clone()], &v[r]);
-        }
-        // ANCHOR_END: layer
-        // ANCHOR: layer_attention
-        let mut heads_out = vec![0.0f32; seq * q_dim];
-        let cache = &*cache;
-        // A task a token, or, with fewer tokens than threads (a decode step), a task a
-        // part of a token's heads: at a long context the step's attention is most of it.
-        let heads = cfg.heads();
-        let part = attention_part(heads, seq);
-        heads_out
-            .par_chunks_mut(part * heads.head_dim)
-            .enumerate()
-            .for_each_init(Vec::new, |scores, (i, out)| {
-                let per_row = cfg.n_heads / part;
-                let (t, first) = (i / per_row, i % per_row * part);
-                let q_t = &q[t * q_dim..(t + 1) * q_dim];
-                let (pos, window) = (pos0 + t, w.window);
-                if part == cfg.n_heads {
-                    attend(self.kernels, out, q_t, cache, l, heads, pos, window, scores);
-                } else {
-                    let hs = first..first + part;
-                    attend_heads(
-                        self.kernels,
-                        out,
-                        q_t,
-                        cache,
-                        l,
-                        heads,
-                        hs,
-                        pos,
-                        window,
-                        scores,
-                    );
-                }
-            });
-        let mut o = vec![0.0f32; seq * dim];
-        self.matmul(&w.wo, &mut o, &heads_out, seq);
-        if let Some(n) = &w.post_attn_norm {
-            o = rmsnorm_rows(&o, n, eps); // Gemma: the attention output normalised
-        }
-        ops::add_inplace(x, &o);
-        // ANCHOR_END: layer_attention
-        // ANCHOR: layer_ffn
-        let xn = rmsnorm_rows(x, &w.ffn_norm, eps);
-        let mut gate = vec![0.0f32; seq * ffn];
-        let mut up = vec![0.0f32; seq * ffn];
-        self.matmul_group(&[&w.w_gate, &w.w_up], &mut [&mut gate, &mut up], &xn, seq);
-        // token by token on the threads (a prefill's 512 × 2 048 activations are worth it)
-        gate.par_chunks_mut(ffn)
-            .zip(up.par_chunks(ffn))
-            .for_each(|(g, u)| {
-                match fam.activation {
-                    Activation::Silu => ops::silu_inplace(g),
-                    Activation::GeluTanhF16 => gelu_f16_inplace(g),
-                }
-                ops::mul_inplace(g, u);
-            });
-        let mut down = vec![0.0f32; seq * dim];
-        self.matmul(&w.w_down, &mut down, &gate, seq);
-        if let Some(n) = &w.post_ffn_norm {
-            down = rmsnorm_rows(&down, n, eps); // Gemma: the FFN output normalised
-        }
-        ops::add_inplace(x, &down);
-    }
-    // ANCHOR_END: layer_ffn
 
     /// Final norm and the LM head: `(rows, dim)` → `(rows, vocab)`.
     pub fn head(&self, x: &[f32]) -> Vec<f32> {
