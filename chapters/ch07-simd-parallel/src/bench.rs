@@ -19,6 +19,7 @@ use serde::Serialize;
 
 use crate::Isa;
 use crate::huge::Arena;
+use crate::kernels::ManyTokens;
 use crate::pool::in_pool;
 use crate::stats::median;
 
@@ -234,9 +235,10 @@ pub fn end_to_end(
 /// One thread's prefill products of a SmolLM2-sized Q4_1 matrix (1536 × 576, its gate and
 /// up) with 64 tokens, in billions of multiply-adds a second: chapter 6's product on kernels
 /// `k` (four tokens a dot, one shared horizontal add), and the same products eight tokens a
-/// register ([`crate::eights`], on this CPU's best kernel). The medians of `runs`.
-pub fn prefill_rates(k: &dyn Kernels, runs: usize) -> Result<(f64, f64), String> {
-    use crate::eights::{Eights, dot8_q4_1_best};
+/// register ([`crate::layout::eights`], each row's blocks unpacked as they are met). The
+/// medians of `runs`.
+pub fn prefill_rates(k: &dyn ManyTokens, runs: usize) -> Result<(f64, f64), String> {
+    use crate::layout::eights::Eights;
     use ch06_quantization::matrix::Activations;
     let (rows, cols, seq) = (1536, 576, 64);
     let w = ch01_tensors::random::uniform(rows * cols, 11);
@@ -256,9 +258,10 @@ pub fn prefill_rates(k: &dyn Kernels, runs: usize) -> Result<(f64, f64), String>
             };
             let nb = cols / 32;
             for g in 0..seq / 8 {
-                let e = Eights::new(std::array::from_fn(|t| &a[(8 * g + t) * nb..][..nb]));
+                let e = Eights::from_q8_1(std::array::from_fn(|t| &a[(8 * g + t) * nb..][..nb]));
                 for r in 0..rows {
-                    for (t, v) in dot8_q4_1_best(m.row_bytes(r), &e).into_iter().enumerate() {
+                    let lanes = k.dot8_raw32(Format::Q4_1, m.row_bytes(r), &e);
+                    for (t, v) in lanes.into_iter().enumerate() {
                         out[(8 * g + t) * rows + r] = v;
                     }
                 }

@@ -78,7 +78,7 @@ pub fn round_away(v: __m256) -> __m256 {
 /// Exercise 5: eight tokens' block, a token per lane.
 ///
 /// `tokens[t]` is token `t`'s 32 activation quants of one block. Return them laid out as
-/// [`crate::eights::Eights`] holds a block: step `k` (0..8), then token `t` (0..8), then
+/// [`crate::layout::eights::Eights`] holds a block: step `k` (0..8), then token `t` (0..8), then
 /// the four quants `4k..4k + 4` of that token, so that when a step's 32 bytes are loaded
 /// into a register, 32-bit lane `t` holds token `t`'s four quants of that step.
 ///

@@ -12,7 +12,6 @@
 pub mod bench;
 pub mod compare;
 pub mod cores;
-pub mod eights;
 pub mod huge;
 pub mod isa;
 pub mod kernels;

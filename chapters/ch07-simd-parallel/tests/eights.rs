@@ -1,12 +1,28 @@
-//! The eight-token kernel ([`ch07_simd_parallel::eights`]) against chapter 6's one-token dot
-//! product: every lane must be `dot_q4_1_q8_1` of its own token, bit for bit, for the scalar
-//! twin and for the AVX2 kernel, on random rows and at the extremes of the 16-bit sums.
+//! The eight-token kernel ([`ch07_simd_parallel::layout::eights`]) against chapter 6's
+//! one-token dot product: every lane must be `dot_q4_1_q8_1` of its own token, bit for bit,
+//! for the scalar twin and for every SIMD level, on random rows and at the extremes of the
+//! 16-bit sums.
 
 use ch01_tensors::random::uniform;
+use ch06_quantization::Format;
 use ch06_quantization::blocks::{BlockQ4_1, BlockQ8_1, QK};
 use ch06_quantization::dot::dot_q4_1_q8_1;
 use ch06_quantization::quantize::{quantize_q4_1, quantize_q8_1};
-use ch07_simd_parallel::eights::{Eights, TOKENS, dot8_q4_1};
+use ch07_simd_parallel::Isa;
+use ch07_simd_parallel::kernels::for_isa;
+use ch07_simd_parallel::layout::eights::{Eights, dot8_row32, unpack_block};
+
+/// Tokens an eight-token kernel serves.
+const TOKENS: usize = 8;
+
+/// The scalar twin on a row as it lies in the file: each block unpacked, then the eight dots.
+fn dot8_q4_1(w: &[u8], a: &Eights) -> [f32; TOKENS] {
+    let row: Vec<_> = w
+        .chunks_exact(BlockQ4_1::BYTES)
+        .map(|b| unpack_block(Format::Q4_1, b))
+        .collect();
+    dot8_row32(Format::Q4_1, &row, a)
+}
 
 fn q4_1_row(x: &[f32]) -> Vec<u8> {
     let mut row = vec![0u8; x.len() / QK * BlockQ4_1::BYTES];
@@ -69,7 +85,7 @@ fn check(name: &str, f: impl Fn(&[u8], &Eights) -> [f32; TOKENS]) {
         for (c, (w, acts)) in cases(blocks).iter().enumerate() {
             let row = q4_1_row(w);
             let tokens: Vec<Vec<BlockQ8_1>> = acts.iter().map(|a| q8_1_row(a)).collect();
-            let e = Eights::new(std::array::from_fn(|t| &tokens[t][..]));
+            let e = Eights::from_q8_1(std::array::from_fn(|t| &tokens[t][..]));
             let got = f(&row, &e);
             for t in 0..TOKENS {
                 let want = dot_q4_1_q8_1(&row, &tokens[t]);
@@ -90,16 +106,18 @@ fn the_scalar_twin_is_chapter_6s_dot_in_every_lane() {
 }
 
 #[test]
-fn the_avx2_kernel_is_chapter_6s_dot_in_every_lane() {
-    #[cfg(target_arch = "x86_64")]
-    if ch07_simd_parallel::Isa::available().contains(&ch07_simd_parallel::Isa::Avx2) {
-        // SAFETY: the level is available only if the CPU has AVX2, FMA and F16C.
-        check("avx2", |w, a| unsafe {
-            ch07_simd_parallel::kernels::avx2_eights_q4_1::dot8_q4_1(w, a)
-        });
-        return;
+fn every_simd_level_is_chapter_6s_dot_in_every_lane() {
+    let simd: Vec<Isa> = Isa::available()
+        .into_iter()
+        .filter(|&i| i != Isa::Scalar)
+        .collect();
+    for &isa in &simd {
+        let k = for_isa(isa).expect("an available level");
+        check(isa.name(), |w, a| k.dot8_raw32(Format::Q4_1, w, a));
     }
-    eprintln!("no AVX2 here (or LLM_BOOK_ISA caps it): only the scalar twin runs");
+    if simd.is_empty() {
+        eprintln!("no SIMD level here (or LLM_BOOK_ISA caps it): only the scalar twin runs");
+    }
 }
 
 #[test]
@@ -108,12 +126,12 @@ fn the_layout_puts_quants_4k_to_4k_plus_4_of_token_t_at_step_k_lane_t() {
     let tokens: Vec<Vec<BlockQ8_1>> = (0..TOKENS as u64)
         .map(|t| q8_1_row(&uniform(2 * QK, 300 + t)))
         .collect();
-    let e = Eights::new(std::array::from_fn(|t| &tokens[t][..]));
+    let e = Eights::from_q8_1(std::array::from_fn(|t| &tokens[t][..]));
     for b in 0..2 {
         for k in 0..QK / 4 {
             for t in 0..TOKENS {
                 assert_eq!(
-                    e.qs[b][k][t],
+                    e.qs[b][32 * k + 4 * t..][..4],
                     tokens[t][b].qs[4 * k..4 * k + 4],
                     "block {b} step {k} token {t}"
                 );

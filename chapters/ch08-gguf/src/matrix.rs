@@ -26,8 +26,8 @@ use ch07_simd_parallel::layout::kquant::{self, ActQuads, KQuads, Q8_0Wide};
 use rayon::prelude::*;
 
 use ch07_simd_parallel::kernels::ManyTokens;
+use ch07_simd_parallel::layout::eights::{self as octs_layout, Eights};
 use ch07_simd_parallel::layout::eights_k::{KOcts, RowsK};
-use ch07_simd_parallel::layout::eights32::{self as octs_layout, ActOcts};
 
 /// `out[i]` = row `r0 + i`'s output: four rows at a time (`four(r)` gives rows `r..r + 4`),
 /// the last one to three alone (`one(r)`).
@@ -296,7 +296,7 @@ fn q4_prefill(
             m.rows(),
             seq,
             prefill::tile_rows(34 * nb),
-            |t| ActOcts::from_q8_0_blocks(std::array::from_fn(|j| &a[(t + j) * nb..][..nb])),
+            |t| Eights::from_q8_0_blocks(std::array::from_fn(|j| &a[(t + j) * nb..][..nb])),
             |rs, first: &mut usize| *first = rs.start,
             |first, i, a, out| {
                 for (j, out) in out.iter_mut().enumerate() {
@@ -313,7 +313,7 @@ fn q4_prefill(
             m.rows(),
             seq,
             |r| m.row_bytes(r),
-            |t| ActOcts::from_q8_0_blocks(std::array::from_fn(|j| &a[(t + j) * nb..][..nb])),
+            |t| Eights::from_q8_0_blocks(std::array::from_fn(|j| &a[(t + j) * nb..][..nb])),
             dot4,
             dot,
         ),
@@ -324,7 +324,7 @@ fn q4_prefill(
             m.rows(),
             seq,
             |r| m.row_bytes(r),
-            |t| ActOcts::from_q8_1(std::array::from_fn(|j| &a[(t + j) * nb..][..nb])),
+            |t| Eights::from_q8_1(std::array::from_fn(|j| &a[(t + j) * nb..][..nb])),
             dot4,
             dot,
         ),
@@ -393,12 +393,12 @@ fn packed_prefill(
                 let nb = cols / 32;
                 let octs = |t: usize| match &acts {
                     Acts::Sums(a, _) => {
-                        ActOcts::from_q8_0_blocks(std::array::from_fn(|j| &a[(t + j) * nb..][..nb]))
+                        Eights::from_q8_0_blocks(std::array::from_fn(|j| &a[(t + j) * nb..][..nb]))
                     }
                     Acts::Q(Activations::Q8_1(a)) => {
-                        ActOcts::from_q8_1(std::array::from_fn(|j| &a[(t + j) * nb..][..nb]))
+                        Eights::from_q8_1(std::array::from_fn(|j| &a[(t + j) * nb..][..nb]))
                     }
-                    Acts::K(a) => ActOcts::from_q8_0(std::array::from_fn(|j| a[t + j].q8_0())),
+                    Acts::K(a) => Eights::from_q8_0(std::array::from_fn(|j| a[t + j].q8_0())),
                     _ => unreachable!("quantize made the activations for this matrix"),
                 };
                 let unpack = |rs: std::ops::Range<usize>, u: &mut octs_layout::Rows32| {

@@ -9,8 +9,8 @@ use ch06_quantization::blocks::BlockQ8_0;
 use ch06_quantization::f16::f32_to_f16;
 use ch07_simd_parallel::Isa;
 use ch07_simd_parallel::kernels::{ManyTokens, OneToken, for_isa};
+use ch07_simd_parallel::layout::eights::{Eights, Rows32};
 use ch07_simd_parallel::layout::eights_k::{KOcts, RowsK};
-use ch07_simd_parallel::layout::eights32::{ActOcts, Rows32};
 use ch07_simd_parallel::layout::kquant::*;
 use proptest::prelude::*;
 
@@ -430,10 +430,10 @@ fn check_interleaved_32(q40: &[u8], q50: &[u8], q41: &[u8], q: &[i8], nb: usize)
     let a1: [&[_]; 4] = std::array::from_fn(|t| &a1[t][..]);
     let (quads8, quads1) = (ActQuads::new(a8), ActQuads::from_q8_1(a1));
     let (t8, t1) = (q8_0_tokens(q, nb), q8_1_tokens(q, nb));
-    let octs8 = ActOcts::from_q8_0(std::array::from_fn(|t| &t8[t][..]));
-    let octs1 = ActOcts::from_q8_1(std::array::from_fn(|t| &t1[t][..]));
+    let octs8 = Eights::from_q8_0(std::array::from_fn(|t| &t8[t][..]));
+    let octs1 = Eights::from_q8_1(std::array::from_fn(|t| &t1[t][..]));
     let t0 = q8_0_blocks(q, nb);
-    let octs0 = ActOcts::from_q8_0_blocks(std::array::from_fn(|t| &t0[t][..]));
+    let octs0 = Eights::from_q8_0_blocks(std::array::from_fn(|t| &t0[t][..]));
     let mut ran = 0;
     for (isa, k) in levels() {
         ran += usize::from(ch08_gguf::matrix::policy::use_eights(k));
@@ -448,7 +448,7 @@ fn check_interleaved_32(q40: &[u8], q50: &[u8], q41: &[u8], q: &[i8], nb: usize)
             let got4 = k.dot8x4_row32(format, std::array::from_fn(|r| rows.row(r)), octs);
             for (r, got4) in got4.iter().enumerate() {
                 let twin =
-                    ch07_simd_parallel::layout::eights32::dot8_row32(format, rows.row(r), octs);
+                    ch07_simd_parallel::layout::eights::dot8_row32(format, rows.row(r), octs);
                 assert_eq!(
                     got4.map(f32::to_bits),
                     twin.map(f32::to_bits),
@@ -457,7 +457,7 @@ fn check_interleaved_32(q40: &[u8], q50: &[u8], q41: &[u8], q: &[i8], nb: usize)
             }
             k.unpack_rows32(format, &[w], &mut rows);
             let got = k.dot8_row32(format, rows.row(0), octs);
-            let twin = ch07_simd_parallel::layout::eights32::dot8_row32(format, rows.row(0), octs);
+            let twin = ch07_simd_parallel::layout::eights::dot8_row32(format, rows.row(0), octs);
             for t in 0..8 {
                 let want = match format {
                     Format::Q4_0 => ch06_quantization::Scalar.dot_q4_0_q8_0(w, &t0[t]),

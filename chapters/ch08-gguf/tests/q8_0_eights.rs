@@ -8,7 +8,7 @@ use ch06_quantization::f16::f32_to_f16;
 use ch06_quantization::{Kernels, Scalar};
 use ch07_simd_parallel::Isa;
 use ch07_simd_parallel::kernels::{ByToken, for_isa};
-use ch07_simd_parallel::layout::eights32::ActOcts;
+use ch07_simd_parallel::layout::eights::Eights;
 use proptest::prelude::*;
 
 /// A Q8_0 row of `nb` blocks: quants from `q`, scale `d(i)` for block `i`.
@@ -38,9 +38,9 @@ fn tokens(q: &[i8], nb: usize) -> Vec<Vec<BlockQ8_0>> {
 
 /// Returns how many SIMD levels were checked.
 fn check(w: &[u8], a: &[Vec<BlockQ8_0>]) -> usize {
-    let octs = ActOcts::from_q8_0_blocks(std::array::from_fn(|t| &a[t][..]));
+    let octs = Eights::from_q8_0_blocks(std::array::from_fn(|t| &a[t][..]));
     // a second eight, the same tokens in reverse order, for the sixteen-token kernel
-    let back = ActOcts::from_q8_0_blocks(std::array::from_fn(|t| &a[7 - t][..]));
+    let back = Eights::from_q8_0_blocks(std::array::from_fn(|t| &a[7 - t][..]));
     let twin = ch07_simd_parallel::layout::eights_q8_0::dot8_q8_0(w, &octs);
     let mut simd = 0;
     for isa in Isa::available() {
@@ -133,8 +133,8 @@ fn check_rows(w: &[u8], a: &[Vec<BlockQ8_0>], extra: usize) {
 
 fn check_rows_of(w: &[u8], a: &[Vec<BlockQ8_0>], extra: usize, tokens: usize) {
     let groups = [
-        ActOcts::from_q8_0_blocks(std::array::from_fn(|t| &a[t][..])),
-        ActOcts::from_q8_0_blocks(std::array::from_fn(|t| &a[7 - t][..])),
+        Eights::from_q8_0_blocks(std::array::from_fn(|t| &a[t][..])),
+        Eights::from_q8_0_blocks(std::array::from_fn(|t| &a[7 - t][..])),
     ];
     let nb = w.len() / 34;
     let rows: Vec<Vec<u8>> = (0..8 + extra)

@@ -1,4 +1,4 @@
-//! The eight-token prefill kernels on AVX2 (layouts in [`crate::layout::eights32`] and
+//! The eight-token prefill kernels on AVX2 (layouts in [`crate::layout::eights`] and
 //! [`crate::layout::eights_k`]): one unpacked Q4_0, Q5_0, Q4_1, Q4_K or Q6_K row against eight tokens, a token per
 //! 32-bit lane.
 //!
@@ -16,11 +16,11 @@ use std::arch::x86_64::*;
 
 use super::avx2_kquants::scales_and_mins;
 use super::helpers::{f16, splat_f16};
+use crate::layout::eights::{Block32, Eights};
 use crate::layout::eights_k::{BlockK, KOcts, RowsK};
-use crate::layout::eights32::{ActOcts, Block32};
 use crate::layout::kquant::{Q4_K_BYTES, Q6_K_BYTES, QK_K};
 
-/// One Q4_0, Q5_0 or Q4_1 block unpacked as [`crate::layout::eights32::unpack_block`] does: the nibbles
+/// One Q4_0, Q5_0 or Q4_1 block unpacked as [`crate::layout::eights::unpack_block`] does: the nibbles
 /// split by a shift and a mask, Q5_0's fifth bits spread over the bytes (each byte tests
 /// its own bit of `qh`) and put on with an OR; the scales by F16C.
 #[target_feature(enable = "avx2,f16c")]
@@ -102,12 +102,12 @@ unsafe fn four_steps(w: *const u8, a: *const i8) -> __m256i {
 
 /// One unpacked row (Q4_1 with `Q4_1`, else Q5_0 or Q4_0: their offset is in the
 /// activations) against eight tokens: each lane exactly
-/// [`crate::layout::eights32::dot8_row32`]'s, which is the scalar kernel's.
+/// [`crate::layout::eights::dot8_row32`]'s, which is the scalar kernel's.
 ///
 /// # Safety
 /// None beyond the CPU's: the lengths are checked here.
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn dot8_row32<const Q4_1: bool>(row: &[Block32], a: &ActOcts) -> [f32; 8] {
+pub(super) unsafe fn dot8_row32<const Q4_1: bool>(row: &[Block32], a: &Eights) -> [f32; 8] {
     dot8_blocks::<Q4_1>(
         row.len(),
         |b| (row[b].q, _mm256_set1_ps(row[b].d), _mm256_set1_ps(row[b].m)),
@@ -125,7 +125,7 @@ pub(super) unsafe fn dot8_row32<const Q4_1: bool>(row: &[Block32], a: &ActOcts) 
 pub(super) unsafe fn dot8_raw32<const Q4_1: bool>(
     format: Format,
     w: &[u8],
-    a: &ActOcts,
+    a: &Eights,
 ) -> [f32; 8] {
     let bytes = format.block_bytes();
     assert_eq!(
@@ -145,11 +145,7 @@ pub(super) unsafe fn dot8_raw32<const Q4_1: bool>(
 /// `block(b)`.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn dot8_blocks<const Q4_1: bool>(
-    n: usize,
-    block: impl Fn(usize) -> Lanes,
-    a: &ActOcts,
-) -> [f32; 8] {
+fn dot8_blocks<const Q4_1: bool>(n: usize, block: impl Fn(usize) -> Lanes, a: &Eights) -> [f32; 8] {
     assert!(
         a.qs.len() == n && a.d.len() == n && a.offset.len() == n && a.s.len() == n,
         "one activation block per weight block"

@@ -12,10 +12,10 @@
 
 use std::arch::x86_64::*;
 
-use crate::layout::eights32::{ActOcts, Block32};
+use crate::layout::eights::{Block32, Eights};
 
 /// Panics unless every row (of `blocks` blocks) has one block per activation block.
-fn check(blocks: [usize; 4], a: &ActOcts) {
+fn check(blocks: [usize; 4], a: &Eights) {
     let n = a.qs.len();
     assert!(
         blocks.iter().all(|&b| b == n) && a.d.len() == n && a.offset.len() == n && a.s.len() == n,
@@ -31,7 +31,7 @@ fn block_step<const Q4_1: bool>(
     acc: __m256,
     w: &Block32,
     dots: __m256i,
-    a: &ActOcts,
+    a: &Eights,
     b: usize,
 ) -> __m256 {
     // SAFETY: 8 f32 (or i32) of block b (lengths checked by the callers).
@@ -120,7 +120,7 @@ fn four_steps<const Q4_1: bool>(
     acc: &mut [__m256; 4],
     w: [&Block32; 4],
     dots: [__m256i; 4],
-    a: &ActOcts,
+    a: &Eights,
     b: usize,
 ) {
     for r in 0..4 {
@@ -128,18 +128,18 @@ fn four_steps<const Q4_1: bool>(
     }
 }
 
-/// Four unpacked rows ([`crate::layout::eights32::Rows32`]'s) against eight tokens: row `r`'s lanes are
+/// Four unpacked rows ([`crate::layout::eights::Rows32`]'s) against eight tokens: row `r`'s lanes are
 /// [`super::avx2_eights::dot8_row32`]`(rows[r], a)`'s.
 ///
 /// # Safety
 /// The CPU must have AVX2, and with `VNNI` AVX-512 VL and VNNI; the lengths are checked here.
 pub(super) unsafe fn dot8x4_row32<const Q4_1: bool, const VNNI: bool>(
     rows: [&[Block32]; 4],
-    a: &ActOcts,
+    a: &Eights,
 ) -> [[f32; 8]; 4] {
     check(rows.map(<[Block32]>::len), a);
     #[target_feature(enable = "avx2")]
-    fn avx2<const Q4_1: bool>(rows: [&[Block32]; 4], a: &ActOcts) -> [[f32; 8]; 4] {
+    fn avx2<const Q4_1: bool>(rows: [&[Block32]; 4], a: &Eights) -> [[f32; 8]; 4] {
         let mut acc = [_mm256_setzero_ps(); 4]; // row r, lane t: token t's sum so far
         for (b, x) in a.qs.iter().enumerate() {
             let w = [&rows[0][b], &rows[1][b], &rows[2][b], &rows[3][b]];
@@ -148,7 +148,7 @@ pub(super) unsafe fn dot8x4_row32<const Q4_1: bool, const VNNI: bool>(
         lanes(acc)
     }
     #[target_feature(enable = "avx512f,avx512vl,avx512vnni,avx2")]
-    fn vnni<const Q4_1: bool>(rows: [&[Block32]; 4], a: &ActOcts) -> [[f32; 8]; 4] {
+    fn vnni<const Q4_1: bool>(rows: [&[Block32]; 4], a: &Eights) -> [[f32; 8]; 4] {
         let mut acc = [_mm256_setzero_ps(); 4];
         for (b, x) in a.qs.iter().enumerate() {
             let w = [&rows[0][b], &rows[1][b], &rows[2][b], &rows[3][b]];

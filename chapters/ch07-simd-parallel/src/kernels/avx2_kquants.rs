@@ -3,9 +3,9 @@
 //! operand so that a super-block needs one horizontal sum per token, not one per sub-block.
 
 #[allow(unused_imports)]
-use crate::layout::eights_k::{self, KOcts, RowsK};
+use crate::layout::eights::{self, Block32, Eights, Rows32};
 #[allow(unused_imports)]
-use crate::layout::eights32::{self, ActOcts, Block32, Rows32};
+use crate::layout::eights_k::{self, KOcts, RowsK};
 #[allow(unused_imports)]
 use crate::layout::kquant::{
     self, ActQuads, BlockQ8K, KQuads, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide,

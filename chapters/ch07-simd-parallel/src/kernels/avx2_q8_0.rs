@@ -4,7 +4,7 @@
 use std::arch::x86_64::*;
 
 use super::helpers::splat_f16;
-use crate::layout::eights32::ActOcts;
+use crate::layout::eights::Eights;
 
 // ANCHOR: avx2_q8_0_eights
 /// One Q8_0 row, as it lies in the file, against eight tokens: each lane exactly
@@ -16,7 +16,7 @@ use crate::layout::eights32::ActOcts;
 /// # Safety
 /// None beyond the CPU's (AVX2 and F16C): the lengths are checked here.
 #[target_feature(enable = "avx2,f16c")]
-pub(super) unsafe fn dot8_q8_0(w: &[u8], a: &ActOcts) -> [f32; 8] {
+pub(super) unsafe fn dot8_q8_0(w: &[u8], a: &Eights) -> [f32; 8] {
     const BYTES: usize = 34;
     let n = a.qs.len();
     assert!(
@@ -64,7 +64,7 @@ pub(super) unsafe fn dot8_q8_0(w: &[u8], a: &ActOcts) -> [f32; 8] {
 /// # Safety
 /// None beyond the CPU's (AVX2 and F16C): the lengths are checked here.
 #[target_feature(enable = "avx2,f16c")]
-pub(super) unsafe fn dot16_q8_0(w: &[u8], a: [&ActOcts; 2]) -> [f32; 16] {
+pub(super) unsafe fn dot16_q8_0(w: &[u8], a: [&Eights; 2]) -> [f32; 16] {
     const BYTES: usize = 34;
     let n = a[0].qs.len();
     assert!(
@@ -116,7 +116,7 @@ pub(super) unsafe fn dot16_q8_0(w: &[u8], a: [&ActOcts; 2]) -> [f32; 16] {
 /// # Safety
 /// None beyond the CPU's (AVX2 and F16C): the lengths are checked here.
 #[target_feature(enable = "avx2,f16c")]
-pub(super) unsafe fn dot2x4_q8_0(w: [&[u8]; 2], a: &ActOcts) -> [f32; 8] {
+pub(super) unsafe fn dot2x4_q8_0(w: [&[u8]; 2], a: &Eights) -> [f32; 8] {
     const BYTES: usize = 34;
     let n = a.qs.len();
     assert!(

@@ -9,7 +9,7 @@
 use std::arch::x86_64::*;
 
 use super::helpers::f16;
-use crate::layout::eights32::ActOcts;
+use crate::layout::eights::Eights;
 
 // ANCHOR: avx512_q8_0_sixteen
 /// One Q8_0 row, as it lies in the file, against two eights of tokens: lanes 0..8 are
@@ -18,7 +18,7 @@ use crate::layout::eights32::ActOcts;
 /// # Safety
 /// None beyond the CPU's (AVX-512 F/BW/VL, VNNI, and F16C): the lengths are checked here.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,f16c")]
-pub(super) unsafe fn dot16_q8_0(w: &[u8], a: [&ActOcts; 2]) -> [f32; 16] {
+pub(super) unsafe fn dot16_q8_0(w: &[u8], a: [&Eights; 2]) -> [f32; 16] {
     const BYTES: usize = 34;
     let n = a[0].qs.len();
     assert!(

@@ -14,7 +14,7 @@ use std::arch::x86_64::*;
 
 use crate::kernels::helpers::prefetch_next_rows;
 
-use crate::layout::eights32::ActOcts;
+use crate::layout::eights::Eights;
 
 /// Bytes of a Q8_0 block: the f16 scale, then 32 quants.
 const BYTES: usize = 34;
@@ -59,7 +59,7 @@ fn transpose(r: [__m256i; 8]) -> [__m256i; 8] {
 /// # Safety
 /// None beyond the CPU's (AVX-512 VL, VNNI, and F16C): the lengths are checked here.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,f16c")]
-pub(super) unsafe fn dot8x8_q8_0(w: [&[u8]; 8], a: &ActOcts, prefetch: bool) -> [[f32; 8]; 8] {
+pub(super) unsafe fn dot8x8_q8_0(w: [&[u8]; 8], a: &Eights, prefetch: bool) -> [[f32; 8]; 8] {
     let n = a.qs.len();
     assert!(
         w.iter().all(|w| w.len() == n * BYTES) && a.d.len() == n,

@@ -32,8 +32,6 @@ pub mod avx2_eights4;
 #[cfg(target_arch = "x86_64")]
 pub mod avx2_eights4_k;
 #[cfg(target_arch = "x86_64")]
-pub mod avx2_eights_q4_1;
-#[cfg(target_arch = "x86_64")]
 pub mod avx2_f32;
 #[cfg(target_arch = "x86_64")]
 pub mod avx2_kquants;

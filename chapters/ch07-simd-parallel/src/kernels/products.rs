@@ -16,8 +16,8 @@
 use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
 use ch06_quantization::{Format, Kernels, Scalar, dot};
 
+use crate::layout::eights::{self, Block32, Eights, Rows32};
 use crate::layout::eights_k::{self, KOcts, RowsK};
-use crate::layout::eights32::{self, ActOcts, Block32, Rows32};
 use crate::layout::kquant::{
     self, ActQuads, BlockQ8K, KQuads, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide,
 };
@@ -119,26 +119,26 @@ pub trait ManyTokens: OneToken {
     /// Q4_0, Q5_0 or Q4_1 rows unpacked for [`ManyTokens::dot8_row32`].
     fn unpack_rows32(&self, format: Format, rows: &[&[u8]], out: &mut Rows32) {
         out.unpack(format.block_bytes(), rows, |b| {
-            eights32::unpack_block(format, b)
+            eights::unpack_block(format, b)
         });
     }
     /// One unpacked Q4_0, Q5_0 or Q4_1 row against eight tokens: the scalar kernel's eight dots,
     /// bit for bit.
-    fn dot8_row32(&self, format: Format, row: &[Block32], a: &ActOcts) -> [f32; 8] {
-        eights32::dot8_row32(format, row, a)
+    fn dot8_row32(&self, format: Format, row: &[Block32], a: &Eights) -> [f32; 8] {
+        eights::dot8_row32(format, row, a)
     }
     /// One Q4_0, Q5_0 or Q4_1 row as it lies in the file against eight tokens, each block
     /// unpacked as it is met: [`ManyTokens::dot8_row32`]'s numbers without an unpacked copy.
-    fn dot8_raw32(&self, format: Format, w: &[u8], a: &ActOcts) -> [f32; 8] {
+    fn dot8_raw32(&self, format: Format, w: &[u8], a: &Eights) -> [f32; 8] {
         let row: Vec<Block32> = w
             .chunks_exact(format.block_bytes())
-            .map(|b| eights32::unpack_block(format, b))
+            .map(|b| eights::unpack_block(format, b))
             .collect();
         self.dot8_row32(format, &row, a)
     }
     /// Four unpacked rows against the same eight tokens: [`ManyTokens::dot8_row32`] of each,
     /// bit for bit; SIMD kernels load each step's activations once for the four.
-    fn dot8x4_row32(&self, format: Format, rows: [&[Block32]; 4], a: &ActOcts) -> [[f32; 8]; 4] {
+    fn dot8x4_row32(&self, format: Format, rows: [&[Block32]; 4], a: &Eights) -> [[f32; 8]; 4] {
         rows.map(|row| self.dot8_row32(format, row, a))
     }
     /// Q4_K (or, with `q6_k`, Q6_K) rows unpacked for [`ManyTokens::dot8_q4_k`] (`dot8_q6_k`).
@@ -168,12 +168,12 @@ pub trait ManyTokens: OneToken {
     }
     /// One Q8_0 row (its bytes as in the file) against eight tokens: eight of chapter 6's
     /// `dot_q8_0_q8_0`, bit for bit ([`crate::layout::eights_q8_0`]).
-    fn dot8_q8_0(&self, w: &[u8], a: &ActOcts) -> [f32; 8] {
+    fn dot8_q8_0(&self, w: &[u8], a: &Eights) -> [f32; 8] {
         crate::layout::eights_q8_0::dot8_q8_0(w, a)
     }
     /// Two eights of tokens against one Q8_0 row: [`ManyTokens::dot8_q8_0`] of each, the
     /// first eight's in lanes 0..8. Levels with wider registers take both eights per step.
-    fn dot16_q8_0(&self, w: &[u8], a: [&ActOcts; 2]) -> [f32; 16] {
+    fn dot16_q8_0(&self, w: &[u8], a: [&Eights; 2]) -> [f32; 16] {
         two_eights(self.dot8_q8_0(w, a[0]), self.dot8_q8_0(w, a[1]))
     }
     /// Asks the caches for the row after the next one, where rows lie one after another as
@@ -185,7 +185,7 @@ pub trait ManyTokens: OneToken {
     }
     /// Two Q8_0 rows against the first four tokens of an eight: lanes 0..4 row 0's, 4..8
     /// row 1's, each [`ManyTokens::dot8_q8_0`]'s for its token, bit for bit.
-    fn dot2x4_q8_0(&self, w: [&[u8]; 2], a: &ActOcts) -> [f32; 8] {
+    fn dot2x4_q8_0(&self, w: [&[u8]; 2], a: &Eights) -> [f32; 8] {
         let (x, y) = (self.dot8_q8_0(w[0], a), self.dot8_q8_0(w[1], a));
         std::array::from_fn(|l| if l < 4 { x[l] } else { y[l - 4] })
     }
@@ -196,7 +196,7 @@ pub trait ManyTokens: OneToken {
     fn q8_0_rows_by_eights(
         &self,
         rows: &[&[u8]],
-        groups: &[ActOcts],
+        groups: &[Eights],
         tokens: usize,
         out: &mut ByToken,
     ) {
@@ -258,7 +258,7 @@ impl<'a, 'b> ByToken<'a, 'b> {
 pub(crate) fn q8_0_rows_in_pairs<K: ManyTokens + ?Sized>(
     kk: &K,
     rows: &[&[u8]],
-    groups: &[ActOcts],
+    groups: &[Eights],
     out: &mut ByToken,
 ) {
     let pairs = groups.len() / 2;
@@ -284,7 +284,7 @@ pub(crate) fn q8_0_rows_in_pairs<K: ManyTokens + ?Sized>(
 pub(crate) fn q8_0_rows_with_half<K: ManyTokens + ?Sized>(
     kk: &K,
     rows: &[&[u8]],
-    groups: &[ActOcts],
+    groups: &[Eights],
     tokens: usize,
     out: &mut ByToken,
 ) {

@@ -9,9 +9,9 @@
 use super::X86;
 use super::products::{ByToken, ManyTokens, OneToken, q8_0_rows_with_half};
 #[allow(unused_imports)]
-use crate::layout::eights_k::{self, KOcts, RowsK};
+use crate::layout::eights::{self, Block32, Eights, Rows32};
 #[allow(unused_imports)]
-use crate::layout::eights32::{self, ActOcts, Block32, Rows32};
+use crate::layout::eights_k::{self, KOcts, RowsK};
 #[allow(unused_imports)]
 use crate::layout::kquant::{
     self, ActQuads, BlockQ8K, KQuads, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide,
@@ -151,7 +151,7 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
             super::avx2_eights::unpack_block(format, b)
         });
     }
-    fn dot8_raw32(&self, format: Format, w: &[u8], a: &ActOcts) -> [f32; 8] {
+    fn dot8_raw32(&self, format: Format, w: &[u8], a: &Eights) -> [f32; 8] {
         // SAFETY: for_isa hands this out only when the CPU has AVX2 and F16C; the kernel
         // checks the lengths.
         unsafe {
@@ -167,12 +167,12 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
             }
         }
     }
-    fn dot8_q8_0(&self, w: &[u8], a: &ActOcts) -> [f32; 8] {
+    fn dot8_q8_0(&self, w: &[u8], a: &Eights) -> [f32; 8] {
         // SAFETY: for_isa hands this out only when the CPU has AVX2 and F16C; the kernel
         // checks the lengths.
         unsafe { super::avx2_q8_0::dot8_q8_0(w, a) }
     }
-    fn dot16_q8_0(&self, w: &[u8], a: [&ActOcts; 2]) -> [f32; 16] {
+    fn dot16_q8_0(&self, w: &[u8], a: [&Eights; 2]) -> [f32; 16] {
         if VNNI {
             // SAFETY: for_isa hands out VNNI only when the CPU has AVX-512 F/BW/VL/VNNI
             // (and F16C); the kernel checks the lengths.
@@ -191,7 +191,7 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
     fn fetch_row_after_next(&self, row: &[u8]) {
         prefetch_lines(row.as_ptr().wrapping_add(2 * row.len()), row.len());
     }
-    fn dot2x4_q8_0(&self, w: [&[u8]; 2], a: &ActOcts) -> [f32; 8] {
+    fn dot2x4_q8_0(&self, w: [&[u8]; 2], a: &Eights) -> [f32; 8] {
         // SAFETY: for_isa hands this out only when the CPU has AVX2 and F16C; the kernel
         // checks the lengths.
         unsafe { super::avx2_q8_0::dot2x4_q8_0(w, a) }
@@ -199,7 +199,7 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
     fn q8_0_rows_by_eights(
         &self,
         rows: &[&[u8]],
-        groups: &[ActOcts],
+        groups: &[Eights],
         tokens: usize,
         out: &mut ByToken,
     ) {
@@ -227,7 +227,7 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
             &mut out.from_row(eights),
         );
     }
-    fn dot8_row32(&self, format: Format, row: &[Block32], a: &ActOcts) -> [f32; 8] {
+    fn dot8_row32(&self, format: Format, row: &[Block32], a: &Eights) -> [f32; 8] {
         // SAFETY: for_isa hands this out only when the CPU has AVX2; the kernel checks
         // the lengths.
         unsafe {
@@ -241,7 +241,7 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
             }
         }
     }
-    fn dot8x4_row32(&self, format: Format, rows: [&[Block32]; 4], a: &ActOcts) -> [[f32; 8]; 4] {
+    fn dot8x4_row32(&self, format: Format, rows: [&[Block32]; 4], a: &Eights) -> [[f32; 8]; 4] {
         use super::avx2_eights4::dot8x4_row32;
         // SAFETY: for_isa hands this out only when the CPU has AVX2, and VNNI only when it
         // has AVX-512 F/BW/VL and VNNI; the kernels check the lengths.

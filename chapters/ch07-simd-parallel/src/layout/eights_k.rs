@@ -1,4 +1,4 @@
-//! The eight-token layouts of [`crate::layout::eights32`] for the K-quants (Q4_K and Q6_K), and the
+//! The eight-token layouts of [`crate::layout::eights`] for the K-quants (Q4_K and Q6_K), and the
 //! kernels' scalar twins: a super-block's 256 quants unpacked to bytes once per band, and
 //! eight tokens' Q8_K activations interleaved so that one 32-bit lane follows one token.
 //!
@@ -10,7 +10,7 @@
 //!                         (Q4_K: 8 scales, 8 mins; Q6_K: 16 signed scales); d (and dmin)
 //! ```
 
-use crate::layout::eights32::Rows;
+use crate::layout::eights::Rows;
 use crate::layout::kquant::{self, BlockQ8K, QK_K};
 use ch06_quantization::f16::f16_to_f32_fast as f16;
 

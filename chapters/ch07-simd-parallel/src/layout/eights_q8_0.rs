@@ -2,7 +2,7 @@
 //! steps) meeting an 8-bit matrix such as Gemma-3's tied embedding, its LM head: 262 144
 //! rows, more multiply-adds a token than all of its layers.
 //!
-//! The layout of the eight tokens is [`ActOcts`]'s (a token per 32-bit lane, four quants a
+//! The layout of the eight tokens is [`Eights`]'s (a token per 32-bit lane, four quants a
 //! step). Unlike the 4- and 5-bit formats, a Q8_0 weight is signed, and `vpmaddubsw` wants
 //! one unsigned operand: the kernel takes the weight's magnitude as that operand and moves
 //! its sign onto the activations (chapter 7's sign trick), four quants at a time, reading
@@ -13,13 +13,13 @@
 use ch06_quantization::blocks::BlockQ8_0;
 use ch06_quantization::f16::f16_to_f32_fast as f16;
 
-use crate::layout::eights32::ActOcts;
+use crate::layout::eights::Eights;
 
 /// The scalar twin of the eight-token Q8_0 kernel: `w` a row of whole Q8_0 blocks (34 bytes
 /// each, as in the file) against eight tokens' activations, each token's sum exactly chapter
 /// 6's `dot_q8_0_q8_0`: the same integer dot per block, `dot · (d_w · d_a)`, added in block
 /// order. (The activations' `offset` is Q4_0's and is not used.)
-pub fn dot8_q8_0(w: &[u8], a: &ActOcts) -> [f32; 8] {
+pub fn dot8_q8_0(w: &[u8], a: &Eights) -> [f32; 8] {
     assert_eq!(
         w.len(),
         a.qs.len() * BlockQ8_0::BYTES,

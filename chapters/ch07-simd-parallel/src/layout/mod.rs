@@ -1,7 +1,7 @@
 //! The bottom level of the kernel layer: how quantized data lies in memory, and the plain
 //! Rust that defines what every kernel above must compute, bit for bit.
 
-pub mod eights32;
+pub mod eights;
 pub mod eights_k;
 pub mod eights_q8_0;
 pub mod kquant;

@@ -1,7 +1,7 @@
 //! Four tokens' activations interleaved for the AVX-512 VNNI prefill kernels of
 //! `ksimd/avx512.rs` (`LLM_BOOK_PREFILL=quads`): one 32-bit lane follows one (block, token)
 //! pair, so a block's integer dot is never summed across lanes. The eight-token layout of
-//! [`crate::layout::eights32`] is the default; this one stays for comparison.
+//! [`crate::layout::eights`] is the default; this one stays for comparison.
 
 use ch06_quantization::blocks::BlockQ8_1;
 use ch06_quantization::f16::f16_to_f32_fast as f16;

@@ -8,8 +8,8 @@ use rayon::prelude::*;
 
 use super::{Acts, KActs, Matrix, Packed, PackedToken, packed, rows_in_fours};
 use ch07_simd_parallel::kernels::products::{ByToken, ManyTokens};
+use ch07_simd_parallel::layout::eights::{Eights, Rows32};
 use ch07_simd_parallel::layout::eights_k::{KOcts, RowsK};
-use ch07_simd_parallel::layout::eights32::{ActOcts, Rows32};
 
 /// Tokens a thread must have before a product is split by tokens (a prefill: each thread
 /// reads every weight for its band of tokens) rather than by rows ([`matmul_group`]: each
@@ -57,17 +57,17 @@ fn task_rows(m: &Matrix, seq: usize) -> usize {
 }
 
 /// Every eight tokens' activations interleaved for an eight-token kernel ([`crate::octs`]).
-enum Eights {
-    Q32(Vec<ActOcts>),
+enum TokenEights {
+    Q32(Vec<Eights>),
     K(Vec<KOcts>),
 }
 
-impl Eights {
+impl TokenEights {
     /// Tokens the eights cover, a padded last eight's empty lanes included.
     fn tokens(&self) -> usize {
         8 * match self {
-            Eights::Q32(g) => g.len(),
-            Eights::K(g) => g.len(),
+            TokenEights::Q32(g) => g.len(),
+            TokenEights::K(g) => g.len(),
         }
     }
 }
@@ -117,7 +117,7 @@ impl Matrix {
     /// Every whole eight of the `seq` tokens' activations interleaved for this matrix's
     /// eight-token kernel: built once per kind of activation, shared by every block of rows
     /// of every matrix of that kind.
-    fn eights(&self, kk: &dyn ManyTokens, acts: &Acts, seq: usize) -> Option<Eights> {
+    fn eights(&self, kk: &dyn ManyTokens, acts: &Acts, seq: usize) -> Option<TokenEights> {
         if let Matrix::P(_) = self {
             return None; // its eight-token kernels are for a prefill; a few tokens take packed8
         }
@@ -133,27 +133,27 @@ impl Matrix {
         Some(match (kernel, acts) {
             (EightKernel::Q32(_) | EightKernel::Q8_0, Acts::Q(a)) => {
                 let nb = self.cols() / 32;
-                Eights::Q32(
+                TokenEights::Q32(
                     (0..groups)
                         .map(|g| match a {
                             Activations::Q8_0(a) => {
-                                ActOcts::from_q8_0_blocks(std::array::from_fn(|j| {
+                                Eights::from_q8_0_blocks(std::array::from_fn(|j| {
                                     &a[token(g, j) * nb..][..nb]
                                 }))
                             }
-                            Activations::Q8_1(a) => ActOcts::from_q8_1(std::array::from_fn(|j| {
+                            Activations::Q8_1(a) => Eights::from_q8_1(std::array::from_fn(|j| {
                                 &a[token(g, j) * nb..][..nb]
                             })),
                         })
                         .collect(),
                 )
             }
-            (EightKernel::Q32(_), Acts::K(a)) => Eights::Q32(
+            (EightKernel::Q32(_), Acts::K(a)) => TokenEights::Q32(
                 (0..groups)
-                    .map(|g| ActOcts::from_q8_0(std::array::from_fn(|j| a[token(g, j)].q8_0())))
+                    .map(|g| Eights::from_q8_0(std::array::from_fn(|j| a[token(g, j)].q8_0())))
                     .collect(),
             ),
-            (EightKernel::K { .. }, Acts::K(a)) => Eights::K(
+            (EightKernel::K { .. }, Acts::K(a)) => TokenEights::K(
                 (0..groups)
                     .map(|g| KOcts::new(std::array::from_fn(|j| a[token(g, j)].q8_k())))
                     .collect(),
@@ -169,7 +169,7 @@ impl Matrix {
     fn block_of_rows_by_eights(
         &self,
         kk: &dyn ManyTokens,
-        eights: &Eights,
+        eights: &TokenEights,
         r0: usize,
         out: &mut [&mut [f32]],
     ) {
@@ -184,14 +184,14 @@ impl Matrix {
         let tokens = out.len();
         let mut out = ByToken::new(out);
         match (self.eight_kernel(kk), eights) {
-            (Some(EightKernel::Q32(f)), Eights::Q32(groups)) if groups.len() <= RAW_GROUPS => {
+            (Some(EightKernel::Q32(f)), TokenEights::Q32(groups)) if groups.len() <= RAW_GROUPS => {
                 for (g, a) in groups.iter().enumerate() {
                     for (i, w) in bytes.iter().enumerate() {
                         out.put(g, i, kk.dot8_raw32(f, w, a));
                     }
                 }
             }
-            (Some(EightKernel::Q32(f)), Eights::Q32(groups)) => {
+            (Some(EightKernel::Q32(f)), TokenEights::Q32(groups)) => {
                 let mut rows = Rows32::default();
                 kk.unpack_rows32(f, &bytes, &mut rows);
                 for (g, a) in groups.iter().enumerate() {
@@ -200,10 +200,10 @@ impl Matrix {
                     }
                 }
             }
-            (Some(EightKernel::Q8_0), Eights::Q32(groups)) => {
+            (Some(EightKernel::Q8_0), TokenEights::Q32(groups)) => {
                 kk.q8_0_rows_by_eights(&bytes, groups, tokens, &mut out);
             }
-            (Some(EightKernel::K { q6_k }), Eights::K(groups)) => {
+            (Some(EightKernel::K { q6_k }), TokenEights::K(groups)) => {
                 let mut rows = RowsK::default();
                 kk.unpack_rows_k(q6_k, &bytes, &mut rows);
                 for (g, a) in groups.iter().enumerate() {
@@ -247,7 +247,7 @@ impl Matrix {
         &self,
         k: &dyn Kernels,
         kk: &dyn ManyTokens,
-        (acts, eights): (&Acts, Option<&Eights>),
+        (acts, eights): (&Acts, Option<&TokenEights>),
         r0: usize,
         out: &mut [&mut [f32]],
     ) {
@@ -363,7 +363,7 @@ pub fn matmul_group(
     }
     // One quantization per kind, shared by the matrices that take it, and every eight of
     // its tokens interleaved once if a matrix of the kind has an eight-token kernel.
-    let mut acts: Vec<(&'static str, Acts, Option<Eights>)> = Vec::new();
+    let mut acts: Vec<(&'static str, Acts, Option<TokenEights>)> = Vec::new();
     for (m, _) in &few {
         let kind = m.act_kind().expect("by_rows checked");
         let i = match acts.iter().position(|(k, ..)| *k == kind) {

@@ -7,8 +7,8 @@ use rayon::prelude::*;
 use super::prefill;
 use super::{Interleaved, prefill_bands, rows_in_fours};
 use ch07_simd_parallel::kernels::ManyTokens;
+use ch07_simd_parallel::layout::eights::Eights;
 use ch07_simd_parallel::layout::eights_k::{KOcts, RowsK};
-use ch07_simd_parallel::layout::eights32::ActOcts;
 use ch07_simd_parallel::layout::kquant::{self, ActQuads, BlockQ8K, KQuads, Q8_0Wide, QK_K};
 
 /// A matrix of Q5_0, Q4_K or Q6_K rows, in place in the file.
@@ -205,7 +205,7 @@ impl KMatrix {
                 rows,
                 seq,
                 |r| self.row_bytes(r),
-                |t| ActOcts::from_q8_0(std::array::from_fn(|j| q8_0(t + j))),
+                |t| Eights::from_q8_0(std::array::from_fn(|j| q8_0(t + j))),
                 |r, t| self.dot4(kk, r, std::array::from_fn(|j| &acts[t + j])),
                 |r, t| self.dot(kk, r, &acts[t]),
             );

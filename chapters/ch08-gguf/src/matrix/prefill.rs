@@ -7,7 +7,7 @@ use rayon::prelude::*;
 
 use ch06_quantization::Format;
 use ch07_simd_parallel::kernels::ManyTokens;
-use ch07_simd_parallel::layout::eights32::{ActOcts, Rows32};
+use ch07_simd_parallel::layout::eights::{Eights, Rows32};
 
 // ANCHOR: prefill
 /// `out (seq, rows)` of a matrix in a prefill, on a kernel that wants eight tokens a row
@@ -91,7 +91,7 @@ pub fn prefill32<'w>(
     rows: usize,
     seq: usize,
     row_bytes: impl Fn(usize) -> &'w [u8] + Sync,
-    octs: impl Fn(usize) -> ActOcts + Sync,
+    octs: impl Fn(usize) -> Eights + Sync,
     dot4: impl Fn(usize, usize) -> [f32; 4] + Sync,
     dot: impl Fn(usize, usize) -> f32 + Sync,
 ) {
@@ -121,7 +121,7 @@ pub fn prefill_unpacked32(
     out: &mut [f32],
     (rows, seq, blocks): (usize, usize, usize),
     unpack: impl Fn(Range<usize>, &mut Rows32) + Sync,
-    octs: impl Fn(usize) -> ActOcts + Sync,
+    octs: impl Fn(usize) -> Eights + Sync,
     dot4: impl Fn(usize, usize) -> [f32; 4] + Sync,
     dot: impl Fn(usize, usize) -> f32 + Sync,
 ) {

@@ -6,13 +6,13 @@
 //! 256-bit register's eight lanes are eight *tokens* of one block: the weight block's four
 //! quants of a step are the same for every lane, one broadcast load from a row unpacked
 //! beforehand ([`Rows32`]), and the activations are laid out so that a step's eight
-//! tokens are 32 consecutive bytes ([`ActOcts`]). A step is then a load, a broadcast and
+//! tokens are 32 consecutive bytes ([`Eights`]). A step is then a load, a broadcast and
 //! one `vpmaddubsw`; after a block's eight steps each lane holds its token's exact integer
 //! dot, and the block's term is added to each token's sum in block order, eight tokens at
 //! once. The unpacking is done once per row for all the tokens of a thread's band.
 //!
 //! ```text
-//! ActOcts, per block:  step 0: t0 q0..4 │ t1 q0..4 │ … │ t7 q0..4   (32 bytes)
+//! Eights, per block:  step 0: t0 q0..4 │ t1 q0..4 │ … │ t7 q0..4   (32 bytes)
 //!                      step 1: t0 q4..8 │ t1 q4..8 │ … │ t7 q4..8
 //!                      …       (8 steps: 256 bytes), then d, 16·Σq and s of each token
 //! Rows32, per block:   q0 q1 … q31 (unsigned bytes) and d (and m) as f32
@@ -27,7 +27,7 @@ use crate::layout::kquant::Q8_0Wide;
 // ANCHOR: octs
 /// Eight tokens' Q8_0 (or Q8_1) activations for every block of a row, interleaved: per
 /// block, eight steps of 32 bytes, step `s` holding quants `4s..4s + 4` of each token.
-pub struct ActOcts {
+pub struct Eights {
     /// `(blocks, 8 steps, 8 tokens, 4 bytes)`.
     pub qs: Vec<[i8; 256]>,
     /// `(blocks, 8 tokens)`: each block's scale.
@@ -41,10 +41,10 @@ pub struct ActOcts {
 // ANCHOR_END: octs
 
 // ANCHOR: octs_build
-impl ActOcts {
+impl Eights {
     /// Eight tokens' Q8_0 activations for Q4_0 weights (chapter 6's blocks).
-    pub fn from_q8_0_blocks(a: [&[BlockQ8_0]; 8]) -> ActOcts {
-        ActOcts::build(a[0].len(), |t, i| {
+    pub fn from_q8_0_blocks(a: [&[BlockQ8_0]; 8]) -> Eights {
+        Eights::build(a[0].len(), |t, i| {
             let b = &a[t][i];
             let sum: i32 = b.qs.iter().map(|&q| i32::from(q)).sum();
             (&b.qs, f16(b.d), 8 * sum, 0.0)
@@ -52,16 +52,16 @@ impl ActOcts {
     }
 
     /// Eight tokens' Q8_0 activations (Q5_0's).
-    pub fn from_q8_0(a: [&[Q8_0Wide]; 8]) -> ActOcts {
-        ActOcts::build(a[0].len(), |t, i| {
+    pub fn from_q8_0(a: [&[Q8_0Wide]; 8]) -> Eights {
+        Eights::build(a[0].len(), |t, i| {
             let b = &a[t][i];
             (&b.qs, b.d, 16 * b.sum, 0.0)
         })
     }
 
     /// Eight tokens' Q8_1 activations (Q4_1's).
-    pub fn from_q8_1(a: [&[BlockQ8_1]; 8]) -> ActOcts {
-        ActOcts::build(a[0].len(), |t, i| {
+    pub fn from_q8_1(a: [&[BlockQ8_1]; 8]) -> Eights {
+        Eights::build(a[0].len(), |t, i| {
             let b = &a[t][i];
             (&b.qs, f16(b.d), 0, f16(b.s))
         })
@@ -71,8 +71,8 @@ impl ActOcts {
     fn build<'a>(
         blocks: usize,
         block: impl Fn(usize, usize) -> (&'a [i8; 32], f32, i32, f32),
-    ) -> ActOcts {
-        let mut out = ActOcts {
+    ) -> Eights {
+        let mut out = Eights {
             qs: vec![[0; 256]; blocks],
             d: vec![[0.0; 8]; blocks],
             offset: vec![[0; 8]; blocks],
@@ -170,7 +170,7 @@ pub fn unpack_block(format: Format, b: &[u8]) -> Block32 {
 /// token's sum exactly the scalar kernel's (chapter 6's `dot_q4_0_q8_0` and `dot_q4_1_q8_1`,
 /// this chapter's `dot_q5_0_q8_0` block by block): the same integer dot per block, the same float
 /// operations, added in block order.
-pub fn dot8_row32(format: Format, row: &[Block32], a: &ActOcts) -> [f32; 8] {
+pub fn dot8_row32(format: Format, row: &[Block32], a: &Eights) -> [f32; 8] {
     assert_eq!(
         row.len(),
         a.qs.len(),
