@@ -1,9 +1,17 @@
 //! Chapter 7: SIMD and threads.
 //!
-//! - [`isa`]: which instruction-set level this CPU has, asked once at run time;
-//! - [`kernels`]: AVX2 and AVX-512 VNNI versions of chapter 6's kernels, bit-equal to them,
-//!   behind chapter 6's `Kernels` trait, and the dispatch that picks a set;
-//! - [`eights`]: eight tokens against one weight row, a token per 32-bit lane (prefill);
+//! The quantized kernel layer of the whole engine lives here, in two levels (chapter 8's
+//! matrix drivers are the third, on top):
+//!
+//! - [`layout`]: how quantized data lies in memory, and the plain Rust that defines what each
+//!   kernel must compute: chapter 8's formats (Q5_0, the K-quants), eight tokens a register
+//!   ([`layout::eights`]), eight rows interleaved ([`layout::packed`]);
+//! - [`kernels`]: the AVX2 and AVX-512 VNNI kernels of every format and shape, bit-equal to
+//!   the scalar ones, behind chapter 6's `Kernels` and this chapter's `OneToken` and
+//!   `ManyTokens`, and the dispatch that picks a set ([`isa`]: which level this CPU has);
+//!
+//! and what runs them:
+//!
 //! - [`huge`]: memory on 2 MiB pages, for weights a program copies and streams;
 //! - [`pool`]: the threads a program's products run on;
 //! - [`bench`]: kernel throughput, the machine's memory bandwidth, and end-to-end prefill

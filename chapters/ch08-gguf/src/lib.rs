@@ -6,7 +6,10 @@
 //! - [`file`]: the file mapped into memory, tensors as windows on it;
 //! - [`config`], [`tokenizer`], [`model`]: a Llama model, its tokenizer and its weights,
 //!   all from the one file;
-//! - [`hexdump`]: the first bytes of a file, annotated.
+//! - [`hexdump`]: the first bytes of a file, annotated;
+//! - [`matrix`]: a weight matrix of any format the file holds, and the drivers that pick a
+//!   product's path (one token, a few, a prefill) over chapter 7's kernels;
+//! - [`engine`], [`arch`]: one decoder layer for both families, and the model from its file.
 
 pub mod arch;
 pub mod bench;

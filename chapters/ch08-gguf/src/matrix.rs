@@ -4,20 +4,28 @@
 //! interleaved eight at a time at load.
 
 //!
+//! The top level of the kernel layer: the drivers that tile a product over rows, tokens and
+//! threads, calling chapter 7's kernels (which call nothing above them).
+//!
 //! ```text
-//! matrix.rs          Matrix: the one place that picks a product's path; Q4_0/Q4_1 prefill
-//! matrix/kmatrix.rs  KMatrix: Q5_0, Q4_K and Q6_K rows in place, and their prefill
+//! matrix.rs          Matrix: the one place that picks a product's path
 //! matrix/few.rs      a few tokens: split by rows, every token per block of rows
-//! matrix/packed.rs   Packed: Q4_0/Q4_1/Q5_0/Q4_K/Q6_K rows interleaved eight at a time, and their scalar kernel
+//! matrix/group.rs    several products of one input in one parallel pass; packed groups
+//! matrix/prefill.rs  a prefill: bands of tokens, tiles of rows, eight tokens a register
+//! matrix/kmatrix.rs  KMatrix: Q5_0, Q4_K and Q6_K rows in place, and their prefill
+//! matrix/policy.rs   which layouts a machine takes (packing, the prefill layout)
 //! ```
 
 mod few;
+mod group;
 mod kmatrix;
 pub mod policy;
 pub mod prefill;
 
-pub use ch07_simd_parallel::layout::packed::{self, GroupLayout, Packed, PackedToken};
-pub use few::{FEW, matmul_group};
+pub use ch07_simd_parallel::layout::packed::{self, GroupLayout, Packed};
+pub use ch07_simd_parallel::layout::packed_dot::PackedToken;
+pub use few::FEW;
+pub use group::matmul_group;
 pub use kmatrix::{KActs, KMatrix};
 
 use ch06_quantization::matrix::{Activations, Format};
@@ -26,8 +34,6 @@ use ch07_simd_parallel::layout::kquant::{self, ActQuads, KQuads, Q8_0Wide};
 use rayon::prelude::*;
 
 use ch07_simd_parallel::kernels::ManyTokens;
-use ch07_simd_parallel::layout::eights::{self as octs_layout, Eights};
-use ch07_simd_parallel::layout::eights_k::{KOcts, RowsK};
 
 /// `out[i]` = row `r0 + i`'s output: four rows at a time (`four(r)` gives rows `r..r + 4`),
 /// the last one to three alone (`one(r)`).
@@ -53,7 +59,7 @@ fn rows_in_fours(
 /// the band's tokens meet them, four tokens at a time (`dot4(row, first token, prepared)`,
 /// where `prepare(first token)` is made once per four tokens of the band), the band's last
 /// one to three tokens one at a time (`dot(row, token)`).
-fn prefill_bands<P: Send>(
+pub(super) fn prefill_bands<P: Send>(
     out: &mut [f32],
     rows: usize,
     seq: usize,
@@ -158,10 +164,12 @@ impl Matrix {
     ) {
         match self {
             _ if self.by_rows(kk, seq) => matmul_group(k, kk, &[self], &mut [out], x, seq),
-            Matrix::Q(m) if self.has_prefill_kernel(kk) => q4_prefill(m, k, kk, out, x, seq),
+            Matrix::Q(m) if self.has_prefill_kernel(kk) => {
+                prefill::q4_prefill(m, k, kk, out, x, seq)
+            }
             Matrix::Q(m) => m.matmul_with(k, out, x, seq),
             Matrix::K(m) => m.matmul(k, kk, out, x, seq),
-            Matrix::P(p) => packed_prefill(self, p, k, kk, out, x, seq),
+            Matrix::P(p) => prefill::packed_prefill(self, p, k, kk, out, x, seq),
         }
     }
     // ANCHOR_END: choose
@@ -219,7 +227,7 @@ impl Matrix {
             ),
             Matrix::P(m) => {
                 let q8_1 = m.format == Format::Q4_1;
-                match quantize_tokens(x, m.cols, q8_1, |t| m.quantize(k, t)) {
+                match prefill::quantize_tokens(x, m.cols, q8_1, |t| m.quantize(k, t)) {
                     // chapter 8's wide blocks, one token's an entry, as a KMatrix's
                     Activations::Q8_0(a) if m.format == Format::Q5_0 => Acts::K(
                         a.chunks_exact(m.cols / 32)
@@ -237,197 +245,3 @@ impl Matrix {
         }
     }
 }
-
-/// Each token's row of `x` (`cols` values) quantized on the threads by `quantize`, its
-/// blocks back to back in one list, Q8_1 if `q8_1`, else Q8_0: the same blocks as one call
-/// over all of `x`.
-fn quantize_tokens(
-    x: &[f32],
-    cols: usize,
-    q8_1: bool,
-    quantize: impl Fn(&[f32]) -> Activations + Sync,
-) -> Activations {
-    let per_token: Vec<Activations> = x.par_chunks(cols).map(&quantize).collect();
-    if q8_1 {
-        Activations::Q8_1(
-            per_token
-                .into_iter()
-                .flat_map(|a| match a {
-                    Activations::Q8_1(a) => a,
-                    Activations::Q8_0(_) => unreachable!("quantize gives Q8_1 here"),
-                })
-                .collect(),
-        )
-    } else {
-        Activations::Q8_0(
-            per_token
-                .into_iter()
-                .flat_map(|a| match a {
-                    Activations::Q8_0(a) => a,
-                    Activations::Q8_1(_) => unreachable!("quantize gives Q8_0 here"),
-                })
-                .collect(),
-        )
-    }
-}
-
-/// Chapter 6's product for a Q4_0, Q4_1 or Q8_0 matrix in a prefill, the same numbers bit
-/// for bit, with this chapter's eight-token kernels (or, for Q4_1 with VNNI, the interleaved
-/// four-token one) doing the tokens of a row together.
-fn q4_prefill(
-    m: &QMatrix,
-    k: &dyn Kernels,
-    kk: &dyn ManyTokens,
-    out: &mut [f32],
-    x: &[f32],
-    seq: usize,
-) {
-    assert_eq!(x.len(), seq * m.cols(), "matmul: x is not (seq, cols)");
-    assert_eq!(out.len(), seq * m.rows(), "matmul: out is not (seq, rows)");
-    let q8_1 = m.format() == Format::Q4_1;
-    let acts = quantize_tokens(x, m.cols(), q8_1, |row| m.quantize_activations(k, row));
-    let nb = m.cols() / 32;
-    let dot4 = |r: usize, t: usize| m.dot_rows4(k, [r; 4], &acts, [t, t + 1, t + 2, t + 3]);
-    let dot = |r: usize, t: usize| m.dot_row(k, r, &acts, t);
-    match &acts {
-        // nothing to unpack: each tile is its first row, read as it lies in the file
-        Activations::Q8_0(a) if m.format() == Format::Q8_0 => prefill::prefill(
-            out,
-            m.rows(),
-            seq,
-            prefill::tile_rows(34 * nb),
-            |t| Eights::from_q8_0_blocks(std::array::from_fn(|j| &a[(t + j) * nb..][..nb])),
-            |rs, first: &mut usize| *first = rs.start,
-            |first, i, a, out| {
-                for (j, out) in out.iter_mut().enumerate() {
-                    *out = kk.dot8_q8_0(m.row_bytes(first + i + j), a);
-                }
-            },
-            dot4,
-            dot,
-        ),
-        Activations::Q8_0(a) => prefill::prefill32(
-            kk,
-            Format::Q4_0,
-            out,
-            m.rows(),
-            seq,
-            |r| m.row_bytes(r),
-            |t| Eights::from_q8_0_blocks(std::array::from_fn(|j| &a[(t + j) * nb..][..nb])),
-            dot4,
-            dot,
-        ),
-        Activations::Q8_1(a) if crate::matrix::policy::use_eights(kk) => prefill::prefill32(
-            kk,
-            Format::Q4_1,
-            out,
-            m.rows(),
-            seq,
-            |r| m.row_bytes(r),
-            |t| Eights::from_q8_1(std::array::from_fn(|j| &a[(t + j) * nb..][..nb])),
-            dot4,
-            dot,
-        ),
-        Activations::Q8_1(a) => prefill_bands(
-            out,
-            m.rows(),
-            seq,
-            |t| {
-                let a4 = std::array::from_fn(|j| &a[(t + j) * nb..][..nb]);
-                Some(ActQuads::from_q8_1(a4))
-            },
-            |r, t, q| {
-                let a4 = std::array::from_fn(|j| &a[(t + j) * nb..][..nb]);
-                q.and_then(|q| kk.tokens4_q4_1_quads(m.row_bytes(r), q, a4))
-                    .unwrap_or_else(|| dot4(r, t))
-            },
-            dot,
-        ),
-    }
-}
-
-// ANCHOR: packed_prefill
-/// A packed matrix in a prefill: chapter 8's eight-token prefill ([`octs`]) for as many
-/// tokens as give every thread whole eights, its tiles of rows taken out of the groups as
-/// they are unpacked; the last few tokens split by rows ([`matmul_group`]).
-fn packed_prefill(
-    m: &Matrix,
-    p: &Packed,
-    k: &dyn Kernels,
-    kk: &dyn ManyTokens,
-    out: &mut [f32],
-    x: &[f32],
-    seq: usize,
-) {
-    let (rows, cols) = (p.rows, p.cols);
-    let eights = 8 * rayon::current_num_threads();
-    let main = seq / eights * eights;
-    let every_band_whole = |_, _| -> [f32; 4] { unreachable!("every band is whole eights") };
-    let whole = |_, _| -> f32 { unreachable!("every band is whole eights") };
-    if main > 0 {
-        let acts = m.quantize(k, &x[..main * cols]);
-        match Some(p.format).filter(|f| f.block_values() == 32) {
-            None => {
-                // a K-quant: the rows' blocks unpacked as a KMatrix's are (KMatrix::matmul)
-                let q6_k = p.format == Format::Q6_K;
-                let q8k = |t: usize| match &acts {
-                    Acts::K(a) => a[t].q8_k(),
-                    _ => unreachable!("quantize made the activations for this matrix"),
-                };
-                prefill::prefill(
-                    &mut out[..main * rows],
-                    rows,
-                    main,
-                    prefill::tile_rows(cols / kquant::QK_K * 280),
-                    |t| KOcts::new(std::array::from_fn(|j| q8k(t + j))),
-                    |rs, u: &mut RowsK| {
-                        let mut tile = Vec::new();
-                        kk.unpack_rows_k(q6_k, &p.tile(rs, &mut tile), u);
-                    },
-                    |u, i, a, out| kmatrix::dot8_k(kk, q6_k, u, i, a, out),
-                    every_band_whole,
-                    whole,
-                );
-            }
-            Some(format) => {
-                let nb = cols / 32;
-                let octs = |t: usize| match &acts {
-                    Acts::Sums(a, _) => {
-                        Eights::from_q8_0_blocks(std::array::from_fn(|j| &a[(t + j) * nb..][..nb]))
-                    }
-                    Acts::Q(Activations::Q8_1(a)) => {
-                        Eights::from_q8_1(std::array::from_fn(|j| &a[(t + j) * nb..][..nb]))
-                    }
-                    Acts::K(a) => Eights::from_q8_0(std::array::from_fn(|j| a[t + j].q8_0())),
-                    _ => unreachable!("quantize made the activations for this matrix"),
-                };
-                let unpack = |rs: std::ops::Range<usize>, u: &mut octs_layout::Rows32| {
-                    let mut tile = Vec::new();
-                    kk.unpack_rows32(format, &p.tile(rs, &mut tile), u);
-                };
-                prefill::prefill_unpacked32(
-                    kk,
-                    format,
-                    &mut out[..main * rows],
-                    (rows, main, nb),
-                    unpack,
-                    octs,
-                    every_band_whole,
-                    whole,
-                );
-            }
-        }
-    }
-    if main < seq {
-        // fewer than eight tokens a thread: split by rows (by_rows)
-        matmul_group(
-            k,
-            kk,
-            &[m],
-            &mut [&mut out[main * rows..]],
-            &x[main * cols..],
-            seq - main,
-        );
-    }
-}
-// ANCHOR_END: packed_prefill

@@ -10,7 +10,7 @@ use ch06_quantization::f16::f32_to_f16;
 use ch07_simd_parallel::Isa;
 use ch07_simd_parallel::kernels::{ManyTokens, OneToken, for_isa};
 use ch07_simd_parallel::layout::eights::{Eights, Rows32};
-use ch07_simd_parallel::layout::eights_k::{KOcts, RowsK};
+use ch07_simd_parallel::layout::eights_k::{EightsK, RowsK};
 use ch07_simd_parallel::layout::kquant::*;
 use proptest::prelude::*;
 
@@ -347,7 +347,7 @@ fn four_rows(row: &[u8], bytes: usize) -> [Vec<u8>; 4] {
 
 /// Every level's four-row K-quant kernel (Q6_K with `q6_k`) against its scalar twin row by
 /// row, bit for bit.
-fn check_four_k_rows(q6_k: bool, row: &[u8], octs: &KOcts) {
+fn check_four_k_rows(q6_k: bool, row: &[u8], eights: &EightsK) {
     let bytes = if q6_k { Q6_K_BYTES } else { Q4_K_BYTES };
     let four = four_rows(row, bytes);
     let n = row.len() / bytes;
@@ -355,15 +355,15 @@ fn check_four_k_rows(q6_k: bool, row: &[u8], octs: &KOcts) {
         let mut rows = RowsK::default();
         k.unpack_rows_k(q6_k, &four.each_ref().map(|r| &r[..]), &mut rows);
         let got = if q6_k {
-            k.dot8x4_q6_k(&rows, 0, octs)
+            k.dot8x4_q6_k(&rows, 0, eights)
         } else {
-            k.dot8x4_q4_k(&rows, 0, octs)
+            k.dot8x4_q4_k(&rows, 0, eights)
         };
         for (r, got) in got.iter().enumerate() {
             let twin = if q6_k {
-                ch07_simd_parallel::layout::eights_k::dot8_q6_k(&rows, r, octs)
+                ch07_simd_parallel::layout::eights_k::dot8_q6_k(&rows, r, eights)
             } else {
-                ch07_simd_parallel::layout::eights_k::dot8_q4_k(&rows, r, octs)
+                ch07_simd_parallel::layout::eights_k::dot8_q4_k(&rows, r, eights)
             };
             assert_eq!(
                 got.map(f32::to_bits),
@@ -438,17 +438,17 @@ fn check_interleaved_32(q40: &[u8], q50: &[u8], q41: &[u8], q: &[i8], nb: usize)
     for (isa, k) in levels() {
         ran += usize::from(ch08_gguf::matrix::policy::use_eights(k));
         let mut rows = Rows32::default();
-        for (format, w, octs) in [
+        for (format, w, eights) in [
             (Format::Q4_0, q40, &octs0),
             (Format::Q5_0, q50, &octs8),
             (Format::Q4_1, q41, &octs1),
         ] {
             let four = four_rows(w, format.block_bytes());
             k.unpack_rows32(format, &four.each_ref().map(|r| &r[..]), &mut rows);
-            let got4 = k.dot8x4_row32(format, std::array::from_fn(|r| rows.row(r)), octs);
+            let got4 = k.dot8x4_row32(format, std::array::from_fn(|r| rows.row(r)), eights);
             for (r, got4) in got4.iter().enumerate() {
                 let twin =
-                    ch07_simd_parallel::layout::eights::dot8_row32(format, rows.row(r), octs);
+                    ch07_simd_parallel::layout::eights::dot8_row32(format, rows.row(r), eights);
                 assert_eq!(
                     got4.map(f32::to_bits),
                     twin.map(f32::to_bits),
@@ -456,8 +456,8 @@ fn check_interleaved_32(q40: &[u8], q50: &[u8], q41: &[u8], q: &[i8], nb: usize)
                 );
             }
             k.unpack_rows32(format, &[w], &mut rows);
-            let got = k.dot8_row32(format, rows.row(0), octs);
-            let twin = ch07_simd_parallel::layout::eights::dot8_row32(format, rows.row(0), octs);
+            let got = k.dot8_row32(format, rows.row(0), eights);
+            let twin = ch07_simd_parallel::layout::eights::dot8_row32(format, rows.row(0), eights);
             for t in 0..8 {
                 let want = match format {
                     Format::Q4_0 => ch06_quantization::Scalar.dot_q4_0_q8_0(w, &t0[t]),
@@ -596,8 +596,8 @@ proptest! {
 fn check_q4_k(row: &[u8], tokens: &[Vec<BlockQ8K>]) {
     let a: [&[BlockQ8K]; 8] = std::array::from_fn(|t| &tokens[t][..]);
     let a4: [&[BlockQ8K]; 4] = std::array::from_fn(|t| a[t]);
-    let (quads, octs) = (KQuads::new(a4), KOcts::new(a));
-    check_four_k_rows(false, row, &octs);
+    let (quads, eights) = (KQuads::new(a4), EightsK::new(a));
+    check_four_k_rows(false, row, &eights);
     let want: Vec<u32> = a
         .iter()
         .map(|a| Scalar.dot_q4_k(row, a).to_bits())
@@ -615,8 +615,8 @@ fn check_q4_k(row: &[u8], tokens: &[Vec<BlockQ8K>]) {
         }
         let mut rows = RowsK::default();
         k.unpack_rows_k(false, &[row], &mut rows);
-        let got = k.dot8_q4_k(&rows, 0, &octs);
-        let twin = ch07_simd_parallel::layout::eights_k::dot8_q4_k(&rows, 0, &octs);
+        let got = k.dot8_q4_k(&rows, 0, &eights);
+        let twin = ch07_simd_parallel::layout::eights_k::dot8_q4_k(&rows, 0, &eights);
         for t in 0..8 {
             assert_eq!(
                 got[t].to_bits(),
@@ -632,14 +632,14 @@ fn check_q4_k(row: &[u8], tokens: &[Vec<BlockQ8K>]) {
 /// of eight tokens, bit for bit.
 fn check_q6_k(row: &[u8], tokens: &[Vec<BlockQ8K>]) {
     let a: [&[BlockQ8K]; 8] = std::array::from_fn(|t| &tokens[t][..]);
-    let octs = KOcts::new(a);
-    check_four_k_rows(true, row, &octs);
+    let eights = EightsK::new(a);
+    check_four_k_rows(true, row, &eights);
     let n = a[0].len();
     for (isa, k) in levels() {
         let mut rows = RowsK::default();
         k.unpack_rows_k(true, &[row], &mut rows);
-        let got = k.dot8_q6_k(&rows, 0, &octs);
-        let twin = ch07_simd_parallel::layout::eights_k::dot8_q6_k(&rows, 0, &octs);
+        let got = k.dot8_q6_k(&rows, 0, &eights);
+        let twin = ch07_simd_parallel::layout::eights_k::dot8_q6_k(&rows, 0, &eights);
         for t in 0..8 {
             let want = Scalar.dot_q6_k(row, a[t]).to_bits();
             assert_eq!(

@@ -38,18 +38,18 @@ fn tokens(q: &[i8], nb: usize) -> Vec<Vec<BlockQ8_0>> {
 
 /// Returns how many SIMD levels were checked.
 fn check(w: &[u8], a: &[Vec<BlockQ8_0>]) -> usize {
-    let octs = Eights::from_q8_0_blocks(std::array::from_fn(|t| &a[t][..]));
+    let eights = Eights::from_q8_0_blocks(std::array::from_fn(|t| &a[t][..]));
     // a second eight, the same tokens in reverse order, for the sixteen-token kernel
     let back = Eights::from_q8_0_blocks(std::array::from_fn(|t| &a[7 - t][..]));
-    let twin = ch07_simd_parallel::layout::eights_q8_0::dot8_q8_0(w, &octs);
+    let twin = ch07_simd_parallel::layout::eights_q8_0::dot8_q8_0(w, &eights);
     let mut simd = 0;
     for isa in Isa::available() {
         let got = for_isa(isa)
             .expect("a level this CPU has")
-            .dot8_q8_0(w, &octs);
+            .dot8_q8_0(w, &eights);
         let both = for_isa(isa)
             .expect("a level this CPU has")
-            .dot16_q8_0(w, [&octs, &back]);
+            .dot16_q8_0(w, [&eights, &back]);
         simd += usize::from(isa != Isa::Scalar);
         for t in 0..8 {
             let want = Scalar.dot_q8_0_q8_0(w, &a[t]);

@@ -17,7 +17,7 @@ use std::arch::x86_64::*;
 use super::avx2_kquants::scales_and_mins;
 use super::helpers::{f16, splat_f16};
 use crate::layout::eights::{Block32, Eights};
-use crate::layout::eights_k::{BlockK, KOcts, RowsK};
+use crate::layout::eights_k::{BlockK, EightsK, RowsK};
 use crate::layout::kquant::{Q4_K_BYTES, Q6_K_BYTES, QK_K};
 
 /// One Q4_0, Q5_0 or Q4_1 block unpacked as [`crate::layout::eights::unpack_block`] does: the nibbles
@@ -222,7 +222,7 @@ pub(super) fn unpack_q4_k(b: &[u8]) -> BlockK {
 /// # Safety
 /// None beyond the CPU's: the lengths are checked here.
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn dot8_q4_k(rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
+pub(super) unsafe fn dot8_q4_k(rows: &RowsK, i: usize, a: &EightsK) -> [f32; 8] {
     let row = rows.row(i);
     let n = row.len();
     assert!(
@@ -272,7 +272,7 @@ pub(super) unsafe fn dot8_q4_k(rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
 
 /// One Q6_K block unpacked as [`crate::layout::eights_k::unpack_q6_k`] does: per half of 128 quants,
 /// four runs of 32, each a nibble of `ql` and two bits of `qh` put together by masks and
-/// shifts (as [`super::avx2`]'s Q6_K kernel does); the scale by F16C.
+/// shifts (as [`super::avx2_kquants`]'s Q6_K kernel does); the scale by F16C.
 #[target_feature(enable = "avx2,f16c")]
 pub(super) fn unpack_q6_k(b: &[u8]) -> BlockK {
     assert!(b.len() >= Q6_K_BYTES, "a whole block");
@@ -317,7 +317,7 @@ pub(super) fn unpack_q6_k(b: &[u8]) -> BlockK {
 /// # Safety
 /// None beyond the CPU's: the lengths are checked here.
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn dot8_q6_k(rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
+pub(super) unsafe fn dot8_q6_k(rows: &RowsK, i: usize, a: &EightsK) -> [f32; 8] {
     let row = rows.row(i);
     let n = row.len();
     assert!(

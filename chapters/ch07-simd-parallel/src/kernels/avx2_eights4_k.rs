@@ -7,10 +7,10 @@
 use std::arch::x86_64::*;
 
 use super::avx2_eights4::lanes;
-use crate::layout::eights_k::{BlockK, KOcts, RowsK};
+use crate::layout::eights_k::{BlockK, EightsK, RowsK};
 
 /// Rows `i..i + 4` of `rows`, checked to have one block per activation block.
-fn four_rows<'r>(rows: &'r RowsK, i: usize, a: &KOcts) -> [&'r [BlockK]; 4] {
+fn four_rows<'r>(rows: &'r RowsK, i: usize, a: &EightsK) -> [&'r [BlockK]; 4] {
     let rs: [&[BlockK]; 4] = std::array::from_fn(|j| rows.row(i + j));
     let n = a.qs.len();
     assert!(
@@ -59,7 +59,7 @@ unsafe fn load<const K: usize>(x: *const i8) -> [__m256i; K] {
 /// # Safety
 /// None beyond the CPU's: the lengths are checked here.
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn dot8x4_q4_k(rows: &RowsK, i: usize, a: &KOcts) -> [[f32; 8]; 4] {
+pub(super) unsafe fn dot8x4_q4_k(rows: &RowsK, i: usize, a: &EightsK) -> [[f32; 8]; 4] {
     let rs = four_rows(rows, i, a);
     let mut acc = [_mm256_setzero_ps(); 4]; // row r, lane t: token t's sum so far
     for (b, x) in a.qs.iter().enumerate() {
@@ -111,7 +111,7 @@ pub(super) unsafe fn dot8x4_q4_k(rows: &RowsK, i: usize, a: &KOcts) -> [[f32; 8]
 /// # Safety
 /// None beyond the CPU's: the lengths are checked here.
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn dot8x4_q6_k(rows: &RowsK, i: usize, a: &KOcts) -> [[f32; 8]; 4] {
+pub(super) unsafe fn dot8x4_q6_k(rows: &RowsK, i: usize, a: &EightsK) -> [[f32; 8]; 4] {
     let rs = four_rows(rows, i, a);
     let mut acc = [_mm256_setzero_ps(); 4];
     for (b, x) in a.qs.iter().enumerate() {

@@ -5,13 +5,13 @@
 #[allow(unused_imports)]
 use crate::layout::eights::{self, Block32, Eights, Rows32};
 #[allow(unused_imports)]
-use crate::layout::eights_k::{self, KOcts, RowsK};
+use crate::layout::eights_k::{self, EightsK, RowsK};
 #[allow(unused_imports)]
 use crate::layout::kquant::{
     self, ActQuads, BlockQ8K, KQuads, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide,
 };
 #[allow(unused_imports)]
-use crate::layout::packed::PackedToken;
+use crate::layout::packed_dot::PackedToken;
 #[allow(unused_imports)]
 use ch06_quantization::Format;
 #[allow(unused_imports)]

@@ -3,11 +3,9 @@
 //! instructions (a conversion, two multiplies, an add) for all eight rows.
 //!
 //! The eight rows' scales lie a row apart. `GATHER` fetches them with one `vpgatherdd`,
-//! which is what the AVX-512 machines run; on CPUs with AVX2 alone they are eight plain
-//! loads ([`eight_heads`]). On the Zen 3 AMD EPYC (AVX2, no AVX-512) the gather was about
-//! half the cost of a block's float work: with the loads instead, one thread ran the Q8_0
-//! kernel at 18.5 GB/s from cache where the gather gave 14.8 (medians of nine alternating
-//! rounds).
+//! which is what the AVX-512 level runs; with AVX2 alone they are eight plain loads
+//! ([`eight_heads`]), because on the AVX2-only CPUs the book was measured on the gather cost
+//! about half a block's float work (the CHANGELOG has the figures).
 
 use std::arch::x86_64::*;
 

@@ -1,18 +1,18 @@
 //! AVX-512 (with VNNI) for the Q5_0 products, the format that carries most of Gemma-3's
-//! layer weights; [`super::x86_products::Avx2K`]`<true>` uses them, the AVX2 kernels the rest. Three AVX-512 instructions
+//! layer weights; [`super::Avx512`] uses them, the AVX2 kernels the rest. Three AVX-512 instructions
 //! shorten its unpacking: a shift by a different count in each half of the register
 //! (`vpsrlvw`) splits the nibbles, a masked add puts the fifth bit on with `qh` itself as
 //! the mask, and `vpdpbusd` multiplies and sums four byte pairs per lane in one step.
 #[allow(unused_imports)]
 use crate::layout::eights::{self, Block32, Eights, Rows32};
 #[allow(unused_imports)]
-use crate::layout::eights_k::{self, KOcts, RowsK};
+use crate::layout::eights_k::{self, EightsK, RowsK};
 #[allow(unused_imports)]
 use crate::layout::kquant::{
     self, ActQuads, BlockQ8K, KQuads, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide,
 };
 #[allow(unused_imports)]
-use crate::layout::packed::PackedToken;
+use crate::layout::packed_dot::PackedToken;
 #[allow(unused_imports)]
 use ch06_quantization::Format;
 #[allow(unused_imports)]

@@ -17,11 +17,11 @@ use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
 use ch06_quantization::{Format, Kernels, Scalar, dot};
 
 use crate::layout::eights::{self, Block32, Eights, Rows32};
-use crate::layout::eights_k::{self, KOcts, RowsK};
+use crate::layout::eights_k::{self, EightsK, RowsK};
 use crate::layout::kquant::{
     self, ActQuads, BlockQ8K, KQuads, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide,
 };
-use crate::layout::packed::PackedToken;
+use crate::layout::packed_dot::PackedToken;
 
 // ANCHOR: one_token
 /// Products of rows with one token's activations, for every format: chapter 6's through
@@ -150,20 +150,20 @@ pub trait ManyTokens: OneToken {
         }
     }
     /// Row `i` of unpacked Q4_K rows against eight tokens: eight `dot_q4_k`s, bit for bit.
-    fn dot8_q4_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
+    fn dot8_q4_k(&self, rows: &RowsK, i: usize, a: &EightsK) -> [f32; 8] {
         eights_k::dot8_q4_k(rows, i, a)
     }
     /// Row `i` of unpacked Q6_K rows against eight tokens: eight `dot_q6_k`s, bit for bit.
-    fn dot8_q6_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
+    fn dot8_q6_k(&self, rows: &RowsK, i: usize, a: &EightsK) -> [f32; 8] {
         eights_k::dot8_q6_k(rows, i, a)
     }
     /// Rows `i..i + 4` against the same eight tokens: [`ManyTokens::dot8_q4_k`] of each, bit
     /// for bit; SIMD kernels load each step's activations once for the four.
-    fn dot8x4_q4_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [[f32; 8]; 4] {
+    fn dot8x4_q4_k(&self, rows: &RowsK, i: usize, a: &EightsK) -> [[f32; 8]; 4] {
         std::array::from_fn(|j| self.dot8_q4_k(rows, i + j, a))
     }
     /// Rows `i..i + 4`: [`ManyTokens::dot8_q6_k`] of each, bit for bit.
-    fn dot8x4_q6_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [[f32; 8]; 4] {
+    fn dot8x4_q6_k(&self, rows: &RowsK, i: usize, a: &EightsK) -> [[f32; 8]; 4] {
         std::array::from_fn(|j| self.dot8_q6_k(rows, i + j, a))
     }
     /// One Q8_0 row (its bytes as in the file) against eight tokens: eight of chapter 6's
@@ -204,16 +204,15 @@ pub trait ManyTokens: OneToken {
     }
     /// From this many tokens past a whole eight, a Q8_0 matrix (an LM head) takes them in one
     /// more eight, padded with copies of the last token, rather than four at a time and then
-    /// one by one. With the row-at-a-time kernels, on the Zen 4 AMD EPYC, Gemma-3's batched
-    /// decode went from 108 to 121 tok/s at 4 sequences and from 127 to 158 at 6, but from
-    /// 113 to 104 at 3 and from 102 to 79 at 2: so four.
+    /// one by one: a padded eight costs as much as eight tokens, so it pays from about half
+    /// an eight (the CHANGELOG has the measurement behind four).
     fn q8_0_pad_from(&self) -> usize {
         4
     }
     /// A group of eight interleaved rows ([`crate::layout::packed::Packed`]) against
     /// one or more tokens: `out[t][r]` is chapter 6's dot of row `r` and token `t`.
     fn packed8(&self, group: &[u8], tokens: &[PackedToken], out: &mut [[f32; 8]]) {
-        crate::layout::packed::packed8_scalar(group, tokens, out)
+        crate::layout::packed_dot::packed8_scalar(group, tokens, out)
     }
 }
 // ANCHOR_END: many_tokens
@@ -313,9 +312,8 @@ pub(crate) fn two_eights(x: [f32; 8], y: [f32; 8]) -> [f32; 16] {
     std::array::from_fn(|t| if t < 8 { x[t] } else { y[t - 8] })
 }
 
-/// The plain-Rust kernels of [`crate::layout::kquant`].
-pub struct ScalarK;
-
+/// Chapter 6's scalar kernels, with the plain Rust of [`crate::layout::kquant`] for the
+/// one-token products of this chapter's formats and the defaults for the rest.
 impl OneToken for Scalar {
     fn dot_q4_k(&self, w: &[u8], a: &[BlockQ8K]) -> f32 {
         w.chunks_exact(Q4_K_BYTES)

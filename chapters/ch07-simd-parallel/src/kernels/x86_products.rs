@@ -11,13 +11,13 @@ use super::products::{ByToken, ManyTokens, OneToken, q8_0_rows_with_half};
 #[allow(unused_imports)]
 use crate::layout::eights::{self, Block32, Eights, Rows32};
 #[allow(unused_imports)]
-use crate::layout::eights_k::{self, KOcts, RowsK};
+use crate::layout::eights_k::{self, EightsK, RowsK};
 #[allow(unused_imports)]
 use crate::layout::kquant::{
     self, ActQuads, BlockQ8K, KQuads, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide,
 };
 #[allow(unused_imports)]
-use crate::layout::packed::PackedToken;
+use crate::layout::packed_dot::PackedToken;
 #[allow(unused_imports)]
 use ch06_quantization::Format;
 #[allow(unused_imports)]
@@ -70,13 +70,13 @@ impl<const VNNI: bool> OneToken for X86<VNNI> {
         (unsafe { q6_k::<4, 1>(w, [a]) }).map(|r| r[0])
     }
     fn rows4_q5_0(&self, w: [&[u8]; 4], a: &[Q8_0Wide]) -> [f32; 4] {
-        // The AVX2 four-row kernel on every level: on a Zen 4 EPYC with AVX-512 VNNI it gave
-        // Gemma-3's tg128 1.1 to 1.25 times the VNNI pairs kernel's (three alternating runs).
+        // The AVX2 four-row kernel on every level: on AVX-512 VNNI it beat the VNNI pairs
+        // kernel at decode (the CHANGELOG has the figures).
         // SAFETY: as above; the kernel checks the lengths.
         unsafe { super::avx2_rows4_q5_0::rows4_q5_0(w, a) }
     }
-    // The eight rows' scales by one gather on the AVX-512 level (where these kernels were
-    // first measured), by eight loads with AVX2 alone (see avx2_rows8.rs).
+    // The eight rows' scales by one gather on the AVX-512 level, by eight loads with AVX2
+    // alone (see avx2_rows8.rs).
     fn rows8_q8_0(&self, w: &[u8], a: &[BlockQ8_0]) -> [f32; 8] {
         // SAFETY: as above; the kernel checks the lengths.
         unsafe { super::avx2_rows8::rows8_q8_0::<VNNI>(w, a) }
@@ -129,19 +129,19 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
             });
         }
     }
-    fn dot8_q6_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
+    fn dot8_q6_k(&self, rows: &RowsK, i: usize, a: &EightsK) -> [f32; 8] {
         // SAFETY: as below; the kernel checks the lengths.
         unsafe { super::avx2_eights::dot8_q6_k(rows, i, a) }
     }
-    fn dot8_q4_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
+    fn dot8_q4_k(&self, rows: &RowsK, i: usize, a: &EightsK) -> [f32; 8] {
         // SAFETY: as above; the kernel checks the lengths.
         unsafe { super::avx2_eights::dot8_q4_k(rows, i, a) }
     }
-    fn dot8x4_q4_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [[f32; 8]; 4] {
+    fn dot8x4_q4_k(&self, rows: &RowsK, i: usize, a: &EightsK) -> [[f32; 8]; 4] {
         // SAFETY: as in dot8_q4_k.
         unsafe { super::avx2_eights4_k::dot8x4_q4_k(rows, i, a) }
     }
-    fn dot8x4_q6_k(&self, rows: &RowsK, i: usize, a: &KOcts) -> [[f32; 8]; 4] {
+    fn dot8x4_q6_k(&self, rows: &RowsK, i: usize, a: &EightsK) -> [[f32; 8]; 4] {
         // SAFETY: as in dot8_q4_k.
         unsafe { super::avx2_eights4_k::dot8x4_q6_k(rows, i, a) }
     }
@@ -183,9 +183,8 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
         unsafe { super::avx2_q8_0::dot16_q8_0(w, a) }
     }
     fn q8_0_pad_from(&self) -> usize {
-        // Eight rows in the lanes cost little more for eight tokens than for two: with them,
-        // Gemma-3's decode on the Zen 4 EPYC went from 106 to 115 tok/s at 2 sequences and
-        // from 114 to 127 at 3 (alternating runs, medians).
+        // Eight rows in the lanes cost little more for eight tokens than for two, so VNNI
+        // pads from two.
         if VNNI { 2 } else { 4 }
     }
     fn fetch_row_after_next(&self, row: &[u8]) {

@@ -24,7 +24,7 @@ use ch06_quantization::f16::f16_to_f32_fast as f16;
 
 use crate::layout::kquant::Q8_0Wide;
 
-// ANCHOR: octs
+// ANCHOR: eights
 /// Eight tokens' Q8_0 (or Q8_1) activations for every block of a row, interleaved: per
 /// block, eight steps of 32 bytes, step `s` holding quants `4s..4s + 4` of each token.
 pub struct Eights {
@@ -38,9 +38,9 @@ pub struct Eights {
     /// `(blocks, 8 tokens)`: Q8_1's `s = d · Σ qs` (for Q4_1's minimum); 0 for Q8_0.
     pub s: Vec<[f32; 8]>,
 }
-// ANCHOR_END: octs
+// ANCHOR_END: eights
 
-// ANCHOR: octs_build
+// ANCHOR: eights_build
 impl Eights {
     /// Eight tokens' Q8_0 activations for Q4_0 weights (chapter 6's blocks).
     pub fn from_q8_0_blocks(a: [&[BlockQ8_0]; 8]) -> Eights {
@@ -91,7 +91,7 @@ impl Eights {
         out
     }
 }
-// ANCHOR_END: octs_build
+// ANCHOR_END: eights_build
 
 /// Rows of a matrix unpacked for an eight-token kernel: one `B` per block, row after row
 /// ([`Block32`] here, [`crate::layout::eights_k::BlockK`] for the K-quants).

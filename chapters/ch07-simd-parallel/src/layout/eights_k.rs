@@ -3,7 +3,7 @@
 //! eight tokens' Q8_K activations interleaved so that one 32-bit lane follows one token.
 //!
 //! ```text
-//! KOcts, per super-block: 64 steps of 32 bytes: step k holds quants 4k..4k + 4 of each
+//! EightsK, per super-block: 64 steps of 32 bytes: step k holds quants 4k..4k + 4 of each
 //!                         of the eight tokens; then d, and each token's sums of every
 //!                         sub-block of 32 (Q4_K's mins) and every group of 16 (Q6_K's offset)
 //! RowsK, per super-block: q0 … q255 unsigned (Q4_K 0..16, Q6_K 0..64); 16 scale bytes
@@ -15,7 +15,7 @@ use crate::layout::kquant::{self, BlockQ8K, QK_K};
 use ch06_quantization::f16::f16_to_f32_fast as f16;
 
 /// Eight tokens' Q8_K activations for every super-block of a row, interleaved.
-pub struct KOcts {
+pub struct EightsK {
     /// `(blocks, 64 steps, 8 tokens, 4 bytes)`.
     pub qs: Vec<[i8; 2048]>,
     /// `(blocks, 8 tokens)`: each super-block's scale.
@@ -26,11 +26,11 @@ pub struct KOcts {
     pub sums16: Vec<[[i32; 8]; 16]>,
 }
 
-impl KOcts {
+impl EightsK {
     /// Eight tokens' activations, whole rows of super-blocks.
-    pub fn new(a: [&[BlockQ8K]; 8]) -> KOcts {
+    pub fn new(a: [&[BlockQ8K]; 8]) -> EightsK {
         let blocks = a[0].len();
-        let mut out = KOcts {
+        let mut out = EightsK {
             qs: vec![[0; 2048]; blocks],
             d: vec![[0.0; 8]; blocks],
             sums: vec![[[0; 8]; 8]; blocks],
@@ -86,7 +86,7 @@ pub fn unpack_q4_k(b: &[u8]) -> BlockK {
 
 /// The scalar twin of the eight-token Q4_K kernel: row `i` of `rows` against eight tokens,
 /// each token's sum exactly [`kquant::dot_q4_k_q8_k`]'s, block by block, in block order.
-pub fn dot8_q4_k(rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
+pub fn dot8_q4_k(rows: &RowsK, i: usize, a: &EightsK) -> [f32; 8] {
     let row = rows.row(i);
     assert_eq!(
         row.len(),
@@ -122,7 +122,7 @@ pub fn unpack_q6_k(b: &[u8]) -> BlockK {
 
 /// The scalar twin of the eight-token Q6_K kernel: each token's sum exactly
 /// [`kquant::dot_q6_k_q8_k`]'s, as `Σ sc·Σq·a − 32 · Σ sc·Σa` per block (the same integer).
-pub fn dot8_q6_k(rows: &RowsK, i: usize, a: &KOcts) -> [f32; 8] {
+pub fn dot8_q6_k(rows: &RowsK, i: usize, a: &EightsK) -> [f32; 8] {
     let row = rows.row(i);
     assert_eq!(
         row.len(),

@@ -6,4 +6,5 @@ pub mod eights_k;
 pub mod eights_q8_0;
 pub mod kquant;
 pub mod packed;
+pub mod packed_dot;
 pub mod quads;

@@ -22,17 +22,16 @@
 //! The K-quants' blocks of 256 are grouped the same way: their f16 fields side by side
 //! (Q4_K's `d` and `dmin`, Q6_K's `d`), then everything else in chunks of four bytes a row:
 //! Q4_K's 12 bytes of 6-bit scales and mins (three chunks) and 128 of nibbles; Q6_K's
-//! scales, `ql` and `qh`, in the order its kernel reads them ([`Format::chunk_of`]).
+//! scales, `ql` and `qh`, in the order its kernel reads them ([`GroupLayout::chunk_of`]).
 
-use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1, QK};
-use ch06_quantization::f16::f16_to_f32_fast;
+use ch06_quantization::blocks::QK;
 use ch06_quantization::matrix::{Activations, Bytes, Format};
 use ch06_quantization::{Kernels, QMatrix};
 use rayon::prelude::*;
 use std::sync::Arc;
 
 use crate::huge::{Arena, Piece};
-use crate::layout::kquant::{self, BlockQ8K, Q8_0Wide};
+use crate::layout::kquant;
 
 /// Rows in a group.
 pub const GROUP: usize = 8;
@@ -158,7 +157,7 @@ pub struct Lane {
 
 impl Lane {
     /// The lane's block out of a group's block (`blk`) into a row's block (`row`).
-    fn take(&self, blk: &[u8], row: &mut [u8]) {
+    pub(crate) fn take(&self, blk: &[u8], row: &mut [u8]) {
         for &(at, to, n) in &self.fields {
             row[to..to + n].copy_from_slice(&blk[at..at + n]);
         }
@@ -189,50 +188,6 @@ pub struct Packed {
     data: Store,
     /// Each lane's place in a group's block, for taking rows back out ([`Packed::rows_into`]).
     lanes: Vec<Lane>,
-}
-
-/// One token's activations for a packed product: Q4_0's Q8_0 blocks with each block's
-/// integer sum `Σ a` (the kernels take `8 · Σ a` off each row's `Σ q · a`), Q4_1's Q8_1
-/// blocks (which carry `d · Σ a`), Q5_0's wide Q8_0 blocks (which carry `Σ a`), or the
-/// K-quants' Q8_K blocks (which carry the sums of every 16).
-#[derive(Clone, Copy)]
-pub enum PackedToken<'a> {
-    Q4_0(&'a [BlockQ8_0], &'a [i32]),
-    Q4_1(&'a [BlockQ8_1]),
-    Q5_0(&'a [Q8_0Wide]),
-    /// Q8_K blocks, for a Q4_K or a Q6_K matrix (`q6_k`).
-    K(&'a [BlockQ8K], bool),
-}
-
-impl PackedToken<'_> {
-    /// The weights' format these activations go with.
-    pub fn format(&self) -> Format {
-        match self {
-            PackedToken::Q4_0(..) => Format::Q4_0,
-            PackedToken::Q4_1(_) => Format::Q4_1,
-            PackedToken::Q5_0(_) => Format::Q5_0,
-            PackedToken::K(_, false) => Format::Q4_K,
-            PackedToken::K(_, true) => Format::Q6_K,
-        }
-    }
-    /// Activation blocks.
-    pub fn blocks(&self) -> usize {
-        match self {
-            PackedToken::Q4_0(a, s) => a.len().min(s.len()),
-            PackedToken::Q4_1(a) => a.len(),
-            PackedToken::Q5_0(a) => a.len(),
-            PackedToken::K(a, _) => a.len(),
-        }
-    }
-    /// Block `b`'s 32 quants (a 32-value format's).
-    fn quants(&self, b: usize) -> &[i8; QK] {
-        match self {
-            PackedToken::Q4_0(a, _) => &a[b].qs,
-            PackedToken::Q4_1(a) => &a[b].qs,
-            PackedToken::Q5_0(a) => &a[b].qs,
-            PackedToken::K(..) => unreachable!("a K-quant's blocks are 256 quants"),
-        }
-    }
 }
 
 /// Where a packed matrix keeps its bytes: on the heap, or in a piece of the model's arena of
@@ -387,71 +342,3 @@ impl Packed {
         }
     }
 }
-
-// ANCHOR: packed8_scalar
-/// Eight rows of a group (`group`: its blocks) against one or more tokens, `out[t][r]` row
-/// `r`'s sum for token `t`: each row's integer sum per block, then the scalar kernel's float
-/// step in its order, so every output has the bits of chapter 6's `dot_q4_0_q8_0` and
-/// `dot_q4_1_q8_1`, or chapter 8's `dot_q5_0_q8_0`.
-pub fn packed8_scalar(group: &[u8], tokens: &[PackedToken], out: &mut [[f32; 8]]) {
-    let Some(first) = tokens.first() else { return };
-    let format = first.format();
-    let (head, bb) = (format.head_bytes(), format.group_block_bytes());
-    let f16 = |b: &[u8], at: usize| f16_to_f32_fast(u16::from_le_bytes([b[at], b[at + 1]]));
-    for (tok, o) in tokens.iter().zip(out.iter_mut()) {
-        assert!(
-            tok.format() == format && tok.blocks() * bb == group.len(),
-            "a group's blocks, one per activation block, one format"
-        );
-        *o = [0.0; 8];
-        if let PackedToken::K(a, q6_k) = tok {
-            // each row's block taken out of the group, and chapter 8's dot of it
-            let mut row = vec![0u8; format.block_bytes()];
-            let lanes: Vec<Lane> = (0..GROUP).map(|r| format.lane(r)).collect();
-            for (b, blk) in group.chunks_exact(bb).enumerate() {
-                for (sum, lane) in o.iter_mut().zip(&lanes) {
-                    lane.take(blk, &mut row);
-                    *sum += match q6_k {
-                        false => kquant::dot_q4_k_q8_k(&row, &a[b]),
-                        true => kquant::dot_q6_k_q8_k(&row, &a[b]),
-                    };
-                }
-            }
-            continue;
-        }
-        for (b, blk) in group.chunks_exact(bb).enumerate() {
-            let qs = tok.quants(b);
-            for (r, sum) in o.iter_mut().enumerate() {
-                // Q5_0's fifth bits: bit j of row r's qh belongs to element j
-                let qh = match format {
-                    Format::Q5_0 => {
-                        let (at, _) = format.field_at(1, r);
-                        u32::from_le_bytes(blk[at..at + 4].try_into().expect("4 bytes"))
-                    }
-                    _ => 0,
-                };
-                let fifth = |j: usize| (((qh >> j) & 1) << 4) as i32;
-                let mut sumi = 0i32;
-                for c in 0..4 {
-                    for k in 0..4 {
-                        let byte = blk[head + 32 * c + 4 * r + k];
-                        let j = 4 * c + k; // element j (low nibble) and j + 16 (high)
-                        sumi += (i32::from(byte & 0x0f) | fifth(j)) * i32::from(qs[j])
-                            + (i32::from(byte >> 4) | fifth(j + 16)) * i32::from(qs[j + QK / 2]);
-                    }
-                }
-                let d = f16(blk, 2 * r);
-                *sum += match tok {
-                    PackedToken::Q4_0(a, s) => (sumi - 8 * s[b]) as f32 * (d * a[b].scale()),
-                    PackedToken::Q4_1(a) => {
-                        let m = f16(blk, format.field_at(1, r).0);
-                        (d * a[b].scale()) * sumi as f32 + m * a[b].sum()
-                    }
-                    PackedToken::Q5_0(a) => d * a[b].d * (sumi - 16 * a[b].sum) as f32,
-                    PackedToken::K(..) => unreachable!("done above"),
-                };
-            }
-        }
-    }
-}
-// ANCHOR_END: packed8_scalar

@@ -4,26 +4,24 @@
 
 use ch06_quantization::Kernels;
 use ch06_quantization::matrix::{Activations, Format};
-use rayon::prelude::*;
 
-use super::{Acts, KActs, Matrix, Packed, PackedToken, packed, rows_in_fours};
-use ch07_simd_parallel::kernels::products::{ByToken, ManyTokens};
+use super::group::packed_rows;
+use super::{Acts, Matrix, packed, rows_in_fours};
+use ch07_simd_parallel::kernels::{ByToken, ManyTokens};
 use ch07_simd_parallel::layout::eights::{Eights, Rows32};
-use ch07_simd_parallel::layout::eights_k::{KOcts, RowsK};
+use ch07_simd_parallel::layout::eights_k::{EightsK, RowsK};
 
 /// Tokens a thread must have before a product is split by tokens (a prefill: each thread
 /// reads every weight for its band of tokens) rather than by rows ([`matmul_group`]: each
 /// weight read once for all the tokens, eight at a time where the matrix has an
-/// eight-token kernel), for a matrix with a multi-token prefill kernel. On the Zen 3 AMD
-/// EPYC with AVX2 (two threads), 16 to 24 tokens went up to 1.8× faster split by rows, and
-/// from 32 the two splits were level. A matrix without such a kernel stays split by rows
-/// twice as long.
+/// eight-token kernel), for a matrix with a multi-token prefill kernel: below it, reading
+/// each weight once for all the tokens beats every thread reading all of them. A matrix
+/// without such a kernel stays split by rows twice as long.
 pub const FEW: usize = 16;
 
 /// Up to this many eights of tokens, a block of rows is unpacked in registers again for
-/// each eight ([`ManyTokens::dot8_raw32`]), which costs less than once into memory: on the
-/// Zen 4 AMD EPYC, SmolLM2's batched decode went from 311 to 354 tok/s at 16 sequences (1 to
-/// 2) and from 348 to 371 at 24 (2 to 3). Three eights is every batch two threads split by rows.
+/// each eight ([`ManyTokens::dot8_raw32`]), which costs less than once into memory while
+/// the eights are few. Three eights is every batch two threads split by rows.
 const RAW_GROUPS: usize = 3;
 
 /// Rows a task of a grouped product computes, at the least.
@@ -36,12 +34,9 @@ const DECODE_TASKS: usize = 2;
 /// cache while every token meets them; or, for one token (a decode step), the matrix cut
 /// into [`DECODE_TASKS`] tasks a thread of whole eights of rows, so that each task walks a
 /// long run of consecutive rows that the decode kernels' prefetch streams in order, and the
-/// threads' shares come out even. SmolLM2's 576-row matrices made nine tasks of 64 rows
-/// before (five for one thread, four for the other); on the Zen 3 AMD EPYC, two threads, its
-/// tg128 went from a median of 180 to 201 tok/s in five alternating rounds of `ch08-gguf
-/// bench` (ahead in all eight rounds of two runs; four tasks a thread: 190), and Gemma-3's
-/// from 92 to 96 (four rounds).
-fn task_rows(m: &Matrix, seq: usize) -> usize {
+/// threads' shares come out even (SmolLM2's 576-row matrices in tasks of 64 rows would be
+/// nine: five for one thread, four for the other).
+pub(super) fn task_rows(m: &Matrix, seq: usize) -> usize {
     let rows = m.rows();
     if let (Matrix::P(_), true) = (m, seq > 1) {
         // a group's eight rows stay in cache while every token meets them, so the tasks
@@ -56,10 +51,10 @@ fn task_rows(m: &Matrix, seq: usize) -> usize {
     rows.div_ceil(tasks).div_ceil(packed::GROUP) * packed::GROUP
 }
 
-/// Every eight tokens' activations interleaved for an eight-token kernel ([`crate::octs`]).
-enum TokenEights {
+/// Every eight tokens' activations interleaved for an eight-token kernel ([`crate::eights`]).
+pub(super) enum TokenEights {
     Q32(Vec<Eights>),
-    K(Vec<KOcts>),
+    K(Vec<EightsK>),
 }
 
 impl TokenEights {
@@ -74,7 +69,7 @@ impl TokenEights {
 
 /// Which eight-token kernel a matrix has on a kernel level.
 #[derive(Clone, Copy)]
-enum EightKernel {
+pub(super) enum EightKernel {
     Q32(Format),
     /// Q8_0's, on the rows as they lie in the file (nothing to unpack).
     Q8_0,
@@ -85,7 +80,7 @@ enum EightKernel {
 
 impl Matrix {
     /// The eight-token kernel this matrix has on `kk`'s level, if any.
-    fn eight_kernel(&self, kk: &dyn ManyTokens) -> Option<EightKernel> {
+    pub(super) fn eight_kernel(&self, kk: &dyn ManyTokens) -> Option<EightKernel> {
         match self {
             Matrix::Q(m) => match m.format() {
                 Format::Q4_0 if kk.has_eights() => Some(EightKernel::Q32(Format::Q4_0)),
@@ -117,7 +112,12 @@ impl Matrix {
     /// Every whole eight of the `seq` tokens' activations interleaved for this matrix's
     /// eight-token kernel: built once per kind of activation, shared by every block of rows
     /// of every matrix of that kind.
-    fn eights(&self, kk: &dyn ManyTokens, acts: &Acts, seq: usize) -> Option<TokenEights> {
+    pub(super) fn eights(
+        &self,
+        kk: &dyn ManyTokens,
+        acts: &Acts,
+        seq: usize,
+    ) -> Option<TokenEights> {
         if let Matrix::P(_) = self {
             return None; // its eight-token kernels are for a prefill; a few tokens take packed8
         }
@@ -155,7 +155,7 @@ impl Matrix {
             ),
             (EightKernel::K { .. }, Acts::K(a)) => TokenEights::K(
                 (0..groups)
-                    .map(|g| KOcts::new(std::array::from_fn(|j| a[token(g, j)].q8_k())))
+                    .map(|g| EightsK::new(std::array::from_fn(|j| a[token(g, j)].q8_k())))
                     .collect(),
             ),
             (EightKernel::K { .. }, Acts::Q(_)) => unreachable!("K-quants take K activations"),
@@ -243,7 +243,7 @@ impl Matrix {
     /// at a time where the matrix has an eight-token kernel (`eights`), then four at a time
     /// against each row (its blocks unpacked once for the four), then the last one to three
     /// tokens four rows at a time. The same numbers as [`Matrix::matmul`].
-    fn block_of_rows(
+    pub(super) fn block_of_rows(
         &self,
         k: &dyn Kernels,
         kk: &dyn ManyTokens,
@@ -328,121 +328,3 @@ impl Matrix {
         );
     }
 }
-
-/// A task of a grouped product: a matrix, the first row of its block, and each token's
-/// outputs for the block's rows.
-type Task<'a> = (&'a Matrix, usize, Vec<&'a mut [f32]>);
-
-// ANCHOR: matmul_group
-/// Several products of the same input `x` (`(seq, cols)`), `outs[i] = x · mats[i]ᵀ`: Q, K
-/// and V, or gate and up. In a prefill each is an ordinary [`Matrix::matmul`]. With too few
-/// tokens a thread for its prefill kernel (a decode step, or a batch of a few sequences;
-/// [`FEW`]), where each
-/// product is a few hundred microseconds, the input is quantized once per kind of
-/// activation and every matrix's rows go to the threads in *one* parallel pass: one
-/// fork-join instead of three, and no thread idles while the smallest matrix finishes. A
-/// task is a block of [`GROUP_ROWS`] rows against every token, so the block's weights come
-/// from memory once however many tokens there are. Each output is the same `dot` as in
-/// `matmul`, so the numbers are the same bits.
-pub fn matmul_group(
-    k: &dyn Kernels,
-    kk: &dyn ManyTokens,
-    mats: &[&Matrix],
-    outs: &mut [&mut [f32]],
-    x: &[f32],
-    seq: usize,
-) {
-    assert_eq!(mats.len(), outs.len(), "one output per matrix");
-    let mut few: Vec<(&Matrix, &mut [f32])> = Vec::new();
-    for (m, out) in mats.iter().zip(outs.iter_mut()) {
-        if m.by_rows(kk, seq) {
-            few.push((m, out));
-        } else {
-            m.matmul(k, kk, out, x, seq);
-        }
-    }
-    // One quantization per kind, shared by the matrices that take it, and every eight of
-    // its tokens interleaved once if a matrix of the kind has an eight-token kernel.
-    let mut acts: Vec<(&'static str, Acts, Option<TokenEights>)> = Vec::new();
-    for (m, _) in &few {
-        let kind = m.act_kind().expect("by_rows checked");
-        let i = match acts.iter().position(|(k, ..)| *k == kind) {
-            Some(i) => i,
-            None => {
-                acts.push((kind, m.quantize(k, x), None));
-                acts.len() - 1
-            }
-        };
-        if acts[i].2.is_none() {
-            acts[i].2 = m.eights(kk, &acts[i].1, seq);
-        }
-    }
-    let acts_of = |m: &Matrix| {
-        let kind = m.act_kind().expect("by_rows checked");
-        let (_, a, e) = acts
-            .iter()
-            .find(|(k, ..)| *k == kind)
-            .expect("quantized above");
-        (a, e.as_ref().filter(|_| m.eight_kernel(kk).is_some()))
-    };
-    let mut tasks: Vec<Task> = Vec::new();
-    for (m, out) in few {
-        assert_eq!(
-            out.len(),
-            seq * m.rows(),
-            "matmul_group: output is not (seq, rows)"
-        );
-        let first = tasks.len();
-        let n = task_rows(m, seq);
-        for (t, out_t) in out.chunks_exact_mut(m.rows()).enumerate() {
-            for (c, o) in out_t.chunks_mut(n).enumerate() {
-                if t == 0 {
-                    tasks.push((m, c * n, Vec::with_capacity(seq)));
-                }
-                tasks[first + c].2.push(o);
-            }
-        }
-    }
-    tasks
-        .into_par_iter()
-        .for_each(|(m, r0, mut o)| m.block_of_rows(k, kk, acts_of(m), r0, &mut o));
-}
-// ANCHOR_END: matmul_group
-
-// ANCHOR: packed_rows
-/// Rows `r0..r0 + n` of a packed matrix against tokens `t0..`, `out[i]` token `t0 + i`'s
-/// `n` outputs (`n` whole groups of eight): each group meets all the tokens while its bytes
-/// are in cache, four tokens at a time ([`ManyTokens::packed8`]).
-fn packed_rows(
-    p: &Packed,
-    kk: &dyn ManyTokens,
-    acts: &Acts,
-    t0: usize,
-    r0: usize,
-    out: &mut [&mut [f32]],
-) {
-    if out.is_empty() {
-        return;
-    }
-    let nb = p.cols / 32;
-    let tokens: Vec<PackedToken> = (t0..t0 + out.len())
-        .map(|t| match acts {
-            Acts::Sums(a, s) => PackedToken::Q4_0(&a[t * nb..][..nb], &s[t * nb..][..nb]),
-            Acts::Q(Activations::Q8_1(a)) => PackedToken::Q4_1(&a[t * nb..][..nb]),
-            Acts::K(a) => match &a[t] {
-                KActs::Q8_0(a) => PackedToken::Q5_0(a),
-                KActs::Q8K(a) => PackedToken::K(a, p.format == Format::Q6_K),
-            },
-            _ => unreachable!("quantize made the activations for this matrix"),
-        })
-        .collect();
-    let mut sums = vec![[0.0f32; 8]; tokens.len()];
-    assert!(r0.is_multiple_of(packed::GROUP), "tasks take whole groups");
-    for g in 0..out[0].len() / packed::GROUP {
-        kk.packed8(p.group(r0 / packed::GROUP + g), &tokens, &mut sums);
-        for (o, v) in out.iter_mut().zip(&sums) {
-            o[packed::GROUP * g..][..packed::GROUP].copy_from_slice(v);
-        }
-    }
-}
-// ANCHOR_END: packed_rows

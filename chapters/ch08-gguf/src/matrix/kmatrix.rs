@@ -8,7 +8,7 @@ use super::prefill;
 use super::{Interleaved, prefill_bands, rows_in_fours};
 use ch07_simd_parallel::kernels::ManyTokens;
 use ch07_simd_parallel::layout::eights::Eights;
-use ch07_simd_parallel::layout::eights_k::{KOcts, RowsK};
+use ch07_simd_parallel::layout::eights_k::{EightsK, RowsK};
 use ch07_simd_parallel::layout::kquant::{self, ActQuads, BlockQ8K, KQuads, Q8_0Wide, QK_K};
 
 /// A matrix of Q5_0, Q4_K or Q6_K rows, in place in the file.
@@ -219,7 +219,7 @@ impl KMatrix {
                 rows,
                 seq,
                 prefill::tile_rows(cols / QK_K * 280), // 256 quants, 16 scales, d, dmin
-                |t| KOcts::new(std::array::from_fn(|j| q8k(t + j))),
+                |t| EightsK::new(std::array::from_fn(|j| q8k(t + j))),
                 |rs, u: &mut RowsK| {
                     let rs: Vec<&[u8]> = rs.map(|r| self.row_bytes(r)).collect();
                     kk.unpack_rows_k(q6_k, &rs, u);
@@ -275,7 +275,7 @@ pub(super) fn dot8_k(
     q6_k: bool,
     u: &RowsK,
     i: usize,
-    a: &KOcts,
+    a: &EightsK,
     out: &mut [[f32; 8]],
 ) {
     match (out, q6_k) {

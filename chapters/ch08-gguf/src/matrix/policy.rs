@@ -14,10 +14,9 @@ pub enum PrefillLayout {
     Quads,
 }
 
-/// The layout `LLM_BOOK_PREFILL=eights|quads` names, read once; eights unless told. On the
-/// 2-core AMD EPYC with AVX-512 VNNI (Zen 4) this book was last measured on, the eights gave
-/// 1.5 to 1.75 times the quads' pp512 on both models, in alternating runs; so VNNI machines
-/// take the eights too, and the quads stay for comparison (`LLM_BOOK_PREFILL=quads`).
+/// The layout `LLM_BOOK_PREFILL=eights|quads` names, read once; eights unless told: on the
+/// VNNI machines the book was measured on the eights were the faster prefill, so VNNI
+/// machines take them too, and the quads stay for comparison (`LLM_BOOK_PREFILL=quads`).
 pub fn prefill_layout() -> PrefillLayout {
     static LAYOUT: std::sync::OnceLock<PrefillLayout> = std::sync::OnceLock::new();
     *LAYOUT.get_or_init(|| match std::env::var("LLM_BOOK_PREFILL").as_deref() {
@@ -34,10 +33,9 @@ pub fn prefill_layout() -> PrefillLayout {
 
 // ANCHOR: packs
 /// Whether the model's Q4_0, Q4_1, Q5_0, Q4_K and Q6_K matrices are interleaved eight rows at a time
-/// when they load ([`crate::layout::packed::Packed`]): on the AVX2 level, where it made the one-token
-/// Q4_0 product 1.3 to 1.8 times as fast on the Zen 3 AMD EPYC (one and two threads, from
-/// cache and from memory); not on the AVX-512 level, whose kernels read the file's layout
-/// and where it has not been measured, nor on the scalar one. `LLM_BOOK_PACK=1` or `0` decides
+/// when they load ([`ch07_simd_parallel::layout::packed::Packed`]): on the AVX2 level, whose
+/// one-token kernels read them faster than the file's layout; not on the AVX-512 level, whose
+/// kernels read the file's layout, nor on the scalar one. `LLM_BOOK_PACK=1` or `0` decides
 /// instead, to compare the two layouts on one machine. Read once.
 pub fn packs() -> bool {
     static PACKS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();

@@ -5,14 +5,19 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
-use ch06_quantization::Format;
+use ch06_quantization::matrix::{Activations, Format};
+use ch06_quantization::{Kernels, QMatrix};
 use ch07_simd_parallel::kernels::ManyTokens;
 use ch07_simd_parallel::layout::eights::{Eights, Rows32};
+use ch07_simd_parallel::layout::eights_k::{EightsK, RowsK};
+use ch07_simd_parallel::layout::kquant::{self, ActQuads};
+
+use super::{Acts, Matrix, Packed, kmatrix, matmul_group, prefill_bands};
 
 // ANCHOR: prefill
 /// `out (seq, rows)` of a matrix in a prefill, on a kernel that wants eight tokens a row
-/// ([`ManyTokens::wants_octs`]): each thread takes a band of tokens and interleaves them eight
-/// at a time (`octs(first token)`), then walks the weights in tiles of `tile` rows unpacked
+/// ([`ManyTokens::has_eights`], [`super::policy::use_eights`]): each thread takes a band of tokens and interleaves them eight
+/// at a time (`eights(first token)`), then walks the weights in tiles of `tile` rows unpacked
 /// once for the band (`unpack(rows, into)`), every eight tokens meeting the whole tile
 /// while their activations are in L1 (`dot8(unpacked, row in the tile, eight tokens)`).
 /// The band's last one to seven tokens go four (`dot4(row, first token)`) and then one
@@ -24,7 +29,7 @@ pub fn prefill<A: Send, U: Default>(
     rows: usize,
     seq: usize,
     tile: usize,
-    octs: impl Fn(usize) -> A + Sync,
+    eights: impl Fn(usize) -> A + Sync,
     unpack: impl Fn(Range<usize>, &mut U) + Sync,
     dot8: impl Fn(&U, usize, &A, &mut [[f32; 8]]) + Sync,
     dot4: impl Fn(usize, usize) -> [f32; 4] + Sync,
@@ -36,7 +41,7 @@ pub fn prefill<A: Send, U: Default>(
         .enumerate()
         .for_each(|(b, out_band)| {
             let (t0, n) = (b * band, out_band.len() / rows);
-            let groups: Vec<A> = (0..n / 8).map(|g| octs(t0 + 8 * g)).collect();
+            let groups: Vec<A> = (0..n / 8).map(|g| eights(t0 + 8 * g)).collect();
             let mut unpacked = U::default();
             for r0 in (0..rows).step_by(tile) {
                 let r1 = (r0 + tile).min(rows);
@@ -82,7 +87,7 @@ pub fn tile_rows(bytes: usize) -> usize {
 }
 
 /// [`prefill`] for a Q4_0, Q5_0 or Q4_1 matrix of `rows` rows (`row_bytes(r)`), its tokens'
-/// activations interleaved by `octs`.
+/// activations interleaved by `eights`.
 #[allow(clippy::too_many_arguments)]
 pub fn prefill32<'w>(
     kk: &dyn ManyTokens,
@@ -91,7 +96,7 @@ pub fn prefill32<'w>(
     rows: usize,
     seq: usize,
     row_bytes: impl Fn(usize) -> &'w [u8] + Sync,
-    octs: impl Fn(usize) -> Eights + Sync,
+    eights: impl Fn(usize) -> Eights + Sync,
     dot4: impl Fn(usize, usize) -> [f32; 4] + Sync,
     dot: impl Fn(usize, usize) -> f32 + Sync,
 ) {
@@ -106,7 +111,7 @@ pub fn prefill32<'w>(
         out,
         (rows, seq, blocks),
         unpack,
-        octs,
+        eights,
         dot4,
         dot,
     );
@@ -121,7 +126,7 @@ pub fn prefill_unpacked32(
     out: &mut [f32],
     (rows, seq, blocks): (usize, usize, usize),
     unpack: impl Fn(Range<usize>, &mut Rows32) + Sync,
-    octs: impl Fn(usize) -> Eights + Sync,
+    eights: impl Fn(usize) -> Eights + Sync,
     dot4: impl Fn(usize, usize) -> [f32; 4] + Sync,
     dot: impl Fn(usize, usize) -> f32 + Sync,
 ) {
@@ -130,7 +135,7 @@ pub fn prefill_unpacked32(
         rows,
         seq,
         tile_rows(40 * blocks), // 32 quants, d and m a block
-        octs,
+        eights,
         unpack,
         |u, i, a, out| match out {
             [out] => *out = kk.dot8_row32(format, u.row(i), a),
@@ -143,3 +148,197 @@ pub fn prefill_unpacked32(
         dot,
     );
 }
+
+/// Each token's row of `x` (`cols` values) quantized on the threads by `quantize`, its
+/// blocks back to back in one list, Q8_1 if `q8_1`, else Q8_0: the same blocks as one call
+/// over all of `x`.
+pub(super) fn quantize_tokens(
+    x: &[f32],
+    cols: usize,
+    q8_1: bool,
+    quantize: impl Fn(&[f32]) -> Activations + Sync,
+) -> Activations {
+    let per_token: Vec<Activations> = x.par_chunks(cols).map(&quantize).collect();
+    if q8_1 {
+        Activations::Q8_1(
+            per_token
+                .into_iter()
+                .flat_map(|a| match a {
+                    Activations::Q8_1(a) => a,
+                    Activations::Q8_0(_) => unreachable!("quantize gives Q8_1 here"),
+                })
+                .collect(),
+        )
+    } else {
+        Activations::Q8_0(
+            per_token
+                .into_iter()
+                .flat_map(|a| match a {
+                    Activations::Q8_0(a) => a,
+                    Activations::Q8_1(_) => unreachable!("quantize gives Q8_0 here"),
+                })
+                .collect(),
+        )
+    }
+}
+
+/// Chapter 6's product for a Q4_0, Q4_1 or Q8_0 matrix in a prefill, the same numbers bit
+/// for bit, with this chapter's eight-token kernels (or, for Q4_1 with VNNI, the interleaved
+/// four-token one) doing the tokens of a row together.
+pub(super) fn q4_prefill(
+    m: &QMatrix,
+    k: &dyn Kernels,
+    kk: &dyn ManyTokens,
+    out: &mut [f32],
+    x: &[f32],
+    seq: usize,
+) {
+    assert_eq!(x.len(), seq * m.cols(), "matmul: x is not (seq, cols)");
+    assert_eq!(out.len(), seq * m.rows(), "matmul: out is not (seq, rows)");
+    let q8_1 = m.format() == Format::Q4_1;
+    let acts = quantize_tokens(x, m.cols(), q8_1, |row| m.quantize_activations(k, row));
+    let nb = m.cols() / 32;
+    let dot4 = |r: usize, t: usize| m.dot_rows4(k, [r; 4], &acts, [t, t + 1, t + 2, t + 3]);
+    let dot = |r: usize, t: usize| m.dot_row(k, r, &acts, t);
+    match &acts {
+        // nothing to unpack: each tile is its first row, read as it lies in the file
+        Activations::Q8_0(a) if m.format() == Format::Q8_0 => prefill(
+            out,
+            m.rows(),
+            seq,
+            tile_rows(34 * nb),
+            |t| Eights::from_q8_0_blocks(std::array::from_fn(|j| &a[(t + j) * nb..][..nb])),
+            |rs, first: &mut usize| *first = rs.start,
+            |first, i, a, out| {
+                for (j, out) in out.iter_mut().enumerate() {
+                    *out = kk.dot8_q8_0(m.row_bytes(first + i + j), a);
+                }
+            },
+            dot4,
+            dot,
+        ),
+        Activations::Q8_0(a) => prefill32(
+            kk,
+            Format::Q4_0,
+            out,
+            m.rows(),
+            seq,
+            |r| m.row_bytes(r),
+            |t| Eights::from_q8_0_blocks(std::array::from_fn(|j| &a[(t + j) * nb..][..nb])),
+            dot4,
+            dot,
+        ),
+        Activations::Q8_1(a) if crate::matrix::policy::use_eights(kk) => prefill32(
+            kk,
+            Format::Q4_1,
+            out,
+            m.rows(),
+            seq,
+            |r| m.row_bytes(r),
+            |t| Eights::from_q8_1(std::array::from_fn(|j| &a[(t + j) * nb..][..nb])),
+            dot4,
+            dot,
+        ),
+        Activations::Q8_1(a) => prefill_bands(
+            out,
+            m.rows(),
+            seq,
+            |t| {
+                let a4 = std::array::from_fn(|j| &a[(t + j) * nb..][..nb]);
+                Some(ActQuads::from_q8_1(a4))
+            },
+            |r, t, q| {
+                let a4 = std::array::from_fn(|j| &a[(t + j) * nb..][..nb]);
+                q.and_then(|q| kk.tokens4_q4_1_quads(m.row_bytes(r), q, a4))
+                    .unwrap_or_else(|| dot4(r, t))
+            },
+            dot,
+        ),
+    }
+}
+
+// ANCHOR: packed_prefill
+/// A packed matrix in a prefill: chapter 8's eight-token prefill ([`eights`]) for as many
+/// tokens as give every thread whole eights, its tiles of rows taken out of the groups as
+/// they are unpacked; the last few tokens split by rows ([`matmul_group`]).
+pub(super) fn packed_prefill(
+    m: &Matrix,
+    p: &Packed,
+    k: &dyn Kernels,
+    kk: &dyn ManyTokens,
+    out: &mut [f32],
+    x: &[f32],
+    seq: usize,
+) {
+    let (rows, cols) = (p.rows, p.cols);
+    let eights = 8 * rayon::current_num_threads();
+    let main = seq / eights * eights;
+    let every_band_whole = |_, _| -> [f32; 4] { unreachable!("every band is whole eights") };
+    let whole = |_, _| -> f32 { unreachable!("every band is whole eights") };
+    if main > 0 {
+        let acts = m.quantize(k, &x[..main * cols]);
+        match Some(p.format).filter(|f| f.block_values() == 32) {
+            None => {
+                // a K-quant: the rows' blocks unpacked as a KMatrix's are (KMatrix::matmul)
+                let q6_k = p.format == Format::Q6_K;
+                let q8k = |t: usize| match &acts {
+                    Acts::K(a) => a[t].q8_k(),
+                    _ => unreachable!("quantize made the activations for this matrix"),
+                };
+                prefill(
+                    &mut out[..main * rows],
+                    rows,
+                    main,
+                    tile_rows(cols / kquant::QK_K * 280),
+                    |t| EightsK::new(std::array::from_fn(|j| q8k(t + j))),
+                    |rs, u: &mut RowsK| {
+                        let mut tile = Vec::new();
+                        kk.unpack_rows_k(q6_k, &p.tile(rs, &mut tile), u);
+                    },
+                    |u, i, a, out| kmatrix::dot8_k(kk, q6_k, u, i, a, out),
+                    every_band_whole,
+                    whole,
+                );
+            }
+            Some(format) => {
+                let nb = cols / 32;
+                let eights = |t: usize| match &acts {
+                    Acts::Sums(a, _) => {
+                        Eights::from_q8_0_blocks(std::array::from_fn(|j| &a[(t + j) * nb..][..nb]))
+                    }
+                    Acts::Q(Activations::Q8_1(a)) => {
+                        Eights::from_q8_1(std::array::from_fn(|j| &a[(t + j) * nb..][..nb]))
+                    }
+                    Acts::K(a) => Eights::from_q8_0(std::array::from_fn(|j| a[t + j].q8_0())),
+                    _ => unreachable!("quantize made the activations for this matrix"),
+                };
+                let unpack = |rs: std::ops::Range<usize>, u: &mut Rows32| {
+                    let mut tile = Vec::new();
+                    kk.unpack_rows32(format, &p.tile(rs, &mut tile), u);
+                };
+                prefill_unpacked32(
+                    kk,
+                    format,
+                    &mut out[..main * rows],
+                    (rows, main, nb),
+                    unpack,
+                    eights,
+                    every_band_whole,
+                    whole,
+                );
+            }
+        }
+    }
+    if main < seq {
+        // fewer than eight tokens a thread: split by rows (by_rows)
+        matmul_group(
+            k,
+            kk,
+            &[m],
+            &mut [&mut out[main * rows..]],
+            &x[main * cols..],
+            seq - main,
+        );
+    }
+}
+// ANCHOR_END: packed_prefill

@@ -1,0 +1,128 @@
+//! Several products of the same input in one parallel pass ([`matmul_group`]), each task a
+//! block of rows against every token; and a packed matrix's block of groups ([`packed_rows`]).
+
+use ch06_quantization::Kernels;
+use ch06_quantization::matrix::{Activations, Format};
+use rayon::prelude::*;
+
+use super::few::{TokenEights, task_rows};
+use super::{Acts, KActs, Matrix, Packed, PackedToken, packed};
+use ch07_simd_parallel::kernels::ManyTokens;
+
+/// A task of a grouped product: a matrix, the first row of its block, and each token's
+/// outputs for the block's rows.
+type Task<'a> = (&'a Matrix, usize, Vec<&'a mut [f32]>);
+
+// ANCHOR: matmul_group
+/// Several products of the same input `x` (`(seq, cols)`), `outs[i] = x · mats[i]ᵀ`: Q, K
+/// and V, or gate and up. In a prefill each is an ordinary [`Matrix::matmul`]. With too few
+/// tokens a thread for its prefill kernel (a decode step, or a batch of a few sequences;
+/// [`FEW`]), where each
+/// product is a few hundred microseconds, the input is quantized once per kind of
+/// activation and every matrix's rows go to the threads in *one* parallel pass: one
+/// fork-join instead of three, and no thread idles while the smallest matrix finishes. A
+/// task is a block of [`GROUP_ROWS`] rows against every token, so the block's weights come
+/// from memory once however many tokens there are. Each output is the same `dot` as in
+/// `matmul`, so the numbers are the same bits.
+pub fn matmul_group(
+    k: &dyn Kernels,
+    kk: &dyn ManyTokens,
+    mats: &[&Matrix],
+    outs: &mut [&mut [f32]],
+    x: &[f32],
+    seq: usize,
+) {
+    assert_eq!(mats.len(), outs.len(), "one output per matrix");
+    let mut few: Vec<(&Matrix, &mut [f32])> = Vec::new();
+    for (m, out) in mats.iter().zip(outs.iter_mut()) {
+        if m.by_rows(kk, seq) {
+            few.push((m, out));
+        } else {
+            m.matmul(k, kk, out, x, seq);
+        }
+    }
+    // One quantization per kind, shared by the matrices that take it, and every eight of
+    // its tokens interleaved once if a matrix of the kind has an eight-token kernel.
+    let mut acts: Vec<(&'static str, Acts, Option<TokenEights>)> = Vec::new();
+    for (m, _) in &few {
+        let kind = m.act_kind().expect("by_rows checked");
+        let i = match acts.iter().position(|(k, ..)| *k == kind) {
+            Some(i) => i,
+            None => {
+                acts.push((kind, m.quantize(k, x), None));
+                acts.len() - 1
+            }
+        };
+        if acts[i].2.is_none() {
+            acts[i].2 = m.eights(kk, &acts[i].1, seq);
+        }
+    }
+    let acts_of = |m: &Matrix| {
+        let kind = m.act_kind().expect("by_rows checked");
+        let (_, a, e) = acts
+            .iter()
+            .find(|(k, ..)| *k == kind)
+            .expect("quantized above");
+        (a, e.as_ref().filter(|_| m.eight_kernel(kk).is_some()))
+    };
+    let mut tasks: Vec<Task> = Vec::new();
+    for (m, out) in few {
+        assert_eq!(
+            out.len(),
+            seq * m.rows(),
+            "matmul_group: output is not (seq, rows)"
+        );
+        let first = tasks.len();
+        let n = task_rows(m, seq);
+        for (t, out_t) in out.chunks_exact_mut(m.rows()).enumerate() {
+            for (c, o) in out_t.chunks_mut(n).enumerate() {
+                if t == 0 {
+                    tasks.push((m, c * n, Vec::with_capacity(seq)));
+                }
+                tasks[first + c].2.push(o);
+            }
+        }
+    }
+    tasks
+        .into_par_iter()
+        .for_each(|(m, r0, mut o)| m.block_of_rows(k, kk, acts_of(m), r0, &mut o));
+}
+// ANCHOR_END: matmul_group
+
+// ANCHOR: packed_rows
+/// Rows `r0..r0 + n` of a packed matrix against tokens `t0..`, `out[i]` token `t0 + i`'s
+/// `n` outputs (`n` whole groups of eight): each group meets all the tokens while its bytes
+/// are in cache, four tokens at a time ([`ManyTokens::packed8`]).
+pub(super) fn packed_rows(
+    p: &Packed,
+    kk: &dyn ManyTokens,
+    acts: &Acts,
+    t0: usize,
+    r0: usize,
+    out: &mut [&mut [f32]],
+) {
+    if out.is_empty() {
+        return;
+    }
+    let nb = p.cols / 32;
+    let tokens: Vec<PackedToken> = (t0..t0 + out.len())
+        .map(|t| match acts {
+            Acts::Sums(a, s) => PackedToken::Q4_0(&a[t * nb..][..nb], &s[t * nb..][..nb]),
+            Acts::Q(Activations::Q8_1(a)) => PackedToken::Q4_1(&a[t * nb..][..nb]),
+            Acts::K(a) => match &a[t] {
+                KActs::Q8_0(a) => PackedToken::Q5_0(a),
+                KActs::Q8K(a) => PackedToken::K(a, p.format == Format::Q6_K),
+            },
+            _ => unreachable!("quantize made the activations for this matrix"),
+        })
+        .collect();
+    let mut sums = vec![[0.0f32; 8]; tokens.len()];
+    assert!(r0.is_multiple_of(packed::GROUP), "tasks take whole groups");
+    for g in 0..out[0].len() / packed::GROUP {
+        kk.packed8(p.group(r0 / packed::GROUP + g), &tokens, &mut sums);
+        for (o, v) in out.iter_mut().zip(&sums) {
+            o[packed::GROUP * g..][..packed::GROUP].copy_from_slice(v);
+        }
+    }
+}
+// ANCHOR_END: packed_rows
