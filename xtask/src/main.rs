@@ -11,6 +11,7 @@
 //! cargo xtask book [--check-only]      check includes, links and listings, then build the book
 //! cargo xtask levels [scalar|avx2]    rerun the kernel-dependent checks with the kernels forced down
 //! cargo xtask perf [--list] [--kind] [NAME|chNN]  measure the book's speed tables on this machine
+//!                                      (nothing named: the reference run, at one commit)
 //! cargo xtask fetch-models [which]     fetch and prepare the models (smollm2, smollm2-gguf, gemma3, all)
 //! ```
 //!
@@ -43,10 +44,10 @@ tasks:
                                 kernels by CPU (7 on) with each lower level forced
                                 (LLM_BOOK_ISA), or with the one named
   perf [--list] [--kind] [NAME|chNN ...]  measure every speed table the book shows, on this
-                                machine, into book/src/measured/ (or only those named; run
-                                nothing else meanwhile: it takes about 40 minutes in all);
-                                --kind writes the named ones to measured/<kernel level>/, the
-                                copy a page shows for this kind of machine
+                                machine, into book/src/measured/, at one commit (or only those
+                                named; run nothing else meanwhile: it takes about 40 minutes in
+                                all); --kind measures the tables kept for this kind of machine
+                                (marked [avx2] in perf.txt, say) into measured/<kernel level>/
   fetch-models [smollm2|smollm2-gguf|gemma3|all]  fetch, verify and prepare the models
                                 (default: all; smollm2-gguf skips the f32 copy chapters 1-5 read)";
 
