@@ -8,7 +8,8 @@
 //! cargo xtask hint ch01 2              print the hint of exercise 2
 //! cargo xtask solution ch01 2          print the solution of exercise 2
 //! cargo xtask book-output [--check] [chNN]  regenerate (or check) program output shown in the book
-//! cargo xtask book [--check-only]      check includes, links and listings, then build the book
+//! cargo xtask book [--check-only]      check includes, links, listings and prose, then build the book
+//! cargo xtask book --words             each page's prose words against its budget
 //! cargo xtask levels [scalar|avx2]    rerun the kernel-dependent checks with the kernels forced down
 //! cargo xtask perf [--list] [--kind] [NAME|chNN]  measure the book's speed tables on this machine
 //!                                      (nothing named: the reference run, at one commit)
@@ -23,6 +24,7 @@ mod exercises;
 mod levels;
 mod output;
 mod perf;
+mod prose;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -38,8 +40,10 @@ tasks:
   solution <chNN> <N>           print the reference solution of exercise N
   book-output [--check] [chNN]  regenerate the program output shown in the book (or check it);
                                 with chNN, only that chapter's
-  book [--check-only]           check the book's includes, links and listing lengths, then build
-                                it with mdbook
+  book [--check-only]           check the book's includes, links, listing lengths and prose
+                                (budgets, no notebook, every ratio from a measured file), then
+                                build it with mdbook and check the built pages
+  book --words                  each page's prose words against its budget
   levels [scalar|avx2]          rerun the tests and book output of the chapters that pick
                                 kernels by CPU (7 on) with each lower level forced
                                 (LLM_BOOK_ISA), or with the one named
@@ -67,6 +71,7 @@ fn main() -> ExitCode {
         ["book-output", ch] => output::run(false, Some(ch)),
         ["book"] => book::run(true),
         ["book", "--check-only"] => book::run(false),
+        ["book", "--words"] => book::words(),
         ["levels"] => levels::run(None),
         ["levels", level] => levels::run(Some(level)),
         ["perf", rest @ ..] => perf::run(rest),

@@ -484,7 +484,6 @@ pub fn check(problems: &mut Vec<String>) {
 /// For `book`, a note that fails nothing: the tables of each kind kept for a reference run
 /// that are not there yet, and how many commits the files of each folder come from (one
 /// reference run per kind of machine makes that one).
-#[allow(dead_code)] // called by the book check (next commit)
 pub fn note_commits() {
     let Ok(all) = entries() else {
         return;
