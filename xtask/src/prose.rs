@@ -676,4 +676,46 @@ mod tests {
             (PAGE_LIMIT, false)
         );
     }
+
+    #[test]
+    fn the_built_page_must_show_an_output_whole() {
+        let dir = std::env::temp_dir().join(format!("xtask-prose-{}", std::process::id()));
+        let (src, html) = (dir.join("src"), dir.join("book"));
+        std::fs::create_dir_all(src.join("output")).unwrap();
+        std::fs::create_dir_all(&html).unwrap();
+        std::fs::write(src.join("output/run.txt"), "a\n```\nb\n").unwrap();
+        let text = "# Page\n```text\n{{#include output/run.txt}}\n```\n";
+        let page = Page {
+            name: "book/src/page.md".into(),
+            path: src.join("page.md"),
+            text: text.into(),
+        };
+        // the source check: three backticks in the file, so the fence needs four
+        let mut problems = Vec::new();
+        fence_lengths(&page, &mut problems);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].starts_with("book/src/page.md:3: output/run.txt"));
+        // what mdBook makes of it: the file's fence closes the block, the rest is a paragraph
+        let broken = "<main><h1>Page</h1><pre><code class=\"language-text\">a\n</code></pre>\n\
+                      <p>b</p>\n<pre><code>\n</code></pre></main>";
+        std::fs::write(html.join("page.html"), broken).unwrap();
+        let mut problems = Vec::new();
+        check_html(std::slice::from_ref(&page), &src, &html, &mut problems);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("page.md:3: the built page does not show output/run.txt"));
+        // a fence shown as text outside any code block
+        let text_fence = "<main><pre><code>a\n```\nb\n</code></pre><p>then ```text</p></main>";
+        std::fs::write(html.join("page.html"), text_fence).unwrap();
+        let mut problems = Vec::new();
+        check_html(std::slice::from_ref(&page), &src, &html, &mut problems);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("shows a code fence as text"));
+        // a fence long enough: the whole file in one block, nothing as text
+        let good = "<main><pre><code class=\"language-text\">a\n```\nb\n</code></pre></main>";
+        std::fs::write(html.join("page.html"), good).unwrap();
+        let mut problems = Vec::new();
+        check_html(std::slice::from_ref(&page), &src, &html, &mut problems);
+        assert!(problems.is_empty(), "{problems:?}");
+        let _ = std::fs::remove_dir_all(&dir); // ours, made above
+    }
 }
