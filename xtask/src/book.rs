@@ -30,6 +30,7 @@ pub fn run(build: bool) -> Result<(), String> {
     let prose_pages = prose_pages()?;
     let readme = read_page(&root().join("README.md"))?;
     prose::check(&prose_pages, Some(&readme), &mut problems);
+    prose::exercise_floor(&mut problems);
     fail_on(&problems)?;
     println!(
         "{} pages: includes, anchors and links resolve; prose within its budgets, no notebook, \

@@ -29,6 +29,15 @@ pub const HOW_FAST_BUDGET: usize = 4000;
 pub const ROADMAP_BUDGET: usize = 500;
 /// Every other page has fewer prose words than this.
 pub const PAGE_LIMIT: usize = 6000;
+/// The most Rust listings "How fast, and why" may show: it measures the kernels, and their
+/// chapters teach them.
+pub const HOW_FAST_LISTINGS: usize = 6;
+/// The fewest exercises chapters 7 and 8 together should have, one at least for each
+/// kernel they teach.
+pub const MIN_EXERCISES_CH07_CH08: usize = 15;
+/// Whether too few exercises in chapters 7 and 8 fails the book check or only says so. The
+/// kernel sections that bring the count up are being written; set this to `true` with them.
+pub const ENFORCE_EXERCISES_CH07_CH08: bool = false;
 
 /// Phrases of a lab notebook, matched case-insensitively on whole words, across line breaks.
 /// A one-word entry also matches inside a longer word ("throwaways").
@@ -371,6 +380,14 @@ pub fn check(pages: &[Page], readme: Option<&Page>, problems: &mut Vec<String>) 
                 ));
             }
         }
+        let listings = rust_listings(&page.text);
+        if budget(&page.name) == (HOW_FAST_BUDGET, true) && listings > HOW_FAST_LISTINGS {
+            problems.push(format!(
+                "{}: {listings} Rust listings, more than {HOW_FAST_LISTINGS}; a kernel is taught \
+                 in its chapter, and this page measures it",
+                page.name
+            ));
+        }
         for line in &lines {
             for hash in commit_hashes(&line.text) {
                 problems.push(format!(
@@ -397,6 +414,67 @@ pub fn check(pages: &[Page], readme: Option<&Page>, problems: &mut Vec<String>) 
         if !is_readme {
             fence_lengths(page, problems);
         }
+    }
+}
+
+/// Fenced blocks whose info string starts with `rust`: the page's listings.
+pub fn rust_listings(text: &str) -> usize {
+    let mut open: Option<(char, usize)> = None;
+    let mut count = 0;
+    for line in text.lines() {
+        match open {
+            Some(f) if closes(line, f) => open = None,
+            Some(_) => {}
+            None => {
+                open = fence_of(line);
+                let info = line
+                    .trim_start()
+                    .trim_start_matches(['`', '~'])
+                    .trim_start();
+                if open.is_some() && info.starts_with("rust") {
+                    count += 1;
+                }
+            }
+        }
+    }
+    count
+}
+
+/// The distinct exercises (`exN_…` tests) of the chapters whose package starts with one of
+/// `prefixes`, from each chapter's `tests/exercises.rs`.
+pub fn exercises_of(chapters: &[crate::exercises::Chapter], prefixes: &[&str]) -> usize {
+    let mut count = 0;
+    for c in chapters
+        .iter()
+        .filter(|c| prefixes.iter().any(|p| c.package.starts_with(p)))
+    {
+        let text = std::fs::read_to_string(c.dir.join("tests/exercises.rs")).unwrap_or_default();
+        let numbers: BTreeSet<&str> = text
+            .split("fn ex")
+            .skip(1)
+            .filter_map(|rest| rest.split('_').next())
+            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            .collect();
+        count += numbers.len();
+    }
+    count
+}
+
+/// Chapters 7 and 8 have at least [`MIN_EXERCISES_CH07_CH08`] exercises: a problem when
+/// [`ENFORCE_EXERCISES_CH07_CH08`], a note until then.
+pub fn exercise_floor(problems: &mut Vec<String>) {
+    let n = exercises_of(&crate::exercises::chapters(), &["ch07-", "ch08-"]);
+    if n >= MIN_EXERCISES_CH07_CH08 {
+        return;
+    }
+    let message = format!(
+        "chapters 7 and 8 have {n} exercises; they should have at least \
+         {MIN_EXERCISES_CH07_CH08}, one for each kernel they teach"
+    );
+    if ENFORCE_EXERCISES_CH07_CH08 {
+        problems.push(message);
+    } else {
+        println!("note: {message}");
     }
 }
 
@@ -665,6 +743,18 @@ mod tests {
         assert_eq!(code, ["a", "1 < 2\n```\n"]);
         assert!(outside.contains("then ```text"));
         assert!(!outside.contains("1 < 2"));
+    }
+
+    #[test]
+    fn listings_and_exercises_are_counted() {
+        let page = "```rust,ignore\n{{#include a.rs:x}}\n```\n\n```console\n$ x\n```\n\
+                    ````rust\n```\n````\n";
+        assert_eq!(rust_listings(page), 2);
+        let chapters = crate::exercises::chapters();
+        assert!(
+            exercises_of(&chapters, &["ch07-"]) >= 6,
+            "chapter 7 ships six exercises, each tested once for the stub and once solved"
+        );
     }
 
     #[test]
