@@ -495,6 +495,7 @@ pub fn note_commits() {
         let level = prefix.trim_end_matches('/');
         let mut commits = std::collections::BTreeSet::new();
         let mut missing = Vec::new();
+        let mut no_threads = 0;
         for e in all
             .iter()
             .filter(|e| level.is_empty() || e.kinds.iter().any(|k| k == level))
@@ -502,6 +503,7 @@ pub fn note_commits() {
             match std::fs::read_to_string(dir.join(&e.name)) {
                 Ok(text) => {
                     let head = text.lines().next().unwrap_or_default();
+                    no_threads += usize::from(!head.contains(" thread"));
                     if let Some(c) = head
                         .split(", commit ")
                         .nth(1)
@@ -521,10 +523,11 @@ pub fn note_commits() {
                 missing.join(", ")
             );
         }
-        if commits.len() > 1 {
+        if commits.len() > 1 || no_threads > 0 {
             println!(
-                "note: the tables in {DIR}/{prefix} come from {} commits; a reference run \
-                 (`cargo xtask perf{}` with nothing named) remakes them at one",
+                "note: the tables in {DIR}/{prefix} come from {} commit(s), {no_threads} with \
+                 no thread count in the header; a reference run (`cargo xtask perf{}` with \
+                 nothing named) remakes them at one commit, each naming its threads",
                 commits.len(),
                 if level.is_empty() { "" } else { " --kind" }
             );
