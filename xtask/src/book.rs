@@ -1,11 +1,12 @@
 //! Book checks: every include resolves to a file and an anchor, every relative link and
 //! image points at a file, Rust code appears only through includes, no listing is longer
-//! than a reader can hold in view; then `mdbook build`.
+//! than a reader can hold in view; the prose checks of [`crate::prose`]; then `mdbook build`,
+//! and the built pages checked for fences shown as text.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::{root, run_visible};
+use crate::{prose, root, run_visible};
 
 /// The mdBook version CI installs (`cargo install mdbook --version … --locked`).
 pub const MDBOOK_VERSION: &str = "0.5.4";
@@ -26,20 +27,76 @@ pub fn run(build: bool) -> Result<(), String> {
         check_page(page, &text, &mut problems);
     }
     crate::perf::check(&mut problems);
-    if !problems.is_empty() {
-        return Err(format!(
-            "the book has {} problem(s):\n  {}",
-            problems.len(),
-            problems.join("\n  ")
-        ));
-    }
-    println!("{} pages: includes, anchors and links resolve", pages.len());
+    let prose_pages = prose_pages()?;
+    let readme = read_page(&root().join("README.md"))?;
+    prose::check(&prose_pages, Some(&readme), &mut problems);
+    prose::exercise_floor(&mut problems);
+    fail_on(&problems)?;
+    println!(
+        "{} pages: includes, anchors and links resolve; prose within its budgets, no notebook, \
+         every ratio from a measured file",
+        pages.len()
+    );
+    crate::perf::note_commits();
     if build {
         let mut cmd = Command::new("mdbook");
         cmd.arg("build").arg(root().join("book"));
         run_visible(&mut cmd, "mdbook build book")?;
+        prose::check_html(&prose_pages, &src, &root().join("book/book"), &mut problems);
+        fail_on(&problems)?;
+        println!("the built pages show every included output whole, and no fence as text");
     }
     Ok(())
+}
+
+/// `book --words`: each page's prose words against its budget.
+pub fn words() -> Result<(), String> {
+    let pages = prose_pages()?;
+    for (name, words) in prose::word_counts(&pages) {
+        let (limit, inclusive) = prose::budget(&name);
+        let over = words > limit || (!inclusive && words == limit);
+        println!(
+            "{words:6}  {name}{}",
+            if over { "  (over its budget)" } else { "" }
+        );
+    }
+    Ok(())
+}
+
+fn fail_on(problems: &[String]) -> Result<(), String> {
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "the book has {} problem(s):\n  {}",
+        problems.len(),
+        problems.join("\n  ")
+    ))
+}
+
+/// The book's pages for the prose checks: its Markdown, less the measured tables (data,
+/// whose headers name their commit).
+fn prose_pages() -> Result<Vec<prose::Page>, String> {
+    let src = root().join("book/src");
+    let mut paths = Vec::new();
+    collect_markdown(&src, &mut paths);
+    paths.retain(|p| !p.starts_with(src.join(crate::perf::DIR.trim_start_matches("book/src/"))));
+    paths.sort();
+    paths.iter().map(|p| read_page(p)).collect()
+}
+
+fn read_page(path: &Path) -> Result<prose::Page, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    Ok(prose::Page {
+        name: path
+            .strip_prefix(root())
+            .unwrap_or(path)
+            .display()
+            .to_string(),
+        path: path.to_path_buf(),
+        text,
+    })
 }
 
 fn collect_markdown(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -8,9 +8,11 @@
 //! cargo xtask hint ch01 2              print the hint of exercise 2
 //! cargo xtask solution ch01 2          print the solution of exercise 2
 //! cargo xtask book-output [--check] [chNN]  regenerate (or check) program output shown in the book
-//! cargo xtask book [--check-only]      check includes, links and listings, then build the book
+//! cargo xtask book [--check-only]      check includes, links, listings and prose, then build the book
+//! cargo xtask book --words             each page's prose words against its budget
 //! cargo xtask levels [scalar|avx2]    rerun the kernel-dependent checks with the kernels forced down
 //! cargo xtask perf [--list] [--kind] [NAME|chNN]  measure the book's speed tables on this machine
+//!                                      (nothing named: the reference run, at one commit)
 //! cargo xtask fetch-models [which]     fetch and prepare the models (smollm2, smollm2-gguf, gemma3, all)
 //! ```
 //!
@@ -22,6 +24,7 @@ mod exercises;
 mod levels;
 mod output;
 mod perf;
+mod prose;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -37,16 +40,18 @@ tasks:
   solution <chNN> <N>           print the reference solution of exercise N
   book-output [--check] [chNN]  regenerate the program output shown in the book (or check it);
                                 with chNN, only that chapter's
-  book [--check-only]           check the book's includes, links and listing lengths, then build
-                                it with mdbook
+  book [--check-only]           check the book's includes, links, listing lengths and prose
+                                (budgets, no notebook, every ratio from a measured file), then
+                                build it with mdbook and check the built pages
+  book --words                  each page's prose words against its budget
   levels [scalar|avx2]          rerun the tests and book output of the chapters that pick
                                 kernels by CPU (7 on) with each lower level forced
                                 (LLM_BOOK_ISA), or with the one named
   perf [--list] [--kind] [NAME|chNN ...]  measure every speed table the book shows, on this
-                                machine, into book/src/measured/ (or only those named; run
-                                nothing else meanwhile: it takes about 40 minutes in all);
-                                --kind writes the named ones to measured/<kernel level>/, the
-                                copy a page shows for this kind of machine
+                                machine, into book/src/measured/, at one commit (or only those
+                                named; run nothing else meanwhile: it takes about 40 minutes in
+                                all); --kind measures the tables kept for this kind of machine
+                                (marked [avx2] in perf.txt, say) into measured/<kernel level>/
   fetch-models [smollm2|smollm2-gguf|gemma3|all]  fetch, verify and prepare the models
                                 (default: all; smollm2-gguf skips the f32 copy chapters 1-5 read)";
 
@@ -66,6 +71,7 @@ fn main() -> ExitCode {
         ["book-output", ch] => output::run(false, Some(ch)),
         ["book"] => book::run(true),
         ["book", "--check-only"] => book::run(false),
+        ["book", "--words"] => book::words(),
         ["levels"] => levels::run(None),
         ["levels", level] => levels::run(Some(level)),
         ["perf", rest @ ..] => perf::run(rest),

@@ -5,23 +5,29 @@
 //! one per line, in the syntax of `book-outputs.txt`:
 //!
 //! ```text
-//! # name: cargo run args; {out} is the file the program writes its table to
+//! # name [kinds]: cargo run args; {out} is the file the program writes its table to
 //! ch07-compare.md: -p ch07-simd-parallel -- compare --rounds 5 --markdown {out}
-//! ch10-curve-smollm2.txt: -p ch10-batching -- curve --compare
+//! ch10-curve-smollm2.txt [avx2]: -p ch10-batching -- curve --compare
 //! ```
 //!
 //! `perf` runs each (`cargo run --release -q <args>`, one after another, never two at once)
 //! and writes `book/src/measured/<name>`: a header naming the CPU, its kernel level, its cores,
-//! the load on it when the run began, the date and the commit, then the table (the file the
-//! program wrote at `{out}`, or, without `{out}`, what it printed). Pages include these files,
-//! so a table and the machine it describes never part. `book` checks that every listed file
-//! exists with its header and that nothing else sits in `book/src/measured/`;
-//! `book-output --check` leaves them alone, as it does every number.
+//! the threads the program ran, the load on it when the run began, the date and the commit,
+//! then the table (the file the program wrote at `{out}`, or, without `{out}`, what it
+//! printed). Pages include these files, so a table and the machine it describes never part.
+//! `book` checks that every listed file exists with its header and that nothing else sits in
+//! `book/src/measured/`; `book-output --check` leaves them alone, as it does every number.
 //!
 //! A page that compares machine kinds takes a second copy of some tables from a machine of
-//! another kind: `perf --kind NAME…` writes them to `book/src/measured/<level>/` instead, where
-//! `<level>` is the best kernel level of the machine it runs on (`avx2` on an AMD EPYC with
-//! AVX2 alone, say), so a table measured on one kind can never land in another kind's folder.
+//! another kind: the entries marked with that kind's kernel level (`[avx2]`). `perf --kind`
+//! measures every entry marked with the best kernel level of the machine it runs on (`avx2`
+//! on an AMD EPYC with AVX2 alone, say) into `book/src/measured/<level>/`, so a table measured
+//! on one kind can never land in another kind's folder; a figure such an entry draws goes to
+//! `book/src/images/<level>/`, beside the other kind's.
+//!
+//! A run without names is the book's *reference run* for the machine's kind: every table of
+//! that kind, at one commit (it refuses to start with uncommitted changes to the code), each
+//! file headed with that commit and the run's date.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -44,6 +50,8 @@ pub struct Entry {
     pub args: String,
     /// The `perf.txt` and line it came from, for messages.
     pub source: String,
+    /// The machine kinds (kernel levels) that also keep a copy in `measured/<kind>/`.
+    pub kinds: Vec<String>,
 }
 
 impl Entry {
@@ -64,24 +72,51 @@ pub fn entries() -> Result<Vec<Entry>, String> {
     let mut all = Vec::new();
     for chapter in chapters() {
         for e in list_entries(&chapter.dir.join("perf.txt"))? {
-            if e.name.contains('/') || !(e.name.ends_with(".md") || e.name.ends_with(".txt")) {
+            let (name, kinds) = name_and_kinds(&e.name)
+                .ok_or_else(|| format!("{}: expected `<name> [kind …]: <args>`", e.source))?;
+            if name.contains('/') || !(name.ends_with(".md") || name.ends_with(".txt")) {
                 return Err(format!(
-                    "{}: {:?} should be a plain .md or .txt name",
-                    e.source, e.name
+                    "{}: {name:?} should be a plain .md or .txt name",
+                    e.source
+                ));
+            }
+            if let Some(k) = kinds.iter().find(|k| !KINDS.contains(&k.as_str())) {
+                return Err(format!(
+                    "{}: {k:?} is not a kind; the kinds are the kernel levels {}",
+                    e.source,
+                    KINDS.join(", ")
                 ));
             }
             all.push(Entry {
-                name: e.name,
+                name,
                 args: e.args,
                 source: e.source,
+                kinds,
             });
         }
     }
     Ok(all)
 }
 
-/// `perf [--list] [NAME|chNN ...]`: measure every entry, or those named (an entry's name
-/// without its extension, or a chapter's `chNN` for all of that chapter's).
+/// `ch10-curve-gemma.txt [avx2]` → the name and its kinds; `None` if a bracket is unclosed.
+fn name_and_kinds(field: &str) -> Option<(String, Vec<String>)> {
+    match field.split_once('[') {
+        None => Some((field.trim().to_string(), Vec::new())),
+        Some((name, rest)) => {
+            let inside = rest.trim_end().strip_suffix(']')?;
+            let kinds = inside
+                .split([',', ' '])
+                .filter(|k| !k.is_empty())
+                .map(str::to_string)
+                .collect();
+            Some((name.trim().to_string(), kinds))
+        }
+    }
+}
+
+/// `perf [--list] [--kind] [NAME|chNN ...]`: measure every entry, or those named (an
+/// entry's name without its extension, or a chapter's `chNN` for all of that chapter's);
+/// with `--kind`, the entries marked with this machine's kernel level, into its folder.
 pub fn run(args: &[&str]) -> Result<(), String> {
     let list_only = args.contains(&"--list");
     let by_kind = args.contains(&"--kind");
@@ -90,40 +125,72 @@ pub fn run(args: &[&str]) -> Result<(), String> {
         .copied()
         .filter(|a| !matches!(*a, "--list" | "--kind"))
         .collect();
-    if by_kind && (wanted.is_empty() || std::env::var_os("LLM_BOOK_ISA").is_some()) {
+    if by_kind && std::env::var_os("LLM_BOOK_ISA").is_some() {
         return Err(
-            "--kind takes the names of the tables to measure, on the machine's own \
-                    kernel level (without LLM_BOOK_ISA: a forced level is not another machine)"
+            "--kind measures the machine's own kernel level; unset LLM_BOOK_ISA (a forced \
+             level is not another machine)"
                 .into(),
         );
     }
+    let level = crate::levels::best_level();
     let all = entries()?;
-    let chosen: Vec<&Entry> = all
-        .iter()
-        .filter(|e| wanted.is_empty() || wanted.iter().any(|w| e.answers_to(w)))
-        .collect();
     if let Some(unknown) = wanted.iter().find(|w| !all.iter().any(|e| e.answers_to(w))) {
         return Err(format!(
             "no measurement is called {unknown:?}; `cargo xtask perf --list` lists them"
         ));
     }
+    let chosen: Vec<&Entry> = all
+        .iter()
+        .filter(|e| wanted.is_empty() || wanted.iter().any(|w| e.answers_to(w)))
+        // `--kind` alone: every table kept for this kind of machine
+        .filter(|e| !(by_kind && wanted.is_empty()) || e.kinds.iter().any(|k| k == level))
+        .collect();
+    if by_kind && let Some(e) = chosen.iter().find(|e| !e.kinds.iter().any(|k| k == level)) {
+        return Err(format!(
+            "{} is not kept for {level} machines; mark it `{} [{level}]` in {} first",
+            e.name, e.name, e.source
+        ));
+    }
+    if chosen.is_empty() {
+        return Err(format!(
+            "no table is kept for {level} machines (none is marked [{level}] in a perf.txt)"
+        ));
+    }
     if list_only {
         for e in &chosen {
-            println!("{:28} cargo run --release -q {}", e.name, e.args);
+            let kinds = if e.kinds.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", e.kinds.join(" "))
+            };
+            let args = kind_args(&e.args, by_kind.then_some(level));
+            println!(
+                "{:36} cargo run --release -q {args}",
+                e.name.clone() + &kinds
+            );
         }
         return Ok(());
     }
+    let stamp = Stamp::now();
+    if wanted.is_empty() && stamp.changed {
+        return Err(
+            "a reference run measures one commit: commit (or stash) the changes to chapters/ \
+             first, or name the tables to measure"
+                .into(),
+        );
+    }
     let dir = if by_kind {
-        root().join(DIR).join(crate::levels::best_level())
+        root().join(DIR).join(level)
     } else {
         root().join(DIR)
     };
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     eprintln!(
-        "measuring {} table(s) on {}; run nothing else meanwhile: every other program on the \
-         CPU shows up in them",
+        "measuring {} table(s) on {}, {level} kernels, at commit {}; run nothing else \
+         meanwhile: every other program on the CPU shows up in them",
         chosen.len(),
-        machine().0
+        machine().0,
+        stamp.commit
     );
     // build everything first, so no compiler shares the CPU with a measurement
     let mut build = cargo();
@@ -147,7 +214,7 @@ pub fn run(args: &[&str]) -> Result<(), String> {
     let mut failed = Vec::new();
     for e in chosen {
         let t = Instant::now();
-        match measure(e, &dir, by_kind) {
+        match measure(e, &dir, by_kind.then_some(level), &stamp) {
             Ok(()) => eprintln!("  {} took {:.0} s", e.name, t.elapsed().as_secs_f64()),
             Err(err) => {
                 eprintln!("  {} FAILED: {err}", e.name);
@@ -167,8 +234,24 @@ pub fn run(args: &[&str]) -> Result<(), String> {
     }
 }
 
+/// Where a kind's copy of a figure goes: `book/src/images/x.svg` → `book/src/images/avx2/x.svg`.
+fn kind_args(args: &str, kind: Option<&str>) -> String {
+    match kind {
+        Some(k) => args.replace(IMAGES, &format!("{IMAGES}{k}/")),
+        None => args.to_string(),
+    }
+}
+
+/// Where the figures the measuring programs draw live.
+const IMAGES: &str = "book/src/images/";
+
 /// Runs one entry and writes its file, header first (`kind`: into a machine kind's folder).
-fn measure(e: &Entry, dir: &std::path::Path, kind: bool) -> Result<(), String> {
+fn measure(
+    e: &Entry,
+    dir: &std::path::Path,
+    kind: Option<&str>,
+    stamp: &Stamp,
+) -> Result<(), String> {
     let target = dir.join(&e.name);
     let load = load_average();
     // the program writes its table to a scratch file, never straight into the book: a run
@@ -176,10 +259,16 @@ fn measure(e: &Entry, dir: &std::path::Path, kind: bool) -> Result<(), String> {
     let scratch: PathBuf =
         std::env::temp_dir().join(format!("llm-book-perf-{}-{}", std::process::id(), e.name));
     let uses_out = e.args.contains("{out}");
-    let args = split_args(&e.args.replace("{out}", &scratch.display().to_string()))?;
+    let entry_args = kind_args(&e.args, kind);
+    if let Some(k) = kind {
+        let images = root().join(IMAGES).join(k);
+        std::fs::create_dir_all(&images)
+            .map_err(|err| format!("cannot create {}: {err}", images.display()))?;
+    }
+    let args = split_args(&entry_args.replace("{out}", &scratch.display().to_string()))?;
     eprintln!(
         "  running: cargo run --release -q {}",
-        e.args.replace("{out}", &e.name)
+        entry_args.replace("{out}", &e.name)
     );
     let output = cargo()
         .args(["run", "--release", "-q"])
@@ -204,40 +293,113 @@ fn measure(e: &Entry, dir: &std::path::Path, kind: bool) -> Result<(), String> {
         String::from_utf8_lossy(&output.stdout).into_owned()
     };
     let table = normalise_paths(&table, &root());
-    let text = format!("{}\n{}", header(e, load.as_deref(), kind), table.trim_end());
+    let text = format!(
+        "{}\n{}",
+        header(e, load.as_deref(), kind.is_some(), stamp),
+        table.trim_end()
+    );
     std::fs::write(&target, text + "\n")
         .map_err(|err| format!("cannot write {}: {err}", target.display()))
 }
 
-/// `Measured on AMD EPYC (family 25, model 17), avx512 kernels, 2 cores, load 0.05 at the start, 2026-11-24,
-/// commit 7c96552: cargo xtask perf ch07-compare` (italic in a Markdown file).
-fn header(e: &Entry, load: Option<&str>, kind: bool) -> String {
+/// The commit and date a run measures, taken once at its start so that every file of one
+/// run names the same.
+struct Stamp {
+    commit: String,
+    date: String,
+    /// The code under `chapters/` differs from the commit.
+    changed: bool,
+}
+
+impl Stamp {
+    fn now() -> Stamp {
+        let date = capture("date", &["-u", "+%Y-%m-%d"]).unwrap_or_else(|| "date unknown".into());
+        let commit =
+            capture("git", &["rev-parse", "--short", "HEAD"]).unwrap_or_else(|| "unknown".into());
+        let changed = capture(
+            "git",
+            &["status", "--porcelain", "--untracked-files=no", "chapters"],
+        )
+        .is_some_and(|s| !s.is_empty());
+        Stamp {
+            commit,
+            date,
+            changed,
+        }
+    }
+}
+
+/// `Measured on AMD EPYC (family 25, model 17), avx512 kernels, 2 cores, 2 threads, load 0.05
+/// at the start, 2026-11-24, commit 7c96552: cargo xtask perf ch07-compare` (italic in a
+/// Markdown file).
+fn header(e: &Entry, load: Option<&str>, kind: bool, stamp: &Stamp) -> String {
     let (cpu, cores) = machine();
     let level = crate::levels::best_level();
-    let date = capture("date", &["-u", "+%Y-%m-%d"]).unwrap_or_else(|| "date unknown".into());
-    let mut commit =
-        capture("git", &["rev-parse", "--short", "HEAD"]).unwrap_or_else(|| "unknown".into());
-    let changed = capture(
-        "git",
-        &["status", "--porcelain", "--untracked-files=no", "chapters"],
-    )
-    .is_some_and(|s| !s.is_empty());
-    if changed {
+    let mut commit = stamp.commit.clone();
+    if stamp.changed {
         commit.push_str(" with uncommitted changes to chapters/");
     }
     let load = load
         .map(|l| format!(", load {l} at the start"))
         .unwrap_or_default();
+    let threads = threads_of(&e.args);
+    let threads = format!("{threads} thread{}", if threads == 1 { "" } else { "s" });
     let stem = e.name.rsplit_once('.').map_or(e.name.as_str(), |(s, _)| s);
     let kind = if kind { "--kind " } else { "" };
     let line = format!(
-        "{HEADER}{cpu}, {level} kernels, {cores} cores{load}, {date}, commit {commit}: \
-         `cargo xtask perf {kind}{stem}`"
+        "{HEADER}{cpu}, {level} kernels, {cores} cores, {threads}{load}, {}, commit {commit}: \
+         `cargo xtask perf {kind}{stem}`",
+        stamp.date
     );
     if e.name.ends_with(".md") {
         format!("*{line}*\n")
     } else {
         line.replace('`', "")
+    }
+}
+
+/// The threads a measurement runs: its `--threads N`, or the programs' default, one per
+/// physical core (chapter 7's `cores::physical_cores`).
+fn threads_of(args: &str) -> usize {
+    let words: Vec<&str> = args.split_whitespace().collect();
+    words
+        .windows(2)
+        .find(|w| w[0] == "--threads")
+        .and_then(|w| w[1].parse().ok())
+        .unwrap_or_else(physical_cores)
+}
+
+/// Distinct (package, core) pairs among the online CPUs, at most the logical CPUs this
+/// process may use: the rule chapter 7's `cores::physical_cores` follows.
+fn physical_cores() -> usize {
+    let logical = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let read = |p: String| std::fs::read_to_string(p).ok();
+    let Some(online) = read("/sys/devices/system/cpu/online".into()) else {
+        return logical;
+    };
+    let mut cores = std::collections::BTreeSet::new();
+    for part in online.trim().split(',').filter(|p| !p.is_empty()) {
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (a.parse().unwrap_or(0), b.parse().unwrap_or(0)),
+            None => {
+                let n: usize = part.parse().unwrap_or(0);
+                (n, n)
+            }
+        };
+        for cpu in a..=b.min(a + 65_536) {
+            let dir = format!("/sys/devices/system/cpu/cpu{cpu}/topology");
+            if let (Some(core), Some(package)) = (
+                read(format!("{dir}/core_id")),
+                read(format!("{dir}/physical_package_id")),
+            ) {
+                cores.insert((package.trim().to_string(), core.trim().to_string()));
+            }
+        }
+    }
+    if cores.is_empty() {
+        logical
+    } else {
+        cores.len().clamp(1, logical)
     }
 }
 
@@ -319,6 +481,60 @@ pub fn check(problems: &mut Vec<String>) {
     }
 }
 
+/// For `book`, a note that fails nothing: the tables of each kind kept for a reference run
+/// that are not there yet, and how many commits the files of each folder come from (one
+/// reference run per kind of machine makes that one).
+pub fn note_commits() {
+    let Ok(all) = entries() else {
+        return;
+    };
+    let base = root().join(DIR);
+    let mut folders = vec![(String::new(), base.clone())];
+    folders.extend(KINDS.iter().map(|k| (format!("{k}/"), base.join(k))));
+    for (prefix, dir) in folders {
+        let level = prefix.trim_end_matches('/');
+        let mut commits = std::collections::BTreeSet::new();
+        let mut missing = Vec::new();
+        let mut no_threads = 0;
+        for e in all
+            .iter()
+            .filter(|e| level.is_empty() || e.kinds.iter().any(|k| k == level))
+        {
+            match std::fs::read_to_string(dir.join(&e.name)) {
+                Ok(text) => {
+                    let head = text.lines().next().unwrap_or_default();
+                    no_threads += usize::from(!head.contains(" thread"));
+                    if let Some(c) = head
+                        .split(", commit ")
+                        .nth(1)
+                        .and_then(|r| r.split([':', ' ']).next())
+                    {
+                        commits.insert(c.to_string());
+                    }
+                }
+                Err(_) => missing.push(e.name.as_str()),
+            }
+        }
+        if !missing.is_empty() && !level.is_empty() {
+            println!(
+                "note: {} table(s) kept for {level} machines are not measured yet ({}): \
+                 `cargo xtask perf --kind` on such a machine makes them",
+                missing.len(),
+                missing.join(", ")
+            );
+        }
+        if commits.len() > 1 || no_threads > 0 {
+            println!(
+                "note: the tables in {DIR}/{prefix} come from {} commit(s), {no_threads} with \
+                 no thread count in the header; a reference run (`cargo xtask perf{}` with \
+                 nothing named) remakes them at one commit, each naming its threads",
+                commits.len(),
+                if level.is_empty() { "" } else { " --kind" }
+            );
+        }
+    }
+}
+
 /// `measured/<level>/`: each file a listed table whose header names that kernel level.
 fn check_kind(all: &[Entry], level: &str, dir: &std::path::Path, problems: &mut Vec<String>) {
     let Ok(files) = std::fs::read_dir(dir) else {
@@ -328,9 +544,17 @@ fn check_kind(all: &[Entry], level: &str, dir: &std::path::Path, problems: &mut 
         let name = f.file_name().to_string_lossy().into_owned();
         let text = std::fs::read_to_string(f.path()).unwrap_or_default();
         let head = text.lines().next().unwrap_or_default();
-        if !all.iter().any(|e| e.name == name) {
+        let Some(entry) = all.iter().find(|e| e.name == name) else {
             problems.push(format!(
                 "{DIR}/{level}/{name}: no chapter's perf.txt makes it; list its command or remove it"
+            ));
+            continue;
+        };
+        if !entry.kinds.iter().any(|k| k == level) {
+            problems.push(format!(
+                "{DIR}/{level}/{name}: {} does not keep it for {level} machines; mark it \
+                 `{name} [{level}]` there, so that `cargo xtask perf --kind` remakes it",
+                entry.source
             ));
         } else if !head.trim_start_matches('*').starts_with(HEADER)
             || !head.contains(&format!(", {level} kernels,"))
@@ -340,5 +564,36 @@ fn check_kind(all: &[Entry], level: &str, dir: &std::path::Path, problems: &mut 
                  kernels; regenerate it with `cargo xtask perf --kind {name}` on such a machine"
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_carry_their_kinds() {
+        assert_eq!(
+            name_and_kinds("ch10-curve-gemma.txt [avx2]"),
+            Some(("ch10-curve-gemma.txt".into(), vec!["avx2".into()]))
+        );
+        assert_eq!(
+            name_and_kinds("a.md [avx2, avx512]").map(|(_, k)| k),
+            Some(vec!["avx2".to_string(), "avx512".to_string()])
+        );
+        assert_eq!(name_and_kinds("a.md"), Some(("a.md".into(), vec![])));
+        assert_eq!(name_and_kinds("a.md [avx2"), None);
+    }
+
+    #[test]
+    fn a_kind_draws_its_own_figures() {
+        let args = "-p ch10-batching -- curve --svg book/src/images/ch10-decode-curve.svg";
+        assert_eq!(
+            kind_args(args, Some("avx2")),
+            "-p ch10-batching -- curve --svg book/src/images/avx2/ch10-decode-curve.svg"
+        );
+        assert_eq!(kind_args(args, None), args);
+        assert_eq!(threads_of("-p x -- compare --threads 1 --rounds 3"), 1);
+        assert!(threads_of("-p x -- compare") >= 1);
     }
 }
