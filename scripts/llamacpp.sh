@@ -15,8 +15,11 @@
 #   .llamacpp/build/    the cmake build; the binaries are build/bin/llama-bench,
 #                       llama-completion, llama-batched-bench and llama-server
 #
-# Built for this CPU (GGML_NATIVE) like a user's own build, without AMX: the KVM guests
-# this book is measured on hide AMX, and a binary that uses it dies with SIGILL.
+# Built for this CPU's instruction sets, named one by one from /proc/cpuinfo, rather than
+# with GGML_NATIVE: at this version `-march=native` turns AMX on wherever the CPU has it,
+# whatever GGML_AMX_* say, and on the AMX Xeons this book is measured on llama-bench then
+# dies in its AMX matrix product (SIGSEGV). AMX stays off. The build records the flags it
+# was made with; on a machine with other flags the script builds again.
 set -euo pipefail
 
 LLAMA_CPP_PYTHON="0.3.36" # must match scripts/make_fixtures.py and fixtures/reference/*.json
@@ -28,12 +31,39 @@ bin="$dest/build/bin/llama-bench"
 tools=(llama-bench llama-completion llama-batched-bench llama-server)
 stamp="$dest/build/.built-from"
 
+# ggml's options for this CPU's x86 features (AMX off), or the native build elsewhere.
+cpu_options() {
+    if [[ "$(uname -m)" != "x86_64" ]]; then
+        echo "-DGGML_NATIVE=ON"
+        return
+    fi
+    local flags opts="-DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+    flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+    local pair
+    for pair in avx:GGML_AVX avx2:GGML_AVX2 fma:GGML_FMA f16c:GGML_F16C bmi2:GGML_BMI2 \
+        avx_vnni:GGML_AVX_VNNI avx512f:GGML_AVX512 avx512vbmi:GGML_AVX512_VBMI \
+        avx512_vnni:GGML_AVX512_VNNI avx512_bf16:GGML_AVX512_BF16; do
+        if [[ "$flags" == *" ${pair%%:*} "* ]]; then
+            opts+=" -D${pair##*:}=ON"
+        else
+            opts+=" -D${pair##*:}=OFF"
+        fi
+    done
+    echo "$opts"
+}
+options="$(cpu_options)"
+want="llama-cpp-python==$LLAMA_CPP_PYTHON $options"
+
 if [[ "${1:-}" == "--path" ]]; then
-    if [[ -x "$bin" && "$(cat "$stamp" 2>/dev/null)" == "llama-cpp-python==$LLAMA_CPP_PYTHON" ]]; then
+    if [[ -x "$bin" && "$(cat "$stamp" 2>/dev/null)" == "$want" ]]; then
         echo "$bin"
         exit 0
     fi
-    echo "error: llama-bench is not built; run: bash scripts/llamacpp.sh" >&2
+    if [[ -x "$bin" ]]; then
+        echo "error: llama-bench was built for another CPU or version; run: bash scripts/llamacpp.sh" >&2
+    else
+        echo "error: llama-bench is not built; run: bash scripts/llamacpp.sh" >&2
+    fi
     exit 1
 elif [[ $# -gt 0 ]]; then
     echo "usage: bash scripts/llamacpp.sh [--path]" >&2
@@ -42,7 +72,7 @@ fi
 
 built=yes
 for t in "${tools[@]}"; do [[ -x "$dest/build/bin/$t" ]] || built=no; done
-if [[ $built == yes && "$(cat "$stamp" 2>/dev/null)" == "llama-cpp-python==$LLAMA_CPP_PYTHON" ]]; then
+if [[ $built == yes && "$(cat "$stamp" 2>/dev/null)" == "$want" ]]; then
     echo "${tools[*]} are already built in $dest/build/bin"
     exit 0
 fi
@@ -82,11 +112,12 @@ fi
 
 echo "==> configuring llama.cpp (vendored in llama-cpp-python $LLAMA_CPP_PYTHON)"
 export PATH="$venv/bin:$PATH"
+echo "    $options"
+# shellcheck disable=SC2086 # the options are words
 cmake -S "$src/vendor/llama.cpp" -B "$dest/build" -G Ninja \
-    -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF \
-    -DGGML_AMX_BF16=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-    -DLLAMA_BUILD_SERVER=ON -DBUILD_SHARED_LIBS=OFF >/dev/null
+    -DCMAKE_BUILD_TYPE=Release $options -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DBUILD_SHARED_LIBS=OFF >/dev/null
 echo "==> building ${tools[*]} (about 15-20 minutes on 2 cores)"
 cmake --build "$dest/build" --target "${tools[@]}" -j "$(nproc)"
-echo "llama-cpp-python==$LLAMA_CPP_PYTHON" >"$stamp"
+echo "$want" >"$stamp"
 echo "built: $bin"

@@ -31,6 +31,32 @@ pub fn llama_bench_path() -> Result<PathBuf, String> {
     Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
 }
 
+/// What to say when one of llama.cpp's tools (`bin`) did not succeed: its last line of
+/// output, and, when a signal ended it (an illegal instruction from a build for another CPU,
+/// or a crash), which tool it was and how to rebuild it for this machine.
+pub fn llama_tool_failed(bin: &Path, status: std::process::ExitStatus, stderr: &[u8]) -> String {
+    let last = String::from_utf8_lossy(stderr);
+    let last = last.lines().last().unwrap_or("").to_string();
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(sig) = status.signal() {
+            let name = match sig {
+                4 => " (SIGILL: an instruction this CPU does not have)",
+                11 => " (SIGSEGV)",
+                6 => " (SIGABRT)",
+                _ => "",
+            };
+            return format!(
+                "{} crashed with signal {sig}{name}: it may have been built for another CPU; \
+                 rebuild llama.cpp for this one with `bash scripts/llamacpp.sh` (last output: {last:?})",
+                bin.display()
+            );
+        }
+    }
+    format!("{} failed ({status}): {last}", bin.display())
+}
+
 /// One llama-bench run of `gguf` on `threads` with the test flags `tests` (`-p 512 -n 128`,
 /// say): the JSON it prints, one object per test.
 fn llama_bench_json(
@@ -47,14 +73,7 @@ fn llama_bench_json(
         .output()
         .map_err(|e| format!("running {}: {e}", bin.display()))?;
     if !out.status.success() {
-        return Err(format!(
-            "llama-bench failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-                .lines()
-                .last()
-                .unwrap_or("")
-        ));
+        return Err(llama_tool_failed(bin, out.status, &out.stderr));
     }
     serde_json::from_slice(&out.stdout).map_err(|e| format!("llama-bench's JSON: {e}"))
 }

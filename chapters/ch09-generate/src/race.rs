@@ -42,7 +42,11 @@ pub fn run_process(program: &Path, args: &[OsString]) -> Result<(f64, u64), Stri
         .map_err(|e| format!("cannot run /usr/bin/time (GNU time: apt-get install time): {e}"))?;
     let ms = start.elapsed().as_secs_f64() * 1e3;
     if !out.status.success() {
-        return Err(format!("{} failed: {}", program.display(), out.status));
+        return Err(ch07_simd_parallel::compare::llama_tool_failed(
+            program,
+            out.status,
+            &out.stderr,
+        ));
     }
     let kb = String::from_utf8_lossy(&out.stderr)
         .lines()

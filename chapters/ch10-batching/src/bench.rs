@@ -218,11 +218,10 @@ pub fn llama_batched_bench(
         .output()
         .map_err(|e| format!("running {}: {e}", bin.display()))?;
     if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        return Err(format!(
-            "{} failed: {}",
-            bin.display(),
-            err.lines().last().unwrap_or("")
+        return Err(ch07_simd_parallel::compare::llama_tool_failed(
+            &bin,
+            out.status,
+            &out.stderr,
         ));
     }
     // the table goes to standard output or to the log, depending on the version

@@ -33,7 +33,10 @@ pub(crate) fn free_port() -> Result<u16, String> {
 pub(crate) async fn wait_healthy(addr: SocketAddr, child: &mut Child) -> Result<(), String> {
     for _ in 0..600 {
         if let Ok(Some(status)) = child.try_wait() {
-            return Err(format!("the server exited while starting ({status})"));
+            return Err(format!(
+                "llama-server exited while starting ({status}); if a signal ended it, it may \
+                 have been built for another CPU: rebuild it with `bash scripts/llamacpp.sh`"
+            ));
         }
         if get_json(addr, "/health").await.is_ok() {
             return Ok(());
