@@ -13,9 +13,11 @@ use serde_json::{Value as Json, json};
 
 use crate::Args;
 
+mod levels;
 mod run;
 mod speed;
 
+pub use levels::levels;
 pub use run::{generate, load, logits};
 pub use speed::{bench, compare, depth, profile};
 

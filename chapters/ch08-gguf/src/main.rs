@@ -39,6 +39,8 @@ commands:
   compare          llama.cpp's llama-bench and ours on the same file and thread count,
                    alternating rounds; medians and ratios (build it first:
                    bash scripts/llamacpp.sh)
+  levels           the best kernel level's tg128 and pp512 against every lower level this CPU
+                   runs, alternating rounds (exit 1 if the best decodes below 0.98 of one)
   depth            tg128 after --depth tokens already in the cache, ours and
                    llama-bench -d, alternating rounds; medians and the ratio
 
@@ -57,8 +59,8 @@ options:
   --access HOW     load: normal (the default), random (no read-ahead: only what is touched
                    is read) or willneed (read the whole file now, in the background)
   --runs N         bench, profile: runs per measurement (default 3)
-  --rounds N       compare, depth: rounds (default 5)
-  --markdown FILE  compare, depth: also write the result as a Markdown table
+  --rounds N       compare, levels, depth: rounds (default 5)
+  --markdown FILE  compare, levels, depth: also write the result as a Markdown table
   --depth N        depth: tokens in the cache before the 128 timed (default 4096)
   --json           machine-readable output
   -h, --help       this text";
@@ -182,6 +184,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         "bench" => &["--model", "--runs", "--json", "--threads"],
         "profile" => &["--model", "--runs", "--json", "--threads"],
         "compare" => &["--model", "--rounds", "--markdown", "--json", "--threads"],
+        "levels" => &["--model", "--rounds", "--markdown", "--json", "--threads"],
         "depth" => &[
             "--model",
             "--depth",
@@ -192,7 +195,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         ],
         other => {
             return Err(format!(
-                "unknown command {other:?} (inspect, hex, tokenize, logits, generate, load, bench, profile, compare or depth)"
+                "unknown command {other:?} (inspect, hex, tokenize, logits, generate, load, bench, profile, compare, levels or depth)"
             )
             .into());
         }
@@ -267,6 +270,7 @@ fn main() -> ExitCode {
         "bench" => commands::bench(&args),
         "profile" => commands::profile(&args),
         "compare" => commands::compare(&args),
+        "levels" => commands::levels(&args),
         "depth" => commands::depth(&args),
         _ => commands::load(&args),
     };

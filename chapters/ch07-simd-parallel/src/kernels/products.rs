@@ -28,11 +28,23 @@ use crate::layout::packed_dot::PackedToken;
 /// [`Kernels`], Q5_0's and the K-quants' here.
 pub trait OneToken: Kernels {
     /// A Q4_K row (whole blocks of 144 bytes) with its Q8_K activations.
-    fn dot_q4_k(&self, w: &[u8], a: &[BlockQ8K]) -> f32;
+    fn dot_q4_k(&self, w: &[u8], a: &[BlockQ8K]) -> f32 {
+        w.chunks_exact(Q4_K_BYTES)
+            .zip(a)
+            .fold(0.0, |acc, (b, a)| acc + kquant::dot_q4_k_q8_k(b, a))
+    }
     /// A Q6_K row (blocks of 210 bytes) with its Q8_K activations.
-    fn dot_q6_k(&self, w: &[u8], a: &[BlockQ8K]) -> f32;
+    fn dot_q6_k(&self, w: &[u8], a: &[BlockQ8K]) -> f32 {
+        w.chunks_exact(Q6_K_BYTES)
+            .zip(a)
+            .fold(0.0, |acc, (b, a)| acc + kquant::dot_q6_k_q8_k(b, a))
+    }
     /// A Q5_0 row (blocks of 22 bytes) with its Q8_0 activations.
-    fn dot_q5_0(&self, w: &[u8], a: &[Q8_0Wide]) -> f32;
+    fn dot_q5_0(&self, w: &[u8], a: &[Q8_0Wide]) -> f32 {
+        w.chunks_exact(Q5_0_BYTES)
+            .zip(a)
+            .fold(0.0, |acc, (b, a)| acc + kquant::dot_q5_0_q8_0(b, a))
+    }
     /// Four rows with one token's activations (a decode step): four `dot_*` results.
     fn rows4_q4_k(&self, w: [&[u8]; 4], a: &[BlockQ8K]) -> [f32; 4] {
         w.map(|w| self.dot_q4_k(w, a))
@@ -312,24 +324,6 @@ pub(crate) fn two_eights(x: [f32; 8], y: [f32; 8]) -> [f32; 16] {
     std::array::from_fn(|t| if t < 8 { x[t] } else { y[t - 8] })
 }
 
-/// Chapter 6's scalar kernels, with the plain Rust of [`crate::layout::kquant`] for the
-/// one-token products of this chapter's formats and the defaults for the rest.
-impl OneToken for Scalar {
-    fn dot_q4_k(&self, w: &[u8], a: &[BlockQ8K]) -> f32 {
-        w.chunks_exact(Q4_K_BYTES)
-            .zip(a)
-            .fold(0.0, |acc, (b, a)| acc + kquant::dot_q4_k_q8_k(b, a))
-    }
-    fn dot_q6_k(&self, w: &[u8], a: &[BlockQ8K]) -> f32 {
-        w.chunks_exact(Q6_K_BYTES)
-            .zip(a)
-            .fold(0.0, |acc, (b, a)| acc + kquant::dot_q6_k_q8_k(b, a))
-    }
-    fn dot_q5_0(&self, w: &[u8], a: &[Q8_0Wide]) -> f32 {
-        w.chunks_exact(Q5_0_BYTES)
-            .zip(a)
-            .fold(0.0, |acc, (b, a)| acc + kquant::dot_q5_0_q8_0(b, a))
-    }
-}
-
+/// Chapter 6's scalar kernels: every product the plain Rust of [`crate::layout`].
+impl OneToken for Scalar {}
 impl ManyTokens for Scalar {}
