@@ -140,14 +140,16 @@ pub fn svg(rows: &[ScaleRow], threads: usize) -> String {
 }
 
 /// The files `scale` measures when given none: the two real models, then synthetic
-/// Llama shapes at 1B, 3B and 7B in Q4_0, and the 7B again in the Q4_K_M-like mix.
-pub const DEFAULT_FILES: [&str; 6] = [
+/// Llama shapes at 1B, 3B and 7B in Q4_0, the 7B again in the Q4_K_M-like mix, and a 9B
+/// (Yi-1.5-9B's shape) in Q4_0: five gigabytes of weights, to run in six of memory.
+pub const DEFAULT_FILES: [&str; 7] = [
     "smollm2",
     "gemma3",
     "llama-1b-q4_0",
     "llama-3b-q4_0",
     "llama-7b-q4_0",
     "llama-7b-q4_k_m",
+    "llama-9b-q4_0",
 ];
 
 /// The shapes and mixes `scripts/make_synthetic_gguf.py` writes.
