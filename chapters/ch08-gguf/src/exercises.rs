@@ -1,6 +1,7 @@
 //! Exercises for chapter 8. Fill in each `todo!()`, then run `cargo xtask exercises ch08`
-//! (or `cargo test -p ch08-gguf --features exercises --test exercises`). Every input here
-//! comes from a file, so every exercise is also about refusing a bad one.
+//! (or `cargo test -p ch08-gguf --features exercises --test exercises`). Exercises 1 to 5
+//! read a file, so each is also about refusing a bad one; 6 to 9 are about the layouts the
+//! kernels read.
 #![allow(unused_variables)]
 
 /// Exercise 1: read a metadata string.
