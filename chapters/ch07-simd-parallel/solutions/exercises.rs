@@ -48,31 +48,31 @@ pub fn matvec_rows_parallel(out: &mut [f32], w: &[f32], x: &[f32], threads: usiz
     });
 }
 
-/// Exercise 4: rounding half away from zero with SIMD.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-pub fn round_away(v: __m256) -> __m256 {
-    let t = _mm256_round_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(v);
-    let frac = _mm256_andnot_ps(_mm256_set1_ps(-0.0), _mm256_sub_ps(v, t));
-    let step = _mm256_and_ps(
-        _mm256_cmp_ps::<_CMP_GE_OQ>(frac, _mm256_set1_ps(0.5)),
-        _mm256_set1_ps(1.0),
-    );
-    _mm256_add_ps(
-        t,
-        _mm256_or_ps(step, _mm256_and_ps(v, _mm256_set1_ps(-0.0))),
-    )
-}
-
-/// Exercise 5: eight tokens' block, a token per lane.
+/// Exercise 4: eight tokens' block, a token per lane.
 pub fn interleave_eight(tokens: [&[i8; 32]; 8]) -> [[[i8; 4]; 8]; 8] {
     std::array::from_fn(|k| std::array::from_fn(|t| std::array::from_fn(|i| tokens[t][4 * k + i])))
 }
 
-/// Exercise 6: one step of the eight-token kernel.
+/// Exercise 5: the eight-row float step.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-pub fn eights_step(pairs: __m256i, q: __m256i, step: __m256i, k: usize) -> __m256i {
-    let quads = _mm256_permutevar8x32_epi32(q, _mm256_set1_epi32(k as i32));
-    _mm256_add_epi16(pairs, _mm256_maddubs_epi16(quads, step))
+#[target_feature(enable = "avx2,f16c")]
+pub fn eight_rows_step(acc: __m256, sumi: __m256i, d: &[u16; 8], d_a: u16) -> __m256 {
+    // SAFETY: `d` is 16 readable bytes; loadu has no alignment requirement.
+    let dw = _mm256_cvtph_ps(unsafe { _mm_loadu_si128(d.as_ptr().cast()) });
+    let da = _mm256_cvtph_ps(_mm_set1_epi16(d_a as i16));
+    let term = _mm256_mul_ps(_mm256_cvtepi32_ps(sumi), _mm256_mul_ps(dw, da));
+    _mm256_add_ps(acc, term)
+}
+
+/// Exercise 6: a packed group's block.
+pub fn pack_q4_0_block(rows: [&[u8; 18]; 8]) -> [u8; 144] {
+    let mut out = [0u8; 144];
+    for (r, b) in rows.iter().enumerate() {
+        out[2 * r..2 * r + 2].copy_from_slice(&b[..2]);
+        for c in 0..4 {
+            let at = 16 + 32 * c + 4 * r;
+            out[at..at + 4].copy_from_slice(&b[2 + 4 * c..2 + 4 * c + 4]);
+        }
+    }
+    out
 }

@@ -58,24 +58,7 @@ pub fn matvec_rows_parallel(out: &mut [f32], w: &[f32], x: &[f32], threads: usiz
     todo!("exercise 3: splitting rows across threads")
 }
 
-/// Exercise 4: rounding half away from zero with SIMD.
-///
-/// Return each lane of `v` rounded as `f32::round` does (halves away from zero: 2.5 → 3,
-/// −2.5 → −3), for |v| < 2^23.
-///
-/// Hint: `_mm256_round_ps` with `_MM_FROUND_TO_NEAREST_INT` rounds halves to EVEN, and
-/// `floor(x + 0.5)` fails on 0.49999997 (the addition itself rounds up to 1). Truncate
-/// (`_MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC`), subtract to get the dropped fraction (exact),
-/// and step one away from zero where its magnitude is at least 0.5. See "Exactly chapter 6's
-/// answer".
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-pub fn round_away(v: __m256) -> __m256 {
-    // TODO: truncate, compare the fraction with 0.5, add ±1 where needed.
-    todo!("exercise 4: rounding half away from zero")
-}
-
-/// Exercise 5: eight tokens' block, a token per lane.
+/// Exercise 4: eight tokens' block, a token per lane.
 ///
 /// `tokens[t]` is token `t`'s 32 activation quants of one block. Return them laid out as
 /// [`crate::layout::eights::Eights`] holds a block: step `k` (0..8), then token `t` (0..8), then
@@ -86,24 +69,40 @@ pub fn round_away(v: __m256) -> __m256 {
 /// `out[k][t]` is `tokens[t][4k..4k + 4]`. See "Many tokens at once".
 pub fn interleave_eight(tokens: [&[i8; 32]; 8]) -> [[[i8; 4]; 8]; 8] {
     // TODO: out[k][t] = token t's quants 4k..4k + 4.
-    todo!("exercise 5: eight tokens' block, a token per lane")
+    todo!("exercise 4: eight tokens' block, a token per lane")
 }
 
-/// Exercise 6: one step of the eight-token kernel.
+/// Exercise 5: the eight-row float step.
 ///
-/// `q` holds a weight block's 32 quants (unsigned, 0..=15) in element order, one per byte;
-/// `step` is step `k` of eight tokens' activations (token `t`'s quants `4k..4k + 4` in 32-bit
-/// lane `t`). Return `pairs` plus this step's products: in each 16-bit lane, the sum of two
-/// neighbouring products of weight quant × activation quant, as `vpmaddubsw` makes them,
-/// where every token meets the SAME four weight quants `4k..4k + 4`.
+/// Eight rows' Q8_0 dots against one token, block `b` of them: `sumi` holds each row's exact
+/// integer `Σ w·a` over the block (row `r` in lane `r`), `d` the eight rows' f16 scales (as
+/// bits), `d_a` the token's block scale (f16 bits). Return `acc` with each lane's running
+/// sum advanced as chapter 6's `dot_q8_0_q8_0` advances it: `sum += sumi as f32 · (d · d_a)`.
+/// Called block after block, lane `r` must end with row `r`'s dot, bit for bit.
 ///
-/// Hint: those four weight quants are 32-bit lane `k` of `q`; copy that lane to all eight
-/// lanes with `_mm256_permutevar8x32_epi32(q, _mm256_set1_epi32(k as i32))`, then
-/// `_mm256_maddubs_epi16` (weights first: they are the unsigned operand) and
-/// `_mm256_add_epi16`. See "Many tokens at once".
+/// Hint: `_mm256_cvtph_ps` turns eight f16 (an `__m128i`, `_mm_loadu_si128`) into eight f32;
+/// `_mm_set1_epi16` puts `d_a` in every lane first. Multiply `d · d_a` first, then by the
+/// converted `sumi` (`_mm256_cvtepi32_ps`), then add: another order rounds differently. See
+/// "Eight rows at a time" (`add_scaled`).
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-pub fn eights_step(pairs: __m256i, q: __m256i, step: __m256i, k: usize) -> __m256i {
-    // TODO: broadcast lane k of q, multiply with the step, add to pairs.
-    todo!("exercise 6: one step of the eight-token kernel")
+#[target_feature(enable = "avx2,f16c")]
+pub fn eight_rows_step(acc: __m256, sumi: __m256i, d: &[u16; 8], d_a: u16) -> __m256 {
+    // TODO: convert the scales, multiply in chapter 6's order, add to acc.
+    todo!("exercise 5: the eight-row float step")
+}
+
+/// Exercise 6: a packed group's block.
+///
+/// `rows[r]` is block `b` of row `r` of a Q4_0 matrix as the file stores it: 2 bytes of f16
+/// scale, then 16 bytes of nibbles. Return block `b` of the packed group of those eight rows
+/// (144 bytes): the eight scales side by side (row `r`'s at bytes `2r..2r + 2`), then four
+/// chunks of 32 bytes, chunk `c` holding nibble bytes `4c..4c + 4` of row 0, then of row 1,
+/// ... of row 7.
+///
+/// Hint: the head is 16 bytes, so lane `r`'s four bytes of chunk `c` start at
+/// `16 + 32c + 4r`; a row's nibble bytes start at byte 2 of its block. See "Eight rows
+/// interleaved at load".
+pub fn pack_q4_0_block(rows: [&[u8; 18]; 8]) -> [u8; 144] {
+    // TODO: eight scales, then four chunks of four bytes a row.
+    todo!("exercise 6: a packed group's block")
 }

@@ -2,11 +2,12 @@
 //! One test per exercise, each against a plain scalar computation of the same thing.
 
 use ch01_tensors::random::uniform;
+use ch06_quantization::blocks::BlockQ8_0;
 use ch07_simd_parallel::exercises::*;
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-/// Exercises 1, 2, 4 and 6 are AVX2 code. On a CPU without AVX2 (or not an x86-64 one) their
+/// Exercises 1, 2 and 5 are AVX2 code. On a CPU without AVX2 (or not an x86-64 one) their
 /// tests say so with this message instead of crashing; `cargo xtask exercises` recognises
 /// it and reports those exercises as ones this CPU cannot run.
 fn cannot_run(n: u32) -> ! {
@@ -33,12 +34,6 @@ fn ex1_avx2_horizontal_sum() {
 #[test]
 fn ex2_q8_0_block_dot() {
     cannot_run(2)
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-#[test]
-fn ex4_round_half_away_from_zero() {
-    cannot_run(4)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -120,50 +115,8 @@ fn ex3_rows_across_threads() {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
 #[test]
-fn ex4_round_half_away_from_zero() {
-    require_avx2(4);
-    let mut values = vec![
-        0.5f32,
-        1.5,
-        2.5,
-        -2.5,
-        -0.5,
-        0.49999997,
-        -0.49999997,
-        3.0,
-        -0.0,
-        0.0,
-        126.5,
-        -126.5,
-        8388607.0,
-        1e-8,
-    ];
-    values.extend(uniform(256, 9).iter().map(|v| v * 200.0));
-    for chunk in values.chunks(8) {
-        let mut lanes = [0.0f32; 8];
-        lanes[..chunk.len()].copy_from_slice(chunk);
-        // SAFETY: `lanes` is 8 readable f32; AVX2 was checked above.
-        let got = unsafe {
-            let r = round_away(_mm256_loadu_ps(lanes.as_ptr()));
-            let mut out = [0.0f32; 8];
-            _mm256_storeu_ps(out.as_mut_ptr(), r);
-            out
-        };
-        for (x, g) in lanes.iter().zip(got) {
-            assert!(
-                g == x.round(),
-                "round_away({x}) gave {g}; rounding half away from zero gives {} (AVX's own rounding sends halves to even, \
-                 and floor(x + 0.5) breaks on 0.49999997)",
-                x.round()
-            );
-        }
-    }
-}
-
-#[test]
-fn ex5_eight_tokens_a_token_per_lane() {
+fn ex4_eight_tokens_a_token_per_lane() {
     let tokens: Vec<[i8; 32]> = (0..8)
         .map(|t| std::array::from_fn(|j| (t * 32 + j) as i8)) // every quant says where it is from
         .collect();
@@ -185,48 +138,113 @@ fn ex5_eight_tokens_a_token_per_lane() {
 
 #[cfg(not(target_arch = "x86_64"))]
 #[test]
-fn ex6_one_step_of_the_eight_token_kernel() {
-    cannot_run(6)
+fn ex5_the_eight_row_float_step() {
+    cannot_run(5)
+}
+
+/// Eight Q8_0 rows of `nb` blocks as the file stores them, and one token's Q8_0 blocks, from
+/// chapter 6's quantizer; scales spread over many binades, so the rounding order shows.
+fn q8_0_rows_and_token(nb: usize, seed: u64) -> (Vec<Vec<u8>>, Vec<BlockQ8_0>) {
+    use ch06_quantization::quantize::quantize_q8_0;
+    let block = |x: &[f32]| quantize_q8_0(x.try_into().expect("32 values"));
+    let rows = (0..8u64)
+        .map(|r| {
+            let x = uniform(32 * nb, seed * 10 + r);
+            let mut row = vec![0u8; nb * BlockQ8_0::BYTES];
+            for (b, (xb, out)) in x
+                .chunks_exact(32)
+                .zip(row.chunks_exact_mut(BlockQ8_0::BYTES))
+                .enumerate()
+            {
+                let scale = 2f32.powi((b as i32 % 9) - 4) * (1.0 + r as f32 / 7.0);
+                let xs: Vec<f32> = xb.iter().map(|v| v * scale).collect();
+                block(&xs).write(out.try_into().expect("34 bytes"));
+            }
+            row
+        })
+        .collect();
+    let a = uniform(32 * nb, seed * 10 + 9);
+    (rows, a.chunks_exact(32).map(block).collect())
 }
 
 #[cfg(target_arch = "x86_64")]
 #[test]
-fn ex6_one_step_of_the_eight_token_kernel() {
-    require_avx2(6);
-    for seed in 0..50u64 {
-        let (wq, aq, start) = (
-            uniform(32, seed),
-            uniform(32, 500 + seed),
-            uniform(16, 900 + seed),
-        );
-        let q: [u8; 32] = std::array::from_fn(|j| ((wq[j] + 1.0) * 7.9) as u8); // 0..=15
-        let acts: [i8; 32] = std::array::from_fn(|j| (aq[j] * 127.0) as i8);
-        let pairs0: [i16; 16] = std::array::from_fn(|j| (start[j] * 1000.0) as i16);
-        for k in 0..8 {
-            // lane t's two i16: products 0-1 and 2-3 of the weight quants 4k.. with token t's
-            let want: [i16; 16] = std::array::from_fn(|j| {
-                let (t, half) = (j / 2, j % 2);
-                let p = |i: usize| i16::from(q[4 * k + i]) * i16::from(acts[4 * t + i]);
-                pairs0[j] + p(2 * half) + p(2 * half + 1)
+fn ex5_the_eight_row_float_step() {
+    if !(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("f16c")) {
+        cannot_run(5);
+    }
+    for (nb, seed) in [(1, 1), (18, 2), (40, 3)] {
+        let (rows, a) = q8_0_rows_and_token(nb, seed);
+        // SAFETY (every intrinsic below): AVX2 and F16C were checked above; loads and stores
+        // are of eight lanes from and to eight-lane arrays.
+        let mut acc = unsafe { _mm256_setzero_ps() };
+        for (b, ab) in a.iter().enumerate() {
+            let w: Vec<BlockQ8_0> = rows
+                .iter()
+                .map(|row| {
+                    let at = b * BlockQ8_0::BYTES;
+                    BlockQ8_0::from_bytes(row[at..at + BlockQ8_0::BYTES].try_into().expect("34"))
+                })
+                .collect();
+            let sumi: [i32; 8] = std::array::from_fn(|r| {
+                w[r].qs
+                    .iter()
+                    .zip(&ab.qs)
+                    .map(|(&x, &y)| i32::from(x) * i32::from(y))
+                    .sum()
             });
-            // SAFETY: AVX2 was checked above; every load and store is of 32 bytes.
-            let got: [i16; 16] = unsafe {
-                let v = eights_step(
-                    _mm256_loadu_si256(pairs0.as_ptr().cast()),
-                    _mm256_loadu_si256(q.as_ptr().cast()),
-                    _mm256_loadu_si256(acts.as_ptr().cast()),
-                    k,
-                );
-                let mut out = [0i16; 16];
-                _mm256_storeu_si256(out.as_mut_ptr().cast(), v);
-                out
+            let d: [u16; 8] = std::array::from_fn(|r| w[r].d);
+            acc = unsafe {
+                let s = _mm256_loadu_si256(sumi.as_ptr().cast());
+                eight_rows_step(acc, s, &d, ab.d)
             };
+        }
+        let mut got = [0f32; 8];
+        unsafe { _mm256_storeu_ps(got.as_mut_ptr(), acc) };
+        for (r, row) in rows.iter().enumerate() {
+            let want = ch06_quantization::dot::dot_q8_0_q8_0(row, &a);
             assert!(
-                got == want,
-                "step {k}: every token must meet the weight quants {}..{} (lane {k} of q, copied \
-                 to all eight lanes); expected the 16-bit sums {want:?}, yours are {got:?}",
-                4 * k,
-                4 * k + 4
+                got[r].to_bits() == want.to_bits(),
+                "row {r} after {nb} blocks: your lane holds {}, chapter 6's dot_q8_0_q8_0 gives \
+                 {want} (each block must add sumi · (d · d_a), the scales multiplied first, in \
+                 block order)",
+                got[r]
+            );
+        }
+    }
+}
+
+#[test]
+fn ex6_a_packed_group_s_block() {
+    use ch06_quantization::Format;
+    use ch06_quantization::blocks::BlockQ4_0;
+    use ch06_quantization::quantize::quantize_q4_0;
+    use ch07_simd_parallel::layout::packed::Packed;
+    let (nb, bb) = (5, BlockQ4_0::BYTES);
+    let x = uniform(8 * 32 * nb, 77);
+    let mut src = vec![0u8; 8 * nb * bb];
+    for (xb, out) in x.chunks_exact(32).zip(src.chunks_exact_mut(bb)) {
+        quantize_q4_0(xb.try_into().expect("32"), out.try_into().expect("18"));
+    }
+    let packed = Packed::new(Format::Q4_0, 8, 32 * nb, &src).expect("eight whole rows");
+    let group = packed.group(0);
+    for b in 0..nb {
+        let rows: [&[u8; 18]; 8] = std::array::from_fn(|r| {
+            let at = (r * nb + b) * bb;
+            src[at..at + bb].try_into().expect("18 bytes")
+        });
+        let got = pack_q4_0_block(rows);
+        let want = &group[b * 144..(b + 1) * 144];
+        if let Some(i) = (0..144).find(|&i| got[i] != want[i]) {
+            let place = if i < 16 {
+                format!("the scale of row {}", i / 2)
+            } else {
+                let (c, r, k) = ((i - 16) / 32, (i - 16) % 32 / 4, (i - 16) % 4);
+                format!("chunk {c}, lane {r}: nibble byte {} of row {r}", 4 * c + k)
+            };
+            panic!(
+                "block {b}, byte {i} ({place}) should be {:#04x}, yours is {:#04x}",
+                want[i], got[i]
             );
         }
     }

@@ -80,3 +80,48 @@ pub fn q4_k_scale_min(j: usize, s: &[u8; 12]) -> (u8, u8) {
         )
     }
 }
+
+/// Exercise 7: Q5_0's fifth bits in a packed lane.
+pub fn packed_q5_0_quants(blk: &[u8], r: usize, c: usize) -> [u8; 8] {
+    let qh = u32::from_le_bytes(blk[16 + 4 * r..20 + 4 * r].try_into().expect("4 bytes"));
+    let bytes = &blk[48 + 32 * c + 4 * r..][..4];
+    let fifth = |j: usize| (((qh >> j) & 1) as u8) << 4;
+    std::array::from_fn(|i| {
+        let (k, high) = (i % 4, i >= 4);
+        let j = 4 * c + k + if high { 16 } else { 0 };
+        let nibble = if high { bytes[k] >> 4 } else { bytes[k] & 0x0f };
+        nibble | fifth(j)
+    })
+}
+
+/// Exercise 8: one token's lane of the eight-token Q4_K kernel.
+pub fn eights_q4_k_lane(
+    block: &ch07_simd_parallel::layout::eights_k::BlockK,
+    a: &ch07_simd_parallel::layout::eights_k::EightsK,
+    b: usize,
+    t: usize,
+) -> f32 {
+    let (mut sum_q, mut sum_m) = (0i32, 0i32);
+    for s in 0..8 {
+        let dot: i32 = (32 * s..32 * s + 32)
+            .map(|l| i32::from(block.q[l]) * i32::from(a.qs[b][32 * (l / 4) + 4 * t + l % 4]))
+            .sum();
+        sum_q += i32::from(block.sm[s]) * dot;
+        sum_m += i32::from(block.sm[8 + s]) * a.sums[b][s][t];
+    }
+    let (ad, [dw, dmin]) = (a.d[b][t], block.d);
+    dw * ad * sum_q as f32 - dmin * ad * sum_m as f32
+}
+
+/// Exercise 9: where the arena puts each copy.
+pub fn arena_offsets(lens: &[usize], cap: usize) -> Vec<Option<usize>> {
+    let mut next = 0usize;
+    lens.iter()
+        .map(|&len| {
+            let end = next.checked_add(len).filter(|&e| e <= cap)?;
+            let start = next;
+            next = end.next_multiple_of(64).min(cap);
+            Some(start)
+        })
+        .collect()
+}

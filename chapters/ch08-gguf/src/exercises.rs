@@ -1,6 +1,7 @@
 //! Exercises for chapter 8. Fill in each `todo!()`, then run `cargo xtask exercises ch08`
-//! (or `cargo test -p ch08-gguf --features exercises --test exercises`). Every input here
-//! comes from a file, so every exercise is also about refusing a bad one.
+//! (or `cargo test -p ch08-gguf --features exercises --test exercises`). Exercises 1 to 5
+//! read a file, so each is also about refusing a bad one; 6 to 9 are about the layouts the
+//! kernels read.
 #![allow(unused_variables)]
 
 /// Exercise 1: read a metadata string.
@@ -91,4 +92,58 @@ pub fn vocab_entries(
 pub fn q4_k_scale_min(j: usize, s: &[u8; 12]) -> (u8, u8) {
     // TODO: two cases, j < 4 and j >= 4.
     todo!("exercise 6: unpack a Q4_K scale and min")
+}
+
+/// Exercise 7: Q5_0's fifth bits in a packed lane.
+///
+/// `blk` is one block of a packed group of eight Q5_0 rows (chapter 7's `Packed`): 16 bytes
+/// of the eight f16 scales, then the eight rows' 32-bit masks of fifth bits (row `r`'s at
+/// bytes `16 + 4r..`, little-endian: bit `j` belongs to element `j`), then four chunks of 32
+/// bytes, lane `r` of chunk `c` (bytes `48 + 32c + 4r..`) holding the row's nibble bytes
+/// `4c..4c + 4`. Return row `r`'s quants in chunk `c`, 0 to 31: elements `4c..4c + 4` (the
+/// low nibbles, first) and then `16 + 4c..16 + 4c + 4` (the high nibbles), each with its
+/// fifth bit (16) added.
+///
+/// Hint: read the mask with `u32::from_le_bytes`; element `j`'s fifth bit is
+/// `(qh >> j) & 1`. See "Packed Q5_0 and the K-quants".
+pub fn packed_q5_0_quants(blk: &[u8], r: usize, c: usize) -> [u8; 8] {
+    // TODO: the lane's mask, its four bytes, low nibbles then high, each with its fifth bit.
+    todo!("exercise 7: Q5_0's fifth bits in a packed lane")
+}
+
+/// Exercise 8: one token's lane of the eight-token Q4_K kernel.
+///
+/// `block` is a Q4_K super-block unpacked (`BlockK`: 256 quants 0..15 in element order,
+/// `sm[0..8]` the eight sub-blocks' scales and `sm[8..16]` their mins, `d = [d, dmin]`), and
+/// `a` eight tokens' activations laid out as `EightsK` (in `a.qs[b]`, quant `l` of token `t`
+/// is at `32 · (l / 4) + 4t + l % 4`; `a.sums[b][s][t]` is the sum of token `t`'s quants in
+/// sub-block `s`; `a.d[b][t]` its scale). Return block `b`'s term of token `t`'s dot:
+/// `d · d_a · Σ_s scale_s · Σ q·a − dmin · d_a · Σ_s min_s · sums_s`, the integer sums in
+/// i32 and the float step in that order.
+///
+/// Hint: two integers per block, `sum_q` and `sum_m`, then one line of float arithmetic, as
+/// chapter 8's `dot_q4_k_q8_k` does it. See "The K-quants, eight tokens a register".
+pub fn eights_q4_k_lane(
+    block: &ch07_simd_parallel::layout::eights_k::BlockK,
+    a: &ch07_simd_parallel::layout::eights_k::EightsK,
+    b: usize,
+    t: usize,
+) -> f32 {
+    // TODO: sum_q over the eight sub-blocks, sum_m from the stored sums, then the float step.
+    todo!("exercise 8: one token's lane of the eight-token Q4_K kernel")
+}
+
+/// Exercise 9: where the arena puts each copy.
+///
+/// An arena of huge pages reserves `cap` bytes and hands out pieces front to back: a piece
+/// starts at the arena's next free byte; the piece after it starts at the end rounded up to
+/// a multiple of 64 (a cache line), but never past `cap`. A request whose end would pass
+/// `cap` gets `None` and changes nothing. Return each request's start (an offset from the
+/// arena's first byte), in order.
+///
+/// Hint: keep `next`; `checked_add` for the end (a length can be huge), `next_multiple_of(64)`
+/// and `min(cap)`. See "Weights where they lie" and chapter 7's "Huge pages".
+pub fn arena_offsets(lens: &[usize], cap: usize) -> Vec<Option<usize>> {
+    // TODO: one start per request, or None.
+    todo!("exercise 9: where the arena puts each copy")
 }

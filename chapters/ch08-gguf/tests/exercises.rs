@@ -266,3 +266,125 @@ fn ex6_unpack_a_q4_k_scale_and_min() {
         }
     }
 }
+
+/// `n` Q5_0 or Q4_K blocks of random bytes, each block's f16 scale fields set to ordinary
+/// numbers (`scales` of them at its start: Q5_0 has one, Q4_K two).
+fn random_blocks(n: usize, bytes: usize, scales: usize, seed: u64) -> Vec<u8> {
+    let x = ch01_tensors::random::uniform(n * bytes, seed);
+    let mut out: Vec<u8> = x.iter().map(|v| ((v + 1.0) * 127.9) as u8).collect();
+    for (i, b) in out.chunks_exact_mut(bytes).enumerate() {
+        for s in 0..scales {
+            let h = ch06_quantization::f16::f32_to_f16(0.01 + 0.003 * ((i + s) % 7) as f32);
+            b[2 * s..2 * s + 2].copy_from_slice(&h.to_le_bytes());
+        }
+    }
+    out
+}
+
+#[test]
+fn ex7_q5_0_s_fifth_bits_in_a_packed_lane() {
+    use ch06_quantization::Format;
+    use ch07_simd_parallel::layout::eights::unpack_block;
+    use ch07_simd_parallel::layout::packed::{GroupLayout, Packed};
+    let (nb, bb) = (3, 22);
+    let src = random_blocks(8 * nb, bb, 1, 71);
+    let packed = Packed::new(Format::Q5_0, 8, 32 * nb, &src).expect("eight whole rows");
+    let gb = Format::Q5_0.group_block_bytes();
+    for b in 0..nb {
+        let blk = &packed.group(0)[b * gb..(b + 1) * gb];
+        for r in 0..8 {
+            let q = unpack_block(Format::Q5_0, &src[(r * nb + b) * bb..][..bb]).q;
+            for c in 0..4 {
+                let want: [u8; 8] =
+                    std::array::from_fn(|i| q[4 * c + i % 4 + if i >= 4 { 16 } else { 0 }]);
+                let got = packed_q5_0_quants(blk, r, c);
+                assert!(
+                    got == want,
+                    "block {b}, row {r}, chunk {c}: elements {}..{} and {}..{} are {want:?} \
+                     (chapter 7's unpack_block of the row's own block), yours are {got:?}",
+                    4 * c,
+                    4 * c + 4,
+                    16 + 4 * c,
+                    20 + 4 * c
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn ex8_one_token_s_lane_of_the_eight_token_q4_k_kernel() {
+    use ch07_simd_parallel::layout::eights_k::{EightsK, RowsK, dot8_q4_k, unpack_q4_k};
+    use ch07_simd_parallel::layout::kquant::{Q4_K_BYTES, quantize_q8_k_row};
+    let nb = 3;
+    let row = random_blocks(nb, Q4_K_BYTES, 2, 81);
+    let mut rows = RowsK::default();
+    rows.unpack(Q4_K_BYTES, &[&row], unpack_q4_k);
+    let acts: Vec<_> = (0..8u64)
+        .map(|t| quantize_q8_k_row(&ch01_tensors::random::uniform(256 * nb, 90 + t)))
+        .collect();
+    let a = EightsK::new(std::array::from_fn(|t| acts[t].as_slice()));
+    let want = dot8_q4_k(&rows, 0, &a);
+    for (t, &want) in want.iter().enumerate() {
+        let mut got = 0.0f32;
+        for b in 0..nb {
+            got += eights_q4_k_lane(&rows.row(0)[b], &a, b, t);
+        }
+        assert!(
+            got.to_bits() == want.to_bits(),
+            "token {t}: your lanes add up to {got} over {nb} blocks, the scalar twin \
+             eights_k::dot8_q4_k gives {want} (quant l of token t is at 32·(l/4) + 4t + l%4; the \
+             mins meet a.sums; then d·d_a·sum_q − dmin·d_a·sum_m)"
+        );
+    }
+}
+
+#[test]
+fn ex9_where_the_arena_puts_each_copy() {
+    use ch07_simd_parallel::huge::{Arena, HUGE_PAGE};
+    let cap = 3 * HUGE_PAGE;
+    let lens = [
+        100,
+        HUGE_PAGE,
+        5,
+        0,
+        64,
+        2 * HUGE_PAGE,
+        usize::MAX,
+        HUGE_PAGE / 2,
+        1,
+        HUGE_PAGE,
+    ];
+    let Some(arena) = Arena::new(cap) else {
+        panic!(
+            "cannot run on this CPU: exercise 9 compares with the arena of huge pages, which \
+             this machine does not map (not Linux, or LLM_BOOK_HUGE=0)"
+        );
+    };
+    let pieces: Vec<_> = lens.iter().map(|&len| arena.take(len)).collect();
+    let base = pieces[0]
+        .as_ref()
+        .expect("the first piece fits")
+        .as_ref()
+        .as_ptr() as usize;
+    let want: Vec<Option<usize>> = pieces
+        .iter()
+        .map(|p| p.as_ref().map(|p| p.as_ref().as_ptr() as usize - base))
+        .collect();
+    let got = arena_offsets(&lens, cap);
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            g == w,
+            "request {i} ({} bytes, in an arena of {cap}): the arena gives {w:?}, you \
+             give {g:?} (a piece after another starts at its end rounded up to 64 bytes; one \
+             that does not fit is None and moves nothing)",
+            lens[i]
+        );
+    }
+    assert!(
+        got.len() == lens.len(),
+        "one answer per request: {} requests, {} answers",
+        lens.len(),
+        got.len()
+    );
+}

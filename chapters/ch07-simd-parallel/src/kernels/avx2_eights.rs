@@ -140,7 +140,7 @@ pub(super) unsafe fn dot8_raw32<const Q4_1: bool>(
     )
 }
 
-// ANCHOR: avx2_octs
+// ANCHOR: avx2_eights
 /// The body of [`dot8_row32`] and [`dot8_raw32`]: `n` blocks, block `b` unpacked by
 /// `block(b)`.
 #[inline]
@@ -187,7 +187,7 @@ fn dot8_blocks<const Q4_1: bool>(n: usize, block: impl Fn(usize) -> Lanes, a: &E
     unsafe { _mm256_storeu_ps(out.as_mut_ptr(), acc) };
     out
 }
-// ANCHOR_END: avx2_octs
+// ANCHOR_END: avx2_eights
 
 /// One Q4_K block unpacked as [`crate::layout::eights_k::unpack_q4_k`] does: each 32 bytes of nibbles
 /// give two sub-blocks, by a mask and by a shift and a mask; the scales by F16C.
@@ -213,7 +213,7 @@ pub(super) fn unpack_q4_k(b: &[u8]) -> BlockK {
     }
 }
 
-// ANCHOR: avx2_octs_q4_k
+// ANCHOR: avx2_eights_q4_k
 /// Row `i` of unpacked Q4_K rows against eight tokens: per sub-block, eight steps summed in
 /// 16 bits (4-bit quants: safe), widened by `vpmaddwd` with the sub-block's scale; the mins
 /// meet the tokens' sub-block sums the same way (a sum of 32 activations fits in i16). Then
@@ -268,7 +268,7 @@ pub(super) unsafe fn dot8_q4_k(rows: &RowsK, i: usize, a: &EightsK) -> [f32; 8] 
     unsafe { _mm256_storeu_ps(out.as_mut_ptr(), acc) };
     out
 }
-// ANCHOR_END: avx2_octs_q4_k
+// ANCHOR_END: avx2_eights_q4_k
 
 /// One Q6_K block unpacked as [`crate::layout::eights_k::unpack_q6_k`] does: per half of 128 quants,
 /// four runs of 32, each a nibble of `ql` and two bits of `qh` put together by masks and
