@@ -33,10 +33,11 @@ pub fn prefill_layout() -> PrefillLayout {
 
 // ANCHOR: packs
 /// Whether the model's Q4_0, Q4_1, Q5_0, Q4_K and Q6_K matrices are interleaved eight rows at a time
-/// when they load ([`ch07_simd_parallel::layout::packed::Packed`]): on the AVX2 level, whose
-/// one-token kernels read them faster than the file's layout; not on the AVX-512 level, whose
-/// kernels read the file's layout, nor on the scalar one. `LLM_BOOK_PACK=1` or `0` decides
-/// instead, to compare the two layouts on one machine. Read once.
+/// when they load ([`ch07_simd_parallel::layout::packed::Packed`]): on both x86 SIMD levels,
+/// whose one-token kernels read eight interleaved rows faster than eight rows of the file's
+/// layout (the AVX-512 level runs the AVX2 packed kernels, so its decode is never below the
+/// level under it); not on the scalar level. `LLM_BOOK_PACK=1` or `0` decides instead, to
+/// compare the two layouts on one machine. Read once.
 pub fn packs() -> bool {
     static PACKS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *PACKS.get_or_init(|| match std::env::var("LLM_BOOK_PACK").as_deref() {
@@ -46,8 +47,12 @@ pub fn packs() -> bool {
             if let Ok(v) = other {
                 eprintln!("warning: LLM_BOOK_PACK={v:?} is neither 1 nor 0; deciding by the CPU");
             }
-            ch07_simd_parallel::Isa::from_env()
-                .is_ok_and(|isa| isa == ch07_simd_parallel::Isa::Avx2)
+            ch07_simd_parallel::Isa::from_env().is_ok_and(|isa| {
+                matches!(
+                    isa,
+                    ch07_simd_parallel::Isa::Avx2 | ch07_simd_parallel::Isa::Avx512
+                )
+            })
         }
     })
 }
