@@ -2,20 +2,7 @@
 //! block unpacked once for its `T` tokens, the sub-block scales riding in `vpmaddwd`'s second
 //! operand so that a super-block needs one horizontal sum per token, not one per sub-block.
 
-#[allow(unused_imports)]
-use crate::layout::eights::{self, Block32, Eights, Rows32};
-#[allow(unused_imports)]
-use crate::layout::eights_k::{self, EightsK, RowsK};
-#[allow(unused_imports)]
-use crate::layout::kquant::{
-    self, ActQuads, BlockQ8K, KQuads, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide,
-};
-#[allow(unused_imports)]
-use crate::layout::packed_dot::PackedToken;
-#[allow(unused_imports)]
-use ch06_quantization::Format;
-#[allow(unused_imports)]
-use ch06_quantization::blocks::{BlockQ4_1, BlockQ8_0, BlockQ8_1};
+use crate::layout::kquant::{BlockQ8K, Q4_K_BYTES, Q6_K_BYTES};
 
 use std::arch::x86_64::*;
 
@@ -24,7 +11,7 @@ use crate::kernels::helpers::prefetch_next_rows;
 
 // ANCHOR: avx2_q4_k_scales
 /// Q4_K's eight 6-bit scales and eight 6-bit mins as sixteen bytes (scales first): the
-/// rule of [`kquant::scale_min_k4`] applied to all eight pairs at once, on three words.
+/// rule of [`crate::layout::kquant::scale_min_k4`] applied to all eight pairs at once, on three words.
 #[inline]
 pub(super) fn scales_and_mins(packed: &[u8]) -> [u8; 16] {
     let word = |i: usize| u32::from_le_bytes(packed[4 * i..4 * i + 4].try_into().expect("4"));

@@ -3,20 +3,8 @@
 //! shorten its unpacking: a shift by a different count in each half of the register
 //! (`vpsrlvw`) splits the nibbles, a masked add puts the fifth bit on with `qh` itself as
 //! the mask, and `vpdpbusd` multiplies and sums four byte pairs per lane in one step.
-#[allow(unused_imports)]
-use crate::layout::eights::{self, Block32, Eights, Rows32};
-#[allow(unused_imports)]
-use crate::layout::eights_k::{self, EightsK, RowsK};
-#[allow(unused_imports)]
-use crate::layout::kquant::{
-    self, ActQuads, BlockQ8K, KQuads, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide,
-};
-#[allow(unused_imports)]
-use crate::layout::packed_dot::PackedToken;
-#[allow(unused_imports)]
-use ch06_quantization::Format;
-#[allow(unused_imports)]
-use ch06_quantization::blocks::{BlockQ4_1, BlockQ8_0, BlockQ8_1};
+use crate::layout::kquant::{self, ActQuads, BlockQ8K, KQuads, Q4_K_BYTES, Q5_0_BYTES, Q8_0Wide};
+use ch06_quantization::blocks::BlockQ8_1;
 
 use crate::kernels::helpers::prefetch_next_rows;
 use std::arch::x86_64::*;

@@ -8,20 +8,14 @@
 //! so a whole super-block needs one horizontal sum per token, not one per sub-block.
 use super::X86;
 use super::products::{ByToken, ManyTokens, OneToken, q8_0_rows_with_half};
-#[allow(unused_imports)]
-use crate::layout::eights::{self, Block32, Eights, Rows32};
-#[allow(unused_imports)]
-use crate::layout::eights_k::{self, EightsK, RowsK};
-#[allow(unused_imports)]
+use crate::layout::eights::{Block32, Eights, Rows32};
+use crate::layout::eights_k::{EightsK, RowsK};
 use crate::layout::kquant::{
-    self, ActQuads, BlockQ8K, KQuads, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide,
+    ActQuads, BlockQ8K, KQuads, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide,
 };
-#[allow(unused_imports)]
 use crate::layout::packed_dot::PackedToken;
-#[allow(unused_imports)]
 use ch06_quantization::Format;
-#[allow(unused_imports)]
-use ch06_quantization::blocks::{BlockQ4_1, BlockQ8_0, BlockQ8_1};
+use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
 
 use crate::kernels::helpers::prefetch_lines;
 
