@@ -3,19 +3,25 @@
 //! beside this one.
 //!
 //! One-token products of every format have NEON kernels; four- and eight-row products are
-//! made of them a row at a time (the same bits). The multi-token shapes take the defaults,
-//! which call the one-token kernels a token at a time where they are chapter 7's own
-//! (`tokens4_*`), and the scalar twins for the eight-token layouts, which this level does
-//! not ask for ([`ManyTokens::has_eights`] is false, so chapter 8's prefill never builds
-//! them here).
+//! made of them a row at a time (the same bits). Prefill takes the eight-token layouts
+//! (`has_eights`), with NEON kernels for one row against eight tokens of every format; the
+//! shapes built from those (four rows, two eights, half an eight: `dot8x4_*`, `dot16_q8_0`,
+//! `dot2x4_q8_0`) are the defaults, which call them. Left to the defaults as well: the K-quants'
+//! unpacking (plain Rust, once per row and band), the four-token `tokens4_*` (a one-token
+//! kernel per token), and VNNI's interleaved quads and the packed layout, which this level
+//! does not use (no `has_quads`; chapter 8 packs only for AVX2).
 
 use super::Arm;
+use super::neon_eights as e;
 use super::neon_kquants as k;
 use super::products::{ManyTokens, OneToken};
 use ch06_quantization::Kernels;
 use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
 
+use crate::layout::eights::{Block32, Eights, Rows32};
+use crate::layout::eights_k::{EightsK, RowsK};
 use crate::layout::kquant::{BlockQ8K, Q8_0Wide};
+use ch06_quantization::Format;
 
 // ANCHOR: arm_one_token
 // SAFETY (for every call below): a value of `Arm<DOTPROD>` exists only if `for_isa` found
@@ -63,4 +69,61 @@ impl<const DOTPROD: bool> OneToken for Arm<DOTPROD> {
 }
 // ANCHOR_END: arm_one_token
 
-impl<const DOTPROD: bool> ManyTokens for Arm<DOTPROD> {}
+// ANCHOR: arm_many_tokens
+// SAFETY: as above, for every call below.
+impl<const DOTPROD: bool> ManyTokens for Arm<DOTPROD> {
+    fn has_eights(&self) -> bool {
+        true
+    }
+    fn unpack_rows32(&self, format: Format, rows: &[&[u8]], out: &mut Rows32) {
+        out.unpack(format.block_bytes(), rows, |b| unsafe {
+            e::unpack_block(format, b)
+        });
+    }
+    fn dot8_row32(&self, format: Format, row: &[Block32], a: &Eights) -> [f32; 8] {
+        unsafe {
+            if DOTPROD {
+                e::dot8_row32_sdot(format, row, a)
+            } else {
+                e::dot8_row32(format, row, a)
+            }
+        }
+    }
+    fn dot8_raw32(&self, format: Format, w: &[u8], a: &Eights) -> [f32; 8] {
+        unsafe {
+            if DOTPROD {
+                e::dot8_raw32_sdot(format, w, a)
+            } else {
+                e::dot8_raw32(format, w, a)
+            }
+        }
+    }
+    fn dot8_q8_0(&self, w: &[u8], a: &Eights) -> [f32; 8] {
+        unsafe {
+            if DOTPROD {
+                e::dot8_q8_0_sdot(w, a)
+            } else {
+                e::dot8_q8_0(w, a)
+            }
+        }
+    }
+    fn dot8_q4_k(&self, rows: &RowsK, i: usize, a: &EightsK) -> [f32; 8] {
+        unsafe {
+            if DOTPROD {
+                e::dot8_q4_k_sdot(rows, i, a)
+            } else {
+                e::dot8_q4_k(rows, i, a)
+            }
+        }
+    }
+    fn dot8_q6_k(&self, rows: &RowsK, i: usize, a: &EightsK) -> [f32; 8] {
+        unsafe {
+            if DOTPROD {
+                e::dot8_q6_k_sdot(rows, i, a)
+            } else {
+                e::dot8_q6_k(rows, i, a)
+            }
+        }
+    }
+}
+// ANCHOR_END: arm_many_tokens

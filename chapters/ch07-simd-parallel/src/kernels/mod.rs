@@ -72,6 +72,8 @@ pub mod arm_products;
 #[cfg(target_arch = "aarch64")]
 pub mod neon;
 #[cfg(target_arch = "aarch64")]
+pub mod neon_eights;
+#[cfg(target_arch = "aarch64")]
 pub mod neon_f32;
 #[cfg(target_arch = "aarch64")]
 pub mod neon_helpers;
