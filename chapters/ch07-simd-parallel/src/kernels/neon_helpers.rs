@@ -32,14 +32,16 @@ pub(crate) fn sdot(mut acc: int32x4_t, x: int8x16_t, y: int8x16_t) -> int32x4_t 
     acc
 }
 
+// ANCHOR_END: sdot
+
+// ANCHOR: dot16
 /// `acc + the byte products of x and y`, each 32-bit lane holding four of them: [`sdot`] on
 /// the `Dotprod` level; on plain NEON, `smull` multiplies eight byte pairs into 16-bit lanes
 /// (a product of two bytes always fits) and `sadalp` adds neighbouring 16-bit lanes into the
 /// 32-bit lanes of `acc`, twice. Which four products a lane gets differs (`sdot`: bytes
 /// `4l..4l + 4`; `sadalp`: bytes `2l, 2l + 1, 8 + 2l, 9 + 2l`), which does not matter to a
-/// kernel that sums the lanes, nor to one whose four bytes of a lane belong together only
-/// under `sdot` (those use [`sdot`] or [`dot16_by_lane`]). Called only from inside a function
-/// that enables what `DOTPROD` needs.
+/// kernel that sums the lanes at the end; kernels whose lanes are tokens take
+/// [`dot16_by_lane`].
 ///
 /// # Safety
 /// The CPU must have NEON, and with `DOTPROD` the dot-product instructions.
@@ -59,6 +61,7 @@ pub(crate) unsafe fn dot16<const DOTPROD: bool>(
         vpadalq_s16(vpadalq_s16(acc, lo), hi)
     }
 }
+// ANCHOR_END: dot16
 
 /// [`dot16`] with [`sdot`]'s lanes on both levels: lane `l` gets bytes `4l..4l + 4`'s
 /// products, for kernels whose lanes are tokens, four quants each. Plain NEON pays one more
@@ -83,7 +86,6 @@ pub(crate) unsafe fn dot16_by_lane<const DOTPROD: bool>(
         vaddq_s32(acc, vpaddq_s32(vpaddlq_s16(lo), vpaddlq_s16(hi)))
     }
 }
-// ANCHOR_END: sdot
 
 /// `Σ x_j·y_j` over a block of 32 signed bytes each (two registers): the block's integer,
 /// exact (at most 32 · 128 · 128 in size), whichever way the lanes were summed.
