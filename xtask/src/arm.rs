@@ -11,10 +11,13 @@
 //! On each, the kernel equivalence tests run in full, and each model end to end for a few
 //! greedy tokens (`first_tokens`), which must be the x86 run's. The model tests that run
 //! hundreds of positions are left to real hardware: under QEMU they take most of an hour.
-//! What this checks is bits; QEMU's timings say nothing about an ARM CPU's speed.
+//! The later dispatching chapters (9 on), which have no kernels of their own, are
+//! type-checked for ARM, tests included, and not run. What this checks is bits; QEMU's
+//! timings say nothing about an ARM CPU's speed.
 
 use std::process::Command;
 
+use crate::exercises::chapters;
 use crate::{root, run_visible};
 
 const TARGET: &str = "aarch64-unknown-linux-gnu";
@@ -93,6 +96,21 @@ fn tests(extra: &[&str]) -> Command {
     cmd
 }
 
+/// The packages of chapters 9 and later: they pick kernels through chapter 8's engine and
+/// have none of their own, so they are only type-checked for ARM.
+fn later_chapters() -> Vec<String> {
+    chapters()
+        .into_iter()
+        .map(|c| c.package)
+        .filter(|p| {
+            p.trim_start_matches("ch")
+                .get(..2)
+                .and_then(|n| n.parse::<u32>().ok())
+                .is_some_and(|n| n >= 9)
+        })
+        .collect()
+}
+
 /// `arm`: install, cross-build, then the tests on each emulated CPU.
 pub fn run() -> Result<(), String> {
     let started = std::time::Instant::now();
@@ -105,6 +123,26 @@ pub fn run() -> Result<(), String> {
     run_visible(
         &mut tests(&["--no-run"]),
         &format!("build chapter 7's and 8's kernel tests for {TARGET} (Debian's Rust)"),
+    )?;
+    let later = later_chapters();
+    let mut check = cross_cargo();
+    check.args([
+        "check",
+        "--release",
+        "--locked",
+        "--target",
+        TARGET,
+        "--tests",
+    ]);
+    for p in &later {
+        check.args(["-p", p]);
+    }
+    run_visible(
+        &mut check,
+        &format!(
+            "type-check {} and their tests for {TARGET} (no kernels of their own: not run)",
+            later.join(", ")
+        ),
     )?;
     for (cpu, what) in CPUS {
         let cpu_started = std::time::Instant::now();
