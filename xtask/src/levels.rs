@@ -5,7 +5,8 @@
 //! level below the best this CPU has, it sets `LLM_BOOK_ISA` to that level (chapter 7's
 //! `Isa` then behaves as if the CPU stopped there) and reruns the tests of the chapters that
 //! dispatch on the CPU (7 and later) and their book output. On an AVX-512 machine that is an
-//! AVX2 run and a scalar run; on an AVX2 machine, a scalar run.
+//! AVX2 run and a scalar run; on an AVX2 machine, a scalar run; on an ARM machine with the dot
+//! product, a NEON run and a scalar run; on one without, a scalar run.
 
 use crate::exercises::chapters;
 use crate::{cargo, run_visible};
@@ -41,9 +42,29 @@ pub fn below_best() -> Vec<&'static str> {
             _ => vec![],
         }
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(target_arch = "aarch64")]
+    {
+        // NEON is in every AArch64 CPU; the dot product is Armv8.2-A's option.
+        if std::arch::is_aarch64_feature_detected!("dotprod") {
+            vec!["scalar", "neon"]
+        } else {
+            vec!["scalar"]
+        }
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
         vec![] // only the scalar kernels exist here: the ordinary run is the scalar run
+    }
+}
+
+/// This architecture's levels, slowest first (chapter 7's names).
+fn levels_here() -> &'static [&'static str] {
+    if cfg!(target_arch = "aarch64") {
+        &["scalar", "neon", "dotprod"]
+    } else if cfg!(target_arch = "x86_64") {
+        &["scalar", "avx2", "avx512"]
+    } else {
+        &["scalar"]
     }
 }
 
@@ -51,21 +72,12 @@ pub fn below_best() -> Vec<&'static str> {
 /// `LLM_BOOK_ISA` forces (chapter 7's dispatch never goes above the CPU's best).
 pub fn best_level() -> &'static str {
     let below = below_best();
-    let best = match below.len() {
-        2 => "avx512",
-        1 => "avx2",
-        _ => "scalar",
-    };
-    match std::env::var("LLM_BOOK_ISA").ok().as_deref() {
-        Some(forced @ ("scalar" | "avx2")) if below.contains(&forced) => {
-            if forced == "scalar" {
-                "scalar"
-            } else {
-                "avx2"
-            }
-        }
-        _ => best,
-    }
+    let best = levels_here()[below.len().min(levels_here().len() - 1)];
+    let forced = std::env::var("LLM_BOOK_ISA").ok();
+    below
+        .into_iter()
+        .find(|level| forced.as_deref() == Some(*level))
+        .unwrap_or(best)
 }
 
 /// `levels`: with `only`, that level alone (it must be below this CPU's best).

@@ -11,6 +11,7 @@
 //! cargo xtask book [--check-only]      check includes, links, listings and prose, then build the book
 //! cargo xtask book --words             each page's prose words against its budget
 //! cargo xtask levels [scalar|avx2]    rerun the kernel-dependent checks with the kernels forced down
+//! cargo xtask arm                      the kernel tests cross-built for 64-bit ARM, run under QEMU
 //! cargo xtask perf [--list] [--kind] [NAME|chNN]  measure the book's speed tables on this machine
 //!                                      (nothing named: the reference run, at one commit)
 //! cargo xtask fetch-models [which]     fetch and prepare the models (smollm2, smollm2-gguf, gemma3, all)
@@ -18,6 +19,7 @@
 //!
 //! Only the standard library: this crate builds in a second on a fresh machine.
 
+mod arm;
 mod book;
 mod cmdline;
 mod exercises;
@@ -47,6 +49,11 @@ tasks:
   levels [scalar|avx2]          rerun the tests and book output of the chapters that pick
                                 kernels by CPU (7 on) with each lower level forced
                                 (LLM_BOOK_ISA), or with the one named
+  arm                           cross-build chapters 7 and 8's kernel tests for 64-bit ARM
+                                (installing Debian's cross toolchain and QEMU, as root or
+                                with sudo) and run them under QEMU on a plain-NEON CPU
+                                (cortex-a53) and one with the dot product (max), with both
+                                models' first greedy tokens
   perf [--list] [--kind] [NAME|chNN ...]  measure every speed table the book shows, on this
                                 machine, into book/src/measured/, at one commit (or only those
                                 named; run nothing else meanwhile: it takes about 40 minutes in
@@ -74,6 +81,7 @@ fn main() -> ExitCode {
         ["book", "--words"] => book::words(),
         ["levels"] => levels::run(None),
         ["levels", level] => levels::run(Some(level)),
+        ["arm"] => arm::run(),
         ["perf", rest @ ..] => perf::run(rest),
         ["fetch-models"] => fetch_models("all"),
         ["fetch-models", which] => fetch_models(which),

@@ -17,7 +17,6 @@ use ch06_quantization::{Bytes, Format, Kernels, QMatrix, QModel, ScaleRule};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::Isa;
 use crate::huge::Arena;
 use crate::kernels::ManyTokens;
 use crate::pool::in_pool;
@@ -68,7 +67,7 @@ pub fn read_bandwidth(threads: usize, runs: usize) -> Result<f64, String> {
 /// eight scalar accumulators otherwise.
 fn sum_words(words: &[u64]) -> u64 {
     #[cfg(target_arch = "x86_64")]
-    if Isa::Avx2.supported() {
+    if crate::Isa::Avx2.supported() {
         // SAFETY: the CPU has AVX2 (checked just above).
         return unsafe { sum_words_avx2(words) };
     }

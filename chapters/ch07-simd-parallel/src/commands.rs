@@ -73,7 +73,12 @@ pub fn levels(a: &Args) -> Result<(), String> {
         return Ok(());
     }
     println!("this CPU runs: {}", names(&Isa::available()));
-    println!("chosen: {isa} (set LLM_BOOK_ISA=scalar|avx2|avx512 to force one)\n");
+    let choices = if cfg!(target_arch = "aarch64") {
+        "scalar|neon|dotprod"
+    } else {
+        "scalar|avx2|avx512"
+    };
+    println!("chosen: {isa} (set LLM_BOOK_ISA={choices} to force one)\n");
     println!(
         "layer 0 up_proj (Q4_1, 1536 x 576) times the embedding of \"The\", one thread,\n\
          one row at a time through each level's own dot_q4_1_q8_1:"

@@ -8,6 +8,9 @@
 //!                         compiled with AVX-512 VNNI where `VNNI` picks vpdpbusd
 //! kernels/avx512*.rs      kernels with no AVX2 twin (VNNI only)
 //! kernels/x86_products.rs which kernel serves which shape on each x86 level
+//! kernels/neon_helpers.rs the AArch64 helpers (the byte dot of both ARM levels, sdot)
+//! kernels/neon*.rs        NEON kernels, each compiled for plain NEON and with sdot
+//! kernels/arm_products.rs which kernel serves which shape on each ARM level
 //! ```
 //!
 //! Each set implements chapter 6's [`Kernels`] trait, so chapter 6's matrix product and
@@ -15,7 +18,9 @@
 //! only be made by [`for_isa`], which asks the CPU first; that check is what makes the
 //! `unsafe` calls below sound.
 
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 use ch06_quantization::Kernels;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
 
 use crate::isa::Isa;
@@ -62,6 +67,19 @@ pub mod helpers;
 #[cfg(target_arch = "x86_64")]
 pub mod x86_products;
 
+#[cfg(target_arch = "aarch64")]
+pub mod arm_products;
+#[cfg(target_arch = "aarch64")]
+pub mod neon;
+#[cfg(target_arch = "aarch64")]
+pub mod neon_eights;
+#[cfg(target_arch = "aarch64")]
+pub mod neon_f32;
+#[cfg(target_arch = "aarch64")]
+pub mod neon_helpers;
+#[cfg(target_arch = "aarch64")]
+pub mod neon_kquants;
+
 // ANCHOR: dispatch
 /// The kernels for `isa`, or `None` if this CPU cannot run them.
 pub fn for_isa(isa: Isa) -> Option<&'static dyn ManyTokens> {
@@ -73,7 +91,13 @@ pub fn for_isa(isa: Isa) -> Option<&'static dyn ManyTokens> {
         Isa::Avx512 => isa
             .supported()
             .then_some(&AVX512 as &'static dyn ManyTokens),
-        #[cfg(not(target_arch = "x86_64"))]
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon => isa.supported().then_some(&NEON as &'static dyn ManyTokens),
+        #[cfg(target_arch = "aarch64")]
+        Isa::Dotprod => isa
+            .supported()
+            .then_some(&DOTPROD as &'static dyn ManyTokens),
+        #[allow(unreachable_patterns)] // the other architecture's levels
         _ => None,
     }
 }
@@ -190,4 +214,98 @@ impl<const VNNI: bool> Kernels for X86<VNNI> {
     fn f16_to_f32s(&self, src: &[u16], dst: &mut [f32]) {
         unsafe { avx2_f32::f16_to_f32s(src, dst) }
     }
+}
+
+// ANCHOR: arm
+/// The 64-bit ARM kernel sets: `Arm<false>` is [`Neon`], which every AArch64 CPU has;
+/// `Arm<true>` is [`Dotprod`], the same kernels with `sdot` where they multiply bytes
+/// (`DOTPROD` picks, as `VNNI` does on x86). The private field means only [`for_isa`] makes
+/// one, after checking.
+#[cfg(target_arch = "aarch64")]
+pub struct Arm<const DOTPROD: bool>(());
+
+/// NEON (Advanced SIMD): every AArch64 CPU.
+#[cfg(target_arch = "aarch64")]
+pub type Neon = Arm<false>;
+
+/// NEON with the dot-product instructions (Armv8.2-A's `dotprod`, `sdot`).
+#[cfg(target_arch = "aarch64")]
+pub type Dotprod = Arm<true>;
+// ANCHOR_END: arm
+
+#[cfg(target_arch = "aarch64")]
+static NEON: Neon = Arm(());
+#[cfg(target_arch = "aarch64")]
+static DOTPROD: Dotprod = Arm(());
+
+// SAFETY (for every call below): a value of `Arm<DOTPROD>` exists only if [`for_isa`] found
+// NEON on this CPU (with `DOTPROD`, the dot-product instructions too): what those functions
+// enable.
+#[cfg(target_arch = "aarch64")]
+impl<const DOTPROD: bool> Kernels for Arm<DOTPROD> {
+    fn name(&self) -> &'static str {
+        if DOTPROD { "dotprod" } else { "neon" }
+    }
+    fn dot_q8_0_q8_0(&self, w: &[u8], a: &[BlockQ8_0]) -> f32 {
+        unsafe {
+            if DOTPROD {
+                neon::dot_q8_0_q8_0_sdot(w, a)
+            } else {
+                neon::dot_q8_0_q8_0(w, a)
+            }
+        }
+    }
+    fn dot_q4_0_q8_0(&self, w: &[u8], a: &[BlockQ8_0]) -> f32 {
+        unsafe {
+            if DOTPROD {
+                neon::dot_q4_0_q8_0_sdot(w, a)
+            } else {
+                neon::dot_q4_0_q8_0(w, a)
+            }
+        }
+    }
+    fn dot_q4_1_q8_1(&self, w: &[u8], a: &[BlockQ8_1]) -> f32 {
+        unsafe {
+            if DOTPROD {
+                neon::dot_q4_1_q8_1_sdot(w, a)
+            } else {
+                neon::dot_q4_1_q8_1(w, a)
+            }
+        }
+    }
+    fn dot_int8_q8_0(&self, w: &[u8], scale: f32, a: &[BlockQ8_0]) -> f32 {
+        unsafe {
+            if DOTPROD {
+                neon::dot_int8_q8_0_sdot(w, scale, a)
+            } else {
+                neon::dot_int8_q8_0(w, scale, a)
+            }
+        }
+    }
+    fn quantize_q8_0(&self, x: &[f32], out: &mut Vec<BlockQ8_0>) {
+        unsafe { neon::quantize_q8_0(x, out) }
+    }
+    fn quantize_q8_1(&self, x: &[f32], out: &mut Vec<BlockQ8_1>) {
+        unsafe { neon::quantize_q8_1(x, out) }
+    }
+    fn dot_f32(&self, a: &[f32], b: &[f32]) -> f32 {
+        unsafe { neon_f32::dot_f32(a, b) }
+    }
+    fn axpy(&self, y: &mut [f32], a: f32, x: &[f32]) {
+        unsafe { neon_f32::axpy(y, a, x) }
+    }
+    fn dot_f32_rows(&self, q: &[f32], rows: &[f32], out: &mut [f32]) {
+        unsafe { neon_f32::dot_f32_rows(q, rows, out) }
+    }
+    fn axpy_rows(&self, y: &mut [f32], w: &[f32], rows: &[f32]) {
+        unsafe { neon_f32::axpy_rows(y, w, rows) }
+    }
+    fn dot_f32_rows_many(&self, qs: &[f32], d: usize, rows: &[f32], out: &mut [f32]) {
+        unsafe { neon_f32::dot_f32_rows_many(qs, d, rows, out) }
+    }
+    fn f16_to_f32s(&self, src: &[u16], dst: &mut [f32]) {
+        unsafe { neon_f32::f16_to_f32s(src, dst) }
+    }
+    // dot_f32_many, axpy_many and the dot4_* products: chapter 6's defaults, which call the
+    // NEON dot_f32, axpy and one-row products above (the same bits, less register reuse).
 }

@@ -1,0 +1,129 @@
+//! The ARM levels' kernels for [`OneToken`] and [`ManyTokens`]: which function serves which
+//! shape on plain NEON and with the dot product. The kernels are in the `neon*.rs` files
+//! beside this one.
+//!
+//! One-token products of every format have NEON kernels; four- and eight-row products are
+//! made of them a row at a time (the same bits). Prefill takes the eight-token layouts
+//! (`has_eights`), with NEON kernels for one row against eight tokens of every format; the
+//! shapes built from those (four rows, two eights, half an eight: `dot8x4_*`, `dot16_q8_0`,
+//! `dot2x4_q8_0`) are the defaults, which call them. Left to the defaults as well: the K-quants'
+//! unpacking (plain Rust, once per row and band), the four-token `tokens4_*` (a one-token
+//! kernel per token), and VNNI's interleaved quads and the packed layout, which this level
+//! does not use (no `has_quads`; chapter 8 packs only for AVX2).
+
+use super::Arm;
+use super::neon_eights as e;
+use super::neon_kquants as k;
+use super::products::{ManyTokens, OneToken};
+use ch06_quantization::Kernels;
+use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
+
+use crate::layout::eights::{Block32, Eights, Rows32};
+use crate::layout::eights_k::{EightsK, RowsK};
+use crate::layout::kquant::{BlockQ8K, Q8_0Wide};
+use ch06_quantization::Format;
+
+// ANCHOR: arm_one_token
+// SAFETY (for every call below): a value of `Arm<DOTPROD>` exists only if `for_isa` found
+// NEON on this CPU (with `DOTPROD`, the dot-product instructions too): what they enable.
+impl<const DOTPROD: bool> OneToken for Arm<DOTPROD> {
+    fn dot_q4_k(&self, w: &[u8], a: &[BlockQ8K]) -> f32 {
+        unsafe {
+            if DOTPROD {
+                k::dot_q4_k_sdot(w, a)
+            } else {
+                k::dot_q4_k(w, a)
+            }
+        }
+    }
+    fn dot_q6_k(&self, w: &[u8], a: &[BlockQ8K]) -> f32 {
+        unsafe {
+            if DOTPROD {
+                k::dot_q6_k_sdot(w, a)
+            } else {
+                k::dot_q6_k(w, a)
+            }
+        }
+    }
+    fn dot_q5_0(&self, w: &[u8], a: &[Q8_0Wide]) -> f32 {
+        unsafe {
+            if DOTPROD {
+                k::dot_q5_0_sdot(w, a)
+            } else {
+                k::dot_q5_0(w, a)
+            }
+        }
+    }
+    fn rows8_q8_0(&self, w: &[u8], a: &[BlockQ8_0]) -> [f32; 8] {
+        let row = w.len() / 8;
+        std::array::from_fn(|r| self.dot_q8_0_q8_0(&w[r * row..(r + 1) * row], a))
+    }
+    fn rows8_q4_0(&self, w: &[u8], a: &[BlockQ8_0]) -> [f32; 8] {
+        let row = w.len() / 8;
+        std::array::from_fn(|r| self.dot_q4_0_q8_0(&w[r * row..(r + 1) * row], a))
+    }
+    fn rows8_q4_1(&self, w: &[u8], a: &[BlockQ8_1]) -> [f32; 8] {
+        let row = w.len() / 8;
+        std::array::from_fn(|r| self.dot_q4_1_q8_1(&w[r * row..(r + 1) * row], a))
+    }
+}
+// ANCHOR_END: arm_one_token
+
+// ANCHOR: arm_many_tokens
+// SAFETY: as above, for every call below.
+impl<const DOTPROD: bool> ManyTokens for Arm<DOTPROD> {
+    fn has_eights(&self) -> bool {
+        true
+    }
+    fn unpack_rows32(&self, format: Format, rows: &[&[u8]], out: &mut Rows32) {
+        out.unpack(format.block_bytes(), rows, |b| unsafe {
+            e::unpack_block(format, b)
+        });
+    }
+    fn dot8_row32(&self, format: Format, row: &[Block32], a: &Eights) -> [f32; 8] {
+        unsafe {
+            if DOTPROD {
+                e::dot8_row32_sdot(format, row, a)
+            } else {
+                e::dot8_row32(format, row, a)
+            }
+        }
+    }
+    fn dot8_raw32(&self, format: Format, w: &[u8], a: &Eights) -> [f32; 8] {
+        unsafe {
+            if DOTPROD {
+                e::dot8_raw32_sdot(format, w, a)
+            } else {
+                e::dot8_raw32(format, w, a)
+            }
+        }
+    }
+    fn dot8_q8_0(&self, w: &[u8], a: &Eights) -> [f32; 8] {
+        unsafe {
+            if DOTPROD {
+                e::dot8_q8_0_sdot(w, a)
+            } else {
+                e::dot8_q8_0(w, a)
+            }
+        }
+    }
+    fn dot8_q4_k(&self, rows: &RowsK, i: usize, a: &EightsK) -> [f32; 8] {
+        unsafe {
+            if DOTPROD {
+                e::dot8_q4_k_sdot(rows, i, a)
+            } else {
+                e::dot8_q4_k(rows, i, a)
+            }
+        }
+    }
+    fn dot8_q6_k(&self, rows: &RowsK, i: usize, a: &EightsK) -> [f32; 8] {
+        unsafe {
+            if DOTPROD {
+                e::dot8_q6_k_sdot(rows, i, a)
+            } else {
+                e::dot8_q6_k(rows, i, a)
+            }
+        }
+    }
+}
+// ANCHOR_END: arm_many_tokens
