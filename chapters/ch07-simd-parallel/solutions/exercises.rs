@@ -7,10 +7,30 @@
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-/// Exercise 1: an AVX2 horizontal sum.
+/// Exercise 1: chapter 6's eight-lane f32 sum in two four-lane halves.
+pub fn dot_f32_two_halves(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len(), "dot of slices with different lengths");
+    let (a8, a_tail) = a.as_chunks::<8>();
+    let (b8, b_tail) = b.as_chunks::<8>();
+    let (mut lo, mut hi) = ([0.0f32; 4], [0.0f32; 4]);
+    for (x, y) in a8.iter().zip(b8) {
+        for l in 0..4 {
+            lo[l] += x[l] * y[l];
+            hi[l] += x[l + 4] * y[l + 4];
+        }
+    }
+    let s: [f32; 4] = std::array::from_fn(|l| lo[l] + hi[l]);
+    let sum = (s[0] + s[2]) + (s[1] + s[3]);
+    a_tail
+        .iter()
+        .zip(b_tail)
+        .fold(sum, |acc, (x, y)| acc + x * y)
+}
+
+/// The sum of the eight i32 lanes (exercise 2's last step).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-pub fn hsum_i32(v: __m256i) -> i32 {
+fn hsum_i32(v: __m256i) -> i32 {
     let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
     let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
     let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));

@@ -1,6 +1,6 @@
 //! Exercises for chapter 7. Fill in each `todo!()`, then run `cargo xtask exercises ch07`
-//! (or `cargo test -p ch07-simd-parallel --features exercises --test exercises`). The SIMD
-//! exercises are for x86-64 with AVX2; their tests say so if this CPU lacks it.
+//! (or `cargo test -p ch07-simd-parallel --features exercises --test exercises`). Exercises 2
+//! and 5 are AVX2 code; their tests say so if this CPU lacks it.
 #![allow(unused_variables)]
 // The AVX2 functions have one safety condition: call them only when the CPU has AVX2 (the
 // tests check `is_x86_feature_detected!` first).
@@ -9,20 +9,22 @@
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-/// Exercise 1: an AVX2 horizontal sum.
+/// Exercise 1: chapter 6's eight-lane f32 sum in two four-lane halves.
 ///
-/// Return the sum of the eight i32 lanes of `v` (wrapping on overflow, as the lanes' own
-/// additions do).
+/// Return `Σ a_i · b_i` with exactly the bits of chapter 6's `dot_f32_lanes` (eight running
+/// sums, lane `l` taking elements `8k + l`; then the halving sum; then the tail in order), but
+/// keeping the eight sums as two four-lane registers would: `lo` for lanes 0..4 and `hi` for
+/// lanes 4..8, each step a multiply and then an add. This is how the NEON `dot_f32` of "The
+/// same kernels on ARM" keeps chapter 6's order on 128-bit registers; here it is plain Rust,
+/// so it runs on any machine.
 ///
-/// Hint: add the two 128-bit halves (`_mm256_castsi256_si128`, `_mm256_extracti128_si256::<1>`,
-/// `_mm_add_epi32`), then fold the four lanes twice with `_mm_shuffle_epi32` and an add, and
-/// read lane 0 with `_mm_cvtsi128_si32`. Each fold halves the lanes that matter. See
-/// "Registers and lanes" in the chapter.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-pub fn hsum_i32(v: __m256i) -> i32 {
-    // TODO: halves, then two folds, then lane 0.
-    todo!("exercise 1: an AVX2 horizontal sum")
+/// Hint: after the loop, `lo[l] + hi[l]` is chapter 6's `acc[l] + acc[l + 4]`. Of the four
+/// sums left, chapter 6 adds lane 0 to lane 2 and lane 1 to lane 3 first, then the two
+/// results; `(s0 + s1) + (s2 + s3)` is another number in its last bits. Do not use
+/// `mul_add`: it rounds once where chapter 6 rounds twice. See "Exactly chapter 6's answer".
+pub fn dot_f32_two_halves(a: &[f32], b: &[f32]) -> f32 {
+    // TODO: lo and hi, multiply then add; then the lanes' sum in chapter 6's order; the tail.
+    todo!("exercise 1: the eight-lane f32 sum in two halves")
 }
 
 /// Exercise 2: the Q8_0 block dot in AVX2.
@@ -34,7 +36,10 @@ pub fn hsum_i32(v: __m256i) -> i32 {
 /// Hint: `vpmaddubsw` wants its first operand unsigned. `_mm256_sign_epi8(w, w)` is `|w|`
 /// (and −128 stays the byte 0x80, which read as unsigned is 128: right), and
 /// `_mm256_sign_epi8(a, w)` gives `a` the sign of `w`, so `|w| · (a·sign w) = w · a`. Load with
-/// `_mm256_loadu_si256`. See "One operand unsigned".
+/// `_mm256_loadu_si256`. For the horizontal sum, add the two 128-bit halves
+/// (`_mm256_castsi256_si128`, `_mm256_extracti128_si256::<1>`, `_mm_add_epi32`), fold the four
+/// lanes twice with `_mm_shuffle_epi32` and an add, and read lane 0 with `_mm_cvtsi128_si32`.
+/// See "One operand unsigned" and "Registers and lanes".
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 pub fn dot_q8_0_block(w: &[i8; 32], a: &[i8; 32]) -> i32 {

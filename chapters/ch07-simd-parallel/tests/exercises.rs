@@ -7,7 +7,7 @@ use ch07_simd_parallel::exercises::*;
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-/// Exercises 1, 2 and 5 are AVX2 code. On a CPU without AVX2 (or not an x86-64 one) their
+/// Exercises 2 and 5 are AVX2 code. On a CPU without AVX2 (or not an x86-64 one) their
 /// tests say so with this message instead of crashing; `cargo xtask exercises` recognises
 /// it and reports those exercises as ones this CPU cannot run.
 fn cannot_run(n: u32) -> ! {
@@ -26,34 +26,33 @@ fn require_avx2(n: u32) {
 
 #[cfg(not(target_arch = "x86_64"))]
 #[test]
-fn ex1_avx2_horizontal_sum() {
-    cannot_run(1)
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-#[test]
 fn ex2_q8_0_block_dot() {
     cannot_run(2)
 }
 
-#[cfg(target_arch = "x86_64")]
 #[test]
-fn ex1_avx2_horizontal_sum() {
-    require_avx2(1);
-    let mut cases: Vec<[i32; 8]> = (0..100)
-        .map(|s| std::array::from_fn(|l| (uniform(8, s)[l] * 1e6) as i32))
-        .collect();
-    cases.push([i32::MAX, 1, 0, 0, 0, 0, 0, 0]); // wraps to i32::MIN, as the lane additions do
-    cases.push([-1, -2, -3, -4, 5, 6, 7, 8]);
-    for lanes in cases {
-        // SAFETY: `lanes` is 8 readable i32.
-        let v = unsafe { _mm256_loadu_si256(lanes.as_ptr().cast()) };
-        let want = lanes.iter().fold(0i32, |a, &b| a.wrapping_add(b));
-        // SAFETY: AVX2 was checked above.
-        let got = unsafe { hsum_i32(v) };
+fn ex1_the_eight_lane_f32_sum_in_two_halves() {
+    let dot = ch06_quantization::kernels::dot_f32_lanes;
+    let mut cases: Vec<(Vec<f32>, Vec<f32>)> = Vec::new();
+    for n in 0..41 {
+        for (seed, scale) in [(1u64, 1e-3f32), (2, 1.0), (3, 1e3)] {
+            let a: Vec<f32> = uniform(n, 10 * n as u64 + seed)
+                .iter()
+                .map(|v| v * scale)
+                .collect();
+            let b: Vec<f32> = uniform(n, 1000 + n as u64 + seed).to_vec();
+            cases.push((a, b));
+        }
+    }
+    // lanes 0 and 1 cancel only if added first: the wrong pairing gives another number
+    cases.push((vec![1e8, 1.0, -1e8, 1.0, 1.0, 1.0, 1.0, 1.0], vec![1.0; 8]));
+    for (a, b) in cases {
+        let (got, want) = (dot_f32_two_halves(&a, &b), dot(&a, &b));
         assert!(
-            got == want,
-            "the lanes {lanes:?} sum to {want} (wrapping), your horizontal sum gives {got}"
+            got.to_bits() == want.to_bits(),
+            "length {}: the two-register sum is {got:e}, chapter 6's eight lanes give {want:e}: \
+             the lanes or the final additions are in another order",
+            a.len()
         );
     }
 }
