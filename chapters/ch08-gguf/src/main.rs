@@ -39,8 +39,8 @@ commands:
   compare          llama.cpp's llama-bench and ours on the same file and thread count,
                    alternating rounds; medians and ratios (build it first:
                    bash scripts/llamacpp.sh)
-  levels           the best kernel level's tg128 and pp512 against every lower level this CPU
-                   runs, alternating rounds (exit 1 if the best decodes below 0.98 of one)
+  levels           the best kernel level's tg128 and pp512 against every lower SIMD level this
+                   CPU runs, alternating rounds (exit 1 if the best decodes below 0.98 of one)
   depth            tg128 after --depth tokens already in the cache, ours and
                    llama-bench -d, alternating rounds; medians and the ratio
 

@@ -1,5 +1,5 @@
-//! `levels`: the best kernel level's speed against every lower one this CPU runs, on the same
-//! file, in alternating rounds. A CPU's best level must never decode slower than a level
+//! `levels`: the best kernel level's speed against every lower SIMD level this CPU runs, on the
+//! same file, in alternating rounds. A CPU's best level must never decode slower than a level
 //! below it: a level adds kernels only where they are faster, and runs the lower level's
 //! everywhere else. A regression fails loudly (exit status 1).
 
@@ -19,7 +19,11 @@ const FLOOR: f64 = 0.98;
 /// One round a level: this program's `bench --json` run with `LLM_BOOK_ISA` forcing the
 /// level, the levels' order turned by one each round; the medians of tg128 and pp512.
 pub fn levels(a: &Args) -> Result<(), String> {
-    let levels = Isa::available(); // slowest first
+    // slowest first; the scalar level only where it is the one level (it is never the fast one)
+    let mut levels = Isa::available();
+    if levels.len() > 1 {
+        levels.retain(|&l| l != Isa::Scalar);
+    }
     let best = *levels.last().ok_or("no kernel level runs here")?;
     let exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
     let model = a
