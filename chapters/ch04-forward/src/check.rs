@@ -198,6 +198,11 @@ fn sci(x: f64) -> String {
     format!("{x:.2e}")
 }
 
+/// How many tokens two runs agree on before they first differ.
+pub fn same_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(a, b)| a == b).count()
+}
+
 /// A prompt shortened for one line of output.
 pub fn short(prompt: &str) -> String {
     let flat: String = prompt

@@ -95,24 +95,14 @@ fn follows(name: &str, engine: &Engine<'_>, fixture: &str) {
         let run = engine
             .greedy(&p.prompt_ids, TOKENS, false, &mut |_| {})
             .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let llama = run
-            .ids
-            .iter()
-            .zip(&p.ids)
-            .take_while(|(a, b)| a == b)
-            .count();
+        let llama = check::same_prefix(&run.ids, &p.ids);
         eprintln!(
             "{name} on the {isa} kernels, {:<26} {:?} ({llama}/{TOKENS} llama.cpp's)",
             check::short(&p.prompt),
             run.ids
         );
         if let Some(want) = &want {
-            let same = run
-                .ids
-                .iter()
-                .zip(&want[i])
-                .take_while(|(a, b)| a == b)
-                .count();
+            let same = check::same_prefix(&run.ids, &want[i]);
             assert_eq!(
                 same,
                 TOKENS,

@@ -200,12 +200,7 @@ fn greedy_text_follows_llama_cpp_until_a_near_tie() {
         let run = e
             .greedy(&p.prompt_ids, p.ids.len(), false, &mut |_| {})
             .unwrap();
-        let same = run
-            .ids
-            .iter()
-            .zip(&p.ids)
-            .take_while(|(a, b)| a == b)
-            .count();
+        let same = check::same_prefix(&run.ids, &p.ids);
         eprintln!(
             "{:<26} free-running: {same}/{} tokens equal",
             check::short(&p.prompt),

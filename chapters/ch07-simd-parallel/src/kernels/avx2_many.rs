@@ -62,15 +62,9 @@ pub fn dot_f32_many(qs: &[&[f32]], rows: &[&[f32]], out: &mut [f32]) {
 /// once, not once per head.
 #[target_feature(enable = "avx2,fma")]
 pub fn dot_f32_rows_many(qs: &[f32], d: usize, rows: &[f32], out: &mut [f32]) {
-    let n = rows.len() / d.max(1);
-    if n == 0 {
+    let Some((n, g)) = super::products::rows_many_shape(qs, d, rows, out) else {
         return;
-    }
-    let g = out.len() / n;
-    assert!(
-        n * d == rows.len() && g * d == qs.len() && g * n == out.len(),
-        "dot_f32_rows_many: qs is (G, d), rows (n, d), out (G, n)"
-    );
+    };
     let steps = d.is_multiple_of(8); // whole eight-float steps, no tail
     match g {
         1 if steps => rows_side_by_side::<1>(qs, d, rows, out),

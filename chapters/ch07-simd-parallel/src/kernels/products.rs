@@ -327,3 +327,26 @@ pub(crate) fn two_eights(x: [f32; 8], y: [f32; 8]) -> [f32; 16] {
 /// Chapter 6's scalar kernels: every product the plain Rust of [`crate::layout`].
 impl OneToken for Scalar {}
 impl ManyTokens for Scalar {}
+
+/// The shape of a `dot_f32_rows_many` call, `(n, g)`: `n` rows of `d` floats in `rows`, `g`
+/// queries of `d` in `qs`, `g · n` outputs in `out`; `None` when there are no rows. Panics
+/// when the three lengths disagree. Every SIMD level checks it here before it picks a
+/// kernel by `g`.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub(crate) fn rows_many_shape(
+    qs: &[f32],
+    d: usize,
+    rows: &[f32],
+    out: &[f32],
+) -> Option<(usize, usize)> {
+    let n = rows.len() / d.max(1);
+    if n == 0 {
+        return None;
+    }
+    let g = out.len() / n;
+    assert!(
+        n * d == rows.len() && g * d == qs.len() && g * n == out.len(),
+        "dot_f32_rows_many: qs is (G, d), rows (n, d), out (G, n)"
+    );
+    Some((n, g))
+}
