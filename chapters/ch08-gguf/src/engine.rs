@@ -31,6 +31,7 @@ mod rowwise;
 
 pub use attend::{attend, attend_heads};
 pub use family::{Activation, Family, gelu_f16};
+pub use layer::Buffers;
 pub use layer::{Chunk, LayerAttention, LayerRows, attention_part};
 pub use rope::LazyRope;
 pub use rowwise::{gelu_f16_inplace, rmsnorm_rows};
@@ -235,6 +236,7 @@ impl<'m> Engine<'m> {
         cache.reserve(end)?;
         let dim = self.model.config.hidden_size;
         let chunk = self.chunk.max(1);
+        let mut buffers = Buffers::default(); // one set for every layer and chunk
         for (c, x_c) in x.chunks_mut(chunk * dim).enumerate() {
             let pos0 = pos0 + c * chunk;
             let mut rows = Chunk {
@@ -242,7 +244,7 @@ impl<'m> Engine<'m> {
                 pos0,
             };
             for (l, w) in self.model.layers.iter().enumerate() {
-                self.layer(l, w, &mut rows, x_c);
+                self.layer(l, w, &mut rows, x_c, &mut buffers);
             }
         }
         Ok(x)

@@ -345,9 +345,10 @@ fn four_rows(row: &[u8], bytes: usize) -> [Vec<u8>; 4] {
     })
 }
 
-/// Every level's four-row K-quant kernel (Q6_K with `q6_k`) against its scalar twin row by
-/// row, bit for bit.
-fn check_four_k_rows(q6_k: bool, row: &[u8], eights: &EightsK) {
+/// Every level's four-row K-quant kernels (Q6_K with `q6_k`) against their scalar twin row
+/// by row, bit for bit: against `eights`, and against two eights side by side (`eights`, then
+/// `second`, another eight tokens).
+fn check_four_k_rows(q6_k: bool, row: &[u8], eights: &EightsK, second: &EightsK) {
     let bytes = if q6_k { Q6_K_BYTES } else { Q4_K_BYTES };
     let four = four_rows(row, bytes);
     let n = row.len() / bytes;
@@ -372,7 +373,31 @@ fn check_four_k_rows(q6_k: bool, row: &[u8], eights: &EightsK) {
                 if q6_k { "Q6_K" } else { "Q4_K" }
             );
         }
+        let got = k.dot16x4_k(q6_k, &rows, 0, [eights, second]);
+        for (r, got) in got.iter().enumerate() {
+            let twin = |a| match q6_k {
+                true => ch07_simd_parallel::layout::eights_k::dot8_q6_k(&rows, r, a),
+                false => ch07_simd_parallel::layout::eights_k::dot8_q4_k(&rows, r, a),
+            };
+            let want: Vec<u32> = [twin(eights), twin(second)]
+                .concat()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect();
+            assert_eq!(
+                got.map(f32::to_bits).to_vec(),
+                want,
+                "{} four rows against two eights of tokens, {n} blocks, row {r}, {isa:?}",
+                if q6_k { "Q6_K" } else { "Q4_K" }
+            );
+        }
     }
+}
+
+/// The eight tokens of `tokens` in reverse order, interleaved: a second eight for the
+/// sixteen-token kernels.
+fn reversed_k(tokens: &[Vec<BlockQ8K>]) -> EightsK {
+    EightsK::new(std::array::from_fn(|t| &tokens[7 - t][..]))
 }
 
 /// Eight tokens of `nb` Q8_0 blocks from `q` (any i8, −128 too), each block its own scale.
@@ -434,14 +459,18 @@ fn check_interleaved_32(q40: &[u8], q50: &[u8], q41: &[u8], q: &[i8], nb: usize)
     let octs1 = Eights::from_q8_1(std::array::from_fn(|t| &t1[t][..]));
     let t0 = q8_0_blocks(q, nb);
     let octs0 = Eights::from_q8_0_blocks(std::array::from_fn(|t| &t0[t][..]));
+    // the same tokens in reverse order: a second eight for the sixteen-token kernels
+    let back0 = Eights::from_q8_0_blocks(std::array::from_fn(|t| &t0[7 - t][..]));
+    let back8 = Eights::from_q8_0(std::array::from_fn(|t| &t8[7 - t][..]));
+    let back1 = Eights::from_q8_1(std::array::from_fn(|t| &t1[7 - t][..]));
     let mut ran = 0;
     for (isa, k) in levels() {
         ran += usize::from(ch08_gguf::matrix::policy::use_eights(k));
         let mut rows = Rows32::default();
-        for (format, w, eights) in [
-            (Format::Q4_0, q40, &octs0),
-            (Format::Q5_0, q50, &octs8),
-            (Format::Q4_1, q41, &octs1),
+        for (format, w, eights, second) in [
+            (Format::Q4_0, q40, &octs0, &back0),
+            (Format::Q5_0, q50, &octs8, &back8),
+            (Format::Q4_1, q41, &octs1, &back1),
         ] {
             let four = four_rows(w, format.block_bytes());
             k.unpack_rows32(format, &four.each_ref().map(|r| &r[..]), &mut rows);
@@ -453,6 +482,25 @@ fn check_interleaved_32(q40: &[u8], q50: &[u8], q41: &[u8], q: &[i8], nb: usize)
                     got4.map(f32::to_bits),
                     twin.map(f32::to_bits),
                     "{format:?} four rows against eight tokens, {nb} blocks, row {r}, {isa:?}"
+                );
+            }
+            let got16 = k.dot16x4_row32(
+                format,
+                std::array::from_fn(|r| rows.row(r)),
+                [eights, second],
+            );
+            for (r, got16) in got16.iter().enumerate() {
+                let twin =
+                    |a| ch07_simd_parallel::layout::eights::dot8_row32(format, rows.row(r), a);
+                let want: Vec<u32> = [twin(eights), twin(second)]
+                    .concat()
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect();
+                assert_eq!(
+                    got16.map(f32::to_bits).to_vec(),
+                    want,
+                    "{format:?} four rows against two eights of tokens, {nb} blocks, row {r}, {isa:?}"
                 );
             }
             k.unpack_rows32(format, &[w], &mut rows);
@@ -597,7 +645,7 @@ fn check_q4_k(row: &[u8], tokens: &[Vec<BlockQ8K>]) {
     let a: [&[BlockQ8K]; 8] = std::array::from_fn(|t| &tokens[t][..]);
     let a4: [&[BlockQ8K]; 4] = std::array::from_fn(|t| a[t]);
     let (quads, eights) = (KQuads::new(a4), EightsK::new(a));
-    check_four_k_rows(false, row, &eights);
+    check_four_k_rows(false, row, &eights, &reversed_k(tokens));
     let want: Vec<u32> = a
         .iter()
         .map(|a| Scalar.dot_q4_k(row, a).to_bits())
@@ -633,7 +681,7 @@ fn check_q4_k(row: &[u8], tokens: &[Vec<BlockQ8K>]) {
 fn check_q6_k(row: &[u8], tokens: &[Vec<BlockQ8K>]) {
     let a: [&[BlockQ8K]; 8] = std::array::from_fn(|t| &tokens[t][..]);
     let eights = EightsK::new(a);
-    check_four_k_rows(true, row, &eights);
+    check_four_k_rows(true, row, &eights, &reversed_k(tokens));
     let n = a[0].len();
     for (isa, k) in levels() {
         let mut rows = RowsK::default();

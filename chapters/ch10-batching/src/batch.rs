@@ -63,8 +63,9 @@ pub fn forward_batch(
         rows,
         max_pos,
     };
+    let mut buffers = ch08_gguf::engine::Buffers::default(); // one set for every layer
     for (l, w) in m.layers.iter().enumerate() {
-        engine.layer(l, w, &mut batch, &mut x); // chapter 8's layer over these rows
+        engine.layer(l, w, &mut batch, &mut x, &mut buffers); // chapter 8's layer over these rows
     }
     let last: Vec<f32> = rows
         .iter()

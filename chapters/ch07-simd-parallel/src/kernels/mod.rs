@@ -63,6 +63,8 @@ pub mod avx512_q8_0_rows8;
 #[cfg(target_arch = "x86_64")]
 pub mod avx512_quads;
 #[cfg(target_arch = "x86_64")]
+pub mod avx512_sixteens;
+#[cfg(target_arch = "x86_64")]
 pub mod helpers;
 #[cfg(target_arch = "x86_64")]
 pub mod x86_products;

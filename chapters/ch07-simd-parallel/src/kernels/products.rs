@@ -153,6 +153,17 @@ pub trait ManyTokens: OneToken {
     fn dot8x4_row32(&self, format: Format, rows: [&[Block32]; 4], a: &Eights) -> [[f32; 8]; 4] {
         rows.map(|row| self.dot8_row32(format, row, a))
     }
+    /// Four unpacked rows against two eights of tokens: row `r`'s lanes 0..8 are
+    /// [`ManyTokens::dot8x4_row32`]`(format, rows, a[0])[r]`, lanes 8..16 the same for `a[1]`.
+    /// Levels with 512-bit registers take both eights in one.
+    fn dot16x4_row32(
+        &self,
+        format: Format,
+        rows: [&[Block32]; 4],
+        a: [&Eights; 2],
+    ) -> [[f32; 16]; 4] {
+        row32_by_eights(self, format, rows, a)
+    }
     /// Q4_K (or, with `q6_k`, Q6_K) rows unpacked for [`ManyTokens::dot8_q4_k`] (`dot8_q6_k`).
     fn unpack_rows_k(&self, q6_k: bool, rows: &[&[u8]], out: &mut RowsK) {
         if q6_k {
@@ -177,6 +188,12 @@ pub trait ManyTokens: OneToken {
     /// Rows `i..i + 4`: [`ManyTokens::dot8_q6_k`] of each, bit for bit.
     fn dot8x4_q6_k(&self, rows: &RowsK, i: usize, a: &EightsK) -> [[f32; 8]; 4] {
         std::array::from_fn(|j| self.dot8_q6_k(rows, i + j, a))
+    }
+    /// Rows `i..i + 4` of unpacked Q4_K (`q6_k`: Q6_K) rows against two eights of tokens:
+    /// lanes 0..8 of row `r` are [`ManyTokens::dot8x4_q4_k`]'s (`dot8x4_q6_k`'s) for `a[0]`,
+    /// lanes 8..16 for `a[1]`. Levels with 512-bit registers take both eights in one.
+    fn dot16x4_k(&self, q6_k: bool, rows: &RowsK, i: usize, a: [&EightsK; 2]) -> [[f32; 16]; 4] {
+        k_by_eights(self, q6_k, rows, i, a)
     }
     /// One Q8_0 row (its bytes as in the file) against eight tokens: eight of chapter 6's
     /// `dot_q8_0_q8_0`, bit for bit ([`crate::layout::eights_q8_0`]).
@@ -320,6 +337,32 @@ pub(crate) fn q8_0_rows_with_half<K: ManyTokens + ?Sized>(
 }
 
 /// Two eights' lanes as sixteen, the first eight's first.
+/// [`ManyTokens::dot16x4_row32`] as two calls of the eight-token kernel.
+pub(crate) fn row32_by_eights<K: ManyTokens + ?Sized>(
+    k: &K,
+    format: Format,
+    rows: [&[Block32]; 4],
+    a: [&Eights; 2],
+) -> [[f32; 16]; 4] {
+    let x = a.map(|a| k.dot8x4_row32(format, rows, a));
+    std::array::from_fn(|r| two_eights(x[0][r], x[1][r]))
+}
+
+/// [`ManyTokens::dot16x4_k`] as two calls of the eight-token kernel.
+pub(crate) fn k_by_eights<K: ManyTokens + ?Sized>(
+    k: &K,
+    q6_k: bool,
+    rows: &RowsK,
+    i: usize,
+    a: [&EightsK; 2],
+) -> [[f32; 16]; 4] {
+    let x = a.map(|a| match q6_k {
+        true => k.dot8x4_q6_k(rows, i, a),
+        false => k.dot8x4_q4_k(rows, i, a),
+    });
+    std::array::from_fn(|r| two_eights(x[0][r], x[1][r]))
+}
+
 pub(crate) fn two_eights(x: [f32; 8], y: [f32; 8]) -> [f32; 16] {
     std::array::from_fn(|t| if t < 8 { x[t] } else { y[t - 8] })
 }

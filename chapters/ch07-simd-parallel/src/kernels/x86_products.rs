@@ -245,6 +245,38 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
             }
         }
     }
+    fn dot16x4_row32(
+        &self,
+        format: Format,
+        rows: [&[Block32]; 4],
+        a: [&Eights; 2],
+    ) -> [[f32; 16]; 4] {
+        use super::avx512_sixteens::dot16x4_row32;
+        if !VNNI {
+            return super::products::row32_by_eights(self, format, rows, a);
+        }
+        // SAFETY: for_isa hands out VNNI only when the CPU has AVX-512 F/BW/VL and VNNI; the
+        // kernels check the lengths.
+        unsafe {
+            match format {
+                Format::Q4_1 => dot16x4_row32::<true>(rows, a),
+                _ => dot16x4_row32::<false>(rows, a),
+            }
+        }
+    }
+    fn dot16x4_k(&self, q6_k: bool, rows: &RowsK, i: usize, a: [&EightsK; 2]) -> [[f32; 16]; 4] {
+        use super::avx512_sixteens::{dot16x4_q4_k, dot16x4_q6_k};
+        if !VNNI {
+            return super::products::k_by_eights(self, q6_k, rows, i, a);
+        }
+        // SAFETY: as above (AVX-512 F and BW); the kernels check the lengths.
+        unsafe {
+            match q6_k {
+                true => dot16x4_q6_k(rows, i, a),
+                false => dot16x4_q4_k(rows, i, a),
+            }
+        }
+    }
     fn tokens4_q5_0_quads(&self, w: &[u8], quads: &ActQuads, a: [&[Q8_0Wide]; 4]) -> [f32; 4] {
         if !VNNI {
             return self.tokens4_q5_0(w, a);

@@ -16,7 +16,8 @@ use ch05_kv_cache::KvStore;
 use ch06_quantization::Kernels;
 use rayon::prelude::*;
 
-use super::{Activation, Engine, Layer, attend, attend_heads, gelu_f16_inplace, rmsnorm_rows};
+use super::rowwise::{rmsnorm_rows_into, sized};
+use super::{Activation, Engine, Layer, attend, attend_heads, gelu_f16_inplace};
 
 /// How many query heads a task of the attention of `rows` query rows takes: a whole row
 /// when there are as many rows as threads; with fewer (a decode step), a part of one KV
@@ -115,27 +116,57 @@ impl<S: KvStore + Sync + ?Sized> LayerRows for Chunk<'_, S> {
 }
 // ANCHOR_END: chunk
 
+// ANCHOR: buffers
+/// The buffers of a layer call, kept from one layer to the next. A prefill's are megabytes
+/// (Gemma-3's gate and up: 512 tokens × 2 048 floats, 4 MiB each); allocated afresh in every
+/// layer, each would come from the kernel as new zeroed pages, a page fault for every 4 KiB
+/// of it, since the allocator hands blocks that large back when they are freed.
+#[derive(Default)]
+pub struct Buffers {
+    xn: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    normed: Vec<f32>,
+    heads: Vec<f32>,
+    o: Vec<f32>,
+    gate: Vec<f32>,
+    up: Vec<f32>,
+}
+// ANCHOR_END: buffers
+
 impl Engine<'_> {
     // ANCHOR: layer
-    /// Decoder layer `l` on `x` (`(rows, dim)`), in place; `rows` places each row.
-    pub fn layer<R: LayerRows>(&self, l: usize, w: &Layer, rows: &mut R, x: &mut [f32]) {
+    /// Decoder layer `l` on `x` (`(rows, dim)`), in place; `rows` places each row, `b` holds
+    /// the layer's buffers (any contents: each is overwritten before it is read).
+    pub fn layer<R: LayerRows>(
+        &self,
+        l: usize,
+        w: &Layer,
+        rows: &mut R,
+        x: &mut [f32],
+        b: &mut Buffers,
+    ) {
         let cfg = &self.model.config;
         let (dim, q_dim, kv_dim) = (cfg.hidden_size, cfg.q_dim(), cfg.kv_dim());
         let (eps, n) = (cfg.rms_norm_eps, x.len() / dim);
-        let xn = rmsnorm_rows(x, &w.attn_norm, eps); // (n, dim)
-        let mut q = vec![0.0f32; n * q_dim]; // (n, n_heads * head_dim)
-        let mut k = vec![0.0f32; n * kv_dim]; // (n, n_kv_heads * head_dim)
-        let mut v = vec![0.0f32; n * kv_dim]; // (n, n_kv_heads * head_dim)
+        rmsnorm_rows_into(&mut b.xn, x, &w.attn_norm, eps); // (n, dim)
+        let q = sized(&mut b.q, n * q_dim); // (n, n_heads * head_dim)
+        let k = sized(&mut b.k, n * kv_dim); // (n, n_kv_heads * head_dim)
+        let v = sized(&mut b.v, n * kv_dim); // (n, n_kv_heads * head_dim)
         let mats = [&w.wq, &w.wk, &w.wv];
-        self.matmul_group(&mats, &mut [&mut q, &mut k, &mut v], &xn, n);
+        self.matmul_group(&mats, &mut [q, k, v], &b.xn, n);
         if let (Some(qn), Some(kn)) = (&w.q_norm, &w.k_norm) {
             // Gemma: every head of Q and K normalised (rows of head_dim)
-            q = rmsnorm_rows(&q, qn, eps);
-            k = rmsnorm_rows(&k, kn, eps);
+            rmsnorm_rows_into(&mut b.normed, &b.q, qn, eps);
+            std::mem::swap(&mut b.q, &mut b.normed);
+            rmsnorm_rows_into(&mut b.normed, &b.k, kn, eps);
+            std::mem::swap(&mut b.k, &mut b.normed);
         }
         // each row rotated at its own position and its key and value stored, every row
         // before any attends (so the tokens of a prompt see each other)
         let rope = &self.model.ropes[w.rope];
+        let (q, k) = (&mut b.q, &mut b.k);
         for t in 0..n {
             let (qt, kt) = (t * q_dim..(t + 1) * q_dim, t * kv_dim..(t + 1) * kv_dim);
             let pos = rows.pos(t);
@@ -146,12 +177,12 @@ impl Engine<'_> {
                 pos,
                 Pairing::SplitHalves,
             );
-            rows.write_kv(l, t, &k[kt.clone()], &v[kt]);
+            rows.write_kv(l, t, &k[kt.clone()], &b.v[kt]);
         }
         // ANCHOR_END: layer
         // ANCHOR: layer_attention
-        let mut heads_out = vec![0.0f32; n * q_dim]; // (n, n_heads * head_dim)
-        let rows = &*rows;
+        let heads_out = sized(&mut b.heads, n * q_dim); // (n, n_heads * head_dim)
+        let (rows, q) = (&*rows, &b.q);
         let heads = cfg.heads();
         let at = LayerAttention {
             kernels: self.kernels,
@@ -171,30 +202,33 @@ impl Engine<'_> {
                 let q_t = &q[t * q_dim..(t + 1) * q_dim];
                 rows.attend(&at, t, first..first + part, q_t, out, scratch);
             });
-        let mut o = vec![0.0f32; n * dim]; // (n, dim)
-        self.matmul(&w.wo, &mut o, &heads_out, n);
+        let o = sized(&mut b.o, n * dim); // (n, dim)
+        self.matmul(&w.wo, o, &b.heads, n);
         if let Some(norm) = &w.post_attn_norm {
-            o = rmsnorm_rows(&o, norm, eps); // Gemma: the attention output normalised
+            // Gemma: the attention output normalised
+            rmsnorm_rows_into(&mut b.normed, &b.o, norm, eps);
+            std::mem::swap(&mut b.o, &mut b.normed);
         }
-        ops::add_inplace(x, &o);
-        self.ffn(w, x);
+        ops::add_inplace(x, &b.o);
+        self.ffn(w, x, b);
     }
     // ANCHOR_END: layer_attention
 
     // ANCHOR: layer_ffn
     /// The feed-forward half of a layer on `x` (`(rows, dim)`), in place: each row on its own.
-    fn ffn(&self, w: &Layer, x: &mut [f32]) {
+    fn ffn(&self, w: &Layer, x: &mut [f32], b: &mut Buffers) {
         let cfg = &self.model.config;
         let (dim, ffn, eps) = (cfg.hidden_size, cfg.intermediate_size, cfg.rms_norm_eps);
         let n = x.len() / dim;
-        let xn = rmsnorm_rows(x, &w.ffn_norm, eps); // (n, dim)
-        let mut gate = vec![0.0f32; n * ffn]; // (n, ffn)
-        let mut up = vec![0.0f32; n * ffn]; // (n, ffn)
-        self.matmul_group(&[&w.w_gate, &w.w_up], &mut [&mut gate, &mut up], &xn, n);
+        rmsnorm_rows_into(&mut b.xn, x, &w.ffn_norm, eps); // (n, dim)
+        let gate = sized(&mut b.gate, n * ffn); // (n, ffn)
+        let up = sized(&mut b.up, n * ffn); // (n, ffn)
+        self.matmul_group(&[&w.w_gate, &w.w_up], &mut [gate, up], &b.xn, n);
         // token by token on the threads (a prefill's 512 × 2 048 activations are worth it)
         let act = self.model.family.activation;
-        gate.par_chunks_mut(ffn)
-            .zip(up.par_chunks(ffn))
+        b.gate
+            .par_chunks_mut(ffn)
+            .zip(b.up.par_chunks(ffn))
             .for_each(|(g, u)| {
                 match act {
                     Activation::Silu => ops::silu_inplace(g),
@@ -202,12 +236,14 @@ impl Engine<'_> {
                 }
                 ops::mul_inplace(g, u);
             });
-        let mut down = vec![0.0f32; n * dim]; // (n, dim)
-        self.matmul(&w.w_down, &mut down, &gate, n);
+        let down = sized(&mut b.o, n * dim); // (n, dim)
+        self.matmul(&w.w_down, down, &b.gate, n);
         if let Some(norm) = &w.post_ffn_norm {
-            down = rmsnorm_rows(&down, norm, eps); // Gemma: the FFN output normalised
+            // Gemma: the FFN output normalised
+            rmsnorm_rows_into(&mut b.normed, &b.o, norm, eps);
+            std::mem::swap(&mut b.o, &mut b.normed);
         }
-        ops::add_inplace(x, &down);
+        ops::add_inplace(x, &b.o);
     }
     // ANCHOR_END: layer_ffn
 }

@@ -17,16 +17,33 @@ const PAR_ROWS: usize = 32;
 /// Chapter 4's `rmsnorm_rows`, the rows split across the threads when there are many (a
 /// prefill of many sequences), so that no thread waits while one normalizes them all.
 pub fn rmsnorm_rows(x: &[f32], weight: &[f32], eps: f32) -> Vec<f32> {
+    let mut out = Vec::new();
+    rmsnorm_rows_into(&mut out, x, weight, eps);
+    out
+}
+
+/// [`rmsnorm_rows`] into `out`, which is resized to `x`'s length: a buffer kept from one
+/// layer to the next.
+pub fn rmsnorm_rows_into(out: &mut Vec<f32>, x: &[f32], weight: &[f32], eps: f32) {
     let dim = weight.len();
+    let out = sized(out, x.len()); // (rows, dim)
     if x.len() < PAR_ROWS * dim {
-        return ch04_forward::layer::rmsnorm_rows(x, weight, eps);
+        for (o, row) in out.chunks_exact_mut(dim).zip(x.chunks_exact(dim)) {
+            ops::rmsnorm(o, row, weight, eps);
+        }
+        return;
     }
-    let mut out = vec![0.0f32; x.len()]; // (rows, dim)
     out.par_chunks_mut(dim)
         .zip(x.par_chunks(dim))
         .with_min_len(8)
         .for_each(|(o, row)| ops::rmsnorm(o, row, weight, eps));
-    out
+}
+
+/// `buf` as `len` floats, its allocation kept: what it held is left for the caller to
+/// overwrite, and only floats past its old length are zeroed.
+pub fn sized(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
+    buf.resize(len, 0.0);
+    &mut buf[..]
 }
 
 /// [`gelu_f16`] of every value of `g`, in place: with F16C, eight at a time

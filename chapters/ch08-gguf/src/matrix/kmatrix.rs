@@ -224,7 +224,7 @@ impl KMatrix {
                     let rs: Vec<&[u8]> = rs.map(|r| self.row_bytes(r)).collect();
                     kk.unpack_rows_k(q6_k, &rs, u);
                 },
-                |u, i, a, out| dot8_k(kk, q6_k, u, i, a, out),
+                |u, i, a, out| dot16_k(kk, q6_k, u, i, a, out),
                 |r, t| self.dot4(kk, r, std::array::from_fn(|j| &acts[t + j])),
                 |r, t| self.dot(kk, r, &acts[t]),
             );
@@ -269,19 +269,38 @@ impl KMatrix {
 }
 
 /// Rows `i..i + out.len()` (one or four) of a tile of unpacked Q4_K or Q6_K (`q6_k`) rows
-/// against eight tokens.
-pub(super) fn dot8_k(
+/// against one or two eights of tokens ([`super::prefill::prefill`]'s `dot16`).
+pub(super) fn dot16_k(
     kk: &dyn ManyTokens,
     q6_k: bool,
     u: &RowsK,
     i: usize,
-    a: &EightsK,
-    out: &mut [[f32; 8]],
+    a: &[EightsK],
+    out: &mut [[f32; 16]],
 ) {
-    match (out, q6_k) {
-        ([out], true) => *out = kk.dot8_q6_k(u, i, a),
-        ([out], false) => *out = kk.dot8_q4_k(u, i, a),
-        (out, true) => out.copy_from_slice(&kk.dot8x4_q6_k(u, i, a)),
-        (out, false) => out.copy_from_slice(&kk.dot8x4_q4_k(u, i, a)),
+    match (out, a) {
+        (out, [a0, a1]) if out.len() == 4 => {
+            out.copy_from_slice(&kk.dot16x4_k(q6_k, u, i, [a0, a1]));
+        }
+        ([out], a) => {
+            for (g, a) in a.iter().enumerate() {
+                let v = match q6_k {
+                    true => kk.dot8_q6_k(u, i, a),
+                    false => kk.dot8_q4_k(u, i, a),
+                };
+                out[8 * g..8 * g + 8].copy_from_slice(&v);
+            }
+        }
+        (out, a) => {
+            for (g, a) in a.iter().enumerate() {
+                let v = match q6_k {
+                    true => kk.dot8x4_q6_k(u, i, a),
+                    false => kk.dot8x4_q4_k(u, i, a),
+                };
+                for (out, v) in out.iter_mut().zip(v) {
+                    out[8 * g..8 * g + 8].copy_from_slice(&v);
+                }
+            }
+        }
     }
 }

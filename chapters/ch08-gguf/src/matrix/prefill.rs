@@ -19,9 +19,11 @@ use super::{Acts, Matrix, Packed, kmatrix, matmul_group, prefill_bands};
 /// ([`ManyTokens::has_eights`], [`super::policy::use_eights`]): each thread takes a band of tokens and interleaves them eight
 /// at a time (`eights(first token)`), then walks the weights in tiles of `tile` rows unpacked
 /// once for the band (`unpack(rows, into)`), every eight tokens meeting the whole tile
-/// while their activations are in L1 (`dot8(unpacked, row in the tile, eight tokens)`).
-/// The band's last one to seven tokens go four (`dot4(row, first token)`) and then one
-/// (`dot(row, token)`) at a time. Every output is the scalar kernel's number, whichever
+/// while their activations are in L1. The kernel (`dot16(unpacked, row in the tile, eights,
+/// out)`) takes one or four rows and two eights at a time (one if the band has an odd
+/// count), the first eight's results in lanes 0..8 of each row's `out`, the second's in
+/// 8..16. The band's last one to seven tokens go four (`dot4(row, first token)`) and then
+/// one (`dot(row, token)`) at a time. Every output is the scalar kernel's number, whichever
 /// way it was computed.
 #[allow(clippy::too_many_arguments)]
 pub fn prefill<A: Send, U: Default>(
@@ -31,7 +33,7 @@ pub fn prefill<A: Send, U: Default>(
     tile: usize,
     eights: impl Fn(usize) -> A + Sync,
     unpack: impl Fn(Range<usize>, &mut U) + Sync,
-    dot8: impl Fn(&U, usize, &A, &mut [[f32; 8]]) + Sync,
+    dot16: impl Fn(&U, usize, &[A], &mut [[f32; 16]]) + Sync,
     dot4: impl Fn(usize, usize) -> [f32; 4] + Sync,
     dot: impl Fn(usize, usize) -> f32 + Sync,
 ) {
@@ -48,14 +50,14 @@ pub fn prefill<A: Send, U: Default>(
                 if !groups.is_empty() {
                     unpack(r0..r1, &mut unpacked); // for nothing when the band has < 8 tokens
                 }
-                for (g, a) in groups.iter().enumerate() {
+                for (p, two) in groups.chunks(2).enumerate() {
                     let mut r = r0;
                     while r < r1 {
                         let k = if r + 4 <= r1 { 4 } else { 1 }; // rows at once
-                        let mut v = [[0.0f32; 8]; 4];
-                        dot8(&unpacked, r - r0, a, &mut v[..k]);
-                        for j in 0..8 {
-                            let at = (8 * g + j) * rows + r; // token 8g + j's rows r..r + k
+                        let mut v = [[0.0f32; 16]; 4];
+                        dot16(&unpacked, r - r0, two, &mut v[..k]);
+                        for j in 0..8 * two.len() {
+                            let at = (16 * p + j) * rows + r; // token 16p + j's rows r..r + k
                             for (o, v) in out_band[at..at + k].iter_mut().zip(&v) {
                                 *o = v[j];
                             }
@@ -137,11 +139,21 @@ pub fn prefill_unpacked32(
         tile_rows(40 * blocks), // 32 quants, d and m a block
         eights,
         unpack,
-        |u, i, a, out| match out {
-            [out] => *out = kk.dot8_row32(format, u.row(i), a),
-            out => {
+        |u, i, a, out| match (out, a) {
+            ([out], a) => {
+                for (g, a) in a.iter().enumerate() {
+                    out[8 * g..8 * g + 8].copy_from_slice(&kk.dot8_row32(format, u.row(i), a));
+                }
+            }
+            (out, [a]) => {
                 let rows = std::array::from_fn(|j| u.row(i + j));
-                out.copy_from_slice(&kk.dot8x4_row32(format, rows, a));
+                for (out, v) in out.iter_mut().zip(kk.dot8x4_row32(format, rows, a)) {
+                    out[..8].copy_from_slice(&v);
+                }
+            }
+            (out, a) => {
+                let rows = std::array::from_fn(|j| u.row(i + j));
+                out.copy_from_slice(&kk.dot16x4_row32(format, rows, [&a[0], &a[1]]));
             }
         },
         dot4,
@@ -211,7 +223,11 @@ pub(super) fn q4_prefill(
             |rs, first: &mut usize| *first = rs.start,
             |first, i, a, out| {
                 for (j, out) in out.iter_mut().enumerate() {
-                    *out = kk.dot8_q8_0(m.row_bytes(first + i + j), a);
+                    let w = m.row_bytes(first + i + j);
+                    match a {
+                        [a] => out[..8].copy_from_slice(&kk.dot8_q8_0(w, a)),
+                        a => *out = kk.dot16_q8_0(w, [&a[0], &a[1]]),
+                    }
                 }
             },
             dot4,
@@ -295,7 +311,7 @@ pub(super) fn packed_prefill(
                         let mut tile = Vec::new();
                         kk.unpack_rows_k(q6_k, &p.tile(rs, &mut tile), u);
                     },
-                    |u, i, a, out| kmatrix::dot8_k(kk, q6_k, u, i, a, out),
+                    |u, i, a, out| kmatrix::dot16_k(kk, q6_k, u, i, a, out),
                     every_band_whole,
                     whole,
                 );
