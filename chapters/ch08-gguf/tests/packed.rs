@@ -10,6 +10,7 @@ use ch06_quantization::dot::{dot_q4_0_q8_0, dot_q4_1_q8_1};
 use ch07_simd_parallel::Isa;
 use ch07_simd_parallel::huge::Arena;
 use ch07_simd_parallel::kernels::for_isa;
+use ch07_simd_parallel::layout::eights::{Rows32, unpack_block};
 use ch07_simd_parallel::layout::kquant::{
     BlockQ8K, Q8_0Wide, dot_q4_k_q8_k, dot_q5_0_q8_0, dot_q6_k_q8_k,
 };
@@ -139,6 +140,27 @@ fn check(format: Format, rows: usize, nb: usize, w: &[u8], tokens: &[Token]) -> 
         all == w,
         "{format:?}: the rows taken out together differ from the file's"
     );
+    if !format.is_k() {
+        // the blocks unpacked straight from the groups are those of the rows taken out,
+        // for a range starting inside a group too
+        let (mut got, mut want) = (Rows32::default(), Rows32::default());
+        for start in [0, rows.min(5) - 1] {
+            p.unpack_rows32(start..rows, &mut got);
+            let file: Vec<&[u8]> = (start..rows)
+                .map(|r| &w[r * row_len..(r + 1) * row_len])
+                .collect();
+            want.unpack(format.block_bytes(), &file, |b| unpack_block(format, b));
+            let same = got.blocks == want.blocks
+                && got.data.len() == want.data.len()
+                && got.data.iter().zip(&want.data).all(|(x, y)| {
+                    x.q == y.q && x.d.to_bits() == y.d.to_bits() && x.m.to_bits() == y.m.to_bits()
+                });
+            assert!(
+                same,
+                "{format:?}: rows {start}..{rows} unpacked from the groups differ from the file's rows unpacked"
+            );
+        }
+    }
     let packed: Vec<PackedToken> = tokens.iter().map(Token::packed).collect();
     let mut simd = 0;
     for isa in Isa::available() {

@@ -31,10 +31,33 @@ use rayon::prelude::*;
 use std::sync::Arc;
 
 use crate::huge::{Arena, Piece};
+use crate::layout::eights::{Block32, Rows32};
 use crate::layout::kquant;
+use ch06_quantization::f16::f16_to_f32_fast as f16;
 
 /// Rows in a group.
 pub const GROUP: usize = 8;
+
+/// The low nibble of each of sixteen bytes.
+const LOW_NIBBLES: u128 = 0x0f0f_0f0f_0f0f_0f0f_0f0f_0f0f_0f0f_0f0f;
+
+/// For each byte `b` of Q5_0's fifth bits, eight bytes, byte `k` holding 16 if bit `k` of
+/// `b` is set: the bits ORed onto eight quants at once.
+const SPREAD: [u64; 256] = {
+    let mut t = [0u64; 256];
+    let mut b = 0;
+    while b < 256 {
+        let mut k = 0;
+        while k < 8 {
+            if b >> k & 1 == 1 {
+                t[b] |= 16 << (8 * k);
+            }
+            k += 1;
+        }
+        b += 1;
+    }
+    t
+};
 
 /// Where each field of a format's block lies in a group of eight rows (see the module's
 /// comment): the formats [`can_pack`] says yes to.
@@ -295,6 +318,60 @@ impl Packed {
             }
         }
     }
+
+    // ANCHOR: unpack_rows32
+    /// Rows `rows` of a Q4_0, Q4_1 or Q5_0 matrix unpacked for the eight-token kernels
+    /// straight out of the groups: the blocks [`crate::layout::eights::unpack_block`] makes of
+    /// the rows [`Packed::rows_into`] would give, without that copy in between. A row's 16
+    /// bytes of nibbles (four bytes in each of the four chunks) are read as one 128-bit word,
+    /// whose low nibbles are quants 0..16 and high nibbles quants 16..32; Q5_0's fifth bits
+    /// are spread over the bytes eight at a time by a table ([`SPREAD`]).
+    pub fn unpack_rows32(&self, rows: std::ops::Range<usize>, out: &mut Rows32) {
+        let f = self.format;
+        assert!(
+            f.block_values() == 32 && !f.is_k(),
+            "unpack_rows32: {} is not Q4_0, Q4_1 or Q5_0",
+            f.name()
+        );
+        let (nb, gbb, head) = (self.cols / QK, f.group_block_bytes(), f.head_bytes());
+        out.blocks = nb;
+        out.data.clear();
+        let word =
+            |blk: &[u8], at: usize| u32::from_le_bytes(blk[at..at + 4].try_into().expect("4"));
+        for r in rows {
+            let (group, lane) = (self.group(r / GROUP), r % GROUP);
+            let at_d = f.field_at(0, lane).0;
+            let at_second = (f.fields().len() > 1).then(|| f.field_at(1, lane).0);
+            let nibbles = head + 4 * lane;
+            out.data.extend(group.chunks_exact(gbb).map(|blk| {
+                let nib = (0..4).fold(0u128, |n, c| {
+                    n | u128::from(word(blk, nibbles + 32 * c)) << (32 * c)
+                });
+                let (low, high) = (nib & LOW_NIBBLES, (nib >> 4) & LOW_NIBBLES);
+                let mut q = [0u8; 32];
+                q[..16].copy_from_slice(&low.to_le_bytes());
+                q[16..].copy_from_slice(&high.to_le_bytes());
+                let second = at_second.map_or(0, |at| word(blk, at));
+                let m = match f {
+                    Format::Q4_1 => f16(second as u16),
+                    _ => 0.0,
+                };
+                if f == Format::Q5_0 {
+                    for (k, q) in q.chunks_exact_mut(8).enumerate() {
+                        let bits = SPREAD[(second >> (8 * k)) as u8 as usize];
+                        let eight = u64::from_le_bytes(q.try_into().expect("8")) | bits;
+                        q.copy_from_slice(&eight.to_le_bytes());
+                    }
+                }
+                Block32 {
+                    q,
+                    d: f16(word(blk, at_d) as u16),
+                    m,
+                }
+            }));
+        }
+    }
+    // ANCHOR_END: unpack_rows32
 
     /// Rows `rows` as the file stored them ([`Packed::rows_into`] `tile`), one slice a row.
     pub fn tile<'t>(&self, rows: std::ops::Range<usize>, tile: &'t mut Vec<u8>) -> Vec<&'t [u8]> {

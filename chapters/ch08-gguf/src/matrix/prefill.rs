@@ -328,10 +328,7 @@ pub(super) fn packed_prefill(
                     Acts::K(a) => Eights::from_q8_0(std::array::from_fn(|j| a[t + j].q8_0())),
                     _ => unreachable!("quantize made the activations for this matrix"),
                 };
-                let unpack = |rs: std::ops::Range<usize>, u: &mut Rows32| {
-                    let mut tile = Vec::new();
-                    kk.unpack_rows32(format, &p.tile(rs, &mut tile), u);
-                };
+                let unpack = |rs: std::ops::Range<usize>, u: &mut Rows32| p.unpack_rows32(rs, u);
                 prefill_unpacked32(
                     kk,
                     format,
