@@ -128,27 +128,43 @@ pub fn top_k(c: &mut Vec<Candidate>, k: usize) {
 /// The `k` highest of `logits` (`0 < k`), sorted as [`top_k`] sorts them: the same
 /// candidates it keeps, in one pass that holds at most `2k`. A logit joins only if it beats
 /// the `k`-th best kept so far (a later id with an equal logit loses the tie, as in the
-/// order); when `2k` are held, a selection cuts them back to `k`.
+/// order); when `2k` are held, a selection cuts them back to `k`. Once that bar is set, almost
+/// no logit passes it, so the logits are read sixteen at a time and a run of sixteen whose
+/// largest does not beat the bar is passed over whole: the largest of sixteen order keys is
+/// a few SIMD instructions, where a comparison a logit is a branch a logit.
 pub fn top_k_of(logits: &[f32], k: usize) -> Vec<Candidate> {
     let order = |a: &Candidate, b: &Candidate| b.logit.total_cmp(&a.logit).then(a.id.cmp(&b.id));
     let mut kept: Vec<Candidate> = Vec::with_capacity(2 * k);
-    let mut bar: Option<f32> = None; // the k-th best logit once k are kept
-    for (id, &logit) in logits.iter().enumerate() {
-        if bar.is_some_and(|b| !logit.total_cmp(&b).is_gt()) {
+    let mut bar: Option<i32> = None; // the k-th best logit's order key once k are kept
+    for (run, sixteen) in logits.chunks(16).enumerate() {
+        let best = sixteen.iter().map(|&v| order_key(v)).max();
+        if bar.is_some_and(|b| best <= Some(b)) {
             continue;
         }
-        kept.push(Candidate {
-            id: id as u32,
-            logit,
-        });
-        if kept.len() == 2 * k {
-            kept.select_nth_unstable_by(k - 1, order);
-            kept.truncate(k);
-            bar = Some(kept[k - 1].logit);
+        for (j, &logit) in sixteen.iter().enumerate() {
+            if bar.is_some_and(|b| order_key(logit) <= b) {
+                continue;
+            }
+            kept.push(Candidate {
+                id: (16 * run + j) as u32,
+                logit,
+            });
+            if kept.len() == 2 * k {
+                kept.select_nth_unstable_by(k - 1, order);
+                kept.truncate(k);
+                bar = Some(order_key(kept[k - 1].logit));
+            }
         }
     }
     top_k(&mut kept, k);
     kept
+}
+
+/// `f32::total_cmp`'s own key: an f32's bits as i32, the negative ones' magnitude bits
+/// flipped, so that comparing keys as integers compares the floats in `total_cmp`'s order.
+fn order_key(v: f32) -> i32 {
+    let b = v.to_bits() as i32;
+    b ^ (((b >> 31) as u32) >> 1) as i32
 }
 
 // ANCHOR_END: filters
@@ -336,13 +352,8 @@ impl Sampler {
 /// keys, then where it first occurs. One pass that compares each logit with the best so far
 /// is a branch per logit, and on Gemma-3's 262 144 it cost a few percent of a decode step.
 pub fn first_max(x: &[f32]) -> usize {
-    // total_cmp's own key: an f32's bits as i32, the negative ones' magnitude bits flipped
-    let key = |v: f32| {
-        let b = v.to_bits() as i32;
-        b ^ (((b >> 31) as u32) >> 1) as i32
-    };
-    let best = x.iter().map(|&v| key(v)).max().unwrap_or(i32::MIN);
-    x.iter().position(|&v| key(v) == best).unwrap_or(0)
+    let best = x.iter().map(|&v| order_key(v)).max().unwrap_or(i32::MIN);
+    x.iter().position(|&v| order_key(v) == best).unwrap_or(0)
 }
 // ANCHOR_END: first_max
 
