@@ -65,8 +65,7 @@ unsafe fn quants(w: *const u8) -> __m512i {
 /// Four unpacked Q4_0, Q5_0 or Q4_1 rows (Q4_1 with `Q4_1`) against two eights of tokens:
 /// row `r`'s lanes 0..8 are [`super::avx2_eights4::dot8x4_row32`]`(rows, a[0])[r]`, its
 /// lanes 8..16 the same for `a[1]`. Per block, eight steps of one 512-bit load of both
-/// eights' activations and, for each row, a broadcast of its four quants and one
-/// `vpdpbusd`.
+/// eights' activations and, for each row, a broadcast of its four quants and a `vpdpbusd`.
 ///
 /// # Safety
 /// The CPU must have AVX-512 F, BW, VL and VNNI; the lengths are checked here.
