@@ -31,8 +31,7 @@ mod rowwise;
 
 pub use attend::{attend, attend_heads};
 pub use family::{Activation, Family, gelu_f16};
-pub use layer::Buffers;
-pub use layer::{Chunk, LayerAttention, LayerRows, attention_part};
+pub use layer::{Buffers, Chunk, LayerAttention, LayerRows, attention_part};
 pub use rope::LazyRope;
 pub use rowwise::{gelu_f16_inplace, rmsnorm_rows};
 

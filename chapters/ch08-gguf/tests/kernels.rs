@@ -379,19 +379,20 @@ fn check_four_k_rows(q6_k: bool, row: &[u8], eights: &EightsK, second: &EightsK)
                 true => ch07_simd_parallel::layout::eights_k::dot8_q6_k(&rows, r, a),
                 false => ch07_simd_parallel::layout::eights_k::dot8_q4_k(&rows, r, a),
             };
-            let want: Vec<u32> = [twin(eights), twin(second)]
-                .concat()
-                .iter()
-                .map(|v| v.to_bits())
-                .collect();
             assert_eq!(
-                got.map(f32::to_bits).to_vec(),
-                want,
+                got.map(f32::to_bits),
+                sixteen_bits(twin(eights), twin(second)),
                 "{} four rows against two eights of tokens, {n} blocks, row {r}, {isa:?}",
                 if q6_k { "Q6_K" } else { "Q4_K" }
             );
         }
     }
+}
+
+/// The bits a sixteen-token kernel's row must give: the first eight's lanes, then the
+/// second's.
+fn sixteen_bits(first: [f32; 8], second: [f32; 8]) -> [u32; 16] {
+    std::array::from_fn(|t| if t < 8 { first[t] } else { second[t - 8] }.to_bits())
 }
 
 /// The eight tokens of `tokens` in reverse order, interleaved: a second eight for the
@@ -492,14 +493,9 @@ fn check_interleaved_32(q40: &[u8], q50: &[u8], q41: &[u8], q: &[i8], nb: usize)
             for (r, got16) in got16.iter().enumerate() {
                 let twin =
                     |a| ch07_simd_parallel::layout::eights::dot8_row32(format, rows.row(r), a);
-                let want: Vec<u32> = [twin(eights), twin(second)]
-                    .concat()
-                    .iter()
-                    .map(|v| v.to_bits())
-                    .collect();
                 assert_eq!(
-                    got16.map(f32::to_bits).to_vec(),
-                    want,
+                    got16.map(f32::to_bits),
+                    sixteen_bits(twin(eights), twin(second)),
                     "{format:?} four rows against two eights of tokens, {nb} blocks, row {r}, {isa:?}"
                 );
             }

@@ -278,29 +278,17 @@ pub(super) fn dot16_k(
     a: &[EightsK],
     out: &mut [[f32; 16]],
 ) {
-    match (out, a) {
-        (out, [a0, a1]) if out.len() == 4 => {
-            out.copy_from_slice(&kk.dot16x4_k(q6_k, u, i, [a0, a1]));
-        }
-        ([out], a) => {
-            for (g, a) in a.iter().enumerate() {
-                let v = match q6_k {
-                    true => kk.dot8_q6_k(u, i, a),
-                    false => kk.dot8_q4_k(u, i, a),
-                };
-                out[8 * g..8 * g + 8].copy_from_slice(&v);
-            }
-        }
-        (out, a) => {
-            for (g, a) in a.iter().enumerate() {
-                let v = match q6_k {
-                    true => kk.dot8x4_q6_k(u, i, a),
-                    false => kk.dot8x4_q4_k(u, i, a),
-                };
-                for (out, v) in out.iter_mut().zip(v) {
-                    out[8 * g..8 * g + 8].copy_from_slice(&v);
-                }
-            }
-        }
-    }
+    super::prefill::dot16_by_eights(
+        out,
+        a,
+        |x, y| kk.dot16x4_k(q6_k, u, i, [x, y]),
+        |a| match q6_k {
+            true => kk.dot8x4_q6_k(u, i, a),
+            false => kk.dot8x4_q4_k(u, i, a),
+        },
+        |a| match q6_k {
+            true => kk.dot8_q6_k(u, i, a),
+            false => kk.dot8_q4_k(u, i, a),
+        },
+    );
 }

@@ -82,6 +82,33 @@ pub fn prefill<A: Send, U: Default>(
 }
 // ANCHOR_END: prefill
 
+/// A `dot16` for [`prefill`] from a level's kernels: four rows against two eights by
+/// `sixteen`, otherwise each eight on its own, by `four` (four rows) or `one` (one row), its
+/// results in its eight lanes of each row's `out`.
+pub(super) fn dot16_by_eights<A>(
+    out: &mut [[f32; 16]],
+    a: &[A],
+    sixteen: impl FnOnce(&A, &A) -> [[f32; 16]; 4],
+    four: impl Fn(&A) -> [[f32; 8]; 4],
+    one: impl Fn(&A) -> [f32; 8],
+) {
+    if let ([x, y], 4) = (a, out.len()) {
+        out.copy_from_slice(&sixteen(x, y));
+        return;
+    }
+    for (g, a) in a.iter().enumerate() {
+        let lanes = 8 * g..8 * g + 8;
+        match &mut *out {
+            [out] => out[lanes].copy_from_slice(&one(a)),
+            out => {
+                for (out, v) in out.iter_mut().zip(four(a)) {
+                    out[lanes.clone()].copy_from_slice(&v);
+                }
+            }
+        }
+    }
+}
+
 /// Rows per tile for [`prefill`] when a row unpacks to `bytes`: about 16 kB, a multiple of four
 /// (the kernels take rows four at a time), 4 to 32 rows.
 pub fn tile_rows(bytes: usize) -> usize {
@@ -139,22 +166,15 @@ pub fn prefill_unpacked32(
         tile_rows(40 * blocks), // 32 quants, d and m a block
         eights,
         unpack,
-        |u, i, a, out| match (out, a) {
-            ([out], a) => {
-                for (g, a) in a.iter().enumerate() {
-                    out[8 * g..8 * g + 8].copy_from_slice(&kk.dot8_row32(format, u.row(i), a));
-                }
-            }
-            (out, [a]) => {
-                let rows = std::array::from_fn(|j| u.row(i + j));
-                for (out, v) in out.iter_mut().zip(kk.dot8x4_row32(format, rows, a)) {
-                    out[..8].copy_from_slice(&v);
-                }
-            }
-            (out, a) => {
-                let rows = std::array::from_fn(|j| u.row(i + j));
-                out.copy_from_slice(&kk.dot16x4_row32(format, rows, [&a[0], &a[1]]));
-            }
+        |u, i, a, out| {
+            let four = || std::array::from_fn(|j| u.row(i + j));
+            dot16_by_eights(
+                out,
+                a,
+                |x, y| kk.dot16x4_row32(format, four(), [x, y]),
+                |a| kk.dot8x4_row32(format, four(), a),
+                |a| kk.dot8_row32(format, u.row(i), a),
+            );
         },
         dot4,
         dot,
