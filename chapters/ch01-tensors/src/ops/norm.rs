@@ -8,7 +8,10 @@
 /// It rescales the row to unit root-mean-square and then lets a learned `weight` set the
 /// scale of each feature. Unlike LayerNorm it does not subtract the mean. `eps` (1e-5 in
 /// SmolLM2's config) keeps an all-zero row from dividing by zero. The mean of squares is
-/// summed in f64: a row of thousands of squares is exactly where f32 rounding piles up.
+/// summed in f64: a row of thousands of squares is exactly where f32 rounding piles up. It
+/// is summed four ways at once, each square into the running sum of its place modulo four:
+/// one running sum makes each addition wait for the one before (a decode step of SmolLM2
+/// normalizes 61 rows, and one sum took 2% of the step), four fill a vector register.
 ///
 /// # Panics
 /// If `out`, `x` and `weight` differ in length.
@@ -19,7 +22,15 @@ pub fn rmsnorm(out: &mut [f32], x: &[f32], weight: &[f32], eps: f32) {
         x.len(),
         "rmsnorm: weight and x differ in length"
     );
-    let sum_sq: f64 = x.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
+    let (fours, rest) = x.as_chunks::<4>();
+    let mut sums = [0.0f64; 4];
+    for four in fours {
+        for (s, &v) in sums.iter_mut().zip(four) {
+            *s += f64::from(v) * f64::from(v);
+        }
+    }
+    let rest: f64 = rest.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
+    let sum_sq = (sums[0] + sums[1]) + (sums[2] + sums[3]) + rest;
     let mean_sq = sum_sq / x.len().max(1) as f64;
     let scale = 1.0 / (mean_sq + f64::from(eps)).sqrt();
     for ((o, &v), &w) in out.iter_mut().zip(x).zip(weight) {

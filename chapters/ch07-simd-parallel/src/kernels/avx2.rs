@@ -20,7 +20,7 @@ use std::arch::x86_64::*;
 use ch06_quantization::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1, QK};
 
 use super::helpers::{
-    dot_i8, dot_u8_i8, halves, load32, q8_0_scale, q8_1_scales, qs_bytes, sub, unpack_nibbles,
+    dot_i8, dot_u8_i8, halves, hsum, load32, q8_0_scale, q8_1_scales, qs_bytes, sub, unpack_nibbles,
 };
 
 // ANCHOR: dot_q4_1
@@ -163,14 +163,19 @@ fn quantize_block(x: &[f32; QK]) -> (f32, [i8; QK], i32) {
     let amax = lanes.iter().fold(0.0f32, |a, &b| a.max(b)); // max is exact in any order
     let d = amax / 127.0;
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-    let mut q = [0i32; QK];
-    for (i, &vi) in v.iter().enumerate() {
-        let r = round_away(_mm256_mul_ps(vi, _mm256_set1_ps(id)));
-        // SAFETY: `q[8i..8i + 8]` is 8 writable i32.
-        unsafe { _mm256_storeu_si256(q.as_mut_ptr().add(8 * i).cast(), r) };
-    }
-    let qs: [i8; QK] = std::array::from_fn(|j| q[j] as i8); // |q| ≤ 127
-    (d, qs, q.iter().sum())
+    let q = v.map(|vi| round_away(_mm256_mul_ps(vi, _mm256_set1_ps(id))));
+    // |q| ≤ 127, so the saturating packs to 16 and then 8 bits are exact; they work within
+    // each 128-bit half, and one permute of 32-bit lanes puts the 32 bytes back in order
+    let packed = _mm256_packs_epi16(
+        _mm256_packs_epi32(q[0], q[1]),
+        _mm256_packs_epi32(q[2], q[3]),
+    );
+    let bytes = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    let mut qs = [0i8; QK];
+    // SAFETY: `qs` is 32 writable bytes.
+    unsafe { _mm256_storeu_si256(qs.as_mut_ptr().cast(), bytes) };
+    let sum = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+    (d, qs, hsum(sum))
 }
 // ANCHOR_END: quantize
 
@@ -180,24 +185,28 @@ pub fn quantize_q8_0(x: &[f32], out: &mut Vec<BlockQ8_0>) {
     out.clear();
     for b in x.as_chunks::<QK>().0 {
         let (d, qs, _) = quantize_block(b);
-        out.push(BlockQ8_0 {
-            d: ch06_quantization::f16::f32_to_f16(d),
-            qs,
-        });
+        out.push(BlockQ8_0 { d: to_f16(d), qs });
     }
 }
 
 /// Activations to Q8_1 blocks (with `s = d · Σq`).
 #[target_feature(enable = "avx2,fma,f16c")]
 pub fn quantize_q8_1(x: &[f32], out: &mut Vec<BlockQ8_1>) {
-    use ch06_quantization::f16::f32_to_f16;
     out.clear();
     for b in x.as_chunks::<QK>().0 {
         let (d, qs, sum) = quantize_block(b);
         out.push(BlockQ8_1 {
-            d: f32_to_f16(d),
-            s: f32_to_f16(sum as f32 * d),
+            d: to_f16(d),
+            s: to_f16(sum as f32 * d),
             qs,
         });
     }
+}
+
+/// Chapter 6's `f32_to_f16` in one instruction: F16C's conversion rounds to the nearest f16,
+/// ties to even, and keeps a NaN's top payload bits, quiet, as the plain Rust does.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn to_f16(x: f32) -> u16 {
+    _mm_extract_epi16::<0>(_mm_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm_set_ss(x))) as u16
 }

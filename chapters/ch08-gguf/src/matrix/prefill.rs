@@ -190,6 +190,9 @@ pub(super) fn quantize_tokens(
     q8_1: bool,
     quantize: impl Fn(&[f32]) -> Activations + Sync,
 ) -> Activations {
+    if x.len() == cols {
+        return quantize(x); // one token (a decode step): nothing to split or join
+    }
     let per_token: Vec<Activations> = x.par_chunks(cols).map(&quantize).collect();
     if q8_1 {
         Activations::Q8_1(
