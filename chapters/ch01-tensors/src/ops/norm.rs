@@ -10,8 +10,8 @@
 /// SmolLM2's config) keeps an all-zero row from dividing by zero. The mean of squares is
 /// summed in f64: a row of thousands of squares is exactly where f32 rounding piles up. It
 /// is summed four ways at once, each square into the running sum of its place modulo four:
-/// one running sum makes each addition wait for the one before (a decode step of SmolLM2
-/// normalizes 61 rows, and one sum took 2% of the step), four fill a vector register.
+/// with one running sum each addition waits for the one before (the 61 norms of a SmolLM2
+/// decode step took 2% of it that way), and four fill a vector register.
 ///
 /// # Panics
 /// If `out`, `x` and `weight` differ in length.
