@@ -169,6 +169,17 @@ impl<'m> Engine<'m> {
         crate::matrix::matmul_group(self.kernels, self.kkernels, w, outs, x, seq);
     }
 
+    fn matmul_pair_then(
+        &self,
+        w: [&Matrix; 2],
+        outs: [&mut [f32]; 2],
+        x: &[f32],
+        seq: usize,
+        then: &(dyn Fn(&mut [f32], &[f32]) + Sync),
+    ) {
+        crate::matrix::matmul_pair_then(self.kernels, self.kkernels, w, outs, x, seq, then);
+    }
+
     /// The embedding rows of `ids`, scaled as the family says: `(seq, dim)`.
     pub fn embed(&self, ids: &[u32]) -> Result<Vec<f32>> {
         let m = self.model;

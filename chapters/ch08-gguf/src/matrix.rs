@@ -25,7 +25,7 @@ pub mod prefill;
 pub use ch07_simd_parallel::layout::packed::{self, GroupLayout, Packed};
 pub use ch07_simd_parallel::layout::packed_dot::PackedToken;
 pub use few::FEW;
-pub use group::matmul_group;
+pub use group::{matmul_group, matmul_pair_then};
 pub use kmatrix::{KActs, KMatrix};
 
 use ch06_quantization::matrix::{Activations, Format};

@@ -7,7 +7,7 @@ use ch06_quantization::search::ScaleRule;
 use ch06_quantization::{QMatrix, Scalar};
 use ch07_simd_parallel::Isa;
 use ch07_simd_parallel::kernels::{ManyTokens, for_isa};
-use ch08_gguf::matrix::{KMatrix, Matrix, Packed, matmul_group};
+use ch08_gguf::matrix::{KMatrix, Matrix, Packed, matmul_group, matmul_pair_then};
 
 const ROWS: usize = 44;
 const COLS: usize = 512;
@@ -202,6 +202,53 @@ fn grouped_products_equal_single_products() {
                              scalar numbers"
                         );
                     }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn paired_products_finish_their_rows_with_the_same_numbers() {
+    let mats = matrices();
+    let named = |name: &str| &mats.iter().find(|(n, _)| n == name).expect(name).1;
+    // SiLU(first) · second, as a layer's gate and up: elementwise, so any block of rows may
+    // finish on its own
+    let then = |f: &mut [f32], s: &[f32]| {
+        ch01_tensors::ops::silu_inplace(f);
+        ch01_tensors::ops::mul_inplace(f, s);
+    };
+    // the same kind of activations (paired in a decode step), and two kinds (never paired)
+    let pairs = [
+        ("q4_0", "q8_0"),
+        ("q4_1", "q4_1"),
+        ("q4_1 packed", "q4_1 packed"),
+        ("Q5_0 packed", "Q5_0 packed"),
+        ("q4_k", "q6_k"),
+        ("q4_0", "q4_1"),
+    ];
+    for seq in [1, 3, 20] {
+        let x = floats(seq * COLS, 500 + seq as u64);
+        for (a, b) in pairs {
+            let (ma, mb) = (named(a), named(b));
+            let rows = ma.rows();
+            let mut want = reference(ma, &x, seq);
+            let second = reference(mb, &x, seq);
+            for (f, s) in want.chunks_exact_mut(rows).zip(second.chunks_exact(rows)) {
+                then(f, s);
+            }
+            for (isa, k, kk) in levels() {
+                for threads in [1, 2] {
+                    let (mut f, mut s) = (vec![0.0; seq * rows], vec![0.0; seq * rows]);
+                    ch07_simd_parallel::pool::in_pool(threads, || {
+                        matmul_pair_then(k, kk, [ma, mb], [&mut f, &mut s], &x, seq, &then)
+                    })
+                    .expect("a pool");
+                    assert!(
+                        f.iter().zip(&want).all(|(g, w)| g.to_bits() == w.to_bits()),
+                        "{a} with {b}, {seq} tokens, {isa}, {threads} threads: the finished \
+                         rows are not the scalar products' numbers through `then`"
+                    );
                 }
             }
         }

@@ -13,6 +13,10 @@ use ch07_simd_parallel::kernels::ManyTokens;
 /// outputs for the block's rows.
 type Task<'a> = (&'a Matrix, usize, Vec<&'a mut [f32]>);
 
+/// A task of a paired product: the first row of its block, and each token's outputs for the
+/// block's rows of the first matrix and of the second.
+type PairTask<'a> = (usize, Vec<&'a mut [f32]>, Vec<&'a mut [f32]>);
+
 // ANCHOR: matmul_group
 /// Several products of the same input `x` (`(seq, cols)`), `outs[i] = x · mats[i]ᵀ`: Q, K
 /// and V, or gate and up. In a prefill each is an ordinary [`Matrix::matmul`]. With too few
@@ -88,6 +92,77 @@ pub fn matmul_group(
         .for_each(|(m, r0, mut o)| m.block_of_rows(k, kk, acts_of(m), r0, &mut o));
 }
 // ANCHOR_END: matmul_group
+
+// ANCHOR: matmul_pair_then
+/// Two products of the same input whose outputs meet value by value (gate and up), and
+/// `then(first, second)` on each token's row of them: `outs[0]` takes `then`'s result. With
+/// few tokens a thread, each task computes one block of rows of both matrices and finishes
+/// that block itself, on whichever thread ran it, while its outputs are in cache; otherwise
+/// the products run as [`matmul_group`] runs them and `then` follows on the threads, token by
+/// token. `then` sees the same numbers either way, so its results are the same bits.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_pair_then(
+    k: &dyn Kernels,
+    kk: &dyn ManyTokens,
+    mats: [&Matrix; 2],
+    outs: [&mut [f32]; 2],
+    x: &[f32],
+    seq: usize,
+    then: &(dyn Fn(&mut [f32], &[f32]) + Sync),
+) {
+    let [a, b] = mats;
+    let rows = a.rows();
+    let paired = a.by_rows(kk, seq)
+        && b.by_rows(kk, seq)
+        && (b.rows(), b.cols()) == (rows, a.cols())
+        && a.act_kind() == b.act_kind()
+        && task_rows(a, seq) == task_rows(b, seq);
+    let [first, second] = outs;
+    if !paired {
+        matmul_group(k, kk, &mats, &mut [&mut *first, &mut *second], x, seq);
+        first
+            .par_chunks_mut(rows)
+            .zip(second.par_chunks(rows))
+            .for_each(|(f, s)| then(f, s));
+        return;
+    }
+    let acts = a.quantize(k, x);
+    let eights = a.eights(kk, &acts, seq);
+    let (acts_a, acts_b) = (
+        (
+            &acts,
+            eights.as_ref().filter(|_| a.eight_kernel(kk).is_some()),
+        ),
+        (
+            &acts,
+            eights.as_ref().filter(|_| b.eight_kernel(kk).is_some()),
+        ),
+    );
+    let n = task_rows(a, seq);
+    // task c: rows c·n.. of both matrices, each token's slice of each output
+    let mut tasks: Vec<PairTask> = Vec::new();
+    for (t, (f_t, s_t)) in first
+        .chunks_exact_mut(rows)
+        .zip(second.chunks_exact_mut(rows))
+        .enumerate()
+    {
+        for (c, (f, s)) in f_t.chunks_mut(n).zip(s_t.chunks_mut(n)).enumerate() {
+            if t == 0 {
+                tasks.push((c * n, Vec::with_capacity(seq), Vec::with_capacity(seq)));
+            }
+            tasks[c].1.push(f);
+            tasks[c].2.push(s);
+        }
+    }
+    tasks.into_par_iter().for_each(|(r0, mut f, mut s)| {
+        a.block_of_rows(k, kk, acts_a, r0, &mut f);
+        b.block_of_rows(k, kk, acts_b, r0, &mut s);
+        for (f, s) in f.iter_mut().zip(&s) {
+            then(f, s);
+        }
+    });
+}
+// ANCHOR_END: matmul_pair_then
 
 // ANCHOR: packed_rows
 /// Rows `r0..r0 + n` of a packed matrix against tokens `t0..`, `out[i]` token `t0 + i`'s
