@@ -224,8 +224,9 @@ pub fn compare_depth(
 // ANCHOR: profile
 /// Where a step of `tokens` new tokens after `context` cached ones spends its time: each
 /// kind of matrix product over all layers, run as the forward pass runs it (same groups,
-/// same shapes, the model's own weights), the LM head, and "everything else" (norms, RoPE,
-/// attention, the activation, the cache), which is the real `forward` minus the products.
+/// same shapes, the model's own weights; gate and up with the activation their tasks apply),
+/// the LM head, and "everything else" (norms, RoPE, attention, the cache), which is the real
+/// `forward` minus the products.
 /// Best of `runs` for each (noise only adds time).
 pub fn profile(
     engine: &Engine,
@@ -305,20 +306,22 @@ pub fn profile(
             ms,
             weight_bytes: sum(&|l| l.wo.bytes()),
         });
+        let gated = |g: &mut [f32], u: &[f32]| engine.gated(g, u);
         let ms = best(&mut || {
             for l in &m.layers {
-                crate::matrix::matmul_group(
+                crate::matrix::matmul_pair_then(
                     k,
                     kk,
-                    &[&l.w_gate, &l.w_up],
-                    &mut [&mut gate, &mut up],
+                    [&l.w_gate, &l.w_up],
+                    [&mut gate, &mut up],
                     &x,
                     tokens,
+                    &gated,
                 );
             }
         });
         ops.push(OpTime {
-            op: "gate, up",
+            op: "gate, up, activation",
             ms,
             weight_bytes: sum(&|l| l.w_gate.bytes() + l.w_up.bytes()),
         });

@@ -225,14 +225,7 @@ impl Engine<'_> {
         let up = sized(&mut b.up, n * ffn); // (n, ffn)
         // the activation times up, value by value: in a decode step each task of the two
         // products finishes its own rows, on both threads (`matmul_pair_then`)
-        let act = self.model.family.activation;
-        let gated = |g: &mut [f32], u: &[f32]| {
-            match act {
-                Activation::Silu => ops::silu_inplace(g),
-                Activation::GeluTanhF16 => gelu_f16_inplace(g),
-            }
-            ops::mul_inplace(g, u);
-        };
+        let gated = |g: &mut [f32], u: &[f32]| self.gated(g, u);
         self.matmul_pair_then([&w.w_gate, &w.w_up], [gate, up], &b.xn, n, &gated);
         let down = sized(&mut b.o, n * dim); // (n, dim)
         self.matmul(&w.w_down, down, &b.gate, n);
@@ -244,4 +237,13 @@ impl Engine<'_> {
         ops::add_inplace(x, &b.o);
     }
     // ANCHOR_END: layer_ffn
+
+    /// The family's activation of the gate's outputs `g`, times up's `u`, in place in `g`.
+    pub fn gated(&self, g: &mut [f32], u: &[f32]) {
+        match self.model.family.activation {
+            Activation::Silu => ops::silu_inplace(g),
+            Activation::GeluTanhF16 => gelu_f16_inplace(g),
+        }
+        ops::mul_inplace(g, u);
+    }
 }
