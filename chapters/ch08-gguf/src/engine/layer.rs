@@ -236,7 +236,6 @@ impl Engine<'_> {
         }
         ops::add_inplace(x, &b.o);
     }
-    // ANCHOR_END: layer_ffn
 
     /// The family's activation of the gate's outputs `g`, times up's `u`, in place in `g`.
     pub fn gated(&self, g: &mut [f32], u: &[f32]) {
@@ -246,4 +245,5 @@ impl Engine<'_> {
         }
         ops::mul_inplace(g, u);
     }
+    // ANCHOR_END: layer_ffn
 }
