@@ -45,53 +45,84 @@ pub fn matmul_group(
             m.matmul(k, kk, out, x, seq);
         }
     }
-    // One quantization per kind, shared by the matrices that take it, and every eight of
-    // its tokens interleaved once if a matrix of the kind has an eight-token kernel.
-    let mut acts: Vec<(&'static str, Acts, Option<TokenEights>)> = Vec::new();
-    for (m, _) in &few {
-        let kind = m.act_kind().expect("by_rows checked");
-        let i = match acts.iter().position(|(k, ..)| *k == kind) {
-            Some(i) => i,
-            None => {
-                acts.push((kind, m.quantize(k, x), None));
-                acts.len() - 1
-            }
-        };
-        if acts[i].2.is_none() {
-            acts[i].2 = m.eights(kk, &acts[i].1, seq);
-        }
-    }
-    let acts_of = |m: &Matrix| {
-        let kind = m.act_kind().expect("by_rows checked");
-        let (_, a, e) = acts
-            .iter()
-            .find(|(k, ..)| *k == kind)
-            .expect("quantized above");
-        (a, e.as_ref().filter(|_| m.eight_kernel(kk).is_some()))
-    };
+    let acts = SharedActs::new(k, kk, few.iter().map(|(m, _)| *m), x, seq);
     let mut tasks: Vec<Task> = Vec::new();
     for (m, out) in few {
-        assert_eq!(
-            out.len(),
-            seq * m.rows(),
-            "matmul_group: output is not (seq, rows)"
-        );
-        let first = tasks.len();
         let n = task_rows(m, seq);
-        for (t, out_t) in out.chunks_exact_mut(m.rows()).enumerate() {
-            for (c, o) in out_t.chunks_mut(n).enumerate() {
-                if t == 0 {
-                    tasks.push((m, c * n, Vec::with_capacity(seq)));
-                }
-                tasks[first + c].2.push(o);
-            }
+        for (c, o) in blocks_by_token(out, m.rows(), n, seq)
+            .into_iter()
+            .enumerate()
+        {
+            tasks.push((m, c * n, o));
         }
     }
     tasks
         .into_par_iter()
-        .for_each(|(m, r0, mut o)| m.block_of_rows(k, kk, acts_of(m), r0, &mut o));
+        .for_each(|(m, r0, mut o)| m.block_of_rows(k, kk, acts.of(m, kk), r0, &mut o));
 }
 // ANCHOR_END: matmul_group
+
+/// One quantization of the input per kind of activation, shared by the matrices that take
+/// it, and every eight of its tokens interleaved once if a matrix of the kind has an
+/// eight-token kernel.
+struct SharedActs(Vec<(&'static str, Acts, Option<TokenEights>)>);
+
+impl SharedActs {
+    fn new<'m>(
+        k: &dyn Kernels,
+        kk: &dyn ManyTokens,
+        mats: impl Iterator<Item = &'m Matrix>,
+        x: &[f32],
+        seq: usize,
+    ) -> SharedActs {
+        let mut acts: Vec<(&'static str, Acts, Option<TokenEights>)> = Vec::new();
+        for m in mats {
+            let kind = m.act_kind().expect("by_rows checked");
+            let i = match acts.iter().position(|(k, ..)| *k == kind) {
+                Some(i) => i,
+                None => {
+                    acts.push((kind, m.quantize(k, x), None));
+                    acts.len() - 1
+                }
+            };
+            if acts[i].2.is_none() {
+                acts[i].2 = m.eights(kk, &acts[i].1, seq);
+            }
+        }
+        SharedActs(acts)
+    }
+
+    /// `m`'s activations, and their eights if `m` has an eight-token kernel.
+    fn of(&self, m: &Matrix, kk: &dyn ManyTokens) -> (&Acts, Option<&TokenEights>) {
+        let kind = m.act_kind().expect("by_rows checked");
+        let (_, a, e) = self
+            .0
+            .iter()
+            .find(|(k, ..)| *k == kind)
+            .expect("quantized above");
+        (a, e.as_ref().filter(|_| m.eight_kernel(kk).is_some()))
+    }
+}
+
+/// `out` (`(seq, rows)`) cut into blocks of `n` rows: block `c` is every token's rows
+/// `c·n..`, one slice a token.
+fn blocks_by_token(out: &mut [f32], rows: usize, n: usize, seq: usize) -> Vec<Vec<&mut [f32]>> {
+    assert_eq!(
+        out.len(),
+        seq * rows,
+        "a product's output is not (seq, rows)"
+    );
+    let mut blocks: Vec<Vec<&mut [f32]>> = Vec::new();
+    for (t, out_t) in out.chunks_exact_mut(rows).enumerate() {
+        for (c, o) in out_t.chunks_mut(n).enumerate() {
+            if t == 0 {
+                blocks.push(Vec::with_capacity(seq));
+            }
+            blocks[c].push(o);
+        }
+    }
+    blocks
+}
 
 // ANCHOR: matmul_pair_then
 /// Two products of the same input whose outputs meet value by value (gate and up), and
@@ -126,37 +157,18 @@ pub fn matmul_pair_then(
             .for_each(|(f, s)| then(f, s));
         return;
     }
-    let acts = a.quantize(k, x);
-    let eights = a.eights(kk, &acts, seq);
-    let (acts_a, acts_b) = (
-        (
-            &acts,
-            eights.as_ref().filter(|_| a.eight_kernel(kk).is_some()),
-        ),
-        (
-            &acts,
-            eights.as_ref().filter(|_| b.eight_kernel(kk).is_some()),
-        ),
-    );
+    let acts = SharedActs::new(k, kk, mats.into_iter(), x, seq);
     let n = task_rows(a, seq);
     // task c: rows c·n.. of both matrices, each token's slice of each output
-    let mut tasks: Vec<PairTask> = Vec::new();
-    for (t, (f_t, s_t)) in first
-        .chunks_exact_mut(rows)
-        .zip(second.chunks_exact_mut(rows))
+    let tasks: Vec<PairTask> = blocks_by_token(first, rows, n, seq)
+        .into_iter()
+        .zip(blocks_by_token(second, rows, n, seq))
         .enumerate()
-    {
-        for (c, (f, s)) in f_t.chunks_mut(n).zip(s_t.chunks_mut(n)).enumerate() {
-            if t == 0 {
-                tasks.push((c * n, Vec::with_capacity(seq), Vec::with_capacity(seq)));
-            }
-            tasks[c].1.push(f);
-            tasks[c].2.push(s);
-        }
-    }
+        .map(|(c, (f, s))| (c * n, f, s))
+        .collect();
     tasks.into_par_iter().for_each(|(r0, mut f, mut s)| {
-        a.block_of_rows(k, kk, acts_a, r0, &mut f);
-        b.block_of_rows(k, kk, acts_b, r0, &mut s);
+        a.block_of_rows(k, kk, acts.of(a, kk), r0, &mut f);
+        b.block_of_rows(k, kk, acts.of(b, kk), r0, &mut s);
         for (f, s) in f.iter_mut().zip(&s) {
             then(f, s);
         }
