@@ -51,10 +51,15 @@ pub fn rmsnorm(out: &mut [f32], x: &[f32], weight: &[f32], eps: f32) {
 /// masked) has no softmax and comes out NaN.
 pub fn softmax_inplace(x: &mut [f32]) {
     let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut sum = 0.0;
     for v in x.iter_mut() {
         *v = (*v - max).exp();
-        sum += *v;
+    }
+    // The sum in a loop of its own, in the same order: beside the call to `exp`, which may
+    // overwrite every vector register, the running sum would go to memory and back around
+    // each call, and each addition would wait for that.
+    let mut sum = 0.0;
+    for &v in x.iter() {
+        sum += v;
     }
     for v in x.iter_mut() {
         *v /= sum;
