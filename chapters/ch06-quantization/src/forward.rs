@@ -174,7 +174,7 @@ impl<'m> QEngine<'m> {
         let mut up = vec![0.0f32; seq * ffn]; // (seq, ffn)
         w.w_gate.matmul_with(self.kernels, &mut gate, &xn, seq);
         w.w_up.matmul_with(self.kernels, &mut up, &xn, seq);
-        ops::silu_inplace(&mut gate);
+        self.kernels.silu(&mut gate);
         ops::mul_inplace(&mut gate, &up);
         let mut down = vec![0.0f32; seq * dim]; // (seq, dim)
         w.w_down.matmul_with(self.kernels, &mut down, &gate, seq);
@@ -220,7 +220,7 @@ pub fn attend<S: KvStore + ?Sized>(
         for (s, j) in scores.iter_mut().zip(keys.clone()) {
             *s = k.dot_f32(q_head, store.key(layer, kv, j)) * scale;
         }
-        ch01_tensors::ops::softmax_inplace(scores);
+        k.softmax(scores); // chapter 1's softmax, its exponentials by `k`
         let o = &mut out[h * d..(h + 1) * d]; // (head_dim)
         o.fill(0.0);
         for (&w, j) in scores.iter().zip(keys.clone()) {

@@ -108,6 +108,35 @@ pub trait Kernels: Sync {
         }
     }
     // ANCHOR_END: kernels_many
+    // ANCHOR: kernels_exp
+    /// `x[i] = e^x[i]`: `f32::exp` of each, bit for bit (the C library's `expf`; a SIMD set
+    /// does its arithmetic several lanes at a time, see chapter 7).
+    fn exp_inplace(&self, x: &mut [f32]) {
+        for v in x {
+            *v = v.exp();
+        }
+    }
+    /// Chapter 1's [`softmax_inplace`](ch01_tensors::ops::softmax_inplace), bit for bit:
+    /// the same steps in the same order, the exponentials by [`Kernels::exp_inplace`].
+    fn softmax(&self, x: &mut [f32]) {
+        let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        x.iter_mut().for_each(|v| *v -= max);
+        self.exp_inplace(x);
+        let sum = x.iter().fold(0.0, |sum, &v| sum + v); // in order, as chapter 1's
+        x.iter_mut().for_each(|v| *v /= sum);
+    }
+    /// Chapter 1's [`silu_inplace`](ch01_tensors::ops::silu_inplace), `x / (1 + e^(−x))`,
+    /// bit for bit, the exponentials by [`Kernels::exp_inplace`] a stretch at a time.
+    fn silu(&self, x: &mut [f32]) {
+        let mut e = [0.0f32; 64];
+        for part in x.chunks_mut(64) {
+            let e = &mut e[..part.len()];
+            e.iter_mut().zip(&*part).for_each(|(e, &v)| *e = -v);
+            self.exp_inplace(e);
+            part.iter_mut().zip(&*e).for_each(|(v, &e)| *v /= 1.0 + e);
+        }
+    }
+    // ANCHOR_END: kernels_exp
     /// `dst[i] = src[i]` as f32, for the halves of an f16 cache (chapter 10's `--kv f16`):
     /// [`f16_to_f32_fast`](crate::f16::f16_to_f32_fast) each, which is exact, so every level
     /// gives the same bits (F16C's `vcvtph2ps` converts eight at once; only a signalling NaN

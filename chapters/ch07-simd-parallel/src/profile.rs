@@ -148,7 +148,7 @@ pub fn profile(
             w.w_gate.matmul_with(k, &mut gate, &xn, seq);
             w.w_up.matmul_with(k, &mut up, &xn, seq);
             lap(7, &mut clock);
-            ops::silu_inplace(&mut gate);
+            k.silu(&mut gate);
             ops::mul_inplace(&mut gate, &up);
             lap(8, &mut clock);
             let mut down = vec![0.0f32; seq * dim];

@@ -424,3 +424,78 @@ fn four_dots_of_four_rows_and_four_tokens_equal_the_scalar_ones() {
         }
     }
 }
+
+/// The SIMD `exp` against the C library's `expf` (`f32::exp`) on every one of the 2^32
+/// floats: the same bits, or a NaN for a NaN. (x86 only: the ARM levels use `f32::exp`
+/// itself, and under an emulator 2^32 calls would take an hour.)
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn exp_equals_the_libraries_expf_on_every_float() {
+    use rayon::prelude::*;
+    for (isa, k) in simd_levels() {
+        let wrong = (0..1u64 << 16)
+            .into_par_iter()
+            .map_init(
+                || vec![0.0f32; 1 << 16],
+                |x, hi| {
+                    for (lo, v) in x.iter_mut().enumerate() {
+                        *v = f32::from_bits((hi << 16) as u32 | lo as u32);
+                    }
+                    k.exp_inplace(x);
+                    (0..1u32 << 16)
+                        .map(|lo| f32::from_bits((hi << 16) as u32 | lo))
+                        .zip(x.iter())
+                        .filter(|(a, e)| {
+                            let want = a.exp();
+                            want.to_bits() != e.to_bits() && !(want.is_nan() && e.is_nan())
+                        })
+                        .map(|(a, e)| (a, *e))
+                        .min_by(|p, q| p.0.total_cmp(&q.0))
+                },
+            )
+            .flatten()
+            .collect::<Vec<_>>();
+        if let Some(&(x, got)) = wrong.iter().min_by(|p, q| p.0.total_cmp(&q.0)) {
+            panic!(
+                "{isa}: exp({x:e}) (bits {:#010x}) = {got:e}, the C library says {:e}; \
+                 {} blocks of 65 536 floats have a difference",
+                x.to_bits(),
+                x.exp(),
+                wrong.len()
+            );
+        }
+    }
+}
+
+/// Softmax and SiLU through the kernels' `exp` give chapter 1's bits, masked rows included.
+#[test]
+fn softmax_and_silu_equal_chapter_1s_bit_for_bit() {
+    type Pair = (&'static str, fn(&mut [f32]), fn(&dyn Kernels, &mut [f32]));
+    let pairs: [Pair; 2] = [
+        ("softmax", ch01_tensors::ops::softmax_inplace, |k, x| {
+            k.softmax(x)
+        }),
+        ("SiLU", ch01_tensors::ops::silu_inplace, |k, x| k.silu(x)),
+    ];
+    for (isa, k) in std::iter::once((Isa::Scalar, &Scalar as &dyn Kernels)).chain(simd_levels()) {
+        for n in [1, 7, 8, 9, 64, 100, 577] {
+            for scale in [0.01, 1.0, 30.0, 200.0] {
+                let mut x: Vec<f32> = uniform(n, n as u64 + 7).iter().map(|v| v * scale).collect();
+                if n > 8 {
+                    x[3] = f32::NEG_INFINITY; // a masked key
+                }
+                for (name, chapter_1, kernel) in pairs {
+                    let (mut want, mut got) = (x.clone(), x.clone());
+                    chapter_1(&mut want);
+                    kernel(k, &mut got);
+                    assert!(
+                        want.iter()
+                            .zip(&got)
+                            .all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "{isa}: {name} of {n} values at scale {scale} differs from chapter 1's"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -73,7 +73,7 @@ pub fn attend_blocks(
         // ANCHOR: attend_blocks_values
         for (g, row) in rows.chunks_exact_mut(n).enumerate() {
             row.iter_mut().for_each(|s| *s *= scale);
-            ops::softmax_inplace(row);
+            k.softmax(row);
             let at = part.start - hs.start + g;
             let o = &mut out[at * d..(at + 1) * d];
             o.fill(0.0);

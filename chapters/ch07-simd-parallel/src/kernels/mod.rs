@@ -37,6 +37,8 @@ pub mod avx2_eights4;
 #[cfg(target_arch = "x86_64")]
 pub mod avx2_eights4_k;
 #[cfg(target_arch = "x86_64")]
+pub mod avx2_exp;
+#[cfg(target_arch = "x86_64")]
 pub mod avx2_f32;
 #[cfg(target_arch = "x86_64")]
 pub mod avx2_kquants;
@@ -56,6 +58,8 @@ pub mod avx2_rows4;
 pub mod avx2_rows4_q5_0;
 #[cfg(target_arch = "x86_64")]
 pub mod avx2_rows8;
+#[cfg(target_arch = "x86_64")]
+pub mod avx512_exp;
 #[cfg(target_arch = "x86_64")]
 pub mod avx512_q8_0;
 #[cfg(target_arch = "x86_64")]
@@ -215,6 +219,15 @@ impl<const VNNI: bool> Kernels for X86<VNNI> {
     }
     fn f16_to_f32s(&self, src: &[u16], dst: &mut [f32]) {
         unsafe { avx2_f32::f16_to_f32s(src, dst) }
+    }
+    fn exp_inplace(&self, x: &mut [f32]) {
+        unsafe {
+            if VNNI {
+                avx512_exp::exp_inplace(x)
+            } else {
+                avx2_exp::exp_inplace(x)
+            }
+        }
     }
 }
 

@@ -1,6 +1,5 @@
 //! Attention over the cache for one query row, with an optional sliding window.
 
-use ch01_tensors::ops;
 use ch03_attention::Heads;
 use ch05_kv_cache::KvStore;
 use ch06_quantization::Kernels;
@@ -68,7 +67,7 @@ pub fn attend_heads<S: KvStore + ?Sized>(
         k.dot_f32_rows_many(&q[hs.start * d..hs.end * d], d, ks, &mut scores[..]);
         for (g, row) in scores.chunks_exact_mut(n).enumerate() {
             row.iter_mut().for_each(|s| *s *= scale);
-            ops::softmax_inplace(row);
+            k.softmax(row);
             let o = &mut out[g * d..(g + 1) * d];
             o.fill(0.0);
             k.axpy_rows(o, row, vs);
@@ -83,7 +82,7 @@ pub fn attend_heads<S: KvStore + ?Sized>(
     k.dot_f32_many(&qs, &key_rows, &mut scores[..]);
     for row in scores.chunks_exact_mut(n) {
         row.iter_mut().for_each(|s| *s *= scale);
-        ops::softmax_inplace(row);
+        k.softmax(row);
     }
     // every head's weighted sum of the values, key after key: a whole group of four or more
     // heads with part of each output held in registers across the keys; the two heads of a

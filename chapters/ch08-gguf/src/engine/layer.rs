@@ -240,7 +240,7 @@ impl Engine<'_> {
     /// The family's activation of the gate's outputs `g`, times up's `u`, in place in `g`.
     pub fn gated(&self, g: &mut [f32], u: &[f32]) {
         match self.model.family.activation {
-            Activation::Silu => ops::silu_inplace(g),
+            Activation::Silu => self.kernels.silu(g),
             Activation::GeluTanhF16 => gelu_f16_inplace(g),
         }
         ops::mul_inplace(g, u);
