@@ -11,7 +11,6 @@
 //! rows into blocks changes no bit (the batch invariance tests compare with chapter 9's
 //! ring cache).
 
-use ch01_tensors::ops;
 use ch03_attention::Heads;
 use ch05_kv_cache::KvStore;
 use ch06_quantization::Kernels;
