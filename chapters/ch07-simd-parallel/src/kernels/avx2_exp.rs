@@ -15,8 +15,8 @@
 //! e^x = 2^(k/32) · 2^(r/32) ≈ s · (1 + c2·r + c1·r² + c0·r³)
 //! ```
 //!
-//! in f64, with a fused multiply-add exactly where the library's FMA build has one (on x86
-//! glibc picks its FMA build on every CPU with FMA, which every CPU with AVX2 has; the
+//! in f64, with a fused multiply-add exactly where the library's FMA build has one (glibc
+//! picks that build on every CPU with AVX2 and FMA, which this level requires; the
 //! operations below follow its machine code), and one rounding to f32 at the end. Lanes
 //! with `|x| ≥ 88` (where `e^x` nears the ends of f32's range: overflow, underflow,
 //! infinities, NaN) take the library's own branches: the eight values go through `expf`
@@ -69,10 +69,11 @@ fn exp4(x: __m256d) -> __m256d {
     // SAFETY: each index is below 32, the table's length.
     let t = unsafe { _mm256_i64gather_epi64::<8>(TABLE.as_ptr().cast(), i) };
     let s = _mm256_castsi256_pd(_mm256_add_epi64(t, _mm256_slli_epi64::<47>(bits)));
-    let c1r = _mm256_fmadd_pd(_mm256_set1_pd(C[0]), r, _mm256_set1_pd(C[1]));
+    // 2^(r/32) ≈ (c0·r + c1)·r² + (1 + c2·r), each bracket one fused step, then the sum
+    let cubic = _mm256_fmadd_pd(_mm256_set1_pd(C[0]), r, _mm256_set1_pd(C[1]));
     let r2 = _mm256_mul_pd(r, r);
-    let c2r = _mm256_fmadd_pd(r, _mm256_set1_pd(C[2]), _mm256_set1_pd(1.0));
-    _mm256_mul_pd(_mm256_fmadd_pd(c1r, r2, c2r), s)
+    let linear = _mm256_fmadd_pd(r, _mm256_set1_pd(C[2]), _mm256_set1_pd(1.0));
+    _mm256_mul_pd(_mm256_fmadd_pd(cubic, r2, linear), s)
 }
 // ANCHOR_END: exp4
 

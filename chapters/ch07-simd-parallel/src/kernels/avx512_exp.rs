@@ -32,10 +32,10 @@ fn exp8(x: __m512d, t: &[__m512i; 4]) -> __m512d {
     let upper = _mm512_test_epi64_mask(bits, _mm512_set1_epi64(16));
     let entry = _mm512_mask_blend_epi64(upper, low, high);
     let s = _mm512_castsi512_pd(_mm512_add_epi64(entry, _mm512_slli_epi64::<47>(bits)));
-    let c1r = _mm512_fmadd_pd(_mm512_set1_pd(C[0]), r, _mm512_set1_pd(C[1]));
+    let cubic = _mm512_fmadd_pd(_mm512_set1_pd(C[0]), r, _mm512_set1_pd(C[1]));
     let r2 = _mm512_mul_pd(r, r);
-    let c2r = _mm512_fmadd_pd(r, _mm512_set1_pd(C[2]), _mm512_set1_pd(1.0));
-    _mm512_mul_pd(_mm512_fmadd_pd(c1r, r2, c2r), s)
+    let linear = _mm512_fmadd_pd(r, _mm512_set1_pd(C[2]), _mm512_set1_pd(1.0));
+    _mm512_mul_pd(_mm512_fmadd_pd(cubic, r2, linear), s)
 }
 // ANCHOR_END: exp8
 
