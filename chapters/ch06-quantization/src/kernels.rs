@@ -117,13 +117,9 @@ pub trait Kernels: Sync {
         }
     }
     /// Chapter 1's [`softmax_inplace`](ch01_tensors::ops::softmax_inplace), bit for bit:
-    /// the same steps in the same order, the exponentials by [`Kernels::exp_inplace`].
+    /// its own steps, the exponentials by [`Kernels::exp_inplace`].
     fn softmax(&self, x: &mut [f32]) {
-        let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        x.iter_mut().for_each(|v| *v -= max);
-        self.exp_inplace(x);
-        let sum = x.iter().fold(0.0, |sum, &v| sum + v); // in order, as chapter 1's
-        x.iter_mut().for_each(|v| *v /= sum);
+        ch01_tensors::ops::softmax_with(x, |x| self.exp_inplace(x));
     }
     /// Chapter 1's [`silu_inplace`](ch01_tensors::ops::silu_inplace), `x / (1 + e^(−x))`,
     /// bit for bit, the exponentials by [`Kernels::exp_inplace`] a stretch at a time.

@@ -50,13 +50,20 @@ pub fn rmsnorm(out: &mut [f32], x: &[f32], weight: &[f32], eps: f32) {
 /// no division by zero. An empty row is left alone; a row that is all −∞ (every position
 /// masked) has no softmax and comes out NaN.
 pub fn softmax_inplace(x: &mut [f32]) {
+    softmax_with(x, |x| x.iter_mut().for_each(|v| *v = v.exp()));
+}
+
+/// [`softmax_inplace`] with its exponentials taken by `exp`, which must set every value to
+/// its `f32::exp`, bit for bit: chapter 7's kernels pass one that does several at a time.
+pub fn softmax_with(x: &mut [f32], exp: impl FnOnce(&mut [f32])) {
     let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     for v in x.iter_mut() {
-        *v = (*v - max).exp();
+        *v -= max;
     }
-    // The sum in a loop of its own, in the same order: beside the call to `exp`, which may
-    // overwrite every vector register, the running sum would go to memory and back around
-    // each call, and each addition would wait for that.
+    exp(x);
+    // The sum in a loop of its own, in order: beside a call to `exp`, which may overwrite
+    // every vector register, a running sum would go to memory and back around each call,
+    // and each addition would wait for that.
     let mut sum = 0.0;
     for &v in x.iter() {
         sum += v;
