@@ -9,10 +9,11 @@
 //! - **No notebook.** No commit hash ([`commit_hashes`]) and none of the [`NOTEBOOK`] phrases
 //!   ("this session", "a slow hour", "throwaway" …) in any page or the README: a page says
 //!   what is true now, and the history of how it got there belongs in `CHANGELOG.md`.
-//! - **Ratios from files.** Every ratio a page or the README writes (`1.82×`, `1.82x`,
-//!   `1.82 times`; see [`ratios`]) must stand, as a ratio, in a measured file that some page
-//!   includes (`book/src/measured/…`), so that `cargo xtask perf` remakes the number a
-//!   sentence quotes.
+//! - **Ratios from files.** Every ratio a page writes (`1.82×`, `1.82x`, `1.82 times`; see
+//!   [`ratios`]) must stand, as a ratio, in a measured file that page includes
+//!   (`book/src/measured/…`), and every ratio the README writes in one that some page
+//!   includes, so that `cargo xtask perf` remakes the number a sentence quotes (a ratio that
+//!   a reference run changed is not kept alive by the same figure in another page's file).
 //! - **Fences hold their output.** A fenced block that includes a file of program output
 //!   (`output/…`, `measured/…`) opens with a fence longer than any run of backticks (or
 //!   tildes) in that file, or the file's own fence would close the block early.
@@ -340,6 +341,24 @@ fn is_output(file: &str) -> bool {
     file.starts_with("output/") || file.starts_with("measured/")
 }
 
+/// The ratios in the measured files `page` includes.
+fn measured_ratios(page: &Page) -> HashSet<String> {
+    let dir = page.path.parent().unwrap_or(Path::new("."));
+    let files: BTreeSet<&str> = page
+        .text
+        .lines()
+        .flat_map(includes)
+        .filter(|f| f.starts_with("measured/"))
+        .collect();
+    files
+        .into_iter()
+        .flat_map(|f| {
+            let text = std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+            text.lines().flat_map(ratios).collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 /// A page of the book (or the README), read.
 pub struct Page {
     /// As messages name it: `book/src/how-fast.md`.
@@ -351,21 +370,11 @@ pub struct Page {
 /// The prose checks over `pages` (the book's pages, not its measured files) and the
 /// README; each problem names the page, the line and what is wrong.
 pub fn check(pages: &[Page], readme: Option<&Page>, problems: &mut Vec<String>) {
-    // the measured files some page includes, and the ratios they hold
-    let mut held = HashSet::new();
-    let mut included = BTreeSet::new();
-    for page in pages {
-        let dir = page.path.parent().unwrap_or(Path::new("."));
-        for line in page.text.lines() {
-            for file in includes(line) {
-                if file.starts_with("measured/") && included.insert(dir.join(file)) {
-                    let text = std::fs::read_to_string(dir.join(file)).unwrap_or_default();
-                    held.extend(text.lines().flat_map(ratios));
-                }
-            }
-        }
-    }
-    for page in pages.iter().chain(readme) {
+    // the ratios in the measured files each page includes; the README's may come from any
+    let held_by: Vec<HashSet<String>> = pages.iter().map(measured_ratios).collect();
+    let everywhere: HashSet<String> = held_by.iter().flatten().cloned().collect();
+    for (i, page) in pages.iter().chain(readme).enumerate() {
+        let held = held_by.get(i).unwrap_or(&everywhere);
         let lines = lines(&page.text);
         let is_readme = readme.is_some_and(|r| std::ptr::eq(r, page));
         if !is_readme {
@@ -399,8 +408,10 @@ pub fn check(pages: &[Page], readme: Option<&Page>, problems: &mut Vec<String>) 
             for ratio in ratios(&line.text) {
                 if !held.contains(&ratio) {
                     problems.push(format!(
-                        "{}:{}: {ratio}× is in no measured file the book includes",
-                        page.name, line.number
+                        "{}:{}: {ratio}× is in no measured file {} includes",
+                        page.name,
+                        line.number,
+                        if is_readme { "the book" } else { "the page" }
                     ));
                 }
             }
@@ -765,6 +776,40 @@ mod tests {
             budget("book/src/ch07-simd-parallel.md"),
             (PAGE_LIMIT, false)
         );
+    }
+
+    #[test]
+    fn a_page_quotes_ratios_from_its_own_measured_files() {
+        let dir = std::env::temp_dir().join(format!("xtask-ratios-{}", std::process::id()));
+        let src = dir.join("src");
+        std::fs::create_dir_all(src.join("measured")).unwrap();
+        std::fs::write(src.join("measured/a.md"), "| pp512 | 1.50× |\n").unwrap();
+        std::fs::write(src.join("measured/b.md"), "| tg128 | 2.25× |\n").unwrap();
+        let page = |name: &str, text: &str| Page {
+            name: format!("book/src/{name}"),
+            path: src.join(name),
+            text: text.into(),
+        };
+        let pages = [
+            page(
+                "a.md",
+                "{{#include measured/a.md}}\n\nPrefill 1.50×, decode 2.25×.\n",
+            ),
+            page("b.md", "{{#include measured/b.md}}\n\nDecode 2.25×.\n"),
+        ];
+        let readme = Page {
+            name: "README.md".into(),
+            path: dir.join("README.md"),
+            text: "Prefill 1.50×, decode 2.25×.\n".into(),
+        };
+        let mut problems = Vec::new();
+        check(&pages, Some(&readme), &mut problems);
+        // b.md's figure, quoted on a.md, which does not include b.md; the README may quote both
+        assert_eq!(
+            problems,
+            ["book/src/a.md:3: 2.25× is in no measured file the page includes"],
+        );
+        let _ = std::fs::remove_dir_all(&dir); // ours, made above
     }
 
     #[test]
