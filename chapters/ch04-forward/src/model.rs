@@ -138,16 +138,52 @@ impl Model {
     // ANCHOR_END: head
 }
 
-/// The index of the largest value (the first one, on a tie).
+// ANCHOR: argmax
+/// The index of the largest value (the first one, on a tie), as `>` orders them: the same
+/// answer as a loop that keeps the first value greater than every one before it, so a NaN
+/// is never chosen unless it comes first, and −0 ties with +0.
+///
+/// That loop compares each value with the best so far, one at a time; on Gemma-3's 262 144
+/// logits it took about 130 µs, 2% of a decode step. Here sixteen running maxima, one a
+/// lane, let the compiler compare sixteen values at once; their largest is found next, and
+/// then where it first occurs ([`first_where`]).
 pub fn argmax(x: &[f32]) -> usize {
-    let mut best = 0;
-    for (i, &v) in x.iter().enumerate() {
-        if v > x[best] {
-            best = i;
+    const LANES: usize = 16;
+    let Some(&first) = x.first() else {
+        return 0;
+    };
+    let mut lanes = [f32::NEG_INFINITY; LANES];
+    let chunks = x.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for (m, &v) in lanes.iter_mut().zip(c) {
+            if v > *m {
+                *m = v;
+            }
         }
     }
-    best
+    let mut best = first; // a NaN first stays the best: nothing is greater
+    for &v in lanes.iter().chain(rest) {
+        if v > best {
+            best = v;
+        }
+    }
+    first_where(x, |v| v == best) // no value equals a NaN: index 0 then
 }
+
+/// The index of the first value of `x` for which `hit` holds (0 if none does): a block of
+/// 64 values at a time is asked whether any holds, with no early exit inside it (so the
+/// compiler can vectorise the question), and only the block that answers yes is searched.
+pub fn first_where(x: &[f32], hit: impl Fn(f32) -> bool) -> usize {
+    const BLOCK: usize = 64;
+    for (b, block) in x.chunks(BLOCK).enumerate() {
+        if block.iter().fold(false, |any, &v| any | hit(v)) {
+            return b * BLOCK + block.iter().position(|&v| hit(v)).unwrap_or(0);
+        }
+    }
+    0
+}
+// ANCHOR_END: argmax
 
 /// Softmax probabilities of one row of logits (a copy).
 pub fn probabilities(logits: &[f32]) -> Vec<f32> {
@@ -217,5 +253,51 @@ mod tests {
         assert_eq!(argmax(&[0.5, 2.0, -1.0, 2.0]), 1);
         let p = probabilities(&[0.0, 0.0]);
         assert_eq!(p, vec![0.5, 0.5]);
+    }
+
+    /// The lanes' argmax against the one-value-at-a-time loop it replaced, on lengths
+    /// around the lanes and blocks, ties, signed zeros, infinities and NaN anywhere.
+    #[test]
+    fn argmax_is_the_loop_it_replaced() {
+        let one_at_a_time = |x: &[f32]| {
+            let mut best = 0;
+            for (i, &v) in x.iter().enumerate() {
+                if v > x[best] {
+                    best = i;
+                }
+            }
+            best
+        };
+        let specials = [0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e-45];
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for case in 0..3000 {
+            let n = (next() % 300) as usize;
+            let levels = 1 + next() % 12;
+            let mut x: Vec<f32> = (0..n).map(|_| (next() % levels) as f32 - 6.0).collect();
+            if case % 2 == 0 && n > 0 {
+                for _ in 0..1 + next() % 4 {
+                    let at = (next() % n as u64) as usize;
+                    x[at] = specials[(next() % specials.len() as u64) as usize];
+                }
+            }
+            assert_eq!(
+                argmax(&x),
+                one_at_a_time(&x),
+                "case {case}: argmax picks a different index in {x:?}"
+            );
+        }
+        assert_eq!(argmax(&[]), 0, "no values: index 0");
+        assert_eq!(
+            argmax(&[f32::NAN, 1.0]),
+            0,
+            "nothing is greater than a first NaN"
+        );
+        assert_eq!(argmax(&[-0.0, 0.0]), 0, "-0 and +0 tie: the first");
     }
 }

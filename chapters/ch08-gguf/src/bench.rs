@@ -42,6 +42,17 @@ pub fn end_to_end(engine: &Engine, threads: usize, runs: usize) -> Result<EndToE
 }
 // ANCHOR_END: e2e
 
+/// tg128 alone, one run: 128 decode steps from an empty cache, tokens per second. For a
+/// measurement that alternates with another (chapter 9's `roofline`), where one median
+/// over several runs would pair a slow run of one with a fast run of the other.
+pub fn tg128(engine: &Engine, threads: usize) -> Result<f64, String> {
+    let first = bench_prompt(engine, 1)[0];
+    in_pool(threads, || -> Result<f64, String> {
+        let mut cache = engine.new_cache(128).map_err(|e| e.to_string())?;
+        Ok(128.0 / timed_decode(engine, &mut cache, first, 0)?)
+    })?
+}
+
 /// The token ids a benchmark prompt of `n` tokens is made of: spread over the vocabulary,
 /// the same on every run.
 fn bench_prompt(engine: &Engine, n: usize) -> Vec<u32> {
