@@ -27,7 +27,9 @@
 //!
 //! A run without names is the book's *reference run* for the machine's kind: every table of
 //! that kind, at one commit (it refuses to start with uncommitted changes to the code), each
-//! file headed with that commit and the run's date.
+//! file headed with that commit and the run's date. Any run stops before its next table if
+//! the code or the commit changes under it, since that table's `cargo run` would build and
+//! measure code its header does not name.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -213,6 +215,15 @@ pub fn run(args: &[&str]) -> Result<(), String> {
     // one failure (llama.cpp not built, a model missing) does not cost the other tables
     let mut failed = Vec::new();
     for e in chosen {
+        if code_now() != stamp.code {
+            failed.push(format!("  {}: not measured", e.name));
+            eprintln!(
+                "the code under chapters/ (or the commit) changed during the run: the tables \
+                 from {} on would measure code that is not commit {}; stopping",
+                e.name, stamp.commit
+            );
+            break;
+        }
         let t = Instant::now();
         match measure(e, &dir, by_kind.then_some(level), &stamp) {
             Ok(()) => eprintln!("  {} took {:.0} s", e.name, t.elapsed().as_secs_f64()),
@@ -309,6 +320,9 @@ struct Stamp {
     date: String,
     /// The code under `chapters/` differs from the commit.
     changed: bool,
+    /// The commit and the code's difference from it, to tell whether the code changes
+    /// while the run goes on (each table's `cargo run` would build the new code).
+    code: Option<String>,
 }
 
 impl Stamp {
@@ -325,8 +339,16 @@ impl Stamp {
             commit,
             date,
             changed,
+            code: code_now(),
         }
     }
+}
+
+/// The commit and `git diff` of the code under `chapters/` (`None` without git).
+fn code_now() -> Option<String> {
+    let head = capture("git", &["rev-parse", "HEAD"])?;
+    let diff = capture("git", &["diff", "HEAD", "--", "chapters"])?;
+    Some(head + &diff)
 }
 
 /// `Measured on AMD EPYC (family 25, model 17), avx512 kernels, 2 cores, 2 threads, load 0.05

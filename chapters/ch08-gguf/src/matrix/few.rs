@@ -28,7 +28,7 @@ const RAW_GROUPS: usize = 3;
 const GROUP_ROWS: usize = 64;
 
 /// Tasks a thread takes of each matrix in a decode step ([`task_rows`]).
-const DECODE_TASKS: usize = 2;
+pub(super) const DECODE_TASKS: usize = 2;
 
 /// Rows a task computes in a product of `seq` tokens: [`GROUP_ROWS`], whose weights stay in
 /// cache while every token meets them; or, for one token (a decode step), the matrix cut

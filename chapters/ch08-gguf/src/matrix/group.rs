@@ -5,7 +5,7 @@ use ch06_quantization::Kernels;
 use ch06_quantization::matrix::{Activations, Format};
 use rayon::prelude::*;
 
-use super::few::{TokenEights, task_rows};
+use super::few::{DECODE_TASKS, TokenEights, task_rows};
 use super::{Acts, KActs, Matrix, Packed, PackedToken, packed};
 use ch07_simd_parallel::kernels::ManyTokens;
 
@@ -46,6 +46,14 @@ pub fn matmul_group(
         }
     }
     let acts = SharedActs::new(k, kk, few.iter().map(|(m, _)| *m), x, seq);
+    if seq == 1 {
+        decode_tasks(few).into_par_iter().for_each(|pieces| {
+            for (m, r0, o) in pieces {
+                m.block_of_rows(k, kk, acts.of(m, kk), r0, &mut [o]);
+            }
+        });
+        return;
+    }
     let mut tasks: Vec<Task> = Vec::new();
     for (m, out) in few {
         let n = task_rows(m, seq);
@@ -61,6 +69,46 @@ pub fn matmul_group(
         .for_each(|(m, r0, mut o)| m.block_of_rows(k, kk, acts.of(m, kk), r0, &mut o));
 }
 // ANCHOR_END: matmul_group
+
+/// A decode step's tasks of a group: the matrices' rows end to end (Q's, then K's, then V's),
+/// cut into [`DECODE_TASKS`] tasks a thread of about the same bytes, whole eights of rows,
+/// a task's piece of each matrix it reaches. Cut matrix by matrix, SmolLM2's Q, K and V were
+/// twelve tasks on two threads, eight of them K's or V's 48 rows (17 kB); one task's
+/// pieces are read one after the other, as one long run.
+fn decode_tasks<'a>(
+    few: Vec<(&'a Matrix, &'a mut [f32])>,
+) -> Vec<Vec<(&'a Matrix, usize, &'a mut [f32])>> {
+    let n_tasks = DECODE_TASKS * rayon::current_num_threads();
+    let share = few
+        .iter()
+        .map(|(m, _)| m.bytes())
+        .sum::<usize>()
+        .div_ceil(n_tasks);
+    let mut tasks = vec![Vec::new()];
+    let mut filled = 0; // bytes in the last task
+    for (m, mut out) in few {
+        let row_bytes = m.bytes().div_ceil(m.rows()).max(1);
+        let mut r0 = 0;
+        while r0 < m.rows() {
+            let want = share.saturating_sub(filled).div_ceil(row_bytes);
+            let rows = want.div_ceil(packed::GROUP).max(1) * packed::GROUP;
+            let rows = rows.min(m.rows() - r0);
+            let (piece, rest) = std::mem::take(&mut out).split_at_mut(rows);
+            out = rest;
+            tasks
+                .last_mut()
+                .expect("one task at least")
+                .push((m, r0, piece));
+            (r0, filled) = (r0 + rows, filled + rows * row_bytes);
+            if filled >= share {
+                tasks.push(Vec::new());
+                filled = 0;
+            }
+        }
+    }
+    tasks.retain(|t| !t.is_empty());
+    tasks
+}
 
 /// One quantization of the input per kind of activation, shared by the matrices that take
 /// it, and every eight of its tokens interleaved once if a matrix of the kind has an
