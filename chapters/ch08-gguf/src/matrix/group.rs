@@ -26,8 +26,9 @@ type PairTask<'a> = (usize, Vec<&'a mut [f32]>, Vec<&'a mut [f32]>);
 /// activation and every matrix's rows go to the threads in *one* parallel pass: one
 /// fork-join instead of three, and no thread idles while the smallest matrix finishes. A
 /// task is a block of [`GROUP_ROWS`] rows against every token, so the block's weights come
-/// from memory once however many tokens there are. Each output is the same `dot` as in
-/// `matmul`, so the numbers are the same bits.
+/// from memory once however many tokens there are; a decode step's tasks are cut across the
+/// matrices instead ([`decode_tasks`]). Each output is the same `dot` as in `matmul`, so the
+/// numbers are the same bits.
 pub fn matmul_group(
     k: &dyn Kernels,
     kk: &dyn ManyTokens,
@@ -87,7 +88,7 @@ fn decode_tasks<'a>(
     let mut tasks = vec![Vec::new()];
     let mut filled = 0; // bytes in the last task
     for (m, mut out) in few {
-        let row_bytes = m.bytes().div_ceil(m.rows()).max(1);
+        let row_bytes = m.bytes().div_ceil(m.rows().max(1)).max(1);
         let mut r0 = 0;
         while r0 < m.rows() {
             let want = share.saturating_sub(filled).div_ceil(row_bytes);
