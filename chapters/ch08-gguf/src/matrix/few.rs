@@ -27,15 +27,23 @@ const RAW_GROUPS: usize = 3;
 /// Rows a task of a grouped product computes, at the least.
 const GROUP_ROWS: usize = 64;
 
-/// Tasks a thread takes of each matrix in a decode step ([`task_rows`]).
-pub(super) const DECODE_TASKS: usize = 2;
+/// A decode step's product of at least this many bytes of weights (an LM head) is cut into
+/// two tasks a thread, so that a thread the host slows can hand its second task over; a
+/// smaller one into one task a thread, since every further task costs a hand-over and a
+/// prefetch stream that starts cold ([`decode_tasks_per_thread`]).
+const LONG_PRODUCT: usize = 4 << 20;
+
+/// Tasks a thread takes of a decode step's product of `bytes` bytes of weights.
+pub(super) fn decode_tasks_per_thread(bytes: usize) -> usize {
+    if bytes >= LONG_PRODUCT { 2 } else { 1 }
+}
 
 /// Rows a task computes in a product of `seq` tokens: [`GROUP_ROWS`], whose weights stay in
 /// cache while every token meets them; or, for one token (a decode step), the matrix cut
-/// into [`DECODE_TASKS`] tasks a thread of whole eights of rows, so that each task walks a
-/// long run of consecutive rows that the decode kernels' prefetch streams in order, and the
-/// threads' shares come out even (SmolLM2's 576-row matrices in tasks of 64 rows would be
-/// nine: five for one thread, four for the other).
+/// into [`decode_tasks_per_thread`] tasks a thread of whole eights of rows, so that each
+/// task walks a long run of consecutive rows that the decode kernels' prefetch streams in
+/// order, and the threads' shares come out even (SmolLM2's 576-row matrices in tasks of 64
+/// rows would be nine: five for one thread, four for the other).
 pub(super) fn task_rows(m: &Matrix, seq: usize) -> usize {
     let rows = m.rows();
     if let (Matrix::P(_), true) = (m, seq > 1) {
@@ -47,7 +55,7 @@ pub(super) fn task_rows(m: &Matrix, seq: usize) -> usize {
     if seq > 1 {
         return GROUP_ROWS;
     }
-    let tasks = DECODE_TASKS * rayon::current_num_threads();
+    let tasks = decode_tasks_per_thread(m.bytes()) * rayon::current_num_threads();
     rows.div_ceil(tasks).div_ceil(packed::GROUP) * packed::GROUP
 }
 

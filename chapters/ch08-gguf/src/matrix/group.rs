@@ -5,7 +5,7 @@ use ch06_quantization::Kernels;
 use ch06_quantization::matrix::{Activations, Format};
 use rayon::prelude::*;
 
-use super::few::{DECODE_TASKS, TokenEights, task_rows};
+use super::few::{TokenEights, decode_tasks_per_thread, task_rows};
 use super::{Acts, KActs, Matrix, Packed, PackedToken, packed};
 use ch07_simd_parallel::kernels::ManyTokens;
 
@@ -72,19 +72,16 @@ pub fn matmul_group(
 // ANCHOR_END: matmul_group
 
 /// A decode step's tasks of a group: the matrices' rows end to end (Q's, then K's, then V's),
-/// cut into [`DECODE_TASKS`] tasks a thread of about the same bytes, whole eights of rows,
-/// a task's piece of each matrix it reaches. Cut matrix by matrix, SmolLM2's Q, K and V were
-/// twelve tasks on two threads, eight of them K's or V's 48 rows (17 kB); one task's
-/// pieces are read one after the other, as one long run.
+/// cut into [`decode_tasks_per_thread`] tasks a thread of about the same bytes, whole
+/// eights of rows, a task's piece of each matrix it reaches. Cut matrix by matrix into two
+/// tasks a thread, SmolLM2's Q, K and V were twelve tasks on two threads, eight of them K's
+/// or V's 48 rows (17 kB); one task's pieces are read one after the other, as one long run.
 fn decode_tasks<'a>(
     few: Vec<(&'a Matrix, &'a mut [f32])>,
 ) -> Vec<Vec<(&'a Matrix, usize, &'a mut [f32])>> {
-    let n_tasks = DECODE_TASKS * rayon::current_num_threads();
-    let share = few
-        .iter()
-        .map(|(m, _)| m.bytes())
-        .sum::<usize>()
-        .div_ceil(n_tasks);
+    let bytes: usize = few.iter().map(|(m, _)| m.bytes()).sum();
+    let n_tasks = decode_tasks_per_thread(bytes) * rayon::current_num_threads();
+    let share = bytes.div_ceil(n_tasks);
     let mut tasks = vec![Vec::new()];
     let mut filled = 0; // bytes in the last task
     for (m, mut out) in few {
