@@ -2,7 +2,7 @@
 //! race against llama.cpp) and `roofline` (decode against the memory's read bandwidth).
 
 use ch01_tensors::models;
-use ch07_simd_parallel::stats::median;
+use ch07_simd_parallel::stats::{median, percentile};
 use ch09_generate::{Sampler, SamplerConfig};
 use serde_json::json;
 
@@ -177,7 +177,7 @@ pub fn roofline(a: &Args) -> Result<(), String> {
             tg.push(tok_s);
         }
         loops.extend_from_slice(&bw);
-        let (lo, hi) = min_max(&share);
+        let (lo, hi) = (percentile(&share, 0.0), percentile(&share, 1.0));
         let (bw, tg, share) = (median(&mut bw), median(&mut tg), median(&mut share));
         let (ops, _) = ch08_gguf::bench::profile(&engine, a.threads, 1, 64, 5)?;
         let gbs = |o: &[&ch07_simd_parallel::profile::OpTime]| {
@@ -201,7 +201,11 @@ pub fn roofline(a: &Args) -> Result<(), String> {
             "step_gb_s": step, "layers_gb_s": gbs(&layers), "lm_head_gb_s": gbs(&head)}),
         );
     }
-    let ((lo, hi), n_loops) = (min_max(&loops), loops.len());
+    let (lo, hi, n_loops) = (
+        percentile(&loops, 0.0),
+        percentile(&loops, 1.0),
+        loops.len(),
+    );
     let bandwidth = median(&mut loops);
     if let Some(out) = &a.svg {
         let title = format!(
@@ -244,13 +248,5 @@ pub fn roofline(a: &Args) -> Result<(), String> {
         );
     }
     Ok(())
-}
-
-/// The smallest and largest of `x`.
-fn min_max(x: &[f64]) -> (f64, f64) {
-    x.iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| {
-            (lo.min(v), hi.max(v))
-        })
 }
 // ANCHOR_END: roofline
