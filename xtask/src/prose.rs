@@ -374,9 +374,9 @@ pub fn check(pages: &[Page], readme: Option<&Page>, problems: &mut Vec<String>) 
     let held_by: Vec<HashSet<String>> = pages.iter().map(measured_ratios).collect();
     let everywhere: HashSet<String> = held_by.iter().flatten().cloned().collect();
     for (i, page) in pages.iter().chain(readme).enumerate() {
-        let held = held_by.get(i).unwrap_or(&everywhere);
-        let lines = lines(&page.text);
         let is_readme = readme.is_some_and(|r| std::ptr::eq(r, page));
+        let held = if is_readme { &everywhere } else { &held_by[i] };
+        let lines = lines(&page.text);
         if !is_readme {
             let words = prose_words(&page.text);
             let (limit, inclusive) = budget(&page.name);
