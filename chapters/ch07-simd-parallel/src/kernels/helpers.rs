@@ -183,20 +183,26 @@ pub(crate) fn sub<const N: usize, const M: usize>(b: &[u8; N], start: usize) -> 
         .expect("in bounds by the block's size")
 }
 
+/// How many groups ahead [`prefetch_next_rows`] asks. On the reference Zen 5, one group
+/// ahead decoded Gemma-3 6% slower than two (its lines came too late); three beat two on both
+/// models and on the synthetic 1B and 7B files (by 0.5–4% in alternating rounds); four was
+/// no better than three on Gemma-3, and six slower than two (lines that come too early are
+/// pushed out of the cache before their turn).
+pub const GROUPS_AHEAD: usize = 3;
+
 // ANCHOR: prefetch_next_rows
 /// In a decode step, while block `b` of the `nb` blocks of a group of consecutive rows
-/// (`group` bytes from `first`) is multiplied, asks for block `b`'s share of the group after
-/// the next: by the last block, that whole group has been asked for, in memory order, a
-/// line or a few at a time. A kernel that walks four or eight rows side by side reads four
-/// or eight interleaved streams, which the hardware prefetcher follows poorly; this turns
-/// them back into one stream, two groups ahead (one group ahead, Gemma-3's LM head decoded
-/// 6% slower on the reference Zen 5: its lines came too late). A prefetch never faults, so
-/// an address past the matrix is harmless.
+/// (`group` bytes from `first`) is multiplied, asks for block `b`'s share of the group
+/// [`GROUPS_AHEAD`] groups on: by the last block, that whole group has been asked for, in memory
+/// order, a line or a few at a time. A kernel that walks four or eight rows side by side
+/// reads four or eight interleaved streams, which the hardware prefetcher follows poorly;
+/// this turns them back into one stream, running ahead of the loads. A prefetch never
+/// faults, so an address past the matrix is harmless.
 #[inline]
 #[target_feature(enable = "avx2")]
 pub fn prefetch_next_rows(first: *const u8, group: usize, nb: usize, b: usize) {
     let share = group.div_ceil(nb).next_multiple_of(64);
-    prefetch_lines(first.wrapping_add(2 * group + b * share), share);
+    prefetch_lines(first.wrapping_add(GROUPS_AHEAD * group + b * share), share);
 }
 
 /// Asks the caches for the `bytes` from `at`, a cache line (64 bytes) at a time. A prefetch
