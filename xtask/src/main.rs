@@ -14,7 +14,7 @@
 //! cargo xtask arm                      the kernel tests cross-built for 64-bit ARM, run under QEMU
 //! cargo xtask perf [--list] [--kind] [NAME|chNN]  measure the book's speed tables on this machine
 //!                                      (nothing named: the reference run, at one commit)
-//! cargo xtask fetch-models [which]     fetch and prepare the models (smollm2, smollm2-gguf, gemma3, all)
+//! cargo xtask fetch-models [which]     fetch and prepare the models (smollm2, smollm2-gguf, gemma3, llamacpp, all)
 //! ```
 //!
 //! Only the standard library: this crate builds in a second on a fresh machine.
@@ -59,7 +59,7 @@ tasks:
                                 named; run nothing else meanwhile: it takes about 40 minutes in
                                 all); --kind measures the tables kept for this kind of machine
                                 (marked [avx2] in perf.txt, say) into measured/<kernel level>/
-  fetch-models [smollm2|smollm2-gguf|gemma3|all]  fetch, verify and prepare the models
+  fetch-models [smollm2|smollm2-gguf|gemma3|llamacpp|all]  fetch, verify and prepare the models
                                 (default: all; smollm2-gguf skips the f32 copy chapters 1-5 read)";
 
 fn main() -> ExitCode {
@@ -132,9 +132,9 @@ pub fn run_visible(cmd: &mut Command, what: &str) -> Result<(), String> {
 }
 
 fn fetch_models(which: &str) -> Result<(), String> {
-    if !matches!(which, "smollm2" | "smollm2-gguf" | "gemma3" | "all") {
+    if !matches!(which, "smollm2" | "smollm2-gguf" | "gemma3" | "llamacpp" | "all") {
         return Err(format!(
-            "unknown model {which:?}: expected smollm2, smollm2-gguf, gemma3 or all"
+            "unknown model {which:?}: expected smollm2, smollm2-gguf, gemma3, llamacpp or all"
         ));
     }
     let mut cmd = Command::new("bash");

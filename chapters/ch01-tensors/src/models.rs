@@ -12,8 +12,11 @@
 //! │       ├── tokenizer.json
 //! │       ├── tokenizer_config.json         chat template and special tokens
 //! │       └── model.safetensors             F32
-//! └── gemma-3-270m/
-//!     └── gemma-3-270m-q4_k_m.gguf          the second model (SentencePiece, Q4_K_M)
+//! ├── gemma-3-270m/
+//! │   └── gemma-3-270m-q4_k_m.gguf          the second model (SentencePiece, Q4_K_M)
+//! └── llamacpp-0.3.36/                      llama.cpp's test material, no weights
+//!     ├── vocab/ggml-vocab-*.gguf           vocabulary-only files, with .inp/.out test vectors
+//!     └── templates/*.jinja                 the chat templates of the model families
 //! ```
 //!
 //! The script writes every file under a temporary name and renames it into place only
@@ -50,6 +53,17 @@ pub fn smollm2_hf_dir() -> PathBuf {
 /// The second model: Gemma-3-270M, Q4_K_M GGUF.
 pub fn gemma3_gguf() -> PathBuf {
     models_dir().join("gemma-3-270m/gemma-3-270m-q4_k_m.gguf")
+}
+
+/// llama.cpp's test material at the fixtures' pinned version (`scripts/models.sh llamacpp`):
+/// `vocab/ggml-vocab-NAME.gguf` (with `.inp`/`.out` test vectors) and `templates/*.jinja`.
+pub fn llamacpp_dir() -> PathBuf {
+    models_dir().join("llamacpp-0.3.36")
+}
+
+/// llama.cpp's vocabulary-only file `ggml-vocab-{name}.gguf` (`llama-bpe`, `qwen2`, …).
+pub fn llamacpp_vocab(name: &str) -> PathBuf {
+    llamacpp_dir().join(format!("vocab/ggml-vocab-{name}.gguf"))
 }
 
 /// A path as the binaries print it: relative to the workspace when it is inside it
