@@ -14,6 +14,11 @@
 //!   (`book/src/measured/…`), and every ratio the README writes in one that some page
 //!   includes, so that `cargo xtask perf` remakes the number a sentence quotes (a ratio that
 //!   a reference run changed is not kept alive by the same figure in another page's file).
+//! - **Speeds from files.** Every speed or time a page's prose writes, a number with one of
+//!   the [`SPEED_UNITS`] (`51.5 GB/s`, `470 tok/s`, `15.6 ms`; see [`speeds`]), must stand,
+//!   with its unit, in a measured file that page includes, as ratios must: a figure is a fact
+//!   about one machine on one day, and `cargo xtask perf` remakes the file, not the sentence.
+//!   Code (fenced blocks and inline code spans) is not prose.
 //! - **Fences hold their output.** A fenced block that includes a file of program output
 //!   (`output/…`, `measured/…`) opens with a fence longer than any run of backticks (or
 //!   tildes) in that file, or the file's own fence would close the block early.
@@ -303,6 +308,125 @@ pub fn ratios(line: &str) -> Vec<String> {
     out
 }
 
+/// The units whose numbers are speeds or times of this machine, as prose writes them.
+/// Longer spellings come first, so `tokens/s` is not read as `s`.
+pub const SPEED_UNITS: &[&str] = &[
+    "tokens/s", "tok/s", "GFLOP/s", "GMAC/s", "GB/s", "MB/s", "ms", "µs", "ns",
+];
+
+/// The speeds and times written in `line` outside inline code, as `number unit` with one
+/// space: `"at 51.5 GB/s, 470 tok/s and 0.05 ms"` gives `["51.5 GB/s", "470 tok/s",
+/// "0.05 ms"]`. A number is digits with an optional decimal part (and a thin or plain space
+/// between thousands, `1 678.6`, read as `1678.6`), not part of a longer word; the unit
+/// follows after at most one space and is not the start of a longer word. A range's first
+/// number (`57–74 GB/s`) takes the unit too.
+pub fn speeds(line: &str) -> Vec<String> {
+    // inline code is not prose
+    let mut prose = String::new();
+    for (i, piece) in line.split('`').enumerate() {
+        prose.push_str(if i % 2 == 0 { piece } else { " " });
+    }
+    let chars: Vec<char> = prose.chars().collect();
+    let mut out = Vec::new();
+    let mut pending: Vec<String> = Vec::new(); // a range's numbers waiting for their unit
+    let mut i = 0;
+    while i < chars.len() {
+        if !chars[i].is_ascii_digit() || (i > 0 && is_number_part(chars[i - 1])) {
+            i += 1;
+            continue;
+        }
+        let mut number = String::new();
+        while i < chars.len() {
+            let c = chars[i];
+            let grouped = matches!(c, ' ' | '\u{2009}' | '\u{202f}')
+                && number.len() <= 3
+                && !number.contains('.')
+                && chars.get(i + 1..i + 4).is_some_and(|d| d.iter().all(char::is_ascii_digit))
+                && !chars.get(i + 4).is_some_and(|c| c.is_ascii_digit());
+            if c.is_ascii_digit() {
+                number.push(c);
+            } else if c == '.' && chars.get(i + 1).is_some_and(char::is_ascii_digit) {
+                number.push(c);
+            } else if !grouped {
+                break;
+            }
+            i += 1;
+        }
+        let rest: String = chars[i..].iter().take(12).collect();
+        let after_space = rest.strip_prefix(' ').unwrap_or(&rest);
+        if let Some(unit) = SPEED_UNITS.iter().find(|u| {
+            after_space.starts_with(**u)
+                && !after_space[u.len()..]
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_alphanumeric() || c == '/')
+        }) {
+            for n in pending.drain(..) {
+                out.push(format!("{n} {unit}"));
+            }
+            out.push(format!("{number} {unit}"));
+        } else if rest.starts_with(['–', '-']) || rest.starts_with(" to ") {
+            pending.push(number);
+            continue;
+        } else {
+            pending.clear();
+        }
+    }
+    out
+}
+
+/// What the measured files `page` includes can vouch for: each `number unit` that one file
+/// holds both halves of (the number anywhere in it, the unit anywhere in it: a table names
+/// its unit once, in a header or a label, and a line like `GB/s: step 45.3, LM head 40.4`
+/// lists several numbers after one unit).
+fn measured_speeds(page: &Page) -> HashSet<String> {
+    let mut held = HashSet::new();
+    for text in measured_files(page) {
+        let units: Vec<&str> = SPEED_UNITS
+            .iter()
+            .copied()
+            .filter(|u| has_word(&text, u))
+            .collect();
+        for number in numbers(&text) {
+            for unit in &units {
+                held.insert(format!("{number} {unit}"));
+            }
+        }
+    }
+    held
+}
+
+/// Whether `word` stands in `text` as a word of its own (not inside `items` for `ms`).
+fn has_word(text: &str, word: &str) -> bool {
+    text.match_indices(word).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + word.len()..].chars().next();
+        !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
+    })
+}
+
+/// Every number in `text` (digits with an optional decimal part, not inside a word).
+fn numbers(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if !chars[i].is_ascii_digit() || (i > 0 && is_number_part(chars[i - 1])) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < chars.len()
+            && (chars[i].is_ascii_digit()
+                || (chars[i] == '.' && chars.get(i + 1).is_some_and(char::is_ascii_digit)))
+        {
+            i += 1;
+        }
+        out.push(chars[start..i].iter().collect());
+    }
+    out
+}
+
 fn is_number_part(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '.' || c == '_'
 }
@@ -341,8 +465,8 @@ fn is_output(file: &str) -> bool {
     file.starts_with("output/") || file.starts_with("measured/")
 }
 
-/// The ratios in the measured files `page` includes.
-fn measured_ratios(page: &Page) -> HashSet<String> {
+/// The text of each measured file `page` includes.
+fn measured_files(page: &Page) -> Vec<String> {
     let dir = page.path.parent().unwrap_or(Path::new("."));
     let files: BTreeSet<&str> = page
         .text
@@ -352,10 +476,15 @@ fn measured_ratios(page: &Page) -> HashSet<String> {
         .collect();
     files
         .into_iter()
-        .flat_map(|f| {
-            let text = std::fs::read_to_string(dir.join(f)).unwrap_or_default();
-            text.lines().flat_map(ratios).collect::<Vec<_>>()
-        })
+        .map(|f| std::fs::read_to_string(dir.join(f)).unwrap_or_default())
+        .collect()
+}
+
+/// The ratios in the measured files `page` includes.
+fn measured_ratios(page: &Page) -> HashSet<String> {
+    measured_files(page)
+        .into_iter()
+        .flat_map(|text| text.lines().flat_map(ratios).collect::<Vec<_>>())
         .collect()
 }
 
@@ -373,9 +502,12 @@ pub fn check(pages: &[Page], readme: Option<&Page>, problems: &mut Vec<String>) 
     // the ratios in the measured files each page includes; the README's may come from any
     let held_by: Vec<HashSet<String>> = pages.iter().map(measured_ratios).collect();
     let everywhere: HashSet<String> = held_by.iter().flatten().cloned().collect();
+    let speeds_by: Vec<HashSet<String>> = pages.iter().map(measured_speeds).collect();
+    let all_speeds: HashSet<String> = speeds_by.iter().flatten().cloned().collect();
     for (i, page) in pages.iter().chain(readme).enumerate() {
         let is_readme = readme.is_some_and(|r| std::ptr::eq(r, page));
         let held = if is_readme { &everywhere } else { &held_by[i] };
+        let held_speeds = if is_readme { &all_speeds } else { &speeds_by[i] };
         let lines = lines(&page.text);
         if !is_readme {
             let words = prose_words(&page.text);
@@ -396,6 +528,19 @@ pub fn check(pages: &[Page], readme: Option<&Page>, problems: &mut Vec<String>) 
                  in its chapter, and this page measures it",
                 page.name
             ));
+        }
+        for line in lines.iter().filter(|l| !l.code) {
+            for speed in speeds(&line.text) {
+                if !held_speeds.contains(&speed) {
+                    problems.push(format!(
+                        "{}:{}: {speed} is in no measured file {} includes; quote a file \
+                         `cargo xtask perf` writes, or say it without the number",
+                        page.name,
+                        line.number,
+                        if is_readme { "the book" } else { "the page" }
+                    ));
+                }
+            }
         }
         for line in &lines {
             for hash in commit_hashes(&line.text) {
@@ -688,6 +833,19 @@ mod tests {
             "see  here",
             "a directive is not prose"
         );
+    }
+
+    #[test]
+    fn speeds_are_read_with_their_units() {
+        assert_eq!(
+            speeds("at 51.5 GB/s, 470 tok/s and 0.05 ms; 1 678.6 tokens/s"),
+            ["51.5 GB/s", "470 tok/s", "0.05 ms", "1678.6 tokens/s"]
+        );
+        assert_eq!(speeds("57–74 GB/s"), ["57 GB/s", "74 GB/s"]);
+        assert_eq!(speeds("from 3 to 5 µs"), ["3 µs", "5 µs"]);
+        for text in ["`470 tok/s` in code", "30 layers", "8 msgs", "12 ms/token", "ch09 2 GB"] {
+            assert_eq!(speeds(text), Vec::<String>::new(), "{text}");
+        }
     }
 
     #[test]
