@@ -53,7 +53,8 @@ common="-DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF1
 v4="$common -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON"
 v3="$common -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF"
 
-# build OPTIONS: llama-bench, statically linked, into $dir/bin/llama-bench. Both builds use one
+# build OPTIONS: llama-bench, statically linked (without OpenSSL: it never fetches anything),
+# into $dir/bin/llama-bench. Both builds use one
 # folder: the second configuration recompiles ggml's CPU backend alone (the only part whose
 # flags differ), not llama.cpp's library and tools again.
 dir="${SCALE_LLAMA_BUILD:-$target/llama-static}"
@@ -61,7 +62,7 @@ build() {
     # shellcheck disable=SC2086 # the options are words
     cmake -S "$src" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release $1 \
         -DBUILD_SHARED_LIBS=OFF -DGGML_STATIC=ON -DCMAKE_EXE_LINKER_FLAGS=-static \
-        -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+        -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
         -DLLAMA_BUILD_SERVER=OFF >/dev/null
     cmake --build "$dir" --target llama-bench -j "$(nproc)"
     if ldd "$dir/bin/llama-bench" >/dev/null 2>&1; then
