@@ -176,7 +176,7 @@ else: tables(*sys.argv[2:])
 EOF
 
 export PYTHONPATH="$(IFS=:; echo "${wheels[*]}")${PYTHONPATH:+:$PYTHONPATH}"
-if ! "$python" -c "import gguf, numpy" >>"$log" 2>&1; then
+if ! "$python" -c "import gguf, numpy; print('== gguf from', gguf.__file__, '; numpy', numpy.__version__)" >>"$log" 2>&1; then
     say "error: $python cannot import gguf and numpy (see the log); set SCALE_PYTHON to one that has numpy"
     exit 1
 fi
