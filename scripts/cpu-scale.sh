@@ -37,6 +37,7 @@
 #     {{#include measured/scale-16/7b.md}}
 # (`cargo xtask book` accepts files in measured/scale-16/ that begin with the header.)
 set -euo pipefail
+export LC_ALL=C # numbers with a decimal point, whatever the machine's locale
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out=""
@@ -186,7 +187,8 @@ made=()
 for s in "${shape_list[@]}"; do
     rc=0
     run 200 "$python" "$root/scripts/make_synthetic_gguf.py" --shape "$s" --mix q4_0 \
-        --tokenizer-from "$vocab" --out "$work/$s.gguf" >>"$log" 2>&1 || rc=$?
+        --tokenizer-from "$vocab" --out "$work/$s.gguf" >>"$log" 2>"$work/make.err" || rc=$?
+    tr '\r' '\n' <"$work/make.err" | grep -v '^ *[0-9]*/[0-9]* tensors' >>"$log" || true # not the progress
     if ((rc == 0)); then
         made+=("$s")
         say "made $s.gguf ($(du -m "$work/$s.gguf" | cut -f1) MB)"
@@ -212,7 +214,8 @@ race() {
     [[ -n "$level" ]] || say "our binary picked $isa kernels"
     level="$isa"
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\tok\n' "$s" "$t" "$r" "$op" "$ot" "$lp" "$lt" >>"$tsv"
-    say "round $r, $s, threads $t: ours pp512 $op tg128 $ot; llama.cpp pp512 $lp tg128 $lt tok/s ($isa kernels)"
+    say "$(printf 'round %s, %s, threads %s: ours pp512 %.1f tg128 %.1f; llama.cpp pp512 %.1f tg128 %.1f tok/s (%s kernels)' \
+        "$r" "$s" "$t" "$op" "$ot" "$lp" "$lt" "$isa")"
 }
 status() {
     local what="failed"
