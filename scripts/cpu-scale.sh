@@ -4,12 +4,13 @@
 # one run, on a machine that has the cores but no Rust, no network and no pip.
 #
 #   bash scripts/cpu-scale.sh --out DIR [--threads 2,4,8,16] [--shapes smollm2,1b,7b]
-#        [--rounds 3] [--budget 450] [--carried .scale] [--dry-run]
+#        [--rounds 3] [--budget 450] [--carried .scale] [--llama-bench PATH] [--dry-run]
 #
 # It builds nothing: it runs what `scripts/cpu-scale-build.sh` put in the carried folder
 # (default .scale/, git-ignored): bin/ch08-gguf, bin/llama-bench (AVX-512) or
 # bin/llama-bench-avx2 (picked by /proc/cpuinfo), the gguf wheel (and PyYAML's, which it
-# imports) and smollm2-vocab.gguf. It needs python3 with numpy.
+# imports) and smollm2-vocab.gguf. It needs python3 with numpy. --llama-bench PATH races
+# another llama-bench build instead of the one picked.
 #
 # 1. The log ($OUT/cpu-scale.log) begins with the machine: lscpu, nproc, memory, load.
 # 2. The files are made into a temporary folder (removed at the end) by
@@ -47,10 +48,11 @@ rounds=3
 budget=450
 carried="$root/.scale"
 dry=no
+llama_choice=""
 python="${SCALE_PYTHON:-python3}"
 
 usage() {
-    sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 while [[ $# -gt 0 ]]; do
@@ -61,6 +63,7 @@ while [[ $# -gt 0 ]]; do
     --rounds) rounds="${2:?--rounds needs a number}"; shift 2 ;;
     --budget) budget="${2:?--budget needs seconds}"; shift 2 ;;
     --carried) carried="${2:?--carried needs a folder}"; shift 2 ;;
+    --llama-bench) llama_choice="${2:?--llama-bench needs a path}"; shift 2 ;;
     --dry-run) dry=yes; shift ;;
     -h | --help) usage ;;
     *) echo "error: unknown argument $1" >&2; usage ;;
@@ -93,6 +96,10 @@ llama="$carried/bin/llama-bench"
 for f in avx512f avx512cd avx512dq avx512bw avx512vl avx512vbmi avx512_vnni avx512_bf16; do
     has "$f" || llama="$carried/bin/llama-bench-avx2"
 done
+if [[ -n "$llama_choice" ]]; then
+    [[ -x "$llama_choice" ]] || { echo "error: --llama-bench: $llama_choice is not an executable file" >&2; exit 1; }
+    llama="$llama_choice"
+fi
 for f in avx2 fma f16c bmi2; do
     has "$f" || { echo "error: this CPU lacks $f; the carried llama-bench builds need it" >&2; exit 1; }
 done
@@ -244,6 +251,7 @@ shown="${list//,/, }"
 commit="$(cat "$carried/built-from" 2>/dev/null || echo unknown)"
 llama_kind="AVX-512"
 [[ "$llama" == *-avx2 ]] && llama_kind="AVX2"
+[[ -n "$llama_choice" ]] && llama_kind="its own flags (--llama-bench $(basename "$llama"))"
 head="*Measured on $cpu (family $family, model $model), ${level:-unknown} kernels, $(nproc) cores, $shown threads, load $load at the start, $(date -u +%Y-%m-%d), commit $commit, llama-bench built for $llama_kind: \`bash scripts/cpu-scale.sh\`*"
 if [[ $dry == yes ]]; then
     head="$head"$'\n\n'"**Dry run on a shared machine: these numbers mean nothing.**"
