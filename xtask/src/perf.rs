@@ -16,7 +16,9 @@
 //! then the table (the file the program wrote at `{out}`, or, without `{out}`, what it
 //! printed). Pages include these files, so a table and the machine it describes never part.
 //! `book` checks that every listed file exists with its header and that nothing else sits in
-//! `book/src/measured/`; `book-output --check` leaves them alone, as it does every number.
+//! `book/src/measured/` (but the kinds' folders below, and `scale-16/`, which
+//! `scripts/cpu-scale.sh` fills on a 16-core machine, each file with the same header);
+//! `book-output --check` leaves them alone, as it does every number.
 //!
 //! A page that compares machine kinds takes a second copy of some tables from a machine of
 //! another kind: the entries marked with that kind's kernel level (`[avx2]`). `perf --kind`
@@ -494,6 +496,8 @@ pub fn check(problems: &mut Vec<String>) {
             let name = f.file_name().to_string_lossy().into_owned();
             if KINDS.contains(&name.as_str()) && f.path().is_dir() {
                 check_kind(&all, &name, &f.path(), problems);
+            } else if name == SCALE && f.path().is_dir() {
+                check_scale(&f.path(), problems);
             } else if !all.iter().any(|e| e.name == name) {
                 problems.push(format!(
                     "{DIR}/{name}: no chapter's perf.txt makes it; list its command or remove it"
@@ -553,6 +557,32 @@ pub fn note_commits() {
                 commits.len(),
                 if level.is_empty() { "" } else { " --kind" }
             );
+        }
+    }
+}
+
+/// The folder `scripts/cpu-scale.sh` fills on a machine with more cores than this one's:
+/// one table per shape (`smollm2.md`, `1b.md`, `7b.md`), made by the script, not by `perf`.
+const SCALE: &str = "scale-16";
+
+/// `measured/scale-16/`: each file a Markdown table that begins with the header and is not
+/// a dry run's (whose numbers mean nothing).
+fn check_scale(dir: &std::path::Path, problems: &mut Vec<String>) {
+    let Ok(files) = std::fs::read_dir(dir) else {
+        return problems.push(format!("{DIR}/{SCALE}: cannot be read"));
+    };
+    for f in files.filter_map(Result::ok) {
+        let name = f.file_name().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(f.path()).unwrap_or_default();
+        if !name.ends_with(".md") || !text.trim_start_matches('*').starts_with(HEADER) {
+            problems.push(format!(
+                "{DIR}/{SCALE}/{name}: not a table `bash scripts/cpu-scale.sh` wrote (a .md \
+                 file beginning with its header); remake it with the script or remove it"
+            ));
+        } else if text.contains("Dry run") {
+            problems.push(format!(
+                "{DIR}/{SCALE}/{name}: a dry run's table, whose numbers mean nothing; remove it"
+            ));
         }
     }
 }
@@ -617,5 +647,31 @@ mod tests {
         assert_eq!(kind_args(args, None), args);
         assert_eq!(threads_of("-p x -- compare --threads 1 --rounds 3"), 1);
         assert!(threads_of("-p x -- compare") >= 1);
+    }
+
+    #[test]
+    fn scale_tables_need_the_header_and_no_dry_run() {
+        let dir = std::env::temp_dir().join(format!("llm-book-scale-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let head = "*Measured on X (family 6, model 207), avx512 kernels, 16 cores, 2 and 16 \
+                    threads, load 0.1 at the start, 2026-11-28, commit abc: `bash scripts/cpu-scale.sh`*\n";
+        let cases = [
+            ("7b.md", head.to_string(), 0),
+            (
+                "1b.md",
+                format!("{head}\n**Dry run on a shared machine.**\n"),
+                1,
+            ),
+            ("smollm2.md", "| threads |\n".to_string(), 1),
+            ("notes.txt", head.to_string(), 1),
+        ];
+        for (name, text, want) in cases {
+            std::fs::write(dir.join(name), text).unwrap();
+            let mut problems = Vec::new();
+            check_scale(&dir, &mut problems);
+            std::fs::remove_file(dir.join(name)).unwrap();
+            assert_eq!(problems.len(), want, "{name}: {problems:?}");
+        }
+        std::fs::remove_dir(&dir).unwrap();
     }
 }

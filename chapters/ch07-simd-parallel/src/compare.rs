@@ -14,8 +14,20 @@ use serde::Serialize;
 use crate::bench::end_to_end;
 use crate::stats::median;
 
-/// The llama-bench binary that `scripts/llamacpp.sh` built, or an error saying how to build it.
+/// The llama-bench binary: `$LLM_BOOK_LLAMA_BENCH` when set (a build carried to a machine
+/// that has no source tree, as `scripts/cpu-scale.sh` does), else the one
+/// `scripts/llamacpp.sh` built, or an error saying how to build it.
 pub fn llama_bench_path() -> Result<PathBuf, String> {
+    if let Some(bin) = std::env::var_os("LLM_BOOK_LLAMA_BENCH").filter(|v| !v.is_empty()) {
+        let bin = PathBuf::from(bin);
+        if !bin.is_file() {
+            return Err(format!(
+                "LLM_BOOK_LLAMA_BENCH names {}, which is not a file",
+                bin.display()
+            ));
+        }
+        return Ok(bin);
+    }
     let script = ch01_tensors::models::workspace_root().join("scripts/llamacpp.sh");
     let out = Command::new("bash")
         .arg(&script)
