@@ -190,7 +190,7 @@ fn demo(tok: &Tokenizer, args: &Args) -> Result<(), String> {
     let chat_plain = tok.encode(CHAT_TEXT, false);
     let chat_special = tok.encode(CHAT_TEXT, true);
     // Stream-decode the sentence; note the tokens that leave bytes waiting.
-    let mut stream = StreamDecoder::new(tok);
+    let mut stream = StreamDecoder::from_start(tok);
     let mut streamed = Vec::new(); // (id, text printed, bytes still held back)
     for &id in &ids {
         let printed = stream.push(id).map_err(|e| e.to_string())?;

@@ -243,8 +243,13 @@ fn read_tensor_info(r: &mut Reader, i: usize, alignment: u64) -> Result<TensorIn
 // ANCHOR_END: tensor_info
 
 // ANCHOR: check_places
-/// Every tensor lies inside the data section, and no two overlap.
+/// Every tensor lies inside the data section, and no two overlap. A file with no tensors
+/// (llama.cpp's vocabulary-only files) may end right after its metadata: it has no data
+/// section, so nothing is padded to one, as llama.cpp's own reader accepts.
 fn check_places(tensors: &[TensorInfo], data_offset: u64, file_len: u64) -> Result<()> {
+    if tensors.is_empty() {
+        return Ok(());
+    }
     let data_len = file_len
         .checked_sub(data_offset)
         .ok_or_else(|| Error::Truncated {
