@@ -92,9 +92,9 @@ pub fn split_llama3_with(text: &str, rules: Llama3Rules) -> Vec<&str> {
             let end = run(&is_whitespace, pos);
             let last_newline = (pos..end).rev().find(|&i| at(i).is_some_and(newline));
             pos = match last_newline {
-                Some(i) => i + 1,                         // \s*[\r\n]+
+                Some(i) => i + 1,                            // \s*[\r\n]+
                 None if end - pos > 1 && end < n => end - 1, // \s+(?!\S)
-                None => end.max(pos + 1),                 // \s+
+                None => end.max(pos + 1),                    // \s+
             };
         }
         pieces.push(&text[offset(start)..offset(pos)]);

@@ -259,6 +259,12 @@ fn describe(tok: &Tokenizer) -> String {
             let split = match pre {
                 PreTokenizer::Gpt2 => "GPT-2 split",
                 PreTokenizer::DigitsThenGpt2 => "digits alone, then the GPT-2 split",
+                PreTokenizer::Llama3 => "Llama 3 split",
+                PreTokenizer::Qwen2 => "Qwen2 split",
+                PreTokenizer::Qwen35 => "Qwen3.5 split",
+                PreTokenizer::DeepSeekLlm => "DeepSeek LLM split",
+                PreTokenizer::DeepSeekCoder => "DeepSeek Coder split",
+                PreTokenizer::Falcon => "Falcon split",
             };
             format!("byte-level BPE, {} merges, {split}", merges.len())
         }

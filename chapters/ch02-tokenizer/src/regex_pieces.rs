@@ -111,15 +111,17 @@ impl CharClass {
 
 /// DeepSeek-LLM's letters: the cased scripts (Latin, Greek, Cyrillic, Armenian, Georgian,
 /// Cherokee, Glagolitic, Coptic, Deseret ...) and not, for instance, Arabic or Devanagari.
-static DEEPSEEK_LETTERS: LazyLock<CharClass> =
-    LazyLock::new(|| CharClass::parse("A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-ώᾀ-ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃"));
+static DEEPSEEK_LETTERS: LazyLock<CharClass> = LazyLock::new(|| {
+    CharClass::parse(
+        "A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-ώᾀ-ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃",
+    )
+});
 /// DeepSeek-LLM's punctuation: ASCII punctuation and symbols, their full-width forms,
 /// curly quotes, and U+3000..U+3002 (ideographic space, comma, full stop).
 static DEEPSEEK_PUNCTUATION: LazyLock<CharClass> =
     LazyLock::new(|| CharClass::parse("!-/:-~！-／：-～‘-‟\u{3000}-。"));
 /// CJK ideographs (U+4E00..U+9FA5), everything from U+0800 to U+4E00, Hangul syllables.
-static CJK: LazyLock<CharClass> =
-    LazyLock::new(|| CharClass::parse("一-龥ࠀ-一가-\u{D7FF}"));
+static CJK: LazyLock<CharClass> = LazyLock::new(|| CharClass::parse("一-龥ࠀ-一가-\u{D7FF}"));
 
 // ANCHOR: deepseek
 /// `[\r\n]`: each newline character alone.
@@ -180,7 +182,6 @@ pub fn three_digits(chars: &[char], at: usize) -> usize {
 }
 // ANCHOR_END: falcon
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,6 +212,10 @@ mod tests {
     #[test]
     fn falcon_punctuation_counts_nine_ascii_symbols() {
         assert_eq!(split("a+=b", falcon_punctuation), ["a", "+=", "b"]);
-        assert_eq!(split("x€y", falcon_punctuation), ["x€y"], "€ is a symbol, not P");
+        assert_eq!(
+            split("x€y", falcon_punctuation),
+            ["x€y"],
+            "€ is a symbol, not P"
+        );
     }
 }

@@ -311,6 +311,33 @@ mod tests {
     }
 
     #[test]
+    fn a_file_without_tensors_may_end_after_its_metadata() {
+        // llama.cpp's vocabulary-only files: one metadata entry, no tensors, no padding.
+        let mut f = b"GGUF".to_vec();
+        f.extend(3u32.to_le_bytes());
+        f.extend(0u64.to_le_bytes()); // tensors
+        f.extend(1u64.to_le_bytes()); // metadata
+        let key = "general.name";
+        f.extend((key.len() as u64).to_le_bytes());
+        f.extend(key.as_bytes());
+        f.extend(8u32.to_le_bytes()); // string
+        f.extend(3u64.to_le_bytes());
+        f.extend(b"voc");
+        assert!(!f.len().is_multiple_of(DEFAULT_ALIGNMENT as usize));
+        let g = Gguf::parse(&f).unwrap_or_else(|e| {
+            panic!("a file with no tensors needs no data section, as in llama.cpp: {e}")
+        });
+        assert_eq!((g.tensors.len(), g.metadata.len()), (0, 1));
+        // With a tensor, the same cut is a truncated file.
+        let mut one = one_tensor_file("t");
+        one.truncate(one.len() - 32 * 4 - 1);
+        let e = Gguf::parse(&one)
+            .map(|_| ())
+            .expect_err("the data section is missing");
+        assert!(e.to_string().contains("truncated") || e.to_string().contains("past the end"));
+    }
+
+    #[test]
     fn a_tensor_name_is_refused_from_64_bytes_as_llama_cpp_does() {
         let longest = "n".repeat(MAX_NAME - 1);
         let g = Gguf::parse(&one_tensor_file(&longest))

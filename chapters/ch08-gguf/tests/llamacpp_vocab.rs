@@ -71,7 +71,11 @@ fn check(name: &str) {
     let tok = ch08_gguf::tokenizer(&file.gguf)
         .unwrap_or_else(|e| panic!("{name}: building its tokenizer: {e}"));
     let vectors = vectors(&path);
-    assert!(vectors.len() >= 20, "{name}: only {} vectors", vectors.len());
+    assert!(
+        vectors.len() >= 20,
+        "{name}: only {} vectors",
+        vectors.len()
+    );
     let mut wrong = Vec::new();
     for (i, v) in vectors.iter().enumerate() {
         let ours = tok.tokenizer.encode(&v.text, false);
@@ -110,6 +114,23 @@ macro_rules! vocab_tests {
     };
 }
 
+/// The vocabularies whose vectors must all pass.
+const SUPPORTED: [&str; 13] = [
+    "llama-bpe",
+    "qwen2",
+    "qwen35",
+    "deepseek-llm",
+    "deepseek-coder",
+    "gpt-2",
+    "starcoder",
+    "refact",
+    "command-r",
+    "mpt",
+    "falcon",
+    "llama-spm",
+    "phi-3",
+];
+
 vocab_tests! {
     llama_bpe => "llama-bpe",
     qwen2 => "qwen2",
@@ -136,8 +157,7 @@ fn other_tokenizer_models_are_refused_with_the_supported_list() {
         ("nomic-bert-moe", "t5"),
         ("gemma-4", "gemma4"),
     ] {
-        let path =
-            models::require(&models::llamacpp_vocab(name)).unwrap_or_else(|e| panic!("{e}"));
+        let path = models::require(&models::llamacpp_vocab(name)).unwrap_or_else(|e| panic!("{e}"));
         let file = GgufFile::open(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
         let err = match ch08_gguf::tokenizer(&file.gguf) {
             Ok(_) => panic!("{name}: a {model} vocabulary should be refused, not tokenized"),
@@ -165,5 +185,61 @@ fn an_unknown_split_is_refused_by_name() {
     assert!(
         err.contains("\"default\"") && err.contains("llama-bpe") && err.contains("qwen35"),
         "aquila: the error should name the split \"default\" and the known ones, got: {err}"
+    );
+}
+
+/// `ch08-gguf tokenize -m FILE --json -- TEXT` on every vocabulary: the ids of llama.cpp's
+/// vectors (three of each file: the first, the middle and the last non-empty text).
+#[test]
+fn the_tokenize_command_reads_every_vocabulary_file() {
+    for name in SUPPORTED {
+        let path = models::require(&models::llamacpp_vocab(name)).unwrap_or_else(|e| panic!("{e}"));
+        let all: Vec<Vector> = vectors(&path)
+            .into_iter()
+            .filter(|v| !v.text.is_empty())
+            .collect();
+        for v in [&all[0], &all[all.len() / 2], &all[all.len() - 1]] {
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_ch08-gguf"))
+                .arg("tokenize")
+                .arg("-m")
+                .arg(&path)
+                .args(["--json", "--", &v.text])
+                .output()
+                .expect("the binary runs");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "{name}: tokenize {:?} failed: {}",
+                v.text,
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let json: serde_json::Value = serde_json::from_str(&stdout)
+                .unwrap_or_else(|e| panic!("{name}: not JSON ({e}): {stdout}"));
+            let ids: Vec<u32> = json["ids"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{name}: no \"ids\" in {stdout}"))
+                .iter()
+                .map(|x| x.as_u64().expect("an id") as u32)
+                .collect();
+            assert_eq!(
+                ids, v.ids,
+                "{name}: `ch08-gguf tokenize` gives {:?} other ids than llama.cpp",
+                v.text
+            );
+        }
+    }
+    let bert = models::llamacpp_vocab("bert-bge");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ch08-gguf"))
+        .arg("tokenize")
+        .arg("-m")
+        .arg(&bert)
+        .args(["--", "Hello"])
+        .output()
+        .expect("the binary runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("\"bert\"") && !err.contains("panicked"),
+        "bert-bge: tokenize should fail with a clear error, got {:?}: {err}",
+        out.status
     );
 }
