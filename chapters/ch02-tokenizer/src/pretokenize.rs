@@ -51,7 +51,7 @@ impl PreTokenizer {
         match name {
             "gpt2" | "gpt-2" | "mpt" | "olmo" | "jais" | "phi-2" => Some(Gpt2),
             "smollm" | "starcoder" | "refact" | "command-r" => Some(DigitsThenGpt2),
-            "llama3" | "llama-v3" | "llama-bpe" | "smaug-bpe" | "dbrx" => Some(Llama3),
+            "llama3" | "llama-v3" | "llama-bpe" => Some(Llama3),
             "qwen2" | "stablelm2" | "deepseek-r1-qwen" | "megrez" => Some(Qwen2),
             "qwen35" => Some(Qwen35),
             "deepseek-llm" => Some(DeepSeekLlm),
@@ -63,7 +63,7 @@ impl PreTokenizer {
 
     /// The names [`PreTokenizer::from_gguf_name`] knows, for error messages.
     pub const GGUF_NAMES: &'static str = "gpt-2, mpt, olmo, jais, phi-2, smollm, starcoder, \
-        refact, command-r, llama-bpe (llama3, llama-v3, smaug-bpe, dbrx), qwen2 (stablelm2, \
+        refact, command-r, llama-bpe (llama3, llama-v3), qwen2 (stablelm2, \
         deepseek-r1-qwen, megrez), qwen35, deepseek-llm, deepseek-coder, falcon";
 
     /// The patterns, in the order they run: each cuts every piece the ones before it made.
@@ -258,6 +258,14 @@ mod tests {
             ["a", "  ", "1"],
             "the space run ends its piece"
         );
+    }
+
+    #[test]
+    fn deepseek_llm_leaves_arabic_whole_and_sweeps_devanagari_into_runs() {
+        let p = PreTokenizer::DeepSeekLlm;
+        assert_eq!(p.split("مرحبا بك"), ["مرحبا بك"]);
+        assert_eq!(p.split("नमस्ते दुनिया"), ["नमस्ते", " ", "दुनिया"]);
+        assert_eq!(p.split("Hi 42\n"), ["Hi", " ", "42", "\n"]);
     }
 
     #[test]

@@ -8,6 +8,9 @@
 //! data       the tensors, each at data + offset, each offset a multiple of the alignment
 //! ```
 //!
+//! A file with no tensors (llama.cpp ships vocabulary-only files) ends after its metadata:
+//! no padding, no data section.
+//!
 //! Every integer is little-endian; a string is a u64 byte length and that many bytes of
 //! UTF-8, with no terminator. (Version 1 used u32 lengths and counts; version 3 only added
 //! big-endian files, which this reader recognises and refuses.) The layout is the one the
@@ -157,7 +160,13 @@ impl Gguf {
             tensors.push(t);
         }
         let header_end = r.offset();
-        let data_offset = header_end.next_multiple_of(alignment);
+        // A file with no tensors (llama.cpp's vocabulary-only files) has no data section to
+        // pad to, and may end right after its metadata; llama.cpp's reader then puts the
+        // data offset at the header's end, and so does this one.
+        let data_offset = match tensors.is_empty() {
+            true => header_end,
+            false => header_end.next_multiple_of(alignment),
+        };
         let file_len = file.len() as u64;
         check_places(&tensors, data_offset, file_len)?;
         Ok(Gguf {
@@ -243,13 +252,8 @@ fn read_tensor_info(r: &mut Reader, i: usize, alignment: u64) -> Result<TensorIn
 // ANCHOR_END: tensor_info
 
 // ANCHOR: check_places
-/// Every tensor lies inside the data section, and no two overlap. A file with no tensors
-/// (llama.cpp's vocabulary-only files) may end right after its metadata: it has no data
-/// section, so nothing is padded to one, as llama.cpp's own reader accepts.
+/// Every tensor lies inside the data section, and no two overlap.
 fn check_places(tensors: &[TensorInfo], data_offset: u64, file_len: u64) -> Result<()> {
-    if tensors.is_empty() {
-        return Ok(());
-    }
     let data_len = file_len
         .checked_sub(data_offset)
         .ok_or_else(|| Error::Truncated {
@@ -328,6 +332,11 @@ mod tests {
             panic!("a file with no tensors needs no data section, as in llama.cpp: {e}")
         });
         assert_eq!((g.tensors.len(), g.metadata.len()), (0, 1));
+        assert_eq!(
+            g.data_offset, g.header_end,
+            "no padding to a data section that is not there"
+        );
+        assert_eq!(g.header_end, f.len() as u64);
         // With a tensor, the same cut is a truncated file.
         let mut one = one_tensor_file("t");
         one.truncate(one.len() - 32 * 4 - 1);
