@@ -41,6 +41,7 @@ pub enum PreTokenizer {
 
 /// One pattern of a split: cuts a piece into its matches and the text between them.
 pub type Step = for<'t> fn(&'t str) -> Vec<&'t str>;
+// ANCHOR_END: pretokenizer
 
 impl PreTokenizer {
     /// The split a GGUF names in `tokenizer.ggml.pre` (the names llama.cpp's
@@ -66,6 +67,7 @@ impl PreTokenizer {
         refact, command-r, llama-bpe (llama3, llama-v3), qwen2 (stablelm2, \
         deepseek-r1-qwen, megrez), qwen35, deepseek-llm, deepseek-coder, falcon";
 
+    // ANCHOR: pretokenizer_steps
     /// The patterns, in the order they run: each cuts every piece the ones before it made.
     pub fn steps(&self) -> &'static [Step] {
         use crate::llama3_split::{split_llama3, split_qwen2, split_qwen35};
@@ -116,7 +118,7 @@ impl PreTokenizer {
         *self == PreTokenizer::Llama3
     }
 }
-// ANCHOR_END: pretokenizer
+// ANCHOR_END: pretokenizer_steps
 
 // ANCHOR: split_digits
 /// Step 1: every number character (`\p{N}`) becomes its own piece; the text between them

@@ -63,6 +63,8 @@ impl<'t> StreamDecoder<'t> {
         }
     }
 
+    // ANCHOR_END: stream_decoder
+    // ANCHOR: stream_push
     /// Adds one token; returns the text that is now complete (possibly empty).
     pub fn push(&mut self, id: TokenId) -> Result<String> {
         let piece = match self.at_start {
@@ -89,7 +91,7 @@ impl<'t> StreamDecoder<'t> {
         String::from_utf8_lossy(&self.pending).into_owned()
     }
 }
-// ANCHOR_END: stream_decoder
+// ANCHOR_END: stream_push
 
 #[cfg(test)]
 mod tests {
