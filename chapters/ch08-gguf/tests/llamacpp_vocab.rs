@@ -243,3 +243,26 @@ fn the_tokenize_command_reads_every_vocabulary_file() {
         out.status
     );
 }
+
+/// The reported bug, on Llama 2's (and Mistral's) SentencePiece vocabulary: greedy text
+/// after "The capital of France is" printed "…isAssoci". A generated token continues the
+/// prompt, so its leading space stays, as llama.cpp prints it ("…is Associ").
+#[test]
+fn a_generated_piece_keeps_its_space_after_a_spm_prompt() {
+    let path =
+        models::require(&models::llamacpp_vocab("llama-spm")).unwrap_or_else(|e| panic!("{e}"));
+    let file = GgufFile::open(&path).unwrap_or_else(|e| panic!("llama-spm: {e}"));
+    let tok = ch08_gguf::tokenizer(&file.gguf).unwrap_or_else(|e| panic!("llama-spm: {e}"));
+    let tok = &tok.tokenizer;
+    let prompt = tok.encode("The capital of France is", false);
+    let associ = tok
+        .token_id("▁Associ")
+        .expect("Llama 2's vocabulary has the token ▁Associ");
+    let mut stream = ch02_tokenizer::StreamDecoder::new(tok);
+    let printed = stream.push(associ).unwrap();
+    let shown = format!("{}{printed}", tok.decode(&prompt).unwrap());
+    assert_eq!(
+        shown, "The capital of France is Associ",
+        "the prompt, then the generated ▁Associ: the generated piece lost its space"
+    );
+}
