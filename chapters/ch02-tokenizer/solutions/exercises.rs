@@ -139,3 +139,36 @@ pub fn spm_merge_step(pieces: &[String], scores: &HashMap<String, f32>) -> Optio
     out[i].push_str(&right);
     Some(out)
 }
+
+/// Exercise 6: Llama 3's digit groups.
+///
+/// Llama 3's split writes numbers as `\p{N}{1,3}`: a run of number characters is cut into
+/// pieces of at most three, counted from the left, so `"12345"` is `["123", "45"]` (not
+/// `["12", "345"]`, the way we group thousands). Return the pieces of `text` where every run
+/// of number characters (`char::is_numeric`) is cut that way and the text between runs stays
+/// one piece: `"pi 3.14159"` gives `["pi ", "3", ".", "141", "59"]`. No piece is empty.
+///
+/// Hint: like exercise 3, but inside a run of numbers, close the piece when it reaches three
+/// characters or when the run ends. Count characters, not bytes (`"٣٤٥"` is three).
+pub fn split_digit_groups(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0; // where the current piece began
+    let mut digits = 0; // number characters in the current piece, if it is a number group
+    for (at, c) in text.char_indices() {
+        let is_digit = c.is_numeric();
+        // A piece ends before `c` when `c` changes the kind, or a group already holds three.
+        let ends = start < at && (is_digit != (digits > 0) || digits == 3);
+        if ends {
+            out.push(&text[start..at]);
+            start = at;
+            digits = 0;
+        }
+        if is_digit {
+            digits += 1;
+        }
+    }
+    if start < text.len() {
+        out.push(&text[start..]);
+    }
+    out
+}

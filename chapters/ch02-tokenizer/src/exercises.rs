@@ -83,3 +83,18 @@ pub fn spm_merge_step(pieces: &[String], scores: &HashMap<String, f32>) -> Optio
     // TODO: find the highest-scoring fusable pair and fuse it
     todo!("exercise 5: one SentencePiece merge")
 }
+
+/// Exercise 6: Llama 3's digit groups.
+///
+/// Llama 3's split writes numbers as `\p{N}{1,3}`: a run of number characters is cut into
+/// pieces of at most three, counted from the left, so `"12345"` is `["123", "45"]` (not
+/// `["12", "345"]`, the way we group thousands). Return the pieces of `text` where every run
+/// of number characters (`char::is_numeric`) is cut that way and the text between runs stays
+/// one piece: `"pi 3.14159"` gives `["pi ", "3", ".", "141", "59"]`. No piece is empty.
+///
+/// Hint: like exercise 3, but inside a run of numbers, close the piece when it reaches three
+/// characters or when the run ends. Count characters, not bytes (`"٣٤٥"` is three).
+pub fn split_digit_groups(text: &str) -> Vec<&str> {
+    // TODO: cut every run of numbers into groups of at most three, from the left
+    todo!("exercise 6: Llama 3's digit groups")
+}

@@ -190,7 +190,7 @@ fn demo(tok: &Tokenizer, args: &Args) -> Result<(), String> {
     let chat_plain = tok.encode(CHAT_TEXT, false);
     let chat_special = tok.encode(CHAT_TEXT, true);
     // Stream-decode the sentence; note the tokens that leave bytes waiting.
-    let mut stream = StreamDecoder::new(tok);
+    let mut stream = StreamDecoder::from_start(tok);
     let mut streamed = Vec::new(); // (id, text printed, bytes still held back)
     for &id in &ids {
         let printed = stream.push(id).map_err(|e| e.to_string())?;
@@ -259,6 +259,12 @@ fn describe(tok: &Tokenizer) -> String {
             let split = match pre {
                 PreTokenizer::Gpt2 => "GPT-2 split",
                 PreTokenizer::DigitsThenGpt2 => "digits alone, then the GPT-2 split",
+                PreTokenizer::Llama3 => "Llama 3 split",
+                PreTokenizer::Qwen2 => "Qwen2 split",
+                PreTokenizer::Qwen35 => "Qwen3.5 split",
+                PreTokenizer::DeepSeekLlm => "DeepSeek LLM split",
+                PreTokenizer::DeepSeekCoder => "DeepSeek Coder split",
+                PreTokenizer::Falcon => "Falcon split",
             };
             format!("byte-level BPE, {} merges, {split}", merges.len())
         }

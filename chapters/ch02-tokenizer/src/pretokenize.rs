@@ -15,38 +15,110 @@
 
 use crate::unicode_class::{is_letter, is_number, is_whitespace};
 
+// ANCHOR: pretokenizer
 /// Which split a vocabulary was trained with (llama.cpp's `tokenizer.ggml.pre`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PreTokenizer {
-    /// GPT-2's pattern alone (llama.cpp `gpt2`).
+    /// GPT-2's pattern alone (llama.cpp `gpt-2`, `mpt`, `olmo`, `jais`).
     Gpt2,
     /// Each number character alone, then GPT-2's pattern (llama.cpp `smollm`, also
-    /// `starcoder`, `refact`, `command-r`, ...).
+    /// `starcoder`, `refact`, `command-r`).
     DigitsThenGpt2,
+    /// Llama 3's pattern: digits by threes, case-insensitive contractions (`llama-bpe`).
+    Llama3,
+    /// Llama 3's pattern with one digit per piece (`qwen2`).
+    Qwen2,
+    /// Qwen2's, with combining marks counted as letters (`qwen35`).
+    Qwen35,
+    /// Six patterns: newlines, words of the cased scripts, punctuation, trailing spaces,
+    /// CJK, number runs (`deepseek-llm`).
+    DeepSeekLlm,
+    /// Five patterns: newlines, words, punctuation, CJK, single digits (`deepseek-coder`).
+    DeepSeekCoder,
+    /// Punctuation runs, then GPT-2's pattern, then ASCII digits by threes (`falcon`).
+    Falcon,
 }
 
+/// One pattern of a split: cuts a piece into its matches and the text between them.
+pub type Step = for<'t> fn(&'t str) -> Vec<&'t str>;
+// ANCHOR_END: pretokenizer
+
 impl PreTokenizer {
-    /// The split a GGUF names in `tokenizer.ggml.pre`, for the names this chapter implements
-    /// (llama.cpp shares the `smollm` patterns with several other models).
+    /// The split a GGUF names in `tokenizer.ggml.pre` (the names llama.cpp's
+    /// `llama-vocab.cpp` gives each of these patterns), or `None` for a split this chapter
+    /// does not implement.
     pub fn from_gguf_name(name: &str) -> Option<PreTokenizer> {
+        use PreTokenizer::*;
         match name {
-            "gpt2" | "mpt" | "olmo" | "jais" => Some(PreTokenizer::Gpt2),
-            "smollm" | "starcoder" | "refact" | "command-r" => Some(PreTokenizer::DigitsThenGpt2),
+            "gpt2" | "gpt-2" | "mpt" | "olmo" | "jais" | "phi-2" => Some(Gpt2),
+            "smollm" | "starcoder" | "refact" | "command-r" => Some(DigitsThenGpt2),
+            "llama3" | "llama-v3" | "llama-bpe" => Some(Llama3),
+            "qwen2" | "stablelm2" | "deepseek-r1-qwen" | "megrez" => Some(Qwen2),
+            "qwen35" => Some(Qwen35),
+            "deepseek-llm" => Some(DeepSeekLlm),
+            "deepseek-coder" => Some(DeepSeekCoder),
+            "falcon" => Some(Falcon),
             _ => None,
+        }
+    }
+
+    /// The names [`PreTokenizer::from_gguf_name`] knows, for error messages.
+    pub const GGUF_NAMES: &'static str = "gpt-2, mpt, olmo, jais, phi-2, smollm, starcoder, \
+        refact, command-r, llama-bpe (llama3, llama-v3), qwen2 (stablelm2, \
+        deepseek-r1-qwen, megrez), qwen35, deepseek-llm, deepseek-coder, falcon";
+
+    // ANCHOR: pretokenizer_steps
+    /// The patterns, in the order they run: each cuts every piece the ones before it made.
+    pub fn steps(&self) -> &'static [Step] {
+        use crate::llama3_split::{split_llama3, split_qwen2, split_qwen35};
+        use crate::regex_pieces::{self as rx, split_matches};
+        match self {
+            PreTokenizer::Gpt2 => &[split_gpt2],
+            PreTokenizer::DigitsThenGpt2 => &[split_digits, split_gpt2],
+            PreTokenizer::Llama3 => &[split_llama3],
+            PreTokenizer::Qwen2 => &[split_qwen2],
+            PreTokenizer::Qwen35 => &[split_qwen35],
+            PreTokenizer::DeepSeekLlm => &[
+                |t| split_matches(t, rx::newline),
+                |t| split_matches(t, rx::deepseek_word),
+                |t| split_matches(t, rx::deepseek_punctuation),
+                |t| split_matches(t, rx::trailing_space),
+                |t| split_matches(t, rx::cjk),
+                |t| split_matches(t, rx::numbers),
+            ],
+            PreTokenizer::DeepSeekCoder => &[
+                |t| split_matches(t, rx::newline),
+                |t| split_matches(t, rx::space_letters),
+                |t| split_matches(t, rx::space_punctuation),
+                |t| split_matches(t, rx::cjk),
+                |t| split_matches(t, rx::one_number),
+            ],
+            PreTokenizer::Falcon => &[
+                |t| split_matches(t, rx::falcon_punctuation),
+                split_gpt2,
+                |t| split_matches(t, rx::three_digits),
+            ],
         }
     }
 
     /// Cuts `text` into pieces; concatenating them gives `text` back.
     pub fn split<'t>(&self, text: &'t str) -> Vec<&'t str> {
-        match self {
-            PreTokenizer::Gpt2 => split_gpt2(text),
-            PreTokenizer::DigitsThenGpt2 => split_digits(text)
-                .into_iter()
-                .flat_map(split_gpt2)
-                .collect(),
+        let mut pieces = vec![text];
+        for step in self.steps() {
+            pieces = pieces.into_iter().flat_map(|p| step(p)).collect();
         }
+        pieces.retain(|p| !p.is_empty());
+        pieces
+    }
+
+    /// Llama 3's tokenizer looks a whole piece up before merging it: a piece that is a
+    /// token is that token, even where the merges would build it differently (llama.cpp's
+    /// `ignore_merges`).
+    pub fn ignores_merges(&self) -> bool {
+        *self == PreTokenizer::Llama3
     }
 }
+// ANCHOR_END: pretokenizer_steps
 
 // ANCHOR: split_digits
 /// Step 1: every number character (`\p{N}`) becomes its own piece; the text between them
@@ -191,6 +263,14 @@ mod tests {
     }
 
     #[test]
+    fn deepseek_llm_leaves_arabic_whole_and_sweeps_devanagari_into_runs() {
+        let p = PreTokenizer::DeepSeekLlm;
+        assert_eq!(p.split("مرحبا بك"), ["مرحبا بك"]);
+        assert_eq!(p.split("नमस्ते दुनिया"), ["नमस्ते", " ", "दुनिया"]);
+        assert_eq!(p.split("Hi 42\n"), ["Hi", " ", "42", "\n"]);
+    }
+
+    #[test]
     fn gguf_names() {
         assert_eq!(
             PreTokenizer::from_gguf_name("smollm"),
@@ -202,10 +282,21 @@ mod tests {
         );
         assert_eq!(
             PreTokenizer::from_gguf_name("llama-bpe"),
-            None,
-            "Llama-3's split is not here"
+            Some(PreTokenizer::Llama3)
         );
+        assert_eq!(PreTokenizer::from_gguf_name("bloom"), None);
     }
+
+    const ALL: [PreTokenizer; 8] = [
+        PreTokenizer::Gpt2,
+        PreTokenizer::DigitsThenGpt2,
+        PreTokenizer::Llama3,
+        PreTokenizer::Qwen2,
+        PreTokenizer::Qwen35,
+        PreTokenizer::DeepSeekLlm,
+        PreTokenizer::DeepSeekCoder,
+        PreTokenizer::Falcon,
+    ];
 
     #[test]
     fn pieces_concatenate_to_the_input() {
@@ -217,7 +308,7 @@ mod tests {
             "🦀🦀 rust's",
             "tab\tnew\nline  \n",
         ] {
-            for p in [PreTokenizer::Gpt2, PreTokenizer::DigitsThenGpt2] {
+            for p in ALL {
                 assert_eq!(p.split(text).concat(), text);
                 assert!(p.split(text).iter().all(|s| !s.is_empty()));
             }

@@ -27,26 +27,50 @@ pub fn incomplete_tail_len(bytes: &[u8]) -> usize {
 // ANCHOR_END: incomplete_tail
 
 // ANCHOR: stream_decoder
-/// Decodes one token at a time. The concatenation of everything [`StreamDecoder::push`] and
-/// [`StreamDecoder::finish`] return equals [`Tokenizer::decode`] of all the ids.
+/// Decodes one token at a time.
+///
+/// A SentencePiece text starts with the space its encoder put in front (`▁The`), and
+/// [`Tokenizer::decode`] drops it from the first token. Generated tokens are not the start
+/// of a text: they continue the prompt, and `▁Associ` after "is" is " Associ". So a stream
+/// made with [`StreamDecoder::new`] prints every token's piece as it is, as llama.cpp's
+/// programs do (`common_token_to_piece`, which strips nothing); one made with
+/// [`StreamDecoder::from_start`] streams a whole text, and everything its `push` and
+/// `finish` return adds up to [`Tokenizer::decode`] of all the ids.
 pub struct StreamDecoder<'t> {
     tokenizer: &'t Tokenizer,
     pending: Vec<u8>, // bytes of a character still waiting for its other bytes
     count: usize,     // tokens pushed so far
+    at_start: bool,   // the first token begins a text (decode's rule)
 }
 
 impl<'t> StreamDecoder<'t> {
+    /// A stream of generated tokens, continuing a prompt: no piece loses its space.
     pub fn new(tokenizer: &'t Tokenizer) -> StreamDecoder<'t> {
         StreamDecoder {
             tokenizer,
             pending: Vec::new(),
             count: 0,
+            at_start: false,
         }
     }
 
+    /// A stream of a whole text's tokens: the first one drops the prefix space, as in
+    /// [`Tokenizer::decode`].
+    pub fn from_start(tokenizer: &'t Tokenizer) -> StreamDecoder<'t> {
+        StreamDecoder {
+            at_start: true,
+            ..StreamDecoder::new(tokenizer)
+        }
+    }
+
+    // ANCHOR_END: stream_decoder
+    // ANCHOR: stream_push
     /// Adds one token; returns the text that is now complete (possibly empty).
     pub fn push(&mut self, id: TokenId) -> Result<String> {
-        let piece = self.tokenizer.piece_at(id, self.count)?;
+        let piece = match self.at_start {
+            true => self.tokenizer.piece_at(id, self.count)?,
+            false => self.tokenizer.piece(id)?,
+        };
         self.count += 1;
         self.pending.extend_from_slice(piece);
         let keep = incomplete_tail_len(&self.pending);
@@ -67,7 +91,7 @@ impl<'t> StreamDecoder<'t> {
         String::from_utf8_lossy(&self.pending).into_owned()
     }
 }
-// ANCHOR_END: stream_decoder
+// ANCHOR_END: stream_push
 
 #[cfg(test)]
 mod tests {

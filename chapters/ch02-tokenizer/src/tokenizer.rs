@@ -236,7 +236,15 @@ impl Tokenizer {
                     byte_tokens,
                     pre,
                 } => {
+                    // Llama 3: a piece that is a token as it stands needs no merging.
+                    let whole = pre.ignores_merges().then(ByteLevel::new);
                     for piece in pre.split(text) {
+                        if let Some(bl) = &whole
+                            && let Some(id) = self.vocab.id(&bl.encode(piece.as_bytes()))
+                        {
+                            out.push(id); // the whole piece is a token: no merging
+                            continue;
+                        }
                         piece_ids.clear();
                         piece_ids.extend(
                             piece

@@ -46,6 +46,35 @@ pub fn is_whitespace(c: char) -> bool {
 }
 // ANCHOR_END: classes
 
+// ANCHOR: more_classes
+/// `\p{M}`: a combining mark (Mn, Mc or Me), such as the Devanagari vowel sign `ा`.
+/// Qwen3.5's split keeps marks with the letters before them.
+pub fn is_mark(c: char) -> bool {
+    !c.is_ascii()
+        && matches!(
+            get_general_category(c),
+            GeneralCategory::NonspacingMark
+                | GeneralCategory::SpacingMark
+                | GeneralCategory::EnclosingMark
+        )
+}
+
+/// `\p{P}`: punctuation (Pc, Pd, Ps, Pe, Pi, Pf, Po). In ASCII that is `!"#%&'()*,-./:;?@[\]_{}`;
+/// `$+<=>^`|~` are symbols (`\p{S}`), not punctuation.
+pub fn is_punctuation(c: char) -> bool {
+    matches!(
+        get_general_category(c),
+        GeneralCategory::ConnectorPunctuation
+            | GeneralCategory::DashPunctuation
+            | GeneralCategory::OpenPunctuation
+            | GeneralCategory::ClosePunctuation
+            | GeneralCategory::InitialPunctuation
+            | GeneralCategory::FinalPunctuation
+            | GeneralCategory::OtherPunctuation
+    )
+}
+// ANCHOR_END: more_classes
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,6 +158,17 @@ mod tests {
             );
             assert_eq!(is_letter(c), by_table, "{c:?}");
         }
+    }
+
+    #[test]
+    fn ascii_punctuation_is_the_23_llama_cpp_lists() {
+        // llama.cpp's category collapse spells ASCII \p{P} as `!-#%-*,-/:-;?-@\[-\]_\{\}`.
+        let p: String = (0u8..128)
+            .map(char::from)
+            .filter(|&c| is_punctuation(c))
+            .collect();
+        assert_eq!(p, "!\"#%&'()*,-./:;?@[\\]_{}");
+        assert!(is_mark('\u{093E}') && !is_mark('a') && !is_letter('\u{093E}'));
     }
 
     /// Maximal runs of `text` whose characters all do, or all do not, satisfy `class`.

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use ch02_tokenizer::exercises;
 use ch02_tokenizer::spm::toy_vocabulary;
 use ch02_tokenizer::train::train;
-use ch02_tokenizer::{PreTokenizer, Tokenizer, byte_level, pretokenize, stream};
+use ch02_tokenizer::{PreTokenizer, Tokenizer, byte_level, llama3_split, pretokenize, stream};
 
 fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
@@ -272,6 +272,47 @@ fn ex5_one_sentencepiece_merge() {
         assert_eq!(
             pieces, expected,
             "merging {text:?} step by step should end where the encoder ends"
+        );
+    }
+}
+
+#[test]
+fn ex6_llama3_digit_groups() {
+    let split = exercises::split_digit_groups;
+    assert_eq!(
+        split("12345"),
+        ["123", "45"],
+        "groups of three are counted from the left: 12345 is 123 then 45"
+    );
+    assert_eq!(split("123"), ["123"], "three digits are one group");
+    assert_eq!(
+        split("1234567"),
+        ["123", "456", "7"],
+        "seven digits: two full groups and one left over"
+    );
+    assert_eq!(
+        split("pi 3.14159"),
+        ["pi ", "3", ".", "141", "59"],
+        "the text between numbers stays whole, and the point ends a run"
+    );
+    assert_eq!(split(""), Vec::<&str>::new(), "empty text has no pieces");
+    assert_eq!(split("abc"), ["abc"], "text without numbers is one piece");
+    assert_eq!(
+        split("٣٤٥٦"),
+        ["٣٤٥", "٦"],
+        "Arabic-Indic digits are \\p{{N}} too, and a group is three characters, not bytes"
+    );
+    assert_eq!(
+        split("x²³⁴⁵y"),
+        ["x", "²³⁴", "⁵", "y"],
+        "superscripts are numbers"
+    );
+    // A run of numbers alone is split exactly as the chapter's Llama 3 split does.
+    for run in ["1", "22", "4444", "55555", "666666", "7777777", "½¾٣Ⅻ5"] {
+        assert_eq!(
+            split(run),
+            llama3_split::split_llama3(run),
+            "{run:?} should be cut as Llama 3 cuts it"
         );
     }
 }

@@ -41,7 +41,7 @@ fn tricky_text() -> impl Strategy<Value = String> {
 }
 
 fn stream_decode(tok: &Tokenizer, ids: &[u32]) -> String {
-    let mut stream = StreamDecoder::new(tok);
+    let mut stream = StreamDecoder::from_start(tok);
     let mut text: String = ids.iter().map(|&id| stream.push(id).unwrap()).collect();
     text.push_str(&stream.finish());
     text

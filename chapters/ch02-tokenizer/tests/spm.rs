@@ -49,7 +49,7 @@ fn unknown_characters_fall_back_to_bytes() {
     let ids = tok.encode("€", false); // U+20AC = E2 82 AC
     assert_eq!(texts(&tok, &ids), ["▁", "<0xE2>", "<0x82>", "<0xAC>"]);
     assert_eq!(tok.decode(&ids).unwrap(), "€");
-    let mut stream = StreamDecoder::new(&tok);
+    let mut stream = StreamDecoder::from_start(&tok);
     let chunks: Vec<String> = ids.iter().map(|&id| stream.push(id).unwrap()).collect();
     assert_eq!(
         chunks,
@@ -93,4 +93,29 @@ fn special_tokens_and_the_prefix_space() {
 fn scores_must_match_tokens() {
     let err = Tokenizer::sentencepiece(vec![("a", TokenKind::Normal)], vec![], false).unwrap_err();
     assert!(err.to_string().contains("1 tokens but 0 scores"), "{err}");
+}
+
+/// Generated tokens continue the prompt: the first one keeps its space, as llama.cpp
+/// prints it (`common_token_to_piece` strips nothing). Only a text's own first token loses
+/// the space its encoder added.
+#[test]
+fn a_generated_token_keeps_its_leading_space() {
+    let tok = toy(true);
+    let prompt = tok.encode("hello", false);
+    assert_eq!(texts(&tok, &prompt), ["▁hello"]);
+    let generated = tok.token_id("▁world").unwrap();
+    let mut stream = StreamDecoder::new(&tok);
+    let printed = stream.push(generated).unwrap();
+    assert_eq!(
+        format!("{}{printed}", tok.decode(&prompt).unwrap()),
+        "hello world",
+        "the prompt \"hello\" then the generated token ▁world printed {printed:?}: \
+         its space was dropped as if it began the text"
+    );
+    let mut whole = StreamDecoder::from_start(&tok);
+    assert_eq!(
+        whole.push(prompt[0]).unwrap(),
+        "hello",
+        "streaming a text from its start drops the prefix space, as decode does"
+    );
 }

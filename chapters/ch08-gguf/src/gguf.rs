@@ -8,6 +8,9 @@
 //! data       the tensors, each at data + offset, each offset a multiple of the alignment
 //! ```
 //!
+//! A file with no tensors (llama.cpp ships vocabulary-only files) ends after its metadata:
+//! no padding, no data section.
+//!
 //! Every integer is little-endian; a string is a u64 byte length and that many bytes of
 //! UTF-8, with no terminator. (Version 1 used u32 lengths and counts; version 3 only added
 //! big-endian files, which this reader recognises and refuses.) The layout is the one the
@@ -157,7 +160,13 @@ impl Gguf {
             tensors.push(t);
         }
         let header_end = r.offset();
-        let data_offset = header_end.next_multiple_of(alignment);
+        // A file with no tensors (llama.cpp's vocabulary-only files) has no data section to
+        // pad to, and may end right after its metadata; llama.cpp's reader then puts the
+        // data offset at the header's end, and so does this one.
+        let data_offset = match tensors.is_empty() {
+            true => header_end,
+            false => header_end.next_multiple_of(alignment),
+        };
         let file_len = file.len() as u64;
         check_places(&tensors, data_offset, file_len)?;
         Ok(Gguf {
@@ -303,6 +312,38 @@ mod tests {
         f.resize(f.len().next_multiple_of(DEFAULT_ALIGNMENT as usize), 0);
         f.extend([0u8; 32 * 4]);
         f
+    }
+
+    #[test]
+    fn a_file_without_tensors_may_end_after_its_metadata() {
+        // llama.cpp's vocabulary-only files: one metadata entry, no tensors, no padding.
+        let mut f = b"GGUF".to_vec();
+        f.extend(3u32.to_le_bytes());
+        f.extend(0u64.to_le_bytes()); // tensors
+        f.extend(1u64.to_le_bytes()); // metadata
+        let key = "general.name";
+        f.extend((key.len() as u64).to_le_bytes());
+        f.extend(key.as_bytes());
+        f.extend(8u32.to_le_bytes()); // string
+        f.extend(3u64.to_le_bytes());
+        f.extend(b"voc");
+        assert!(!f.len().is_multiple_of(DEFAULT_ALIGNMENT as usize));
+        let g = Gguf::parse(&f).unwrap_or_else(|e| {
+            panic!("a file with no tensors needs no data section, as in llama.cpp: {e}")
+        });
+        assert_eq!((g.tensors.len(), g.metadata.len()), (0, 1));
+        assert_eq!(
+            g.data_offset, g.header_end,
+            "no padding to a data section that is not there"
+        );
+        assert_eq!(g.header_end, f.len() as u64);
+        // With a tensor, the same cut is a truncated file.
+        let mut one = one_tensor_file("t");
+        one.truncate(one.len() - 32 * 4 - 1);
+        let e = Gguf::parse(&one)
+            .map(|_| ())
+            .expect_err("the data section is missing");
+        assert!(e.to_string().contains("truncated") || e.to_string().contains("past the end"));
     }
 
     #[test]

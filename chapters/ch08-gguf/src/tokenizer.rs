@@ -8,7 +8,7 @@
 //! | `tokenizer.ggml.token_type` | llama.cpp's kind of each token (normal, control, byte, …) |
 //! | `tokenizer.ggml.merges` | BPE only: `"left right"` strings in rank order |
 //! | `tokenizer.ggml.scores` | SentencePiece only: one score per token |
-//! | `tokenizer.ggml.pre` | BPE only: the pre-tokenizer's name (`smollm`) |
+//! | `tokenizer.ggml.pre` | BPE only: the pre-tokenizer's name (`smollm`, `llama-bpe`, `qwen2`) |
 //! | `tokenizer.ggml.bos_token_id`, `add_bos_token` | the start token, and whether to add it |
 
 use ch02_tokenizer::{PreTokenizer, TokenKind, Tokenizer};
@@ -110,7 +110,8 @@ pub fn tokenizer(g: &Gguf) -> Result<GgufTokenizer> {
             let pre_name = g.opt_str("tokenizer.ggml.pre")?.unwrap_or("default");
             let pre = PreTokenizer::from_gguf_name(pre_name).ok_or_else(|| {
                 Error::Unsupported(format!(
-                    "pre-tokenizer {pre_name:?} (tokenizer.ggml.pre); chapter 2 implements smollm and gpt2"
+                    "pre-tokenizer {pre_name:?} (tokenizer.ggml.pre); chapter 2 implements {}",
+                    PreTokenizer::GGUF_NAMES
                 ))
             })?;
             let merges = g
@@ -135,7 +136,8 @@ pub fn tokenizer(g: &Gguf) -> Result<GgufTokenizer> {
         }
         other => {
             return Err(Error::Unsupported(format!(
-                "tokenizer model {other:?} (tokenizer.ggml.model); chapter 2 implements gpt2 and llama"
+                "tokenizer model {other:?} (tokenizer.ggml.model); chapter 2 implements \
+                 \"gpt2\" (byte-level BPE) and \"llama\" (SentencePiece)"
             )));
         }
     };
