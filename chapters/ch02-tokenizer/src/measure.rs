@@ -96,13 +96,18 @@ pub fn markdown(tok: &Tokenizer) -> Result<String, String> {
             });
             rates.push(text.len() as f64 / best.seconds / 1e6);
         }
+        let ratio = rates[2] / rates[0];
+        let ratio = if ratio < 10.0 {
+            format!("{ratio:.1}×")
+        } else {
+            format!("{ratio:.0}×")
+        };
         let line = format!(
-            "| {label}, {} KB | {:.2} MB/s | {:.1} MB/s | {:.1} MB/s | {:.1}× |\n",
+            "| {label}, {} KB | {:.2} MB/s | {:.1} MB/s | {:.1} MB/s | {ratio} |\n",
             text.len() / 1000,
             rates[0],
             rates[1],
             rates[2],
-            rates[2] / rates[0]
         );
         eprint!("{line}");
         s.push_str(&line);
