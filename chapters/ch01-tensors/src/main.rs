@@ -120,6 +120,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         return time_mine(&args.sizes);
     }
     if let Some(path) = &args.markdown {
+        ch01_tensors::files::check_output(path)?;
         let table = measure::markdown(&args.sizes)?;
         ch01_tensors::files::write_output(path, &table)
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;

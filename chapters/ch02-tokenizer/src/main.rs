@@ -285,6 +285,7 @@ fn bench(tok: &Tokenizer, args: &Args) -> Result<(), String> {
         .markdown
         .as_deref()
         .ok_or("bench needs --markdown FILE")?;
+    ch01_tensors::files::check_output(path).map_err(|e| e.to_string())?;
     let table = measure::markdown(tok)?;
     ch01_tensors::files::write_output(path, &table)
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;

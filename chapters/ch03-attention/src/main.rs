@@ -90,6 +90,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
 
 /// `bench --markdown FILE`: the kernels' speed table.
 fn bench(path: &Path) -> Result<(), String> {
+    ch01_tensors::files::check_output(path).map_err(|e| e.to_string())?;
     let table = measure::markdown()?;
     ch01_tensors::files::write_output(path, &table)
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
