@@ -92,6 +92,13 @@ pub fn read_to_string(path: &Path, max: u64) -> io::Result<String> {
 /// Writes `text` to `path`, a new file or an existing regular one: never through a directory,
 /// FIFO or device a stranger named (a FIFO would block the write forever).
 pub fn write_output(path: &Path, text: &str) -> io::Result<()> {
+    check_output(path)?;
+    std::fs::write(path, text)
+}
+
+/// The check [`write_output`] makes, on its own: a program that measures for a minute
+/// before it writes calls it first, so a bad path fails at once.
+pub fn check_output(path: &Path) -> io::Result<()> {
     if let Ok(meta) = std::fs::symlink_metadata(path)
         && !meta.is_file()
     {
@@ -100,7 +107,7 @@ pub fn write_output(path: &Path, text: &str) -> io::Result<()> {
             format!("{} exists and is not a regular file", path.display()),
         ));
     }
-    std::fs::write(path, text)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -9,7 +9,8 @@
 //! - [`safetensors`]: reading model files through `mmap`, zero-copy, refusing bad files;
 //! - [`files`]: opening files strangers name: regular files only, size-capped;
 //! - [`models`]: where the book's models live on disk and how to fetch them;
-//! - [`random`]: deterministic pseudo-random numbers for demos, tests and benches.
+//! - [`random`]: deterministic pseudo-random numbers for demos, tests and benches;
+//! - [`stopwatch`]: the best of repeated timed runs, for the chapters' speed tables.
 
 mod error;
 pub mod files;
@@ -18,6 +19,7 @@ pub mod models;
 pub mod ops;
 pub mod random;
 pub mod safetensors;
+pub mod stopwatch;
 mod storage;
 pub mod tensor;
 

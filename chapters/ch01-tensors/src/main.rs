@@ -6,7 +6,8 @@
 //!    the model has not been fetched) and list what is inside.
 //!
 //! Each has its own file: `views.rs`, `timing.rs` (with exercise 3's `--mine`), and
-//! `listing.rs`; this one reads the options and runs them in order.
+//! `listing.rs`; this one reads the options and runs them in order. `--markdown FILE`
+//! measures the book's speed table instead (`measure.rs`).
 
 use ch01_tensors::models;
 use serde_json::json;
@@ -14,6 +15,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod listing;
+mod measure;
 mod timing;
 mod views;
 
@@ -24,6 +26,7 @@ use views::demo_views;
 const USAGE: &str = "\
 usage: ch01-tensors [--size N]... [--sizes A,B,...] [--model PATH] [--fetch] [--json]
        ch01-tensors --mine [--size N]...
+       ch01-tensors --markdown FILE [--sizes A,B,...]
 
   --size N         matmul size to benchmark (N×N · N×N); repeatable. Default: 256 and 512
   --sizes A,B,...  several sizes at once, e.g. --sizes 128,256,512
@@ -31,6 +34,8 @@ usage: ch01-tensors [--size N]... [--sizes A,B,...] [--model PATH] [--fetch] [--
   --fetch          fetch and convert SmolLM2 first if it is missing (runs scripts/models.sh)
   --json           print every number as one JSON object instead of text
   --mine           exercise 3: time YOUR matmul_ikj (src/exercises.rs) against the chapter's
+  --markdown FILE  measure the book's table instead of the demos: the matmul kernels and matvec
+                   at each size, GFLOP/s, best of at least 3 runs, written to FILE as Markdown
   -h, --help       this help";
 
 const MAX_SIZE: usize = 2048; // the naive kernel needs about a minute at 2048
@@ -41,6 +46,7 @@ struct Args {
     fetch: bool,
     json: bool,
     mine: bool,
+    markdown: Option<PathBuf>,
 }
 
 fn parse_args() -> Result<Args, lexopt::Error> {
@@ -51,6 +57,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         fetch: false,
         json: false,
         mine: false,
+        markdown: None,
     };
     let mut parser = lexopt::Parser::from_env();
     while let Some(arg) = parser.next()? {
@@ -65,12 +72,16 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             Long("fetch") => args.fetch = true,
             Long("json") => args.json = true,
             Long("mine") => args.mine = true,
+            Long("markdown") => args.markdown = Some(parser.value()?.into()),
             Short('h') | Long("help") => {
                 println!("{USAGE}");
                 std::process::exit(0);
             }
             _ => return Err(arg.unexpected()),
         }
+    }
+    if args.mine && args.markdown.is_some() {
+        return Err("--mine and --markdown each choose what to time; give one".into());
     }
     if args.sizes.is_empty() {
         args.sizes = vec![256, 512];
@@ -107,6 +118,14 @@ fn main() -> ExitCode {
 fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     if args.mine {
         return time_mine(&args.sizes);
+    }
+    if let Some(path) = &args.markdown {
+        ch01_tensors::files::check_output(path)?;
+        let table = measure::markdown(&args.sizes)?;
+        ch01_tensors::files::write_output(path, &table)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        println!("wrote {}", path.display());
+        return Ok(());
     }
     let text = !args.json;
     let views = demo_views(text)?;

@@ -1,7 +1,5 @@
 //! Demo 2: the three matmul kernels in GFLOP/s on this machine, and exercise 3's `--mine`.
 
-use std::time::Instant;
-
 use ch01_tensors::ops;
 use serde_json::{Value, json};
 
@@ -11,17 +9,8 @@ fn random_matrix(len: usize, seed: u64) -> Vec<f32> {
 }
 
 /// Best time in seconds over repeated runs (at least 2, until ~0.25 s have passed).
-fn best_time(mut f: impl FnMut()) -> f64 {
-    let start = Instant::now();
-    let mut best = f64::INFINITY;
-    let mut runs = 0;
-    while runs < 2 || start.elapsed().as_secs_f64() < 0.25 {
-        let t = Instant::now();
-        f();
-        best = best.min(t.elapsed().as_secs_f64());
-        runs += 1;
-    }
-    best
+fn best_time(f: impl FnMut()) -> f64 {
+    ch01_tensors::stopwatch::best_of(2, 0.25, f).seconds
 }
 
 /// Exercise 3's check in numbers: the reader's `exercises::matmul_ikj` beside the chapter's,

@@ -5,6 +5,7 @@
 //! ch02-tokenizer encode [--special]     stdin text  -> JSON array of ids
 //! ch02-tokenizer decode                 stdin JSON array of ids -> text
 //! ch02-tokenizer train FILE             learn merges from a text file, show the first ones
+//! ch02-tokenizer bench --markdown FILE  encode speed of each merge loop (measure.rs)
 //! ```
 
 use std::io::{IsTerminal, Read, Write};
@@ -18,12 +19,15 @@ use ch02_tokenizer::train::train;
 use ch02_tokenizer::{PreTokenizer, StreamDecoder, TokenId, Tokenizer, smollm2_tokenizer_path};
 use serde_json::json;
 
+mod measure;
+
 const USAGE: &str = "\
 usage: ch02-tokenizer [--tokenizer PATH] [--text TEXT] [--json]
        ch02-tokenizer encode [--tokenizer PATH] [--special]   < text
        ch02-tokenizer decode [--tokenizer PATH]               < [ids]
        ch02-tokenizer train [--merges N] [--json] FILE
        ch02-tokenizer parity [--tokenizer PATH]
+       ch02-tokenizer bench [--tokenizer PATH] --markdown FILE
 
   (no command)      show how a sentence is cut into tokens, with their ids
   encode            read UTF-8 text from stdin, print its token ids as a JSON array
@@ -31,11 +35,14 @@ usage: ch02-tokenizer [--tokenizer PATH] [--text TEXT] [--json]
   train             learn N byte-level BPE merges from FILE and show them
   parity            encode every case of fixtures/reference/tokenizer-smollm2.json and count
                     how many give llama.cpp's ids (exit 1 if any does not)
+  bench             time encode with each merge loop (naive, heap, auto) in MB/s, best of
+                    at least 3 runs, and write the table to the --markdown FILE
   --tokenizer PATH  a tokenizer.json (default: SmolLM2's, in the models directory)
   --text TEXT       the sentence for the demo
   --special         parse special tokens such as <|im_start|> in the text
   --merges N        how many merges to learn (default 12, at most 5000)
   --json            print machine-readable JSON instead of text
+  --markdown FILE   bench: where to write its Markdown table
   -h, --help        this help";
 
 const DEMO_TEXT: &str = "Hello world! Tokenizers don't see 2025 as one token, and 🦀 takes three.";
@@ -50,6 +57,7 @@ struct Args {
     json: bool,
     merges: Option<usize>,
     file: Option<PathBuf>,
+    markdown: Option<PathBuf>,
 }
 
 fn parse_args() -> Result<Args, lexopt::Error> {
@@ -62,6 +70,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             Long("text") => args.text = Some(parser.value()?.string()?),
             Long("special") => args.special = true,
             Long("json") => args.json = true,
+            Long("markdown") => args.markdown = Some(parser.value()?.into()),
             Long("merges") => {
                 let n: usize = parser.value()?.parse()?;
                 if n > 5000 {
@@ -75,7 +84,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             }
             Value(v) if args.command.is_none() => {
                 let v = v.string()?;
-                if !["encode", "decode", "train", "parity"].contains(&v.as_str()) {
+                if !["encode", "decode", "train", "parity", "bench"].contains(&v.as_str()) {
                     return Err(format!("unknown command {v:?}").into());
                 }
                 args.command = Some(v);
@@ -91,6 +100,9 @@ fn parse_args() -> Result<Args, lexopt::Error> {
     }
     if args.merges.is_some() && args.command.as_deref() != Some("train") {
         return Err("--merges goes with `train` only".into());
+    }
+    if (args.command.as_deref() == Some("bench")) != args.markdown.is_some() {
+        return Err("`bench` needs --markdown FILE, and --markdown goes with `bench` only".into());
     }
     Ok(args)
 }
@@ -108,6 +120,7 @@ fn main() -> ExitCode {
         Some("decode") => load(&args, false).and_then(|t| decode(&t)),
         Some("train") => show_training(&args),
         Some("parity") => load(&args, false).and_then(|t| parity(&t)),
+        Some("bench") => load(&args, false).and_then(|t| bench(&t, &args)),
         _ => load(&args, true).and_then(|t| demo(&t, &args)),
     };
     match result {
@@ -270,6 +283,20 @@ fn describe(tok: &Tokenizer) -> String {
         }
         ch02_tokenizer::Model::SentencePiece(_) => "SentencePiece BPE".into(),
     }
+}
+
+/// The encode-speed table, written to `--markdown FILE`.
+fn bench(tok: &Tokenizer, args: &Args) -> Result<(), String> {
+    let path = args
+        .markdown
+        .as_deref()
+        .ok_or("bench needs --markdown FILE")?;
+    ch01_tensors::files::check_output(path).map_err(|e| e.to_string())?;
+    let table = measure::markdown(tok)?;
+    ch01_tensors::files::write_output(path, &table)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    println!("wrote {}", path.display());
+    Ok(())
 }
 
 /// Every case of llama.cpp's tokenizer fixture, both ways: how many ids agree.

@@ -2,7 +2,8 @@
 //!
 //! Embeds the prompt, runs the layer's RMSNorm, Q and K projections and RoPE, and
 //! computes every head's causal attention weights. Prints a per-head summary, or the
-//! weights as JSON, and draws them as an SVG grid of heatmaps.
+//! weights as JSON, and draws them as an SVG grid of heatmaps. `bench --markdown FILE`
+//! times the two attention kernels instead (`measure.rs`), for the book's table.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -16,8 +17,11 @@ use ch03_attention::probe::{ModelConfig, layer_pattern};
 use ch03_attention::summary::{HeadStats, report};
 use serde_json::json;
 
+mod measure;
+
 const USAGE: &str = "\
 usage: ch03-attention [--prompt TEXT | --ids 1,2,3] [--layer L] [--svg OUT.svg] [--json]
+       ch03-attention bench --markdown FILE
 
 Computes the causal attention pattern of every head of one SmolLM2-135M layer.
   --prompt TEXT   text to tokenize (default: \"The quick brown fox jumps over the lazy dog because it\")
@@ -26,6 +30,9 @@ Computes the causal attention pattern of every head of one SmolLM2-135M layer.
                   embeddings directly here, not the residual stream (that is chapter 4)
   --svg PATH      also draw the patterns as a grid of heatmaps, one per head
   --json          print the weights (per head, (seq, seq), rounded) as JSON
+  bench           time attention and attention_online at SmolLM2's shape (decode at 128,
+                  512 and 2048 keys, a 512-token prefill), best of at least 3 runs, and
+                  write the table to the --markdown FILE
   -h, --help      this text
 The model is read from models/smollm2-135m-instruct/hf/ and fetched on first use.";
 
@@ -38,6 +45,8 @@ struct Args {
     layer: usize,
     svg: Option<PathBuf>,
     json: bool,
+    bench: bool,
+    markdown: Option<PathBuf>,
 }
 
 fn parse_args() -> Result<Option<Args>, lexopt::Error> {
@@ -48,6 +57,8 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         layer: 0,
         svg: None,
         json: false,
+        bench: false,
+        markdown: None,
     };
     let mut parser = lexopt::Parser::from_env();
     while let Some(arg) = parser.next()? {
@@ -65,11 +76,26 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
             Long("layer") => args.layer = parser.value()?.parse()?,
             Long("svg") => args.svg = Some(parser.value()?.into()),
             Long("json") => args.json = true,
+            Long("markdown") => args.markdown = Some(parser.value()?.into()),
+            Value(v) if v == "bench" && !args.bench => args.bench = true,
             Short('h') | Long("help") => return Ok(None),
             _ => return Err(arg.unexpected()),
         }
     }
+    if args.bench != args.markdown.is_some() {
+        return Err("`bench` needs --markdown FILE, and --markdown goes with `bench` only".into());
+    }
     Ok(Some(args))
+}
+
+/// `bench --markdown FILE`: the kernels' speed table.
+fn bench(path: &Path) -> Result<(), String> {
+    ch01_tensors::files::check_output(path).map_err(|e| e.to_string())?;
+    let table = measure::markdown()?;
+    ch01_tensors::files::write_output(path, &table)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    println!("wrote {}", path.display());
+    Ok(())
 }
 
 /// A token piece as a short, printable label for the heatmap axes.
@@ -191,6 +217,15 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(path) = &args.markdown {
+        return match bench(path) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
