@@ -132,7 +132,10 @@ pub fn run_visible(cmd: &mut Command, what: &str) -> Result<(), String> {
 }
 
 fn fetch_models(which: &str) -> Result<(), String> {
-    if !matches!(which, "smollm2" | "smollm2-gguf" | "gemma3" | "llamacpp" | "all") {
+    if !matches!(
+        which,
+        "smollm2" | "smollm2-gguf" | "gemma3" | "llamacpp" | "all"
+    ) {
         return Err(format!(
             "unknown model {which:?}: expected smollm2, smollm2-gguf, gemma3, llamacpp or all"
         ));

@@ -341,7 +341,9 @@ pub fn speeds(line: &str) -> Vec<String> {
             let grouped = matches!(c, ' ' | '\u{2009}' | '\u{202f}')
                 && number.len() <= 3
                 && !number.contains('.')
-                && chars.get(i + 1..i + 4).is_some_and(|d| d.iter().all(char::is_ascii_digit))
+                && chars
+                    .get(i + 1..i + 4)
+                    .is_some_and(|d| d.iter().all(char::is_ascii_digit))
                 && !chars.get(i + 4).is_some_and(|c| c.is_ascii_digit());
             if c.is_ascii_digit() {
                 number.push(c);
@@ -507,7 +509,11 @@ pub fn check(pages: &[Page], readme: Option<&Page>, problems: &mut Vec<String>) 
     for (i, page) in pages.iter().chain(readme).enumerate() {
         let is_readme = readme.is_some_and(|r| std::ptr::eq(r, page));
         let held = if is_readme { &everywhere } else { &held_by[i] };
-        let held_speeds = if is_readme { &all_speeds } else { &speeds_by[i] };
+        let held_speeds = if is_readme {
+            &all_speeds
+        } else {
+            &speeds_by[i]
+        };
         let lines = lines(&page.text);
         if !is_readme {
             let words = prose_words(&page.text);
@@ -843,7 +849,13 @@ mod tests {
         );
         assert_eq!(speeds("57–74 GB/s"), ["57 GB/s", "74 GB/s"]);
         assert_eq!(speeds("from 3 to 5 µs"), ["3 µs", "5 µs"]);
-        for text in ["`470 tok/s` in code", "30 layers", "8 msgs", "12 ms/token", "ch09 2 GB"] {
+        for text in [
+            "`470 tok/s` in code",
+            "30 layers",
+            "8 msgs",
+            "12 ms/token",
+            "ch09 2 GB",
+        ] {
             assert_eq!(speeds(text), Vec::<String>::new(), "{text}");
         }
     }
