@@ -138,6 +138,16 @@ impl Chat {
         sandbox: Option<Sandbox>,
     ) -> Result<Chat, String> {
         let template = ChatTemplate::from_gguf(g)?;
+        Chat::with_template(g, tokenizer, template, sandbox)
+    }
+
+    /// `template` for the tokenizer of `g` (a vocabulary file, say, which has none of its own).
+    pub fn with_template(
+        g: &ch08_gguf::Gguf,
+        tokenizer: &GgufTokenizer,
+        template: ChatTemplate,
+        sandbox: Option<Sandbox>,
+    ) -> Result<Chat, String> {
         let eos = g
             .opt_u64("tokenizer.ggml.eos_token_id")
             .map_err(|e| e.to_string())?
