@@ -115,6 +115,25 @@ CONVERSATIONS = {
 }
 
 
+# Hugging Face's `tojson` and `strftime_now` on their own, where the conversations above do
+# not reach them (no tools): each expression rendered with TOJSON_MESSAGES as `messages`.
+TOJSON_MESSAGES = [
+    SYSTEM,
+    {"role": "user", "content": "quote \" backslash \\ newline \n tab \t bell \u0007 <b>&'</b> café 😀 \u2028"},
+]
+TOJSON = [
+    "{{ messages | tojson }}",
+    "{{ messages | tojson(indent=2) }}",
+    "{{ messages | tojson(indent=4, ensure_ascii=true) }}",
+    "{{ messages[1] | tojson(sort_keys=true, separators=(',', ':')) }}",
+    "{{ messages | tojson(indent='\t') }}",
+    "{{ [1, -2.5, 0.1, 1e-7, 1e22, 12345678901234567890, none, true, false, 'x', [], {}] | tojson }}",
+    "{{ {'a': 1, 'b': {'c': [1, {'d': none}]}} | tojson(indent=0) }}",
+    "{% for m in messages %}{{ m.role }}={{ m['content'] | length }};{% endfor %}{{ messages[0] | list | tojson }}",
+    "{{ strftime_now('%A %a %d %B %b %Y %y %m %j %H %I %M %S %p %w %%') }}",
+]
+
+
 def raise_exception(message: str):
     raise jinja2.exceptions.TemplateError(message)
 
@@ -179,6 +198,9 @@ def family_templates(env: jinja2.Environment) -> dict:
         "now_unix": int(NOW.timestamp()),
         "conversations": CONVERSATIONS,
         "templates": [],
+        "tojson_messages": TOJSON_MESSAGES,
+        "tojson": [{"template": t, **render(env.from_string(t), TOJSON_MESSAGES, False, None, None)}
+                   for t in TOJSON],
     }
     for file, (bos, eos), why in FAMILIES:
         path = TEMPLATES / file

@@ -134,3 +134,29 @@ fn the_families_templates_render_as_jinja2_renders_them() {
         "{templates} templates, {same} cases"
     );
 }
+
+/// `tojson` and `strftime_now` by themselves, where the conversations do not reach them:
+/// Python's `json.dumps` with Hugging Face's defaults, indents, `ensure_ascii`, separators and
+/// sorted keys; Python's float and string escapes; a message's keys in Python's order.
+#[test]
+fn tojson_and_strftime_now_write_what_python_writes() {
+    let fx = fixture();
+    let sandbox = Sandbox::program(env!("CARGO_BIN_EXE_ch09-generate"));
+    let vars = Vars {
+        now: fx["now_unix"].as_i64().unwrap(),
+        ..Vars::default()
+    };
+    let m = messages(&fx["tojson_messages"]);
+    let cases = fx["tojson"].as_array().unwrap();
+    assert!(cases.len() >= 9, "{} tojson cases", cases.len());
+    for case in cases {
+        let template = case["template"].as_str().unwrap();
+        let want = case["rendered"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{template}: jinja2 raised {}", case["error"]));
+        let ours = sandbox
+            .render_with(template, &m, false, &vars)
+            .unwrap_or_else(|e| panic!("{template}: {e}"));
+        assert_eq!(ours, want, "{template}: {}", first_difference(&ours, want));
+    }
+}

@@ -9,7 +9,10 @@
 //! `pycompat` supplies them. Everything else a template could reach stays out.
 
 use minijinja::value::ValueKind;
-use minijinja::{Environment, Error, ErrorKind, Value, context};
+use std::sync::Arc;
+
+use minijinja::value::{Enumerator, Object};
+use minijinja::{Environment, Error, ErrorKind, Value};
 
 use super::{MAX_TEMPLATE_STEPS, Message, pyjson, strftime};
 
@@ -76,7 +79,7 @@ pub fn environment(now: i64) -> Environment<'static> {
 pub fn variables(messages: &[Message], add_generation_prompt: bool, vars: &Vars) -> Value {
     let messages: Vec<Value> = messages
         .iter()
-        .map(|m| context! { role => m.role, content => m.content })
+        .map(|m| Value::from_object(Turn(m.clone())))
         .collect();
     let mut vars_map = std::collections::BTreeMap::from([
         ("messages", Value::from(messages)),
@@ -93,4 +96,23 @@ pub fn variables(messages: &[Message], add_generation_prompt: bool, vars: &Vars)
         }
     }
     Value::from(vars_map)
+}
+
+/// A message as a template sees it: a dict whose keys come in Python's order, `role` then
+/// `content` (a plain minijinja map would sort them, and `messages | tojson` would differ).
+#[derive(Debug)]
+struct Turn(Message);
+
+impl Object for Turn {
+    fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
+        match key.as_str()? {
+            "role" => Some(Value::from(self.0.role.as_str())),
+            "content" => Some(Value::from(self.0.content.as_str())),
+            _ => None,
+        }
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        Enumerator::Str(&["role", "content"])
+    }
 }
