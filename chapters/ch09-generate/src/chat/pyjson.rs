@@ -13,6 +13,9 @@ use minijinja::{Error, ErrorKind, Value};
 /// over within its fuel, and this writer recurses once per level.
 const MAX_DEPTH: usize = 256;
 
+/// The longest indent or separator: templates use four spaces, or `", "`.
+const MAX_INDENT: usize = 64;
+
 /// The filter: `value | tojson(ensure_ascii=False, indent=None, separators=None, sort_keys=False)`.
 pub fn tojson(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     let ensure_ascii: Option<bool> = kwargs.get("ensure_ascii")?;
@@ -20,23 +23,34 @@ pub fn tojson(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     let separators: Option<Value> = kwargs.get("separators")?;
     let sort_keys: Option<bool> = kwargs.get("sort_keys")?;
     kwargs.assert_all_used()?;
-    // Python: an integer indent is that many spaces, a string is itself.
+    // Python: an integer indent is that many spaces, a string is itself. Up to
+    // MAX_INDENT bytes: each line repeats it once per level.
+    let too_long = || bad("tojson: indent must be a string or a count of spaces, up to 64 bytes");
     let indent = match indent {
         None => None,
         Some(v) if v.is_none() => None,
         Some(v) => Some(match v.as_str() {
-            Some(s) => s.to_string(),
-            None => " ".repeat(v.as_usize().filter(|&n| n <= 64).ok_or_else(|| {
-                bad("tojson: indent must be a string or a count of spaces up to 64")
-            })?),
+            Some(s) if s.len() <= MAX_INDENT => s.to_string(),
+            Some(_) => return Err(too_long()),
+            None => " ".repeat(
+                v.as_usize()
+                    .filter(|&n| n <= MAX_INDENT)
+                    .ok_or_else(too_long)?,
+            ),
         }),
     };
     let (item_sep, key_sep) = match separators {
         Some(v) if !v.is_none() => {
             let (a, b) = (v.get_item_by_index(0)?, v.get_item_by_index(1)?);
             match (a.as_str(), b.as_str(), v.len()) {
-                (Some(a), Some(b), Some(2)) => (a.to_string(), b.to_string()),
-                _ => return Err(bad("tojson: separators must be two strings")),
+                (Some(a), Some(b), Some(2)) if a.len().max(b.len()) <= MAX_INDENT => {
+                    (a.to_string(), b.to_string())
+                }
+                _ => {
+                    return Err(bad(
+                        "tojson: separators must be two strings of up to 64 bytes",
+                    ));
+                }
             }
         }
         _ if indent.is_some() => (",".to_string(), ": ".to_string()),
@@ -225,6 +239,27 @@ pub fn python_float(x: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_would_grow_without_bound_is_refused() {
+        let env = crate::chat::environment::environment(0);
+        for (source, want) in [
+            ("{{ [1, 2] | tojson(indent=100000000) }}", "up to 64 bytes"),
+            ("{{ [1, 2] | tojson(indent='x' * 1000) }}", "up to 64 bytes"),
+            (
+                "{{ [1, 2] | tojson(separators=('x' * 1000, ':')) }}",
+                "up to 64 bytes",
+            ),
+            (
+                "{% set ns = namespace(v=[]) %}{% for i in range(1000) %}{% set ns.v = [ns.v] %}\
+                 {% endfor %}{{ ns.v | tojson }}",
+                "nests too deeply",
+            ),
+        ] {
+            let e = env.render_str(source, ()).unwrap_err();
+            assert!(format!("{e:#}").contains(want), "{source}: {e:#}");
+        }
+    }
 
     #[test]
     fn floats_read_as_python_writes_them() {
