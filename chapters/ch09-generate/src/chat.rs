@@ -4,8 +4,8 @@
 //! Instruction-tuned models expect their turns wrapped in markers (`<|im_start|>user …
 //! <|im_end|>` for SmolLM2). The rule is a Jinja template stored in the GGUF as
 //! `tokenizer.chat_template`, the one Hugging Face's `apply_chat_template` runs; this module
-//! renders it with `minijinja`, with the same whitespace settings. A file without a template
-//! (Gemma-3-270M's has none) gets the family's format as llama.cpp writes it.
+//! renders it with `minijinja`, set up as Hugging Face sets up Jinja2 ([`environment`]). A file
+//! without a template (Gemma-3-270M's has none) gets the family's format as llama.cpp writes it.
 //!
 //! Two things come from strangers here, and neither may take control:
 //! - the template is code from the model file: rendering it is given a budget of steps
@@ -14,16 +14,19 @@
 //! - the messages are text from users: their characters never become control tokens
 //!   ([`guard`]).
 
+pub mod environment;
 pub mod guard;
+pub mod pyjson;
 pub mod sandbox;
+pub mod strftime;
 
 use std::io::{self, Write};
 
 use ch02_tokenizer::special::SpecialToken;
 use ch08_gguf::{GgufTokenizer, Loaded};
-use minijinja::{Environment, Error, ErrorKind, context};
-use serde_json::json;
+use minijinja::ErrorKind;
 
+pub use environment::Vars;
 use sandbox::Sandbox;
 
 /// The most steps of work (minijinja's fuel: about one per instruction) one rendering may take.
@@ -89,26 +92,67 @@ pub struct Chat {
     /// `None`: the template runs in this process (one you trust: a test's, your own).
     sandbox: Option<Sandbox>,
     controls: Vec<SpecialToken>,
+    /// The tokenizer's BOS and EOS texts, which the template is given.
+    vars: Vars,
+    /// The tokenizer puts BOS in front of the prompt itself.
+    add_bos: bool,
 }
 
 impl Chat {
+    /// `eos` is the file's `tokenizer.ggml.eos_token_id`.
     pub fn new(
         template: ChatTemplate,
         tokenizer: &GgufTokenizer,
+        eos: Option<u32>,
         sandbox: Option<Sandbox>,
     ) -> Chat {
         let controls = guard::control_tokens(&tokenizer.tokenizer);
+        let text = |id: Option<u32>| {
+            let t = tokenizer.tokenizer.vocab().text(id?).ok()?;
+            Some(t.to_string())
+        };
+        let vars = Vars {
+            bos_token: text(tokenizer.bos),
+            eos_token: text(eos),
+            now: 0,
+        };
+        let add_bos = tokenizer.add_bos && vars.bos_token.is_some();
         Chat {
             template,
             sandbox,
             controls,
+            vars,
+            add_bos,
         }
     }
 
     /// The template of the model's file (or its family's), run in `sandbox`.
     pub fn of_model(model: &Loaded, sandbox: Option<Sandbox>) -> Result<Chat, String> {
-        let template = ChatTemplate::from_gguf(&model.file.gguf)?;
-        Ok(Chat::new(template, &model.tokenizer, sandbox))
+        Chat::of_gguf(&model.file.gguf, &model.tokenizer, sandbox)
+    }
+
+    /// The template of `g` (or its family's), with its tokenizer, run in `sandbox`.
+    pub fn of_gguf(
+        g: &ch08_gguf::Gguf,
+        tokenizer: &GgufTokenizer,
+        sandbox: Option<Sandbox>,
+    ) -> Result<Chat, String> {
+        let template = ChatTemplate::from_gguf(g)?;
+        Chat::with_template(g, tokenizer, template, sandbox)
+    }
+
+    /// `template` for the tokenizer of `g` (a vocabulary file, say, which has none of its own).
+    pub fn with_template(
+        g: &ch08_gguf::Gguf,
+        tokenizer: &GgufTokenizer,
+        template: ChatTemplate,
+        sandbox: Option<Sandbox>,
+    ) -> Result<Chat, String> {
+        let eos = g
+            .opt_u64("tokenizer.ggml.eos_token_id")
+            .map_err(|e| e.to_string())?
+            .and_then(|id| u32::try_from(id).ok());
+        Ok(Chat::new(template, tokenizer, eos, sandbox))
     }
 
     /// The prompt's token ids: the template's markers as control tokens, the messages as text.
@@ -122,47 +166,53 @@ impl Chat {
             ChatTemplate::Gemma => "",
         };
         let (messages, guard) = guard::guard_messages(messages, &self.controls, source)?;
+        let vars = self.vars.clone().at_current_time();
         let text = match (&self.template, &self.sandbox) {
             (ChatTemplate::Jinja(source), Some(sandbox)) => {
-                sandbox.render(source, &messages, true)?
+                sandbox.render_with(source, &messages, true, &vars)?
             }
-            (template, _) => render(template, &messages, true)?,
+            (template, _) => render_with(template, &messages, true, &vars)?,
         };
-        Ok(guard::encode_guarded(tokenizer, &text, guard))
+        // A template that writes BOS itself (Llama 3's) would get a second one from the
+        // tokenizer: drop the template's, as llama.cpp does.
+        let text = match &vars.bos_token {
+            Some(bos) if self.add_bos => text.strip_prefix(bos.as_str()).unwrap_or(&text),
+            _ => &text,
+        };
+        Ok(guard::encode_guarded(tokenizer, text, guard))
     }
 }
 // ANCHOR_END: chat
 
-// ANCHOR: render
-/// The text of `messages` in the model's format, ending with the start of the assistant's
-/// turn when `add_generation_prompt`.
+/// [`render_with`] without special tokens, the clock at this moment.
 pub fn render(
     template: &ChatTemplate,
     messages: &[Message],
     add_generation_prompt: bool,
 ) -> Result<String, String> {
+    render_with(template, messages, add_generation_prompt, &Vars::now())
+}
+
+// ANCHOR: render
+/// The text of `messages` in the model's format, ending with the start of the assistant's
+/// turn when `add_generation_prompt`.
+pub fn render_with(
+    template: &ChatTemplate,
+    messages: &[Message],
+    add_generation_prompt: bool,
+    vars: &Vars,
+) -> Result<String, String> {
     match template {
         ChatTemplate::Jinja(source) => {
-            let mut env = Environment::new();
-            // Hugging Face renders chat templates with both of these on.
-            env.set_trim_blocks(true);
-            env.set_lstrip_blocks(true);
-            env.add_function("raise_exception", |msg: String| -> Result<String, Error> {
-                Err(Error::new(ErrorKind::InvalidOperation, msg))
-            });
-            // The template comes from the file: a budget of work, and of output below.
-            env.set_fuel(Some(MAX_TEMPLATE_STEPS));
+            // The template comes from the file: a budget of work (the environment's fuel),
+            // and of output below.
+            let env = environment::environment(vars.now);
             let t = env
                 .template_from_str(source)
                 .map_err(|e| format!("the chat template does not parse: {e}"))?;
             let text_bytes: usize = messages.iter().map(|m| m.content.len()).sum();
             let mut out = BoundedText::new(text_bytes + MAX_TEMPLATE_EXTRA_BYTES);
-            let messages: Vec<serde_json::Value> = messages
-                .iter()
-                .map(|m| json!({"role": m.role, "content": m.content}))
-                .collect();
-            let ctx =
-                context! { messages => messages, add_generation_prompt => add_generation_prompt };
+            let ctx = environment::variables(messages, add_generation_prompt, vars);
             match t.render_captured_to(ctx, &mut out) {
                 Ok(_) => String::from_utf8(out.bytes)
                     .map_err(|_| "the chat template wrote text that is not UTF-8".to_string()),

@@ -15,7 +15,7 @@ use std::process::{Command, ExitCode, ExitStatus, Stdio};
 
 use serde_json::json;
 
-use super::{ChatTemplate, Message, render};
+use super::{ChatTemplate, Message, Vars, render_with};
 
 /// The hidden first argument that makes a binary a template child (see [`child_main`]).
 pub const CHILD_FLAG: &str = "--render-chat-template";
@@ -51,13 +51,24 @@ impl Sandbox {
         Sandbox { exe: exe.into() }
     }
 
-    // ANCHOR: sandbox_render
-    /// [`render`] of the Jinja template `source`, in a child process.
+    /// [`Sandbox::render_with`] without special tokens, the clock at this moment.
     pub fn render(
         &self,
         source: &str,
         messages: &[Message],
         add_generation_prompt: bool,
+    ) -> Result<String, String> {
+        self.render_with(source, messages, add_generation_prompt, &Vars::now())
+    }
+
+    // ANCHOR: sandbox_render
+    /// [`render_with`] of the Jinja template `source`, in a child process.
+    pub fn render_with(
+        &self,
+        source: &str,
+        messages: &[Message],
+        add_generation_prompt: bool,
+        vars: &Vars,
     ) -> Result<String, String> {
         let text_bytes: u64 = messages
             .iter()
@@ -81,6 +92,9 @@ impl Sandbox {
             "template": source,
             "messages": messages.iter().map(|m| json!({"role": m.role, "content": m.content})).collect::<Vec<_>>(),
             "add_generation_prompt": add_generation_prompt,
+            "bos_token": vars.bos_token,
+            "eos_token": vars.eos_token,
+            "now": vars.now,
         });
         let mut stdin = child.stdin.take().expect("stdin is piped");
         // A child that died early closes the pipe: its status says why, below.
@@ -186,7 +200,18 @@ fn render_request(request: &serde_json::Value) -> Result<String, String> {
         })
         .collect::<Vec<_>>();
     let add = request["add_generation_prompt"].as_bool().unwrap_or(true);
-    render(&ChatTemplate::Jinja(source.to_string()), &messages, add)
+    let token = |name: &str| request[name].as_str().map(String::from);
+    let vars = Vars {
+        bos_token: token("bos_token"),
+        eos_token: token("eos_token"),
+        now: request["now"].as_i64().ok_or("no clock")?,
+    };
+    render_with(
+        &ChatTemplate::Jinja(source.to_string()),
+        &messages,
+        add,
+        &vars,
+    )
 }
 
 /// Lowers this process's data, CPU and core-file limits (Linux counts heap and anonymous
