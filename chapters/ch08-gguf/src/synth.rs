@@ -78,15 +78,15 @@ impl Arch {
         }
     }
 
-    /// The file the vocabulary is copied from. Qwen3's files say `tokenizer.ggml.pre =
-    /// "qwen2"`: Qwen 2.5's vocabulary.
-    pub fn vocab_file(self) -> PathBuf {
+    /// The vocabulary the model imitated has (one of [`VOCABS`]). Qwen3's files say
+    /// `tokenizer.ggml.pre = "qwen2"`: Qwen 2.5's vocabulary.
+    pub fn vocab(self) -> &'static str {
         match self {
-            Arch::Llama3 => models::llamacpp_vocab("llama-bpe"),
-            Arch::Mistral => models::llamacpp_vocab("llama-spm"),
-            Arch::Qwen2 | Arch::Qwen3 => models::llamacpp_vocab("qwen2"),
-            Arch::Phi3 => models::llamacpp_vocab("phi-3"),
-            Arch::Gemma2 => models::gemma3_gguf(),
+            Arch::Llama3 => "llama-bpe",
+            Arch::Mistral => "llama-spm",
+            Arch::Qwen2 | Arch::Qwen3 => "qwen2",
+            Arch::Phi3 => "phi-3",
+            Arch::Gemma2 => "gemma3",
         }
     }
 
@@ -99,6 +99,18 @@ impl Arch {
     /// Whether the file has `output.weight` (the others reuse the embedding).
     fn untied(self) -> bool {
         matches!(self, Arch::Mistral | Arch::Phi3)
+    }
+}
+
+/// The vocabularies a file can take: llama.cpp's `ggml-vocab-NAME.gguf`, or `gemma3`, the
+/// Gemma-3 file's (Gemma-2's own family of SentencePiece vocabularies).
+pub const VOCABS: [&str; 5] = ["llama-bpe", "llama-spm", "qwen2", "phi-3", "gemma3"];
+
+/// The file vocabulary `name` (one of [`VOCABS`]) is copied from.
+pub fn vocab_file(name: &str) -> PathBuf {
+    match name {
+        "gemma3" => models::gemma3_gguf(),
+        other => models::llamacpp_vocab(other),
     }
 }
 
@@ -193,12 +205,19 @@ pub struct Spec {
     pub weights: Weights,
     pub shape: Shape,
     pub seed: u64,
+    /// Another vocabulary than the architecture's own (one of [`VOCABS`]): a Llama-shaped
+    /// file the size of a Qwen one, for the benchmark.
+    pub vocab: Option<&'static str>,
 }
 
 impl Spec {
     fn head_dim(&self) -> usize {
         let hd = self.shape.dim / self.shape.heads;
         if self.arch.wide_heads() { 2 * hd } else { hd }
+    }
+
+    pub fn vocab(&self) -> &'static str {
+        self.vocab.unwrap_or(self.arch.vocab())
     }
 
     /// The `synth` arguments that make this file.
@@ -208,8 +227,12 @@ impl Spec {
             Weights::Q8_0 => "q8_0",
             Weights::Q4_0 => "q4_0",
         };
+        let vocab = self
+            .vocab
+            .map(|v| format!(" --vocab {v}"))
+            .unwrap_or_default();
         format!(
-            "--arch {} --seed {} --weights {w} --shape {}",
+            "--arch {} --seed {} --weights {w} --shape {}{vocab}",
             self.arch.name(),
             self.seed,
             self.shape.name
@@ -217,9 +240,13 @@ impl Spec {
     }
 }
 
-/// The file for `spec`, its vocabulary read from [`Arch::vocab_file`].
+/// The file for `spec`, its vocabulary read from [`vocab_file`].
 pub fn build(spec: &Spec) -> Result<Writer> {
-    let path = models::require(&spec.arch.vocab_file()).map_err(Error::Unsupported)?;
+    let path = vocab_file(spec.vocab());
+    if let Err(message) = models::require(&path) {
+        let source = std::io::Error::new(std::io::ErrorKind::NotFound, message);
+        return Err(Error::Io { path, source });
+    }
     let mut bytes = std::fs::read(&path).map_err(|source| Error::Io {
         path: path.clone(),
         source,
