@@ -330,10 +330,15 @@ impl Builder {
 
     /// A norm's weights: 1 ± 0.2.
     fn norm(&mut self, name: &str, len: usize) -> Result<()> {
+        self.scaled_norm(name, len, 1.0)
+    }
+
+    /// A norm's weights: `scale`·(1 ± 0.2).
+    fn scaled_norm(&mut self, name: &str, len: usize, scale: f32) -> Result<()> {
         let v: Vec<f32> = Stream::for_tensor(self.spec.seed, name)
             .uniform(len, 0.2 / 3.0f32.sqrt())
             .iter()
-            .map(|x| 1.0 + x)
+            .map(|x| scale * (1.0 + x))
             .collect();
         self.vector(name, &v)
     }
@@ -475,7 +480,10 @@ fn tensors(b: &mut Builder, n_vocab: usize) -> Result<()> {
         }
         b.matrix(&n("attn_output"), dim, q_dim, 1.0, false)?;
         if s.arch == Arch::Gemma2 {
-            b.norm(&n("post_attention_norm"), dim)?;
+            // Gemma scales the embedding by √width; post-norms of 12 keep each block's output
+            // comparable, so the last state is not just the input token's embedding (which
+            // the tied head would then predict, whatever the layers did)
+            b.scaled_norm(&n("post_attention_norm"), dim, 12.0)?;
         }
         b.norm(&n("ffn_norm"), dim)?;
         if s.arch == Arch::Phi3 {
@@ -486,7 +494,7 @@ fn tensors(b: &mut Builder, n_vocab: usize) -> Result<()> {
         }
         b.matrix(&n("ffn_down"), dim, ffn, 1.0, false)?;
         if s.arch == Arch::Gemma2 {
-            b.norm(&n("post_ffw_norm"), dim)?;
+            b.scaled_norm(&n("post_ffw_norm"), dim, 12.0)?;
         }
     }
     b.norm("output_norm.weight", dim)?;
