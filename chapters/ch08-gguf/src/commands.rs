@@ -16,6 +16,7 @@ use crate::Args;
 mod levels;
 mod run;
 mod speed;
+pub mod synth;
 
 pub use levels::levels;
 pub use run::{generate, load, logits};

@@ -6,6 +6,8 @@
 //! - [`file`]: the file mapped into memory, tensors as windows on it;
 //! - [`config`], [`tokenizer`], [`model`]: a Llama model, its tokenizer and its weights,
 //!   all from the one file;
+//! - [`gguf_write`], [`synth`]: a GGUF writer, and small files of every architecture with
+//!   random weights, for checks against llama.cpp without the real models;
 //! - [`hexdump`]: the first bytes of a file, annotated;
 //! - [`matrix`]: a weight matrix of any format the file holds, and the drivers that pick a
 //!   product's path (one token, a few, a prefill) over chapter 7's kernels;
@@ -18,11 +20,13 @@ pub mod engine;
 pub mod error;
 pub mod file;
 pub mod gguf;
+pub mod gguf_write;
 pub mod hexdump;
 pub mod matrix;
 pub mod memory;
 pub mod metadata;
 pub mod model;
+pub mod synth;
 pub mod tokenizer;
 pub mod types;
 

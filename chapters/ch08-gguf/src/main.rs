@@ -11,6 +11,7 @@
 //! ch08-gguf profile [-m FILE] [--json]               where a decode step and a prefill spend their time
 //! ch08-gguf compare [-m FILE] [--rounds N]           ours vs llama-bench on the same file
 //! ch08-gguf depth [-m FILE] [--depth N]              the same for tg128 after N cached tokens
+//! ch08-gguf synth --arch A --seed N --weights W --out FILE   a small file with random weights
 //! ```
 //!
 //! `inspect` and `hex` take the file as `-m FILE` too.
@@ -43,6 +44,8 @@ commands:
                    CPU runs, alternating rounds (exit 1 if the best decodes below 0.98 of one)
   depth            tg128 after --depth tokens already in the cache, ours and
                    llama-bench -d, alternating rounds; medians and the ratio
+  synth            a small model file of one architecture with random weights
+                   (ch08-gguf synth --help)
 
 options:
   -m, --model FILE the GGUF file (default: SmolLM2-135M-Instruct Q4_1, fetched on first use);
@@ -250,6 +253,10 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
 }
 
 fn main() -> ExitCode {
+    // `synth` has flags of its own
+    if std::env::args_os().nth(1).is_some_and(|a| a == "synth") {
+        return commands::synth::main();
+    }
     let args = match parse_args() {
         Ok(Some(a)) => a,
         Ok(None) => {
