@@ -29,10 +29,10 @@ mod layer;
 mod rope;
 mod rowwise;
 
-pub use attend::{attend, attend_heads};
-pub use family::{Activation, Family, gelu_f16};
+pub use attend::{attend, attend_heads, softcap, weights};
+pub use family::{Activation, Family, RopeRows, Sliding, gelu_f16};
 pub use layer::{Buffers, Chunk, LayerAttention, LayerRows, attention_part};
-pub use rope::LazyRope;
+pub use rope::{LazyRope, RopeScaling};
 pub use rowwise::{gelu_f16_inplace, rmsnorm_rows};
 
 /// One decoder layer. The optional norms are present exactly when the family uses them.
@@ -42,6 +42,10 @@ pub struct Layer {
     pub wk: Matrix,
     pub wv: Matrix,
     pub wo: Matrix,
+    /// Biases added to Q, K and V (Qwen2's), `(q_dim)`, `(kv_dim)`, `(kv_dim)`.
+    pub bq: Option<Vec<f32>>,
+    pub bk: Option<Vec<f32>>,
+    pub bv: Option<Vec<f32>>,
     pub q_norm: Option<Vec<f32>>,
     pub k_norm: Option<Vec<f32>>,
     pub post_attn_norm: Option<Vec<f32>>,
@@ -56,7 +60,7 @@ pub struct Layer {
     pub rope: usize,
 }
 
-/// A model of either family.
+/// A model of any family.
 pub struct Model {
     pub config: Config,
     pub family: Family,
@@ -268,6 +272,9 @@ impl<'m> Engine<'m> {
         let head = m.lm_head();
         let mut logits = vec![0.0f32; rows * head.rows()];
         self.matmul(head, &mut logits, &xn, rows);
+        if let Some(cap) = m.family.final_softcap {
+            softcap(&mut logits, cap); // Gemma-2
+        }
         logits
     }
 

@@ -50,16 +50,16 @@ pub(crate) enum Rows {
 }
 
 // ANCHOR: matrix
-/// Tensor `name` as a `(rows, cols)` matrix: the shape is checked (ggml stores it as
+/// Tensor `t` as a `(rows, cols)` matrix: the shape is checked (ggml stores it as
 /// `[cols, rows]`), then the blocks are used in place.
 pub(crate) fn matrix(
     f: &GgufFile,
-    name: &str,
+    t: &TensorInfo,
     rows: usize,
     cols: usize,
     how: Rows,
 ) -> Result<QMatrix> {
-    let t = f.info(name)?;
+    let name = &t.name;
     check_dims(t, &[cols, rows])?;
     let format = format_of(t.ty).ok_or_else(|| Error::Tensor {
         name: name.into(),
@@ -112,4 +112,43 @@ pub(crate) fn vector(f: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>> {
     let t = f.info(name)?;
     check_dims(t, &[len])?;
     f.f32s(t)
+}
+
+// ANCHOR: rows_of
+/// Rows `rows` of the `(total, cols)` matrix `t`, described as a tensor of their own (a
+/// window on the same bytes): how a fused matrix (Phi-3's Q, K and V in one) is cut into the
+/// engine's separate ones. A matrix's rows are contiguous and all the same size, so the
+/// part starts `rows.start` rows in.
+pub(crate) fn rows_of(
+    t: &TensorInfo,
+    total: usize,
+    cols: usize,
+    rows: std::ops::Range<usize>,
+    part: &str,
+) -> Result<TensorInfo> {
+    check_dims(t, &[cols, total])?;
+    if total == 0 || !t.size.is_multiple_of(total as u64) {
+        return Err(Error::Tensor {
+            name: t.name.clone(),
+            message: format!("{} bytes do not cut into {total} rows", t.size),
+        });
+    }
+    let row_bytes = t.size / total as u64;
+    Ok(TensorInfo {
+        name: format!("{} ({part})", t.name),
+        dims: vec![cols as u64, rows.len() as u64],
+        ty: t.ty,
+        offset: t.offset + rows.start as u64 * row_bytes,
+        size: rows.len() as u64 * row_bytes,
+    })
+}
+// ANCHOR_END: rows_of
+
+/// Undoes llama.cpp's Q/K row order in a bias vector (one value a row).
+pub(crate) fn unpermute_values(v: &[f32], head_dim: usize) -> Vec<f32> {
+    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+    unpermute_rows(&bytes, 4, head_dim)
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
+        .collect()
 }
