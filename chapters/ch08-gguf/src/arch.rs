@@ -225,6 +225,7 @@ pub fn load_model(f: &GgufFile) -> Result<Model> {
                 Ok(None)
             }
         };
+        // ANCHOR: fused
         // Q, K and V: three matrices, or one fused (Phi-3) cut into three
         let (wq, wk, wv, bq, bk, bv) = if ts.has(&name("attn_qkv")) {
             let t = ts.get(&name("attn_qkv"))?;
@@ -273,6 +274,7 @@ pub fn load_model(f: &GgufFile) -> Result<Model> {
                 m(&part(ffn..2 * ffn, "up")?, ffn, dim, Rows::AsStored)?,
             )
         };
+        // ANCHOR_END: fused
         let sliding = family.sliding.filter(|s| s.slides(l));
         layers.push(Layer {
             attn_norm: ts.vector(&name("attn_norm"), dim)?,

@@ -1,5 +1,6 @@
-//! One forward pass for both families: chapter 6's cached layer loop, with the places where
-//! Gemma-3 differs from Llama written as data ([`Family`]) instead of a second copy.
+//! One forward pass for every family: chapter 6's cached layer loop, with the places where
+//! a family differs from Llama written as data ([`Family`]) instead of a second copy (the
+//! table below is the first two; `book/src/ch08-families.md` has them all).
 //!
 //! | | Llama (SmolLM2) | Gemma-3 |
 //! |---|---|---|
@@ -264,6 +265,7 @@ impl<'m> Engine<'m> {
         Ok(x)
     }
 
+    // ANCHOR: head
     /// Final norm and the LM head: `(rows, dim)` → `(rows, vocab)`.
     pub fn head(&self, x: &[f32]) -> Vec<f32> {
         let m = self.model;
@@ -277,6 +279,7 @@ impl<'m> Engine<'m> {
         }
         logits
     }
+    // ANCHOR_END: head
 
     /// Greedy decoding: prefill `prompt`, then up to `n` tokens, calling `on_token` with each.
     pub fn greedy(

@@ -180,21 +180,9 @@ pub fn rope_scaling(f: &GgufFile, arch: &str, cfg: &Config) -> Result<RopeScalin
         crate::model::check_dims(t, &[pairs])?;
         f.f32s(t)
     };
-    let llama_like = arch == "llama" && kind != "longrope";
-    let factors = if llama_like && g.tensor(FREQS).is_some() {
-        Some(factors(FREQS)?)
-    } else if (arch == "phi3" || (arch == "llama" && kind == "longrope"))
-        && g.tensor(LONG).is_some()
-    {
-        let orig_key = key("original_context_length");
-        let orig = match g.opt_u64(&orig_key)? {
-            Some(n) => n,
-            None => g.u64(&format!("{arch}.context_length"))?,
-        };
-        let long = cfg.max_position_embeddings as u64 > orig;
-        Some(factors(if long { LONG } else { SHORT })?)
-    } else {
-        None
+    let factors = match factor_tensor(f, arch, cfg)? {
+        Some(name) => Some(factors(name)?),
+        None => None,
     };
     Ok(RopeScaling {
         freq_scale,
@@ -203,8 +191,123 @@ pub fn rope_scaling(f: &GgufFile, arch: &str, cfg: &Config) -> Result<RopeScalin
     })
 }
 
+/// Which factor tensor the model's RoPE divides by, if any: `rope_freqs` for Llama 3;
+/// for Phi-3 (and a `longrope` Llama), the long factors when the context the model is set
+/// up for is longer than `rope.scaling.original_context_length` (the file's context length
+/// when absent), else the short ones: llama.cpp's `get_rope_factors`, with our context
+/// (`config::MAX_CONTEXT` at most) as its `n_ctx`.
+pub fn factor_tensor(f: &GgufFile, arch: &str, cfg: &Config) -> Result<Option<&'static str>> {
+    let g = &f.gguf;
+    let kind = g.opt_str(&format!("{arch}.rope.scaling.type"))?;
+    let longrope = kind == Some("longrope");
+    if arch == "llama" && !longrope {
+        return Ok(g.tensor(FREQS).map(|_| FREQS));
+    }
+    if !(arch == "phi3" || (arch == "llama" && longrope)) || g.tensor(LONG).is_none() {
+        return Ok(None);
+    }
+    let orig = match g.opt_u64(&format!("{arch}.rope.scaling.original_context_length"))? {
+        Some(n) => n,
+        None => g.u64(&format!("{arch}.context_length"))?,
+    };
+    Ok(Some(if cfg.max_position_embeddings as u64 > orig {
+        LONG
+    } else {
+        SHORT
+    }))
+}
+
 /// The factor tensors' names (one for every layer, as llama.cpp's converter writes them).
 pub const FREQS: &str = "rope_freqs.weight";
 pub const LONG: &str = "rope_factors_long.weight";
 pub const SHORT: &str = "rope_factors_short.weight";
 // ANCHOR_END: rope_scaling
+
+// ANCHOR: describe
+/// What `inspect` says about the file's family: its name and what it does beyond Llama's
+/// layer, from the metadata and the tensor names alone (no weights read); or why this
+/// chapter cannot run it.
+pub fn describe(f: &GgufFile) -> Result<(String, Vec<String>)> {
+    let g = &f.gguf;
+    let cfg = crate::config::config(g)?;
+    let arch = g.str("general.architecture")?;
+    let family = family(g, arch, &cfg)?;
+    let scaling = rope_scaling(f, arch, &cfg)?;
+    let has = |t: &str| g.tensor(&format!("blk.0.{t}")).is_some();
+    let mut adds = vec![match family.rope_rows {
+        crate::engine::RopeRows::Interleaved => {
+            "RoPE on pairs the converter interleaved (rows un-permuted at load)".to_string()
+        }
+        crate::engine::RopeRows::Halves => {
+            "RoPE in halves (NeoX order, rows as stored)".to_string()
+        }
+    }];
+    if has("attn_q.bias") || has("attn_qkv.bias") {
+        adds.push("biases on Q, K and V".into());
+    }
+    if family.qk_norm {
+        adds.push("QK-norm: RMSNorm on every head of Q and K".into());
+    }
+    if family.post_norms {
+        adds.push("post-norms after attention and feed-forward".into());
+    }
+    if has("attn_qkv.weight") {
+        adds.push("fused Q/K/V matrix (attn_qkv, cut in three at load)".into());
+    }
+    if !has("ffn_gate.weight") {
+        adds.push("fused gate and up (ffn_up holds both, gate first)".into());
+    }
+    if let Some(s) = family.embed_scale {
+        adds.push(format!("embedding × {s:.2} (√dim)"));
+    }
+    if family.activation == crate::engine::Activation::GeluTanhF16 {
+        adds.push("GELU feed-forward".into());
+    }
+    if let Some(s) = family.attn_scale {
+        adds.push(format!("attention scale {s:.5}"));
+    }
+    if let Some(c) = family.attn_softcap {
+        adds.push(format!("attention scores soft-capped at {c}"));
+    }
+    if let Some(c) = family.final_softcap {
+        adds.push(format!("logits soft-capped at {c}"));
+    }
+    if let Some(s) = family.sliding {
+        adds.push(format!(
+            "sliding window of {} positions on {} of every {} layers",
+            s.window,
+            s.every - 1,
+            s.every
+        ));
+    }
+    if scaling.freq_scale != 1.0 {
+        adds.push(format!(
+            "RoPE angles × {} (linear scaling)",
+            scaling.freq_scale
+        ));
+    }
+    if scaling.factors.is_some() {
+        let which = [FREQS, LONG, SHORT]
+            .into_iter()
+            .filter(|n| g.tensor(n).is_some())
+            .collect::<Vec<_>>()
+            .join(", ");
+        adds.push(format!(
+            "RoPE frequencies divided by per-pair factors ({which})"
+        ));
+    }
+    if scaling.mscale != 1.0 {
+        adds.push(format!(
+            "RoPE cos and sin × {} (attn_factor)",
+            scaling.mscale
+        ));
+    }
+    let window_key = format!("{arch}.attention.sliding_window");
+    if family.sliding.is_none() && g.get(&window_key).is_some() {
+        adds.push(format!(
+            "{window_key} not applied (llama.cpp does not either)"
+        ));
+    }
+    Ok((family.name.to_string(), adds))
+}
+// ANCHOR_END: describe

@@ -112,3 +112,38 @@ pub fn attend_heads<S: KvStore + ?Sized>(
     }
 }
 // ANCHOR_END: attend_loops
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The soft-cap keeps every score inside ±cap and leaves small ones almost as they are.
+    #[test]
+    fn the_soft_cap_bends_large_scores_only() {
+        let mut x = [-1e6f32, -100.0, -0.01, 0.0, 0.01, 3.0, 100.0, 1e6];
+        let before = x;
+        softcap(&mut x, 50.0);
+        for (b, a) in before.iter().zip(&x) {
+            assert!(a.abs() <= 50.0, "{b} capped at 50 became {a}, past the cap");
+            assert!(
+                a.signum() == b.signum() || *b == 0.0,
+                "{b} changed sign: {a}"
+            );
+        }
+        assert!(
+            (x[4] - 0.01).abs() < 1e-6,
+            "a score of 0.01 is left as it is: {}",
+            x[4]
+        );
+        assert!(
+            (x[5] - 3.0).abs() < 0.01,
+            "3 under a cap of 50 barely moves: {}",
+            x[5]
+        );
+        assert!(
+            x[6] > 45.0 && x[6] < 50.0,
+            "100 under a cap of 50 is bent to {}",
+            x[6]
+        );
+    }
+}

@@ -173,3 +173,76 @@ pub(super) fn gelu_table() -> &'static [f32] {
     })
 }
 // ANCHOR_END: gelu
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// llama.cpp's `set_swa_pattern(n)`: layer `l` slides unless `l % n == n − 1`.
+    #[test]
+    fn which_layers_slide() {
+        let slides = |f: Family| -> Vec<bool> {
+            let s = f.sliding.expect("a Gemma family slides");
+            (0..8).map(|l| s.slides(l)).collect()
+        };
+        assert_eq!(
+            slides(Family::gemma2(64)),
+            [true, false, true, false, true, false, true, false],
+            "Gemma-2: the even layers slide, the odd ones see everything"
+        );
+        assert_eq!(
+            slides(Family::gemma3(64)),
+            [true, true, true, true, true, false, true, true],
+            "Gemma-3: five layers of every six slide, the sixth is global"
+        );
+    }
+
+    /// The table's rows, as the book's table has them.
+    #[test]
+    fn what_each_family_changes() {
+        let (llama, qwen2, qwen3, phi3) = (
+            Family::llama(),
+            Family::qwen2(),
+            Family::qwen3(),
+            Family::phi3(),
+        );
+        assert_eq!(
+            llama.rope_rows,
+            RopeRows::Interleaved,
+            "Llama's rows are un-permuted"
+        );
+        for f in [
+            &qwen2,
+            &qwen3,
+            &phi3,
+            &Family::gemma2(4),
+            &Family::gemma3(4),
+        ] {
+            assert_eq!(
+                f.rope_rows,
+                RopeRows::Halves,
+                "{} rotates halves as stored",
+                f.name
+            );
+        }
+        assert!(
+            qwen3.qk_norm && !qwen2.qk_norm,
+            "Qwen3 adds QK-norm to Qwen2"
+        );
+        let g2 = Family::gemma2(64);
+        assert_eq!(
+            g2.embed_scale,
+            Some(8.0),
+            "Gemma scales the embedding by √64"
+        );
+        assert!(
+            g2.attn_softcap.is_some() && g2.final_softcap.is_some(),
+            "Gemma-2 caps both"
+        );
+        let g3 = Family::gemma3(64);
+        assert!(
+            g3.attn_softcap.is_none() && g3.qk_norm,
+            "Gemma-3 has QK-norm, no caps"
+        );
+    }
+}

@@ -159,6 +159,7 @@ impl Engine<'_> {
         let v = sized(&mut b.v, n * kv_dim); // (n, n_kv_heads * head_dim)
         let mats = [&w.wq, &w.wk, &w.wv];
         self.matmul_group(&mats, &mut [q, k, v], &b.xn, n);
+        // ANCHOR: qkv_bias
         for (bias, out) in [(&w.bq, &mut b.q), (&w.bk, &mut b.k), (&w.bv, &mut b.v)] {
             if let Some(bias) = bias {
                 // Qwen2: a bias added to every row of Q, K and V
@@ -166,6 +167,7 @@ impl Engine<'_> {
                     .for_each(|row| ops::add_inplace(row, bias));
             }
         }
+        // ANCHOR_END: qkv_bias
         if let (Some(qn), Some(kn)) = (&w.q_norm, &w.k_norm) {
             // Gemma-3, Qwen3: every head of Q and K normalised (rows of head_dim)
             rmsnorm_rows_into(&mut b.normed, &b.q, qn, eps);

@@ -201,6 +201,67 @@ mod tests {
         );
     }
 
+    /// Llama 3's `rope_freqs` divides each pair's frequency by its factor: with every factor
+    /// 2, position 2p turns each pair as far as position p did without (bit for bit: halving
+    /// is exact). Phi-3's `attn_factor` scales cos and sin: every rotated pair grows by it.
+    #[test]
+    fn factors_slow_the_rotation_and_attn_factor_scales_it() {
+        let (d, theta) = (16, 10_000.0);
+        let plain = LazyRope::new(d, 64, theta).unwrap();
+        let twos = RopeScaling {
+            factors: Some(vec![2.0; d / 2]),
+            ..RopeScaling::NONE
+        };
+        let slowed = LazyRope::scaled(d, 64, theta, twos).unwrap();
+        let x: Vec<f32> = (0..d).map(|i| (i as f32 * 0.61).cos()).collect();
+        for p in [1, 5, 20] {
+            let (mut a, mut b) = (x.clone(), x.clone());
+            plain.apply(&mut a, 1, p, Pairing::SplitHalves);
+            slowed.apply(&mut b, 1, 2 * p, Pairing::SplitHalves);
+            assert_eq!(
+                a,
+                b,
+                "factors of 2: position {} should turn as position {p}",
+                2 * p
+            );
+        }
+        let m = 1.25;
+        let louder = RopeScaling {
+            mscale: m,
+            ..RopeScaling::NONE
+        };
+        let louder = LazyRope::scaled(d, 64, theta, louder).unwrap();
+        let (mut a, mut b) = (x.clone(), x.clone());
+        plain.apply(&mut a, 1, 7, Pairing::SplitHalves);
+        louder.apply(&mut b, 1, 7, Pairing::SplitHalves);
+        for (i, (p, q)) in a.iter().zip(&b).enumerate() {
+            assert!(
+                (q - m * p).abs() < 1e-5,
+                "attn_factor {m}: coordinate {i} should be {m} × {p}, is {q}"
+            );
+        }
+    }
+
+    #[test]
+    fn factors_that_do_not_fit_are_refused() {
+        let with = |f: Vec<f32>| RopeScaling {
+            factors: Some(f),
+            ..RopeScaling::NONE
+        };
+        assert!(
+            LazyRope::scaled(16, 8, 1e4, with(vec![1.0; 7])).is_err(),
+            "7 factors for 8 pairs"
+        );
+        assert!(
+            LazyRope::scaled(16, 8, 1e4, with(vec![0.0; 8])).is_err(),
+            "a factor of 0"
+        );
+        assert!(
+            LazyRope::scaled(16, 8, 1e4, with(vec![f32::NAN; 8])).is_err(),
+            "a NaN factor"
+        );
+    }
+
     #[test]
     fn bad_heads_and_bases_are_refused_as_in_chapter_3() {
         assert!(LazyRope::new(63, 8, 10_000.0).is_err(), "an odd head_dim");
