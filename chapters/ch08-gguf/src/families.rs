@@ -163,7 +163,7 @@ pub fn rope_scaling(f: &GgufFile, arch: &str, cfg: &Config) -> Result<RopeScalin
     };
     let freq_scale = match (kind, factor) {
         ("none", _) | (_, None) => 1.0,
-        (_, Some(x)) if x == 0.0 => 1.0,
+        (_, Some(0.0)) => 1.0,
         ("linear" | "longrope", Some(x)) => (1.0 / x) as f32,
         _ => 1.0, // refused below
     };
