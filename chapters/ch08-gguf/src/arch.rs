@@ -225,6 +225,7 @@ pub fn load_model(f: &GgufFile) -> Result<Model> {
                 Ok(None)
             }
         };
+        // ANCHOR_END: load_model_layers
         // ANCHOR: fused
         // Q, K and V: three matrices, or one fused (Phi-3) cut into three
         let (wq, wk, wv, bq, bk, bv) = if ts.has(&name("attn_qkv")) {
@@ -275,6 +276,7 @@ pub fn load_model(f: &GgufFile) -> Result<Model> {
             )
         };
         // ANCHOR_END: fused
+        // ANCHOR: load_model_layers_end
         let sliding = family.sliding.filter(|s| s.slides(l));
         layers.push(Layer {
             attn_norm: ts.vector(&name("attn_norm"), dim)?,
@@ -297,7 +299,7 @@ pub fn load_model(f: &GgufFile) -> Result<Model> {
             rope: usize::from(sliding.is_some()),
         });
     }
-    // ANCHOR_END: load_model_layers
+    // ANCHOR_END: load_model_layers_end
     // ANCHOR: load_model_rest
     let embed_t = ts.get("token_embd.weight")?;
     let embed = any_matrix(f, embed_t, cfg.vocab_size, dim, Rows::AsStored)?;

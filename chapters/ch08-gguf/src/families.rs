@@ -191,6 +191,9 @@ pub fn rope_scaling(f: &GgufFile, arch: &str, cfg: &Config) -> Result<RopeScalin
     })
 }
 
+// ANCHOR_END: rope_scaling
+
+// ANCHOR: factor_tensor
 /// Which factor tensor the model's RoPE divides by, if any: `rope_freqs` for Llama 3;
 /// for Phi-3 (and a `longrope` Llama), the long factors when the context the model is set
 /// up for is longer than `rope.scaling.original_context_length` (the file's context length
@@ -221,7 +224,7 @@ pub fn factor_tensor(f: &GgufFile, arch: &str, cfg: &Config) -> Result<Option<&'
 pub const FREQS: &str = "rope_freqs.weight";
 pub const LONG: &str = "rope_factors_long.weight";
 pub const SHORT: &str = "rope_factors_short.weight";
-// ANCHOR_END: rope_scaling
+// ANCHOR_END: factor_tensor
 
 // ANCHOR: describe
 /// What `inspect` says about the file's family: its name and what it does beyond Llama's

@@ -7,7 +7,7 @@
 
 use ch06_quantization::f16::{f16_to_f32_fast, f32_to_f16, round_f16};
 
-// ANCHOR: family
+// ANCHOR: family_kinds
 /// The feed-forward network's gate activation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Activation {
@@ -44,6 +44,9 @@ impl Sliding {
     }
 }
 
+// ANCHOR_END: family_kinds
+
+// ANCHOR: family
 /// What one architecture does differently, as data.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Family {
@@ -66,6 +69,9 @@ pub struct Family {
     pub sliding: Option<Sliding>,
 }
 
+// ANCHOR_END: family
+
+// ANCHOR: constructors
 impl Family {
     pub fn llama() -> Family {
         Family {
@@ -110,6 +116,8 @@ impl Family {
         }
     }
 
+    // ANCHOR_END: constructors
+    // ANCHOR: constructors_gemma
     /// Gemma-2: √dim embedding, GELU, post-norms, soft-capped scores and logits, and every
     /// other layer (the even ones) sliding over 4 096 positions.
     pub fn gemma2(dim: usize) -> Family {
@@ -144,7 +152,7 @@ impl Family {
         }
     }
 }
-// ANCHOR_END: family
+// ANCHOR_END: constructors_gemma
 
 // ANCHOR: gelu
 /// llama.cpp's GELU: `0.5·x·(1 + tanh(√(2/π)·x·(1 + 0.044715·x²)))`, looked up in a table
