@@ -133,11 +133,15 @@ pub fn ropes(f: &GgufFile, arch: &str, cfg: &Config, family: &Family) -> Result<
         };
         let base = g.opt_f64(&format!("{arch}.rope.freq_base_swa"))?;
         let base = base.map_or(default, |b| b as f32);
-        // Gemma-3's sliding layers are not stretched (llama.cpp's freq_scale_swa is 1)
+        // Gemma-3's sliding layers are not stretched (llama.cpp's freq_scale_swa is 1);
+        // attn_factor applies to every layer
         let swa_scaling = if arch == "gemma2" {
             scaling
         } else {
-            RopeScaling::NONE
+            RopeScaling {
+                mscale: scaling.mscale,
+                ..RopeScaling::NONE
+            }
         };
         ropes.push(rope(base, swa_scaling)?);
     }
