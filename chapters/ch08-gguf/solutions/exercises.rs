@@ -125,3 +125,28 @@ pub fn arena_offsets(lens: &[usize], cap: usize) -> Vec<Option<usize>> {
         })
         .collect()
 }
+
+/// Exercise 10: Qwen3's QK-norm.
+pub fn qk_norm(x: &mut [f32], weight: &[f32], eps: f32) {
+    for head in x.chunks_exact_mut(weight.len()) {
+        let mean = head.iter().map(|v| v * v).sum::<f32>() / head.len() as f32;
+        let inv = 1.0 / (mean + eps).sqrt();
+        for (v, w) in head.iter_mut().zip(weight) {
+            *v = *v * inv * w;
+        }
+    }
+}
+
+/// Exercise 11: Gemma-2's soft-capped attention weights.
+pub fn softcapped_weights(scores: &mut [f32], scale: f32, cap: f32) {
+    for s in scores.iter_mut() {
+        *s = (*s * scale * (1.0 / cap)).tanh() * cap;
+    }
+    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0.0;
+    for s in scores.iter_mut() {
+        *s = (*s - max).exp();
+        sum += *s;
+    }
+    scores.iter_mut().for_each(|s| *s /= sum);
+}

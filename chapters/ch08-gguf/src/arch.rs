@@ -1,10 +1,14 @@
-//! Both architectures from their files, into [`crate::engine::Model`].
+//! Every supported architecture from its file, into [`crate::engine::Model`].
 //!
-//! The tensor names are llama.cpp's (`blk.N.attn_q.weight`, …); Gemma-3 adds four norms per
-//! layer. Which layers slide and which RoPE base each uses are llama.cpp's rules for
-//! `gemma3`: layer `l` is a sliding-window layer unless `l % 6 == 5`, sliding layers rotate
-//! with base 10 000 and the others with `gemma3.rope.freq_base` (1 000 000).
+//! The tensor names are llama.cpp's (`blk.N.attn_q.weight`, …). What a family adds is read
+//! where the file has it, as llama.cpp's loader does: biases on Q, K and V (Qwen2), the
+//! norms of Q and K (Qwen3, Gemma-3), the post-norms (Gemma), fused matrices (Phi-3's
+//! `attn_qkv` and its `ffn_up` holding gate and up), RoPE factors (Llama 3, Phi-3). Which
+//! layers slide and which RoPE each uses come from `families.rs`. A tensor the model never
+//! reads is an error: the file is not the architecture it says.
 
+use std::cell::RefCell;
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use rayon::prelude::*;
@@ -12,21 +16,23 @@ use rayon::prelude::*;
 use ch06_quantization::{Bytes, QMatrix};
 
 use crate::config::config;
-use crate::engine::{Family, Layer, LazyRope, Model};
+use crate::engine::{Layer, Model, RopeRows};
 use crate::error::{Error, Result};
+use crate::families::{self, FREQS, LONG, SHORT};
 use crate::file::GgufFile;
+use crate::gguf::TensorInfo;
 use crate::matrix::{KMatrix, Matrix, Packed, packed};
-use crate::model::{Rows, check_dims, matrix, unpermute_rows, vector};
+use crate::model::{Rows, check_dims, matrix, rows_of, unpermute_rows, unpermute_values, vector};
 use crate::types::GgmlType;
 use ch06_quantization::Format;
 use ch07_simd_parallel::huge::Arena;
 
-/// Tensor `name` as a `(rows, cols)` matrix of whatever supported format it is stored in.
-fn any_matrix(f: &GgufFile, name: &str, rows: usize, cols: usize, how: Rows) -> Result<Matrix> {
-    let t = f.info(name)?;
+/// Tensor `t` as a `(rows, cols)` matrix of whatever supported format it is stored in.
+fn any_matrix(f: &GgufFile, t: &TensorInfo, rows: usize, cols: usize, how: Rows) -> Result<Matrix> {
+    let name = &t.name;
     let k = match t.ty.format() {
         Some(k @ (Format::Q5_0 | Format::Q4_K | Format::Q6_K)) => k,
-        _ => return matrix(f, name, rows, cols, how).map(Matrix::Q),
+        _ => return matrix(f, t, rows, cols, how).map(Matrix::Q),
     };
     check_dims(t, &[cols, rows])?;
     let (values, bytes) = (k.block_values(), k.block_bytes());
@@ -53,13 +59,13 @@ fn any_matrix(f: &GgufFile, name: &str, rows: usize, cols: usize, how: Rows) -> 
 /// mapped pages it was copied from are then given back.
 fn layer_matrix(
     f: &GgufFile,
-    name: &str,
+    t: &TensorInfo,
     rows: usize,
     cols: usize,
     how: Rows,
     arena: Option<&Arc<Arena>>,
 ) -> Result<Matrix> {
-    let m = any_matrix(f, name, rows, cols, how)?;
+    let m = any_matrix(f, t, rows, cols, how)?;
     if !crate::matrix::policy::packs() {
         return Ok(m);
     }
@@ -79,10 +85,10 @@ fn layer_matrix(
     Ok(match packed {
         Some(p) => {
             drop(m);
-            f.release(f.info(name)?);
+            f.release(t);
             Matrix::P(p)
         }
-        None => onto_huge_pages(f, name, m, arena)?,
+        None => onto_huge_pages(f, t, m, arena)?,
     })
 }
 // ANCHOR_END: packed_matrix
@@ -97,7 +103,7 @@ fn layer_matrix(
 /// Anything else, or no arena, or a full one: `m` unchanged.
 fn onto_huge_pages(
     f: &GgufFile,
-    name: &str,
+    t: &TensorInfo,
     m: Matrix,
     arena: Option<&Arc<Arena>>,
 ) -> Result<Matrix> {
@@ -112,7 +118,6 @@ fn onto_huge_pages(
     let Some(mut piece) = arena.take(bytes.len()) else {
         return Ok(m);
     };
-    let t = f.info(name)?;
     let mapped = std::ptr::eq(bytes.as_ptr(), f.data(t).as_ptr()); // not a re-ordered copy
     piece
         .as_mut_slice()
@@ -129,7 +134,7 @@ fn onto_huge_pages(
     let data = Bytes::slice_of(Arc::new(piece), 0, len).expect("the piece is the matrix's size");
     let copy = QMatrix::from_blocks(q.format(), q.rows(), q.cols(), data).map_err(|message| {
         Error::Tensor {
-            name: name.into(),
+            name: t.name.clone(),
             message,
         }
     })?;
@@ -142,8 +147,41 @@ pub fn supported(ty: GgmlType) -> bool {
     ty.format().is_some()
 }
 
+/// The file's tensors, each one the loader reads noted, so that what is left over can be
+/// named (a file that says `llama` but holds Gemma's norms is refused, not half read).
+struct Tensors<'f> {
+    f: &'f GgufFile,
+    read: RefCell<HashSet<String>>,
+}
+
+impl<'f> Tensors<'f> {
+    fn get(&self, name: &str) -> Result<&'f TensorInfo> {
+        let t = self.f.info(name)?;
+        self.read.borrow_mut().insert(name.to_string());
+        Ok(t)
+    }
+
+    fn has(&self, name: &str) -> bool {
+        self.f.gguf.tensor(name).is_some()
+    }
+
+    /// A vector the file may have (a bias, a norm): `None` when it does not.
+    fn opt_vector(&self, name: &str, len: usize) -> Result<Option<Vec<f32>>> {
+        if !self.has(name) {
+            return Ok(None);
+        }
+        self.get(name)?;
+        vector(self.f, name, len).map(Some)
+    }
+
+    fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>> {
+        self.get(name)?;
+        vector(self.f, name, len)
+    }
+}
+
 // ANCHOR: load_model
-/// The model in `f`, of either architecture.
+/// The model in `f`, of any supported architecture.
 pub fn load_model(f: &GgufFile) -> Result<Model> {
     let g = &f.gguf;
     let cfg = config(g)?;
@@ -155,84 +193,126 @@ pub fn load_model(f: &GgufFile) -> Result<Model> {
         cfg.intermediate_size,
         cfg.head_dim,
     );
-    let gemma = arch == "gemma3";
-    let (family, qk_rows) = if gemma {
-        (Family::gemma3(dim), Rows::AsStored) // rotated in halves: stored as trained
-    } else {
-        (Family::llama(), Rows::Unpermute(hd)) // see model::unpermute_rows
+    let family = families::family(g, arch, &cfg)?;
+    let qk_rows = match family.rope_rows {
+        RopeRows::Interleaved => Rows::Unpermute(hd), // see model::unpermute_rows
+        RopeRows::Halves => Rows::AsStored,           // rotated in halves: stored as trained
     };
-    let max_pos = cfg.max_position_embeddings; // the context limit; no table is computed yet
-    let mut ropes = vec![
-        LazyRope::new(hd, max_pos, cfg.rope_theta)
-            .map_err(|e| Error::Unsupported(e.to_string()))?,
-    ];
-    let window = if gemma {
-        let w = g.u64("gemma3.attention.sliding_window")?;
-        let w = usize::try_from(w)
-            .ok()
-            .filter(|&w| w > 0)
-            .ok_or_else(|| Error::Metadata {
-                key: "gemma3.attention.sliding_window".into(),
-                message: format!("{w} is not a window"),
-            })?;
-        let base = g.opt_f64("gemma3.rope.freq_base_swa")?.unwrap_or(10_000.0) as f32;
-        ropes
-            .push(LazyRope::new(hd, max_pos, base).map_err(|e| Error::Unsupported(e.to_string()))?);
-        Some(w)
-    } else {
-        None
-    };
+    let ropes = families::ropes(f, arch, &cfg, &family)?; // [global, sliding]
     // ANCHOR_END: load_model
     // The packed copies share one arena of huge pages (chapter 7's `huge`). The file's size is
     // an upper bound on them: reserved as address space, and only what is written is memory.
     let arena = crate::matrix::policy::packs()
         .then(|| Arena::new(f.bytes().len()))
         .flatten();
+    let ts = Tensors {
+        f,
+        read: RefCell::new(HashSet::new()),
+    };
     // ANCHOR: load_model_layers
     let mut layers = Vec::with_capacity(cfg.num_layers);
     for l in 0..cfg.num_layers {
         let name = |t: &str| format!("blk.{l}.{t}.weight");
+        let bias = |t: &str| format!("blk.{l}.{t}.bias");
         let m =
-            |t: &str, rows, cols, how| layer_matrix(f, &name(t), rows, cols, how, arena.as_ref());
-        // the norms the family has (Gemma-3's), read; the others absent
-        let opt = |has: bool, t: &str, len| -> Result<Option<Vec<f32>>> {
+            |t: &TensorInfo, rows, cols, how| layer_matrix(f, t, rows, cols, how, arena.as_ref());
+        let whole = |t: &str, rows, cols, how| m(ts.get(&name(t))?, rows, cols, how);
+        // the norms the family has, read; the others absent
+        let norm = |has: bool, t: &str, len| -> Result<Option<Vec<f32>>> {
             if has {
-                vector(f, &name(t), len).map(Some)
+                ts.vector(&name(t), len).map(Some)
             } else {
                 Ok(None)
             }
         };
-        let sliding = gemma && l % 6 != 5;
+        // ANCHOR_END: load_model_layers
+        // ANCHOR: fused
+        // Q, K and V: three matrices, or one fused (Phi-3) cut into three
+        let (wq, wk, wv, bq, bk, bv) = if ts.has(&name("attn_qkv")) {
+            let t = ts.get(&name("attn_qkv"))?;
+            let rows = q_dim + 2 * kv_dim;
+            let part = |r: std::ops::Range<usize>, p: &str| rows_of(t, rows, dim, r, p);
+            let (k0, v0) = (q_dim, q_dim + kv_dim);
+            let b = ts.opt_vector(&bias("attn_qkv"), rows)?;
+            let cut = |r: std::ops::Range<usize>| b.as_ref().map(|b| b[r].to_vec());
+            (
+                m(&part(0..k0, "Q")?, q_dim, dim, qk_rows)?,
+                m(&part(k0..v0, "K")?, kv_dim, dim, qk_rows)?,
+                m(&part(v0..rows, "V")?, kv_dim, dim, Rows::AsStored)?,
+                cut(0..k0),
+                cut(k0..v0),
+                cut(v0..rows),
+            )
+        } else {
+            (
+                whole("attn_q", q_dim, dim, qk_rows)?,
+                whole("attn_k", kv_dim, dim, qk_rows)?,
+                whole("attn_v", kv_dim, dim, Rows::AsStored)?,
+                ts.opt_vector(&bias("attn_q"), q_dim)?,
+                ts.opt_vector(&bias("attn_k"), kv_dim)?,
+                ts.opt_vector(&bias("attn_v"), kv_dim)?,
+            )
+        };
+        // a Llama file's Q and K biases are in its reordered row order too
+        let (bq, bk) = match qk_rows {
+            Rows::Unpermute(hd) => (
+                bq.map(|b| unpermute_values(&b, hd)),
+                bk.map(|b| unpermute_values(&b, hd)),
+            ),
+            Rows::AsStored => (bq, bk),
+        };
+        // gate and up: two matrices, or Phi-3's `ffn_up` of both (gate first)
+        let (w_gate, w_up) = if ts.has(&name("ffn_gate")) {
+            (
+                whole("ffn_gate", ffn, dim, Rows::AsStored)?,
+                whole("ffn_up", ffn, dim, Rows::AsStored)?,
+            )
+        } else {
+            let t = ts.get(&name("ffn_up"))?;
+            let part = |r: std::ops::Range<usize>, p: &str| rows_of(t, 2 * ffn, dim, r, p);
+            (
+                m(&part(0..ffn, "gate")?, ffn, dim, Rows::AsStored)?,
+                m(&part(ffn..2 * ffn, "up")?, ffn, dim, Rows::AsStored)?,
+            )
+        };
+        // ANCHOR_END: fused
+        // ANCHOR: load_model_layers_end
+        let sliding = family.sliding.filter(|s| s.slides(l));
         layers.push(Layer {
-            attn_norm: vector(f, &name("attn_norm"), dim)?,
-            wq: m("attn_q", q_dim, dim, qk_rows)?,
-            wk: m("attn_k", kv_dim, dim, qk_rows)?,
-            wv: m("attn_v", kv_dim, dim, Rows::AsStored)?,
-            wo: m("attn_output", dim, q_dim, Rows::AsStored)?,
-            q_norm: opt(family.qk_norm, "attn_q_norm", hd)?,
-            k_norm: opt(family.qk_norm, "attn_k_norm", hd)?,
-            post_attn_norm: opt(family.post_norms, "post_attention_norm", dim)?,
-            ffn_norm: vector(f, &name("ffn_norm"), dim)?,
-            w_gate: m("ffn_gate", ffn, dim, Rows::AsStored)?,
-            w_up: m("ffn_up", ffn, dim, Rows::AsStored)?,
-            w_down: m("ffn_down", dim, ffn, Rows::AsStored)?,
-            post_ffn_norm: opt(family.post_norms, "post_ffw_norm", dim)?,
-            window: if sliding { window } else { None },
-            rope: if sliding { 1 } else { 0 },
+            attn_norm: ts.vector(&name("attn_norm"), dim)?,
+            wq,
+            wk,
+            wv,
+            wo: whole("attn_output", dim, q_dim, Rows::AsStored)?,
+            bq,
+            bk,
+            bv,
+            q_norm: norm(family.qk_norm, "attn_q_norm", hd)?,
+            k_norm: norm(family.qk_norm, "attn_k_norm", hd)?,
+            post_attn_norm: norm(family.post_norms, "post_attention_norm", dim)?,
+            ffn_norm: ts.vector(&name("ffn_norm"), dim)?,
+            w_gate,
+            w_up,
+            w_down: whole("ffn_down", dim, ffn, Rows::AsStored)?,
+            post_ffn_norm: norm(family.post_norms, "post_ffw_norm", dim)?,
+            window: sliding.map(|s| s.window),
+            rope: usize::from(sliding.is_some()),
         });
     }
-    // ANCHOR_END: load_model_layers
+    // ANCHOR_END: load_model_layers_end
     // ANCHOR: load_model_rest
-    let embed = any_matrix(f, "token_embd.weight", cfg.vocab_size, dim, Rows::AsStored)?;
+    let embed_t = ts.get("token_embd.weight")?;
+    let embed = any_matrix(f, embed_t, cfg.vocab_size, dim, Rows::AsStored)?;
     // a tied embedding is the LM head too, read whole every step: onto huge pages with the
     // rest (an embedding alone is read a few rows a step, and stays in the mapping)
     let (embed, lm_head) = if cfg.tie_word_embeddings {
-        let embed = onto_huge_pages(f, "token_embd.weight", embed, arena.as_ref())?;
+        let embed = onto_huge_pages(f, embed_t, embed, arena.as_ref())?;
         (embed, None)
     } else {
+        let head_t = ts.get("output.weight")?;
         let head = layer_matrix(
             f,
-            "output.weight",
+            head_t,
             cfg.vocab_size,
             dim,
             Rows::AsStored,
@@ -240,17 +320,24 @@ pub fn load_model(f: &GgufFile) -> Result<Model> {
         )?;
         (embed, Some(head))
     };
-    let per_layer = if gemma { 13 } else { 9 };
-    let expected = 2 + usize::from(lm_head.is_some()) + per_layer * cfg.num_layers;
-    if g.tensors.len() != expected {
+    let final_norm = ts.vector("output_norm.weight", dim)?;
+    // the RoPE factors were read by families::ropes (Phi-3's file has both sets, uses one)
+    let read = ts.read.into_inner();
+    let left = g
+        .tensors
+        .iter()
+        .map(|t| &t.name)
+        .find(|n| !read.contains(n.as_str()) && !matches!(n.as_str(), FREQS | LONG | SHORT));
+    if let Some(name) = left {
         return Err(Error::Unsupported(format!(
-            "{} tensors in the file; a {arch} model of {} layers has {expected}",
+            "tensor {name} is not one a {arch} model reads (of {} tensors in the file, {} are \
+             this model's)",
             g.tensors.len(),
-            cfg.num_layers
+            read.len()
         )));
     }
     Ok(Model {
-        final_norm: vector(f, "output_norm.weight", dim)?,
+        final_norm,
         config: cfg,
         family,
         embed,
@@ -277,14 +364,13 @@ mod tests {
         let t = f.info(name).unwrap();
         let (cols, rows) = (t.dims[0] as usize, t.dims[1] as usize);
         let hd = 256;
-        let stored = match any_matrix(&f, name, rows, cols, Rows::AsStored).unwrap() {
+        let stored = match any_matrix(&f, t, rows, cols, Rows::AsStored).unwrap() {
             Matrix::K(m) => m,
             Matrix::Q(_) | Matrix::P(_) => {
                 panic!("{name} is expected in a K-quant format ({})", t.ty)
             }
         };
-        let Matrix::K(moved) = any_matrix(&f, name, rows, cols, Rows::Unpermute(hd)).unwrap()
-        else {
+        let Matrix::K(moved) = any_matrix(&f, t, rows, cols, Rows::Unpermute(hd)).unwrap() else {
             unreachable!("the same tensor")
         };
         for r in 0..rows {

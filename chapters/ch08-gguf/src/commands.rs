@@ -124,6 +124,10 @@ pub fn inspect(a: &Args) -> Result<(), String> {
             "tensor_count": g.tensors.len(), "parameters": params,
             "metadata": metadata, "types": types,
         });
+        out["family"] = match ch08_gguf::families::describe(&f) {
+            Ok((name, adds)) => json!({"name": name, "adds": adds}),
+            Err(e) => json!({"unsupported": e.to_string()}),
+        };
         if a.tensors {
             out["tensors"] = g
                 .tensors
@@ -167,6 +171,13 @@ pub fn inspect(a: &Args) -> Result<(), String> {
         g.tensors.len(),
         g.tensors.iter().map(|t| t.size).sum::<u64>()
     );
+    match ch08_gguf::families::describe(&f) {
+        Ok((name, adds)) => {
+            println!("\nfamily: {name}");
+            adds.iter().for_each(|a| println!("  {a}"));
+        }
+        Err(e) => println!("\nfamily: this chapter cannot run it ({e})"),
+    }
     if a.tensors {
         println!(
             "\n  {:<28} {:<6} {:<16} {:>12} {:>10}",

@@ -29,8 +29,8 @@ pub const KEYS: &[(&str, &str)] = &[
 ];
 // ANCHOR_END: keys
 
-/// The architectures this chapter runs.
-pub const ARCHITECTURES: &[&str] = &["llama", "gemma3"];
+/// The architectures this chapter runs (`families.rs` says what each does differently).
+pub const ARCHITECTURES: &[&str] = &["llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"];
 
 /// The most positions a model is set up for, whatever its file allows (Gemma-3 says
 /// 32 768): the context limit, which a run's KV cache and the RoPE blocks it fills stay
@@ -86,11 +86,7 @@ pub fn config(g: &Gguf) -> Result<Config> {
             )));
         }
     }
-    if let Some(kind) = g.opt_str(&format!("{arch}.rope.scaling.type"))?
-        && kind != "none"
-    {
-        return Err(Error::Unsupported(format!("RoPE scaling {kind:?}")));
-    }
+    // (RoPE scaling is read with the family: `families::rope_scaling`.)
     for (field, key) in [
         ("bos_token_id", "tokenizer.ggml.bos_token_id"),
         ("eos_token_id", "tokenizer.ggml.eos_token_id"),

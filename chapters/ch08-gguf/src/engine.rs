@@ -1,5 +1,6 @@
-//! One forward pass for both families: chapter 6's cached layer loop, with the places where
-//! Gemma-3 differs from Llama written as data ([`Family`]) instead of a second copy.
+//! One forward pass for every family: chapter 6's cached layer loop, with the places where
+//! a family differs from Llama written as data ([`Family`]) instead of a second copy (the
+//! table below is the first two; `book/src/ch08-families.md` has them all).
 //!
 //! | | Llama (SmolLM2) | Gemma-3 |
 //! |---|---|---|
@@ -29,10 +30,10 @@ mod layer;
 mod rope;
 mod rowwise;
 
-pub use attend::{attend, attend_heads};
-pub use family::{Activation, Family, gelu_f16};
+pub use attend::{attend, attend_heads, softcap, weights};
+pub use family::{Activation, Family, RopeRows, Sliding, gelu_f16};
 pub use layer::{Buffers, Chunk, LayerAttention, LayerRows, attention_part};
-pub use rope::LazyRope;
+pub use rope::{LazyRope, RopeScaling};
 pub use rowwise::{gelu_f16_inplace, rmsnorm_rows};
 
 /// One decoder layer. The optional norms are present exactly when the family uses them.
@@ -42,6 +43,10 @@ pub struct Layer {
     pub wk: Matrix,
     pub wv: Matrix,
     pub wo: Matrix,
+    /// Biases added to Q, K and V (Qwen2's), `(q_dim)`, `(kv_dim)`, `(kv_dim)`.
+    pub bq: Option<Vec<f32>>,
+    pub bk: Option<Vec<f32>>,
+    pub bv: Option<Vec<f32>>,
     pub q_norm: Option<Vec<f32>>,
     pub k_norm: Option<Vec<f32>>,
     pub post_attn_norm: Option<Vec<f32>>,
@@ -56,7 +61,7 @@ pub struct Layer {
     pub rope: usize,
 }
 
-/// A model of either family.
+/// A model of any family.
 pub struct Model {
     pub config: Config,
     pub family: Family,
@@ -260,6 +265,7 @@ impl<'m> Engine<'m> {
         Ok(x)
     }
 
+    // ANCHOR: head
     /// Final norm and the LM head: `(rows, dim)` → `(rows, vocab)`.
     pub fn head(&self, x: &[f32]) -> Vec<f32> {
         let m = self.model;
@@ -268,8 +274,12 @@ impl<'m> Engine<'m> {
         let head = m.lm_head();
         let mut logits = vec![0.0f32; rows * head.rows()];
         self.matmul(head, &mut logits, &xn, rows);
+        if let Some(cap) = m.family.final_softcap {
+            softcap(&mut logits, cap); // Gemma-2
+        }
         logits
     }
+    // ANCHOR_END: head
 
     /// Greedy decoding: prefill `prompt`, then up to `n` tokens, calling `on_token` with each.
     pub fn greedy(

@@ -1,7 +1,7 @@
 //! Exercises for chapter 8. Fill in each `todo!()`, then run `cargo xtask exercises ch08`
 //! (or `cargo test -p ch08-gguf --features exercises --test exercises`). Exercises 1 to 5
 //! read a file, so each is also about refusing a bad one; 6 to 9 are about the layouts the
-//! kernels read.
+//! kernels read; 10 and 11 are two of the differences between model families.
 #![allow(unused_variables)]
 
 /// Exercise 1: read a metadata string.
@@ -146,4 +146,33 @@ pub fn eights_q4_k_lane(
 pub fn arena_offsets(lens: &[usize], cap: usize) -> Vec<Option<usize>> {
     // TODO: one start per request, or None.
     todo!("exercise 9: where the arena puts each copy")
+}
+
+/// Exercise 10: Qwen3's QK-norm.
+///
+/// `x` is one token's queries (or keys): `n_heads` heads of `weight.len()` values each, side
+/// by side. Qwen3 (and Gemma-3) RMS-normalise every head on its own before RoPE: for each
+/// head `h`, `x_h[i] ← x_h[i] / √(mean(x_h²) + eps) · weight[i]`, the mean over that head's
+/// values only. The same `weight` serves every head.
+///
+/// Hint: `chunks_exact_mut(weight.len())`; compute the mean of squares in f32, then
+/// `1.0 / (mean + eps).sqrt()`. Normalising the whole row at once is the mistake to avoid:
+/// a loud head would quiet the others. See "The families people run".
+pub fn qk_norm(x: &mut [f32], weight: &[f32], eps: f32) {
+    // TODO: one RMSNorm per head-sized chunk of x.
+    todo!("exercise 10: Qwen3's QK-norm")
+}
+
+/// Exercise 11: Gemma-2's soft-capped attention weights.
+///
+/// `scores` are one query's dot products with its keys. Turn them into attention weights in
+/// place: multiply each by `scale`, soft-cap it (`cap · tanh(s / cap)`), then softmax (the
+/// largest subtracted before `exp`, then divided by the sum).
+///
+/// Hint: the cap comes after the scale and before the softmax; compute it as llama.cpp does,
+/// `(s * (1.0 / cap)).tanh() * cap`. A score of 100 with a cap of 5 counts as 5, so it
+/// can no longer take all the weight. See "The families people run".
+pub fn softcapped_weights(scores: &mut [f32], scale: f32, cap: f32) {
+    // TODO: scale, cap, softmax.
+    todo!("exercise 11: Gemma-2's soft-capped attention weights")
 }

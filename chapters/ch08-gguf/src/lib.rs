@@ -18,6 +18,7 @@ pub mod bench;
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod families;
 pub mod file;
 pub mod gguf;
 pub mod gguf_write;

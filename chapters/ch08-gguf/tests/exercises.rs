@@ -388,3 +388,67 @@ fn ex9_where_the_arena_puts_each_copy() {
         got.len()
     );
 }
+
+#[test]
+fn ex10_qwen3_s_qk_norm() {
+    // three heads of four values: one loud, one quiet, one all zeros
+    let weight = [1.0, 0.5, 2.0, 1.5];
+    let row = [
+        100.0, -50.0, 20.0, 80.0, //
+        0.01, 0.02, -0.03, 0.04, //
+        0.0, 0.0, 0.0, 0.0,
+    ];
+    let eps = 1e-6;
+    let mut got = row;
+    qk_norm(&mut got, &weight, eps);
+    // the chapter's own: the layer's RMSNorm over rows of head_dim
+    let want = ch08_gguf::engine::rmsnorm_rows(&row, &weight, eps);
+    for h in 0..3 {
+        for i in 0..4 {
+            let (g, w) = (got[4 * h + i], want[4 * h + i]);
+            assert!(
+                (g - w).abs() <= 1e-4 * w.abs().max(1.0),
+                "head {h}, value {i}: expected {w}, you gave {g}. Each head is normalised by its \
+                 own mean of squares (head 1 is quiet, and after the norm it should be as large \
+                 as head 0); the whole row: {got:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn ex11_gemma_2_s_soft_capped_attention_weights() {
+    // one score far above the others: capped at 5, it no longer takes all the weight
+    let mut got = [100.0f32, 0.0];
+    softcapped_weights(&mut got, 1.0, 5.0);
+    let e5 = 5.0f32.exp();
+    let want0 = e5 / (e5 + 1.0);
+    assert!(
+        (got[0] - want0).abs() < 1e-3,
+        "scores [100, 0], cap 5: the 100 counts as 5·tanh(20) ≈ 5, so key 0 gets e^5/(e^5+1) = \
+         {want0:.4} of the weight; you gave {:.4} (did the cap come before the softmax?)",
+        got[0]
+    );
+    // against the chapter's own soft-cap and a plain softmax
+    let raw = [3.0f32, -1.5, 8.0, 0.25, 12.0];
+    let (scale, cap) = (0.5, 4.0);
+    let mut want: Vec<f32> = raw.iter().map(|s| s * scale).collect();
+    ch08_gguf::engine::softcap(&mut want, cap);
+    let max = want.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f32 = want.iter().map(|s| (s - max).exp()).sum();
+    want.iter_mut().for_each(|s| *s = (*s - max).exp() / sum);
+    let mut got = raw;
+    softcapped_weights(&mut got, scale, cap);
+    let total: f32 = got.iter().sum();
+    assert!(
+        (total - 1.0).abs() < 1e-5,
+        "attention weights sum to 1; yours sum to {total} ({got:?})"
+    );
+    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            (g - w).abs() < 1e-5,
+            "scores {raw:?}, scale {scale}, cap {cap}: key {k}'s weight should be {w:.6} \
+             (scale, then cap·tanh(s/cap), then softmax), you gave {g:.6}"
+        );
+    }
+}

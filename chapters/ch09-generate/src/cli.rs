@@ -25,7 +25,7 @@ usage: ch09-generate [-m FILE] -p TEXT [options]
            scripts/make_synthetic_gguf.py [smollm2 gemma3 llama-1b-q4_0 llama-3b-q4_0
            llama-7b-q4_0 llama-7b-q4_k_m]
 
-Generates text from a GGUF model (SmolLM2 or Gemma-3), streamed as it is made.
+Generates text from a GGUF model (any family chapter 8 runs), streamed as it is made.
 
 options (defaults in brackets):
   -m, --model FILE        the GGUF file [SmolLM2-135M-Instruct Q4_1, fetched on first use]

@@ -11,9 +11,8 @@
 //! rows into blocks changes no bit (the batch invariance tests compare with chapter 9's
 //! ring cache).
 
-use ch03_attention::Heads;
 use ch05_kv_cache::KvStore;
-use ch06_quantization::Kernels;
+use ch08_gguf::engine::{LayerAttention, weights};
 
 use crate::seq::SeqKv;
 
@@ -22,24 +21,20 @@ use crate::seq::SeqKv;
 /// positions (the last `window` of them, or all), for the query heads `hs` (all of them, or
 /// a part of one KV head's group), into `out` (`hs.len()` heads): chapter 8's fast path,
 /// with one call for the scores of a KV head's heads per block of the sequence, and one for
-/// each head's weighted sum.
-#[allow(clippy::too_many_arguments)]
+/// each head's weighted sum. `at`: the layer, its heads, window and scores (chapter 8's).
 pub fn attend_blocks(
-    k: &dyn Kernels,
+    at: &LayerAttention,
     out: &mut [f32],
     q: &[f32],
     store: &SeqKv,
-    layer: usize,
-    heads: Heads,
     hs: std::ops::Range<usize>,
     pos: usize,
-    window: Option<usize>,
     scores: &mut Vec<f32>,
 ) {
+    let (k, layer, heads) = (at.kernels, at.layer, at.heads);
     let (d, bs) = (heads.head_dim, store.blocks.block_size());
-    let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
+    let first = at.window.map_or(0, |w| (pos + 1).saturating_sub(w));
     let n = pos + 1 - first;
-    let scale = 1.0 / (d as f32).sqrt();
     let group = heads.group_size();
     // the positions first..=pos cut at block boundaries: (offset in the row, positions)
     let runs = || {
@@ -71,10 +66,9 @@ pub fn attend_blocks(
         // ANCHOR_END: attend_blocks
         // ANCHOR: attend_blocks_values
         for (g, row) in rows.chunks_exact_mut(n).enumerate() {
-            row.iter_mut().for_each(|s| *s *= scale);
-            k.softmax(row);
-            let at = part.start - hs.start + g;
-            let o = &mut out[at * d..(at + 1) * d];
+            weights(at, row); // chapter 8's scale, soft-cap and softmax
+            let h = part.start - hs.start + g;
+            let o = &mut out[h * d..(h + 1) * d];
             o.fill(0.0);
             for (i, ps) in runs() {
                 let (_, vs) = store.runs(layer, kv, ps.clone()).expect("inside one block");

@@ -125,11 +125,10 @@ impl LayerRows for Batch<'_> {
         out: &mut [f32],
         (scores, gathered): &mut Self::Scratch,
     ) {
-        let (k, kv, r) = (at.kernels, &*self.kv, &self.rows[t]);
-        let (l, heads, window, table) = (at.layer, at.heads, at.window, self.tables[r.seq]);
+        let (kv, r) = (&*self.kv, &self.rows[t]);
+        let (heads, table) = (at.heads, self.tables[r.seq]);
         if kv.precision() == KvPrecision::F16 {
-            let here = (table, l, r.pos, window);
-            attend_f16(k, out, q, gathered, kv, here, heads, hs, scores);
+            attend_f16(at, out, q, gathered, kv, (table, r.pos), hs, scores);
             return;
         }
         let store = SeqKv {
@@ -140,11 +139,11 @@ impl LayerRows for Batch<'_> {
         // small heads: chapter 8's fast path a block at a time; large ones: its loop path,
         // which reads each key once for the group
         if heads.head_dim <= 64 {
-            attend_blocks(k, out, q, &store, l, heads, hs, r.pos, window, scores);
+            attend_blocks(at, out, q, &store, hs, r.pos, scores);
         } else if hs.len() == heads.n_heads {
-            attend(k, out, q, &store, l, heads, r.pos, window, scores);
+            attend(at, out, q, &store, r.pos, scores);
         } else {
-            attend_heads(k, out, q, &store, l, heads, hs, r.pos, window, scores);
+            attend_heads(at, out, q, &store, hs, r.pos, scores);
         }
     }
 }

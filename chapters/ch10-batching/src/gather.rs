@@ -11,10 +11,9 @@
 //! as with f32. The cost is the conversion: a read of the row's keys and values, once per
 //! row and layer, which attention does anyway.
 
-use ch03_attention::Heads;
 use ch05_kv_cache::{Error, KvLayout, KvStore};
 use ch06_quantization::Kernels;
-use ch08_gguf::engine::attend_heads;
+use ch08_gguf::engine::{LayerAttention, attend_heads};
 
 use crate::seq::{Data, KvBlocks};
 
@@ -79,27 +78,27 @@ impl Gathered {
 /// Attention of the query row `q` for the query heads `hs` over f16 blocks, into `out`
 /// (`hs.len()` heads): the keys and values of the KV heads under `hs` converted into
 /// `gathered` once, then chapter 8's `attend_heads` for the heads of each KV head. `at`:
-/// the sequence's block table, the layer, the row's position and the layer's window.
+/// the layer, its heads, window and scores; `(table, pos)`: the sequence's block table and
+/// the row's position.
 #[allow(clippy::too_many_arguments)]
 pub fn attend_f16(
-    k: &dyn Kernels,
+    at: &LayerAttention,
     out: &mut [f32],
     q: &[f32],
     gathered: &mut Gathered,
     kv: &KvBlocks,
-    (table, layer, pos, window): (&[usize], usize, usize, Option<usize>),
-    heads: Heads,
+    (table, pos): (&[usize], usize),
     hs: std::ops::Range<usize>,
     scores: &mut Vec<f32>,
 ) {
-    let (d, group) = (heads.head_dim, heads.group_size());
-    let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
+    let (d, group) = (at.heads.head_dim, at.heads.group_size());
+    let first = at.window.map_or(0, |w| (pos + 1).saturating_sub(w));
     let kvs = hs.start / group..hs.end.div_ceil(group);
-    gathered.fill(k, kv, table, layer, kvs.clone(), first..pos + 1);
+    gathered.fill(at.kernels, kv, table, at.layer, kvs.clone(), first..pos + 1);
     for kvh in kvs {
         let part = hs.start.max(kvh * group)..hs.end.min((kvh + 1) * group);
         let o = &mut out[(part.start - hs.start) * d..(part.end - hs.start) * d];
-        attend_heads(k, o, q, &*gathered, layer, heads, part, pos, window, scores);
+        attend_heads(at, o, q, &*gathered, part, pos, scores);
     }
 }
 

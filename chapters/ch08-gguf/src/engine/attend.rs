@@ -1,8 +1,28 @@
-//! Attention over the cache for one query row, with an optional sliding window.
+//! Attention over the cache for one query row, with an optional sliding window, and the
+//! family's scores (scale, soft-cap).
 
-use ch03_attention::Heads;
 use ch05_kv_cache::KvStore;
-use ch06_quantization::Kernels;
+
+use super::LayerAttention;
+
+// ANCHOR: weights
+/// One query's dot products with its keys, turned into attention weights in place: scaled
+/// (`1/√head_dim`, or the family's scale), soft-capped where the family says, softmaxed.
+pub fn weights(at: &LayerAttention, row: &mut [f32]) {
+    row.iter_mut().for_each(|s| *s *= at.scale);
+    if let Some(cap) = at.softcap {
+        softcap(row, cap);
+    }
+    at.kernels.softmax(row);
+}
+
+/// Gemma-2's soft-cap: `cap · tanh(x / cap)` on every value, computed as llama.cpp does
+/// (times `1/cap`, tanh, times `cap`). Near 0 it changes little; no value leaves `±cap`.
+pub fn softcap(x: &mut [f32], cap: f32) {
+    let inv = 1.0 / cap;
+    x.iter_mut().for_each(|v| *v = (*v * inv).tanh() * cap);
+}
+// ANCHOR_END: weights
 
 // ANCHOR: attend
 /// Chapter 6's `attend` for one query row, with a window: the query at `pos` sees keys
@@ -11,22 +31,18 @@ use ch06_quantization::Kernels;
 /// for the group, not once per head (Gemma-3: four heads on one KV head of 256 floats).
 /// Each head's numbers are chapter 6's, step for step: the same dot products, softmax and
 /// additions in the same order.
-#[allow(clippy::too_many_arguments)]
 pub fn attend<S: KvStore + ?Sized>(
-    k: &dyn Kernels,
+    at: &LayerAttention,
     out: &mut [f32],
     q: &[f32],
     store: &S,
-    layer: usize,
-    heads: Heads,
     pos: usize,
-    window: Option<usize>,
     scores: &mut Vec<f32>,
 ) {
-    let (d, group) = (heads.head_dim, heads.group_size());
+    let (d, group) = (at.heads.head_dim, at.heads.group_size());
     for (kv, out_kv) in out.chunks_exact_mut(group * d).enumerate() {
         let hs = kv * group..(kv + 1) * group; // the query heads on this KV head
-        attend_heads(k, out_kv, q, store, layer, heads, hs, pos, window, scores);
+        attend_heads(at, out_kv, q, store, hs, pos, scores);
     }
 }
 // ANCHOR_END: attend
@@ -35,25 +51,21 @@ pub fn attend<S: KvStore + ?Sized>(
 /// [`attend`] for the query heads `hs`, which share one KV head, writing their outputs
 /// (`out`: `hs.len()` heads of `head_dim`). A decode step's attention can run each part of
 /// a row on its own thread: every head's numbers are the same whichever heads it is done with.
-#[allow(clippy::too_many_arguments)]
 pub fn attend_heads<S: KvStore + ?Sized>(
-    k: &dyn Kernels,
+    at: &LayerAttention,
     out: &mut [f32],
     q: &[f32],
     store: &S,
-    layer: usize,
-    heads: Heads,
     hs: std::ops::Range<usize>,
     pos: usize,
-    window: Option<usize>,
     scores: &mut Vec<f32>,
 ) {
+    let (k, layer, heads) = (at.kernels, at.layer, at.heads);
     let d = heads.head_dim;
     let kv = hs.start / heads.group_size();
-    let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
+    let first = at.window.map_or(0, |w| (pos + 1).saturating_sub(w));
     let keys = first..pos + 1;
     let n = keys.len();
-    let scale = 1.0 / (d as f32).sqrt();
     scores.resize(hs.len() * n, 0.0); // (heads, n): one row of scores per head
     let runs = (d <= 64)
         .then(|| store.runs(layer, kv, keys.clone()))
@@ -66,8 +78,7 @@ pub fn attend_heads<S: KvStore + ?Sized>(
         // key once for the heads together too.
         k.dot_f32_rows_many(&q[hs.start * d..hs.end * d], d, ks, &mut scores[..]);
         for (g, row) in scores.chunks_exact_mut(n).enumerate() {
-            row.iter_mut().for_each(|s| *s *= scale);
-            k.softmax(row);
+            weights(at, row);
             let o = &mut out[g * d..(g + 1) * d];
             o.fill(0.0);
             k.axpy_rows(o, row, vs);
@@ -81,8 +92,7 @@ pub fn attend_heads<S: KvStore + ?Sized>(
     let key_rows: Vec<&[f32]> = keys.clone().map(|j| store.key(layer, kv, j)).collect();
     k.dot_f32_many(&qs, &key_rows, &mut scores[..]);
     for row in scores.chunks_exact_mut(n) {
-        row.iter_mut().for_each(|s| *s *= scale);
-        k.softmax(row);
+        weights(at, row);
     }
     // every head's weighted sum of the values, key after key: a whole group of four or more
     // heads with part of each output held in registers across the keys; the two heads of a
@@ -102,3 +112,38 @@ pub fn attend_heads<S: KvStore + ?Sized>(
     }
 }
 // ANCHOR_END: attend_loops
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The soft-cap keeps every score inside ±cap and leaves small ones almost as they are.
+    #[test]
+    fn the_soft_cap_bends_large_scores_only() {
+        let mut x = [-1e6f32, -100.0, -0.01, 0.0, 0.01, 3.0, 100.0, 1e6];
+        let before = x;
+        softcap(&mut x, 50.0);
+        for (b, a) in before.iter().zip(&x) {
+            assert!(a.abs() <= 50.0, "{b} capped at 50 became {a}, past the cap");
+            assert!(
+                a.signum() == b.signum() || *b == 0.0,
+                "{b} changed sign: {a}"
+            );
+        }
+        assert!(
+            (x[4] - 0.01).abs() < 1e-6,
+            "a score of 0.01 is left as it is: {}",
+            x[4]
+        );
+        assert!(
+            (x[5] - 3.0).abs() < 0.01,
+            "3 under a cap of 50 barely moves: {}",
+            x[5]
+        );
+        assert!(
+            x[6] > 45.0 && x[6] < 50.0,
+            "100 under a cap of 50 is bent to {}",
+            x[6]
+        );
+    }
+}

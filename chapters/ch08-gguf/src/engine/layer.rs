@@ -43,6 +43,10 @@ pub struct LayerAttention<'k> {
     pub heads: Heads,
     /// Positions a query sees, counting itself (`None`: all before it).
     pub window: Option<usize>,
+    /// Scores are `scale · q·k` (`1/√head_dim` unless the family says).
+    pub scale: f32,
+    /// Scores soft-capped before the softmax (Gemma-2).
+    pub softcap: Option<f32>,
 }
 
 /// The rows of one layer call, as far as they differ: where each row is, where its key and
@@ -105,12 +109,11 @@ impl<S: KvStore + Sync + ?Sized> LayerRows for Chunk<'_, S> {
         out: &mut [f32],
         scores: &mut Vec<f32>,
     ) {
-        let (k, cache, pos) = (at.kernels, &*self.cache, self.pos0 + t);
-        let (l, heads, window) = (at.layer, at.heads, at.window);
-        if hs.len() == heads.n_heads {
-            attend(k, out, q, cache, l, heads, pos, window, scores);
+        let (cache, pos) = (&*self.cache, self.pos0 + t);
+        if hs.len() == at.heads.n_heads {
+            attend(at, out, q, cache, pos, scores);
         } else {
-            attend_heads(k, out, q, cache, l, heads, hs, pos, window, scores);
+            attend_heads(at, out, q, cache, hs, pos, scores);
         }
     }
 }
@@ -156,8 +159,17 @@ impl Engine<'_> {
         let v = sized(&mut b.v, n * kv_dim); // (n, n_kv_heads * head_dim)
         let mats = [&w.wq, &w.wk, &w.wv];
         self.matmul_group(&mats, &mut [q, k, v], &b.xn, n);
+        // ANCHOR: qkv_bias
+        for (bias, out) in [(&w.bq, &mut b.q), (&w.bk, &mut b.k), (&w.bv, &mut b.v)] {
+            if let Some(bias) = bias {
+                // Qwen2: a bias added to every row of Q, K and V
+                out.chunks_exact_mut(bias.len())
+                    .for_each(|row| ops::add_inplace(row, bias));
+            }
+        }
+        // ANCHOR_END: qkv_bias
         if let (Some(qn), Some(kn)) = (&w.q_norm, &w.k_norm) {
-            // Gemma: every head of Q and K normalised (rows of head_dim)
+            // Gemma-3, Qwen3: every head of Q and K normalised (rows of head_dim)
             rmsnorm_rows_into(&mut b.normed, &b.q, qn, eps);
             std::mem::swap(&mut b.q, &mut b.normed);
             rmsnorm_rows_into(&mut b.normed, &b.k, kn, eps);
@@ -184,11 +196,16 @@ impl Engine<'_> {
         let heads_out = sized(&mut b.heads, n * q_dim); // (n, n_heads * head_dim)
         let (rows, q) = (&*rows, &b.q);
         let heads = cfg.heads();
+        let family = &self.model.family;
         let at = LayerAttention {
             kernels: self.kernels,
             layer: l,
             heads,
             window: w.window,
+            scale: family
+                .attn_scale
+                .unwrap_or(1.0 / (heads.head_dim as f32).sqrt()),
+            softcap: family.attn_softcap,
         };
         // A task a row, or, with fewer rows than threads (a decode step), a task a part of
         // a row's heads: at a long context the step's attention is most of it.
@@ -205,7 +222,7 @@ impl Engine<'_> {
         let o = sized(&mut b.o, n * dim); // (n, dim)
         self.matmul(&w.wo, o, &b.heads, n);
         if let Some(norm) = &w.post_attn_norm {
-            // Gemma: the attention output normalised
+            // Gemma-2 and 3: the attention output normalised
             rmsnorm_rows_into(&mut b.normed, &b.o, norm, eps);
             std::mem::swap(&mut b.o, &mut b.normed);
         }
@@ -230,7 +247,7 @@ impl Engine<'_> {
         let down = sized(&mut b.o, n * dim); // (n, dim)
         self.matmul(&w.w_down, down, &b.gate, n);
         if let Some(norm) = &w.post_ffn_norm {
-            // Gemma: the FFN output normalised
+            // Gemma-2 and 3: the FFN output normalised
             rmsnorm_rows_into(&mut b.normed, &b.o, norm, eps);
             std::mem::swap(&mut b.o, &mut b.normed);
         }
