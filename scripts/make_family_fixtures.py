@@ -31,7 +31,10 @@ ARCHES = ["llama3", "mistral", "qwen2", "qwen3", "phi3", "gemma2"]
 WEIGHTS = ["f32", "q8_0"]
 PROMPTS = ["The capital of France is", CODE, PARAGRAPH]
 OUT = models.ROOT / "fixtures" / "families"
-N_CTX = 512
+# llama.cpp is set up for the context this engine gives the file: its own, capped at chapter
+# 8's MAX_CONTEXT. The context decides which of Phi-3's RoPE factor sets both engines use
+# (the long ones past rope.scaling.original_context_length); for the others it changes nothing.
+MAX_CONTEXT = 8192
 # The smallest top-two gap a file may have, per weight type: twice tests/families.rs's F32
 # bound, so that its argmax is required at every position; none for the quantized files,
 # whose near-ties (gap under twice the Q8_0 bound) the test treats as ties.
@@ -50,6 +53,17 @@ def synth(args: dict, out: Path) -> None:
     cmd += ["--out", str(out)]
     if subprocess.run(cmd, cwd=models.ROOT).returncode != 0:
         raise models.Failure(f"`{' '.join(cmd)}` failed")
+
+
+def engine_context(path: Path) -> int:
+    """The file's `{arch}.context_length`, capped at MAX_CONTEXT, as chapter 8's config reads it."""
+    from gguf import GGUFReader
+
+    reader = GGUFReader(path)
+    field = reader.fields["general.architecture"]
+    arch = bytes(field.parts[field.data[0]]).decode()
+    field = reader.fields[f"{arch}.context_length"]
+    return min(int(field.parts[field.data[0]][0]), MAX_CONTEXT)
 
 
 def positions(logits: np.ndarray) -> list[dict]:
@@ -71,7 +85,8 @@ def case(llama_cpp, arch: str, weights: str, seed: int, shape: str, vocab: str |
     synth(args, path)
     # F32 K and V caches for both weight types: the comparison is of the architecture and
     # the weights' format, not of llama.cpp's F16 cache (ours is F32).
-    llm = llama_cpp.Llama(model_path=str(path), logits_all=True, n_ctx=N_CTX, seed=0, n_threads=2,
+    n_ctx = engine_context(path)
+    llm = llama_cpp.Llama(model_path=str(path), logits_all=True, n_ctx=n_ctx, seed=0, n_threads=2,
                           verbose=False, flash_attn=False, type_k=GGML_TYPE_F32, type_v=GGML_TYPE_F32)
     add_bos = bool(llm._model.add_bos_token())
     prompts = []
@@ -92,7 +107,7 @@ def case(llama_cpp, arch: str, weights: str, seed: int, shape: str, vocab: str |
         "file_bytes": path.stat().st_size,
         "llama_cpp_python": llama_cpp.__version__,
         "llama_cpp_commit": LLAMA_CPP_COMMITS.get(llama_cpp.__version__, "unknown"),
-        "settings": f"n_ctx={N_CTX}, n_threads=2, seed=0, flash_attn=False, use_extra_bufts=False, F32 KV cache",
+        "settings": f"n_ctx={n_ctx}, n_threads=2, seed=0, flash_attn=False, use_extra_bufts=False, F32 KV cache",
         "add_bos": add_bos,
         "top_k": TOP_K,
         "min_gap": min(gaps),
