@@ -32,6 +32,11 @@ use sha2::{Digest, Sha256};
 /// compute in f32 with an F32 KV cache; what differs is the order of the sums (measured on
 /// the Mistral-shaped file: 1.2e-5 at most, on logits near 20).
 const F32_BOUND: f32 = 1e-3;
+/// The same for the F32 files of a family whose FFN looks GELU up in llama.cpp's f16 table
+/// (Gemma-2): an input that rounds to the neighbouring f16 in one engine's sum order gets a
+/// table value an f16 step away, and the layers after carry it (measured: 4.5e-4 on the
+/// tests' file, 1.0e-3 on a wider one).
+const GELU_F32_BOUND: f32 = 2.5e-3;
 /// The same for Q8_0 files. The weights are the same blocks, but both engines quantize each
 /// layer's input to Q8_0 blocks for the products, and an activation that lands near a
 /// rounding boundary in one engine's float order rounds the other way in the other's; over
@@ -120,8 +125,9 @@ fn check(path: &Path) {
         fx.case,
         spec.args()
     );
-    let bound = match spec.weights {
-        Weights::F32 => F32_BOUND,
+    let bound = match (spec.weights, spec.arch) {
+        (Weights::F32, Arch::Gemma2) => GELU_F32_BOUND,
+        (Weights::F32, _) => F32_BOUND,
         _ => Q8_0_BOUND,
     };
     if spec.weights == Weights::F32 {
