@@ -18,6 +18,17 @@ pub fn uniform(len: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
+/// SplitMix64 (Steele, Lea and Flood, 2014): advance `state` by a fixed odd step and pass it
+/// through a mixing function; every 64-bit output equally likely, the same on every machine.
+/// Chapter 8's synthetic weights and chapter 9's sampler draw from it.
+pub fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 #[cfg(test)]
 mod tests {
     use super::uniform;

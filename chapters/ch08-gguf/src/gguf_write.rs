@@ -84,7 +84,7 @@ impl Writer {
         out.extend_from_slice(&(self.metadata.len() as u64).to_le_bytes());
         for (key, value) in &self.metadata {
             put_string(&mut out, key);
-            out.extend_from_slice(&type_id(value).to_le_bytes());
+            out.extend_from_slice(&value.type_id().to_le_bytes());
             put_value(&mut out, value);
         }
         // Each tensor's offset within the data section, padded up to the alignment.
@@ -145,43 +145,6 @@ fn put_string(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(s.as_bytes());
 }
 
-/// GGUF's value type id (the order of [`Value`]'s variants in the specification).
-fn type_id(v: &Value) -> u32 {
-    match v {
-        Value::U8(_) => 0,
-        Value::I8(_) => 1,
-        Value::U16(_) => 2,
-        Value::I16(_) => 3,
-        Value::U32(_) => 4,
-        Value::I32(_) => 5,
-        Value::F32(_) => 6,
-        Value::Bool(_) => 7,
-        Value::String(_) => 8,
-        Value::Array(_) => 9,
-        Value::U64(_) => 10,
-        Value::I64(_) => 11,
-        Value::F64(_) => 12,
-    }
-}
-
-fn array_type_id(a: &Array) -> u32 {
-    match a {
-        Array::U8(_) => 0,
-        Array::I8(_) => 1,
-        Array::U16(_) => 2,
-        Array::I16(_) => 3,
-        Array::U32(_) => 4,
-        Array::I32(_) => 5,
-        Array::F32(_) => 6,
-        Array::Bool(_) => 7,
-        Array::String(_) => 8,
-        Array::Array(_) => 9,
-        Array::U64(_) => 10,
-        Array::I64(_) => 11,
-        Array::F64(_) => 12,
-    }
-}
-
 fn put_value(out: &mut Vec<u8>, v: &Value) {
     match v {
         Value::U8(x) => out.push(*x),
@@ -202,7 +165,7 @@ fn put_value(out: &mut Vec<u8>, v: &Value) {
 
 /// An array: its element type, its length, then the elements (no type per element).
 fn put_array(out: &mut Vec<u8>, a: &Array) {
-    out.extend_from_slice(&array_type_id(a).to_le_bytes());
+    out.extend_from_slice(&a.type_id().to_le_bytes());
     out.extend_from_slice(&(a.len() as u64).to_le_bytes());
     fn each<T>(out: &mut Vec<u8>, v: &[T], f: impl Fn(&T) -> Value) {
         for x in v {

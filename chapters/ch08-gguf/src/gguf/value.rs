@@ -78,24 +78,26 @@ impl Value {
     pub fn type_name(&self) -> String {
         match self {
             Value::Array(a) => format!("array of {}", a.type_name()),
-            other => {
-                let id = match other {
-                    Value::U8(_) => 0,
-                    Value::I8(_) => 1,
-                    Value::U16(_) => 2,
-                    Value::I16(_) => 3,
-                    Value::U32(_) => 4,
-                    Value::I32(_) => 5,
-                    Value::F32(_) => 6,
-                    Value::Bool(_) => 7,
-                    Value::String(_) => 8,
-                    Value::U64(_) => 10,
-                    Value::I64(_) => 11,
-                    Value::F64(_) => 12,
-                    Value::Array(_) => unreachable!(),
-                };
-                VALUE_TYPES[id].0.to_string()
-            }
+            other => VALUE_TYPES[other.type_id() as usize].0.to_string(),
+        }
+    }
+
+    /// GGUF's id for the value's type (its index in [`VALUE_TYPES`]), as a file stores it.
+    pub fn type_id(&self) -> u32 {
+        match self {
+            Value::U8(_) => 0,
+            Value::I8(_) => 1,
+            Value::U16(_) => 2,
+            Value::I16(_) => 3,
+            Value::U32(_) => 4,
+            Value::I32(_) => 5,
+            Value::F32(_) => 6,
+            Value::Bool(_) => 7,
+            Value::String(_) => 8,
+            Value::Array(_) => 9,
+            Value::U64(_) => 10,
+            Value::I64(_) => 11,
+            Value::F64(_) => 12,
         }
     }
 
@@ -139,7 +141,18 @@ impl Array {
     }
 
     pub fn type_name(&self) -> String {
-        let id = match self {
+        match self {
+            Array::Array(v) => format!(
+                "array (first: {})",
+                v.first().map_or("none".into(), Array::type_name)
+            ),
+            other => VALUE_TYPES[other.type_id() as usize].0.to_string(),
+        }
+    }
+
+    /// GGUF's id for the type of the array's elements, as a file stores it.
+    pub fn type_id(&self) -> u32 {
+        match self {
             Array::U8(_) => 0,
             Array::I8(_) => 1,
             Array::U16(_) => 2,
@@ -149,17 +162,11 @@ impl Array {
             Array::F32(_) => 6,
             Array::Bool(_) => 7,
             Array::String(_) => 8,
-            Array::Array(v) => {
-                return format!(
-                    "array (first: {})",
-                    v.first().map_or("none".into(), Array::type_name)
-                );
-            }
+            Array::Array(_) => 9,
             Array::U64(_) => 10,
             Array::I64(_) => 11,
             Array::F64(_) => 12,
-        };
-        VALUE_TYPES[id].0.to_string()
+        }
     }
 }
 
