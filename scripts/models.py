@@ -75,6 +75,9 @@ MODELS = {m.key: m for m in (SMOLLM2, GEMMA3)}
 LLAMA_CPP_PYTHON = "0.3.36"   # must match scripts/llamacpp.sh and scripts/make_fixtures.py
 LLAMA_CPP_PYTHON_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
 LLAMACPP_DIR = f"llamacpp-{LLAMA_CPP_PYTHON}"   # under models/: vocab/ and templates/
+# `pip download` of a source package asks its build backend for the metadata, and
+# scikit-build-core wants a CMake even for that: both come into the venv, pinned.
+SDIST_METADATA_TOOLS = ["scikit-build-core==1.1.2", "cmake==4.4.5"]
 HF_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "model.safetensors")
 
 
@@ -226,6 +229,12 @@ def fetch_llamacpp() -> Path:
     final.parent.mkdir(parents=True, exist_ok=True)
     clean_stale_temporaries(final.parent)
     with tempfile.TemporaryDirectory(prefix=".download-", dir=final.parent) as tmp:
+        say(f"  pip install {' '.join(SDIST_METADATA_TOOLS)} (what pip needs to read its metadata)")
+        cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--only-binary=:all:",
+               "--disable-pip-version-check", *SDIST_METADATA_TOOLS]
+        if subprocess.run(cmd).returncode != 0:
+            raise Failure(f"pip could not install {' '.join(SDIST_METADATA_TOOLS)}; check the network "
+                          f"connection, then rerun `{HINT} llamacpp`")
         say(f"  pip download llama-cpp-python=={LLAMA_CPP_PYTHON} (the source package, ~77 MB)")
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", "llama-cpp-python",
                "--no-build-isolation", "--disable-pip-version-check", "-d", tmp,
