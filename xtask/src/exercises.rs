@@ -245,7 +245,7 @@ pub fn check(name: &str, solutions: bool) -> Result<(), String> {
 }
 
 /// The most exercises a chapter may have: six, or three a page for a chapter the book spreads
-/// over more pages (chapter 8's three pages: nine), its pages being `book/src/chNN-*.md`.
+/// over more pages (chapter 8's four pages: twelve), its pages being `book/src/chNN-*.md`.
 fn most_exercises(chapter: &Chapter) -> usize {
     let prefix = format!("{}-", chapter.package.split('-').next().unwrap_or_default());
     let pages = std::fs::read_dir(root().join("book/src"))

@@ -122,7 +122,8 @@ pub fn packed_q5_0_quants(blk: &[u8], r: usize, c: usize) -> [u8; 8] {
 /// i32 and the float step in that order.
 ///
 /// Hint: two integers per block, `sum_q` and `sum_m`, then one line of float arithmetic, as
-/// chapter 8's `dot_q4_k_q8_k` does it. See "The K-quants, eight tokens a register".
+/// chapter 7's `layout::kquant::dot_q4_k_q8_k` does it for one token. See "The K-quants,
+/// eight tokens a register".
 pub fn eights_q4_k_lane(
     block: &ch07_simd_parallel::layout::eights_k::BlockK,
     a: &ch07_simd_parallel::layout::eights_k::EightsK,
