@@ -232,7 +232,11 @@ pub fn run(args: &[&str]) -> Result<(), String> {
     for p in &packages {
         build.args(["-p", p]);
     }
-    crate::run_visible(&mut build, "build the measured programs")?;
+    // (a script entry builds what it runs; with no package named, `cargo build` would build
+    // the whole workspace)
+    if !packages.is_empty() {
+        crate::run_visible(&mut build, "build the measured programs")?;
+    }
     let started = Instant::now();
     // one failure (llama.cpp not built, a model missing) does not cost the other tables
     let mut failed = Vec::new();
