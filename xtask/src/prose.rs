@@ -4,8 +4,7 @@
 //!
 //! - **Budgets.** A page's *prose words* are the words outside fenced code blocks and outside
 //!   `{{#include}}` directives (tables count). "How fast, and why" may have at most
-//!   [`HOW_FAST_BUDGET`], the roadmap fewer than [`ROADMAP_BUDGET`], every other page fewer
-//!   than [`PAGE_LIMIT`].
+//!   [`HOW_FAST_BUDGET`], every other page fewer than [`PAGE_LIMIT`].
 //! - **No notebook.** No commit hash ([`commit_hashes`]) and none of the [`NOTEBOOK`] phrases
 //!   ("this session", "a slow hour", "throwaway" …) in any page or the README: a page says
 //!   what is true now, and the history of how it got there belongs in `CHANGELOG.md`.
@@ -32,8 +31,6 @@ use std::path::{Path, PathBuf};
 
 /// The most prose words "How fast, and why" may have.
 pub const HOW_FAST_BUDGET: usize = 4000;
-/// The roadmap has fewer prose words than this.
-pub const ROADMAP_BUDGET: usize = 500;
 /// Every other page has fewer prose words than this.
 pub const PAGE_LIMIT: usize = 6000;
 /// The most Rust listings "How fast, and why" may show: it measures the kernels, and their
@@ -89,7 +86,6 @@ const HEX_WORDS: &[&str] = &["acceded", "defaced", "effaced", "fabaceae"];
 pub fn budget(page: &str) -> (usize, bool) {
     match Path::new(page).file_name().and_then(|n| n.to_str()) {
         Some("how-fast.md") => (HOW_FAST_BUDGET, true),
-        Some("roadmap.md") => (ROADMAP_BUDGET, false),
         _ => (PAGE_LIMIT, false),
     }
 }
@@ -940,7 +936,6 @@ mod tests {
     #[test]
     fn budgets_by_page() {
         assert_eq!(budget("book/src/how-fast.md"), (HOW_FAST_BUDGET, true));
-        assert_eq!(budget("book/src/roadmap.md"), (ROADMAP_BUDGET, false));
         assert_eq!(
             budget("book/src/ch07-simd-parallel.md"),
             (PAGE_LIMIT, false)
