@@ -3,29 +3,37 @@
 # SmolLM2's, Llama-3.2-1B's and Llama-2-7B's shapes (random Q4_0 weights, Q8_0 embedding), in
 # one run, on a machine that has the cores but no Rust, no network and no pip.
 #
-#   bash scripts/cpu-scale.sh --out DIR [--threads 2,4,8,16] [--shapes smollm2,1b,7b]
-#        [--rounds 3] [--budget 450] [--carried .scale] [--llama-bench PATH] [--dry-run]
+#   bash scripts/cpu-scale.sh --out DIR [--threads 2,4,8,16] [--threads SHAPE=LIST]
+#        [--shapes smollm2,1b,7b] [--rounds 3] [--budget 450] [--carried .scale]
+#        [--ours NAME=PATH[@VAR=VALUE]]... [--no-llama] [--tag TAG] [--llama-bench PATH] [--dry-run]
 #
 # It builds nothing: it runs what `scripts/cpu-scale-build.sh` put in the carried folder
 # (default .scale/, git-ignored): bin/ch08-gguf, bin/llama-bench (AVX-512) or
 # bin/llama-bench-avx2 (picked by /proc/cpuinfo), the gguf wheel (and PyYAML's, which it
 # imports) and smollm2-vocab.gguf. It needs python3 with numpy. --llama-bench PATH races
-# another llama-bench build instead of the one picked.
+# another llama-bench build instead of the one picked. --threads SHAPE=LIST gives one shape
+# its own thread counts (a 7B's at 2 threads takes minutes). --ours NAME=PATH (PATH in the
+# carried folder, or absolute; @VAR=VALUE sets an environment variable for it) races builds
+# of ours beside each other: the first is the one the tables set against llama.cpp, the
+# others get a second table (the same rounds, alternating with the rest); without --ours,
+# one build, bin/ch08-gguf. --no-llama leaves llama-bench out; --tag TAG names the files
+# <shape>-TAG.md, cpu-scale-TAG.log and rounds-TAG.tsv, so two runs can share a folder.
 #
 # 1. The log ($OUT/cpu-scale.log) begins with the machine: lscpu, nproc, memory, load.
 # 2. The files are made into a temporary folder (removed at the end) by
 #    scripts/make_synthetic_gguf.py, from the carried wheel.
 # 3. Rounds: each round runs every shape at every thread count (the highest first), each
-#    time llama-bench (-p 512 -n 128 -r 1) and then `ch08-gguf bench --runs 1` (one
-#    unmeasured run, one measured), so the two alternate and a slow minute of the machine
-#    falls on both. Round 2 begins only when round 1 is complete, so when the time is short
+#    time llama-bench (-p 512 -n 128 -r 1) and then each build of ours, `ch08-gguf bench
+#    --runs 1` (one unmeasured run, one measured), so they alternate and a slow minute of
+#    the machine falls on all. Round 2 begins only when round 1 is complete, so when the time is short
 #    every cell has at least one round.
 # 4. A watchdog: every command runs under `timeout`, within what is left of --budget seconds
 #    (default 450, counted from the start, making the files included); a command that runs
 #    past it is killed and recorded as timed out, and what is not started in time is
 #    recorded as not run. The script ends within the budget and a few seconds.
 # 5. $OUT/scale-16/<shape>.md: per thread count, the medians of its rounds, ours and
-#    llama.cpp's, pp512 and tg128, and the ratios, headed like every measured file
+#    llama.cpp's, pp512 and tg128, and the ratios (and the other builds', against the
+#    first), headed like every measured file
 #    ("Measured on <CPU> (family, model), <level> kernels, <cores> cores, ..., date, commit");
 #    $OUT/rounds.tsv: every round's numbers.
 #
@@ -50,15 +58,27 @@ carried="$root/.scale"
 dry=no
 llama_choice=""
 python="${SCALE_PYTHON:-python3}"
+declare -A shape_threads=()
+ours_specs=()
+with_llama=yes
+tag=""
 
 usage() {
-    sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 while [[ $# -gt 0 ]]; do
     case "$1" in
     --out) out="${2:?--out needs a folder}"; shift 2 ;;
-    --threads) threads="${2:?--threads needs a list}"; shift 2 ;;
+    --threads)
+        case "${2:?--threads needs a list}" in
+        *=*) shape_threads["${2%%=*}"]="${2#*=}" ;;
+        *) threads="$2" ;;
+        esac
+        shift 2 ;;
+    --ours) ours_specs+=("${2:?--ours needs NAME=PATH}"); shift 2 ;;
+    --no-llama) with_llama=no; shift ;;
+    --tag) tag="${2:?--tag needs a name}"; shift 2 ;;
     --shapes) shapes="${2:?--shapes needs a list}"; shift 2 ;;
     --rounds) rounds="${2:?--rounds needs a number}"; shift 2 ;;
     --budget) budget="${2:?--budget needs seconds}"; shift 2 ;;
@@ -70,24 +90,37 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 [[ -n "$out" ]] || { echo "error: --out DIR is required" >&2; usage; }
-[[ "$threads" =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "error: --threads takes a list such as 2,4,8,16" >&2; exit 2; }
+for list in "$threads" "${shape_threads[@]}"; do
+    [[ "$list" =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "error: --threads takes a list such as 2,4,8,16 (or SHAPE=LIST)" >&2; exit 2; }
+done
+[[ -z "$tag" || "$tag" =~ ^[a-z0-9-]{1,20}$ ]] || { echo "error: --tag takes up to 20 of a-z, 0-9 and -" >&2; exit 2; }
 [[ "$rounds" =~ ^[0-9]+$ ]] && ((rounds >= 1 && rounds <= 20)) || { echo "error: --rounds must be 1 to 20" >&2; exit 2; }
 [[ "$budget" =~ ^[0-9]+$ ]] && ((budget >= 30 && budget <= 3600)) || { echo "error: --budget must be 30 to 3600 seconds" >&2; exit 2; }
-IFS=, read -r -a thread_list <<<"$threads"
-for t in "${thread_list[@]}"; do
+for t in ${threads//,/ } ${shape_threads[*]//,/ }; do
     ((t >= 1 && t <= 256)) || { echo "error: --threads: $t is not between 1 and 256" >&2; exit 2; }
 done
 IFS=, read -r -a shape_list <<<"$shapes"
-for s in "${shape_list[@]}"; do
+for s in "${shape_list[@]}" "${!shape_threads[@]}"; do
     case "$s" in smollm2 | 1b | 7b) ;; *) echo "error: --shapes: $s is not smollm2, 1b or 7b" >&2; exit 2 ;; esac
 done
-# the highest thread count first within a round: the fastest, and the one this script is for
-mapfile -t thread_list < <(printf '%s\n' "${thread_list[@]}" | sort -rn | uniq)
+# threads_of SHAPE: its thread counts, the highest first within a round: the fastest, and
+# the one this script is for
+threads_of() { printf '%s\n' ${shape_threads[$1]:-$threads} | tr , '\n' | sort -rn | uniq; }
 
-ours="$carried/bin/ch08-gguf"
+# the builds of ours: name, program, environment (VAR=VALUE or nothing)
+((${#ours_specs[@]} > 0)) || ours_specs=("ours=bin/ch08-gguf")
+ours_names=() ours_bins=() ours_envs=()
+for spec in "${ours_specs[@]}"; do
+    [[ "$spec" =~ ^([a-z0-9-]{1,20})=([^@]+)(@([A-Z_][A-Z0-9_]*=[A-Za-z0-9._-]*))?$ ]] ||
+        { echo "error: --ours $spec is not NAME=PATH[@VAR=VALUE] (NAME: a-z, 0-9, -)" >&2; exit 2; }
+    bin="${BASH_REMATCH[2]}"
+    [[ "$bin" == /* ]] || bin="$carried/$bin"
+    [[ -x "$bin" ]] || { echo "error: --ours $spec: $bin is not an executable file" >&2; exit 1; }
+    ours_names+=("${BASH_REMATCH[1]}") ours_bins+=("$bin") ours_envs+=("${BASH_REMATCH[4]}")
+done
 wheels=("$carried"/wheels/*.whl)
 vocab="$carried/smollm2-vocab.gguf"
-for f in "$ours" "$carried/bin/llama-bench" "$carried/bin/llama-bench-avx2" "$vocab" "${wheels[0]}"; do
+for f in "$carried/bin/llama-bench" "$carried/bin/llama-bench-avx2" "$vocab" "${wheels[0]}"; do
     [[ -e "$f" ]] || { echo "error: $f is missing; make the folder with: bash scripts/cpu-scale-build.sh" >&2; exit 1; }
 done
 flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
@@ -105,14 +138,15 @@ for f in avx2 fma f16c bmi2; do
 done
 
 mkdir -p "$out/scale-16"
+suffix="${tag:+-$tag}"
 for s in "${shape_list[@]}"; do
-    [[ ! -e "$out/scale-16/$s.md" ]] || { echo "error: $out/scale-16/$s.md exists; this script never overwrites a file" >&2; exit 1; }
+    [[ ! -e "$out/scale-16/$s$suffix.md" ]] || { echo "error: $out/scale-16/$s$suffix.md exists; this script never overwrites a file" >&2; exit 1; }
 done
-for f in cpu-scale.log rounds.tsv; do
+for f in "cpu-scale$suffix.log" "rounds$suffix.tsv"; do
     [[ ! -e "$out/$f" ]] || { echo "error: $out/$f exists; this script never overwrites a file" >&2; exit 1; }
 done
-log="$out/cpu-scale.log"
-tsv="$out/rounds.tsv"
+log="$out/cpu-scale$suffix.log"
+tsv="$out/rounds$suffix.tsv"
 work="$(mktemp -d "${TMPDIR:-/tmp}/cpu-scale-XXXXXX")"
 trap 'rm -rf "$work"' EXIT # this run's own files
 say() { echo "[$(printf '%4d' "$SECONDS")s] $*" | tee -a "$log" >&2; }
@@ -132,7 +166,7 @@ run() {
 
 {
     echo "== cpu-scale.sh, $(date -u '+%Y-%m-%d %H:%M:%S UTC'), budget ${budget}s, dry run: $dry"
-    echo "== threads ${thread_list[*]}; shapes ${shape_list[*]}; rounds $rounds"
+    echo "== threads $threads$(for k in "${!shape_threads[@]}"; do printf ' %s=%s' "$k" "${shape_threads[$k]}"; done); shapes ${shape_list[*]}; rounds $rounds; llama-bench: $with_llama"
     echo "== uname -a"; uname -a
     echo "== nproc"; nproc
     echo "== lscpu"; lscpu 2>&1 || grep -m1 'model name' /proc/cpuinfo
@@ -140,14 +174,16 @@ run() {
     echo "== load"; cat /proc/loadavg
     echo "== disk (temporary folder)"; df -h "$work" 2>&1 || true
     echo "== llama-bench: $llama"
-    echo "== ours: $ours (built from $(cat "$carried/built-from" 2>/dev/null || echo 'an unknown commit'))"
+    for i in "${!ours_names[@]}"; do
+        echo "== ours, ${ours_names[$i]}: ${ours_bins[$i]} ${ours_envs[$i]} (built from $(cat "$carried/built-from" 2>/dev/null || echo 'an unknown commit'))"
+    done
     echo "== python: $("$python" --version 2>&1)"
 } >>"$log" 2>&1
 load="$(cut -d' ' -f1 /proc/loadavg)"
 
 # JSON from both programs, and the tables at the end, read by Python.
 cat >"$work/scale.py" <<'EOF'
-import json, math, statistics, sys
+import json, statistics, sys
 def llama(path):
     v = json.load(open(path))
     pick = lambda p, g: next(t["avg_ts"] for t in v if t["n_prompt"] == p and t["n_gen"] == g)
@@ -155,27 +191,48 @@ def llama(path):
 def ours(path):
     v = json.load(open(path))
     print(v["pp512_tok_s"], v["tg128_tok_s"], v["isa"])
-def tables(tsv, outdir, head, shapes, threads):
+def tables(tsv, outdir, suffix, head, shapes, engines):
     rows = [l.rstrip("\n").split("\t") for l in open(tsv)][1:]
+    engines = engines.split(",")
+    main, others = engines[0], engines[1:]
+    def note(shape, t, engine):
+        mine = [r for r in rows if r[0] == shape and r[1] == t and r[3] == engine]
+        return [r for r in mine if r[6] == "ok"], sorted({r[6] for r in mine if r[6] != "ok"})
+    def med(ok, i):
+        return statistics.median(float(r[i]) for r in ok)
     for shape in shapes.split(","):
+        threads = sorted({int(r[1]) for r in rows if r[0] == shape})
         lines = [head, "",
                  f"Synthetic Llama file of {NAMES[shape]}'s shape, random Q4_0 weights (Q8_0 embedding): "
                  "llama-bench (`-p 512 -n 128 -r 1`) and ours (`ch08-gguf bench --runs 1`) alternating, "
                  "medians of the rounds each thread count got.", "",
                  "| threads | rounds | ours pp512 | llama.cpp pp512 | ratio | ours tg128 | llama.cpp tg128 | ratio |",
                  "|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for t in threads.split(","):
-            ok = [r for r in rows if r[0] == shape and r[1] == t and r[7] == "ok"]
-            bad = sorted({r[7] for r in rows if r[0] == shape and r[1] == t and r[7] != "ok"})
-            if not ok:
-                lines.append(f"| {t} | 0 | {', '.join(bad) or 'not run'} | | | | | |")
+        for t in map(str, threads):
+            ok, bad = note(shape, t, main)
+            lok, lbad = note(shape, t, "llama.cpp")
+            if not ok or not lok:
+                lines.append(f"| {t} | 0 | {', '.join(bad + lbad) or 'not run'} | | | | | |")
                 continue
-            med = [statistics.median(float(r[i]) for r in ok) for i in range(3, 7)]
-            op, ot, lp, lt = med
-            n = str(len(ok)) + (f" ({', '.join(bad)} in others)" if bad else "")
+            op, ot, lp, lt = med(ok, 4), med(ok, 5), med(lok, 4), med(lok, 5)
+            n = str(min(len(ok), len(lok))) + (f" ({', '.join(bad + lbad)} in others)" if bad + lbad else "")
             lines.append(f"| {t} | {n} | {op:.1f} tok/s | {lp:.1f} tok/s | {op / lp:.2f}× "
                          f"| {ot:.1f} tok/s | {lt:.1f} tok/s | {ot / lt:.2f}× |")
-        open(f"{outdir}/{shape}.md", "x").write("\n".join(lines) + "\n")
+        if others:
+            lines += ["", f"The other builds of ours, in the same rounds, against `{main}`:", "",
+                      "| threads | build | rounds | pp512 | ratio | tg128 | ratio |",
+                      "|---:|---|---:|---:|---:|---:|---:|"]
+            for t in map(str, threads):
+                ok, _ = note(shape, t, main)
+                for e in others:
+                    eok, ebad = note(shape, t, e)
+                    if not ok or not eok:
+                        lines.append(f"| {t} | {e} | 0 | {', '.join(ebad) or 'not run'} | | | |")
+                        continue
+                    ep, et = med(eok, 4), med(eok, 5)
+                    lines.append(f"| {t} | {e} | {len(eok)} | {ep:.1f} tok/s | {ep / med(ok, 4):.2f}× "
+                                 f"| {et:.1f} tok/s | {et / med(ok, 5):.2f}× |")
+        open(f"{outdir}/{shape}{suffix}.md", "x").write("\n".join(lines) + "\n")
 NAMES = {"smollm2": "SmolLM2-135M", "1b": "Llama-3.2-1B", "7b": "Llama-2-7B"}
 cmd = sys.argv[1]
 if cmd == "llama": llama(sys.argv[2])
@@ -204,35 +261,48 @@ for s in "${shape_list[@]}"; do
     fi
 done
 
-printf 'shape\tthreads\tround\tours_pp512\tours_tg128\tllama_pp512\tllama_tg128\tstatus\n' >"$tsv"
+printf 'shape\tthreads\tround\tengine\tpp512\ttg128\tstatus\n' >"$tsv"
 level=""
-# one measurement: llama-bench, then ours, on one file and thread count
-race() {
-    local s=$1 t=$2 r=$3 f="$work/$1.gguf" rc=0 lp lt op ot isa
-    run 240 "$llama" -m "$f" -p 512 -n 128 -r 1 -o json -t "$t" >"$work/l.json" 2>>"$log" || rc=$?
-    if ((rc == 0)) && read -r lp lt < <("$python" "$work/scale.py" llama "$work/l.json" 2>>"$log"); then :; else
-        status "$s" "$t" "$r" "$rc" llama-bench; return
-    fi
-    run 240 "$ours" bench -m "$f" --threads "$t" --runs 1 --json \
-        >"$work/o.json" 2>>"$log" || rc=$?
-    if ((rc == 0)) && read -r op ot isa < <("$python" "$work/scale.py" ours "$work/o.json" 2>>"$log"); then :; else
-        status "$s" "$t" "$r" "$rc" ours; return
-    fi
-    [[ -n "$level" ]] || say "our binary picked $isa kernels"
-    level="$isa"
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\tok\n' "$s" "$t" "$r" "$op" "$ot" "$lp" "$lt" >>"$tsv"
-    say "$(printf 'round %s, %s, threads %s: ours pp512 %.1f tg128 %.1f; llama.cpp pp512 %.1f tg128 %.1f tok/s (%s kernels)' \
-        "$r" "$s" "$t" "$op" "$ot" "$lp" "$lt" "$isa")"
-}
-status() {
+record() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$tsv"; }
+# failed SHAPE THREADS ROUND ENGINE STATUS
+failed() {
     local what="failed"
-    case "$4" in 124) what="timed out" ;; 125) what="not run" ;; esac
-    printf '%s\t%s\t%s\t\t\t\t\t%s\n' "$1" "$2" "$3" "$5 $what" >>"$tsv"
-    say "round $3, $1, threads $2: $5 $what (status $4)"
+    case "$5" in 124) what="timed out" ;; 125) what="not run" ;; esac
+    record "$1" "$2" "$3" "$4" "" "" "$what"
+    say "round $3, $1, threads $2: $4 $what (status $5)"
+}
+# one cell of a round: llama-bench, then each build of ours, on one file and thread count
+race() {
+    local s=$1 t=$2 r=$3 f="$work/$1.gguf" rc p g isa i
+    if [[ $with_llama == yes ]]; then
+        rc=0
+        run 240 "$llama" -m "$f" -p 512 -n 128 -r 1 -o json -t "$t" >"$work/l.json" 2>>"$log" || rc=$?
+        if ((rc == 0)) && read -r p g < <("$python" "$work/scale.py" llama "$work/l.json" 2>>"$log"); then
+            record "$s" "$t" "$r" llama.cpp "$p" "$g" ok
+            say "$(printf 'round %s, %s, threads %s: llama.cpp pp512 %.1f tg128 %.1f tok/s' "$r" "$s" "$t" "$p" "$g")"
+        else
+            failed "$s" "$t" "$r" llama.cpp "$rc"
+        fi
+    fi
+    for i in "${!ours_names[@]}"; do
+        rc=0
+        # shellcheck disable=SC2086 # the assignment is one word or none
+        run 240 env ${ours_envs[$i]} "${ours_bins[$i]}" bench -m "$f" --threads "$t" --runs 1 --json \
+            >"$work/o.json" 2>>"$log" || rc=$?
+        if ((rc == 0)) && read -r p g isa < <("$python" "$work/scale.py" ours "$work/o.json" 2>>"$log"); then
+            [[ -n "$level" ]] || say "our binary picked $isa kernels"
+            level="$isa"
+            record "$s" "$t" "$r" "${ours_names[$i]}" "$p" "$g" ok
+            say "$(printf 'round %s, %s, threads %s: %s pp512 %.1f tg128 %.1f tok/s (%s kernels)' \
+                "$r" "$s" "$t" "${ours_names[$i]}" "$p" "$g" "$isa")"
+        else
+            failed "$s" "$t" "$r" "${ours_names[$i]}" "$rc"
+        fi
+    done
 }
 for ((r = 1; r <= rounds; r++)); do
     for s in "${made[@]}"; do
-        for t in "${thread_list[@]}"; do
+        for t in $(threads_of "$s"); do
             race "$s" "$t" "$r"
         done
     done
@@ -245,7 +315,7 @@ fi
 cpu="$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 family="$(grep -m1 '^cpu family' /proc/cpuinfo | cut -d: -f2 | xargs)"
 model="$(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | cut -d: -f2 | xargs)"
-list="$(printf '%s\n' "${thread_list[@]}" | sort -n | paste -sd, -)"
+list="$(for s in "${made[@]}"; do threads_of "$s"; done | sort -n | uniq | paste -sd, -)"
 shown="${list//,/, }"
 [[ "$shown" == *", "* ]] && shown="${shown%, *} and ${shown##*, }"
 commit="$(cat "$carried/built-from" 2>/dev/null || echo unknown)"
@@ -256,6 +326,7 @@ head="*Measured on $cpu (family $family, model $model), ${level:-unknown} kernel
 if [[ $dry == yes ]]; then
     head="$head"$'\n\n'"**Dry run on a shared machine: these numbers mean nothing.**"
 fi
-"$python" "$work/scale.py" tables "$tsv" "$out/scale-16" "$head" "$(IFS=,; echo "${made[*]}")" "$list"
-say "wrote $out/scale-16/{$(IFS=,; echo "${made[*]}")}.md; $((budget - SECONDS))s of the budget left"
-cat "$out"/scale-16/*.md | tee -a "$log"
+engines="$(IFS=,; echo "${ours_names[*]}")"
+"$python" "$work/scale.py" tables "$tsv" "$out/scale-16" "$suffix" "$head" "$(IFS=,; echo "${made[*]}")" "$engines"
+say "wrote $out/scale-16/{$(IFS=,; echo "${made[*]}")}$suffix.md; $((budget - SECONDS))s of the budget left"
+for s in "${made[@]}"; do cat "$out/scale-16/$s$suffix.md"; done | tee -a "$log"

@@ -13,7 +13,8 @@
 //! and what runs them:
 //!
 //! - [`huge`]: memory on 2 MiB pages, for weights a program copies and streams;
-//! - [`pool`]: the threads a program's products run on;
+//! - [`pool`]: the threads a program's products run on, and [`team`]: the threads a decode
+//!   step's small regions run on;
 //! - [`bench`]: kernel throughput, the machine's memory bandwidth, and end-to-end prefill
 //!   (pp512) and decode (tg128) in llama-bench's terms.
 
@@ -32,6 +33,7 @@ pub mod pool;
 pub mod profile;
 pub mod roofline;
 pub mod stats;
+pub mod team;
 
 /// The chapter's exercises: stubs for you to fill in (see the book's "Exercises" page).
 #[cfg_attr(feature = "solutions", path = "../solutions/exercises.rs")]

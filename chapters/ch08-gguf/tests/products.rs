@@ -255,3 +255,38 @@ fn paired_products_finish_their_rows_with_the_same_numbers() {
         }
     }
 }
+
+/// A decode step's tasks are cut by bytes, none under a few tens of kilobytes, so the small
+/// matrices above make one task alone. Every matrix three times over makes a group large
+/// enough to be cut at every thread count, across matrices of every kind, unevenly: the
+/// cut must not change a bit, with one thread or sixteen (oversubscribed on a small machine).
+#[test]
+fn a_large_decode_group_is_the_same_bits_at_any_thread_count() {
+    let mats = matrices();
+    let x = floats(COLS, 500);
+    let group: Vec<&(String, Matrix)> = mats.iter().chain(&mats).chain(&mats).collect();
+    let want: Vec<Vec<f32>> = group.iter().map(|(_, m)| reference(m, &x, 1)).collect();
+    let refs: Vec<&Matrix> = group.iter().map(|(_, m)| m).collect();
+    for (isa, k, kk) in levels() {
+        for threads in [1, 2, 3, 16] {
+            let mut outs: Vec<Vec<f32>> = refs.iter().map(|m| vec![0.0; m.rows()]).collect();
+            ch07_simd_parallel::pool::in_pool(threads, || {
+                let mut o: Vec<&mut [f32]> = outs.iter_mut().map(|o| &mut o[..]).collect();
+                matmul_group(k, kk, &refs, &mut o, &x, 1)
+            })
+            .expect("a pool");
+            for (i, ((name, _), (got, want))) in
+                group.iter().zip(outs.iter().zip(&want)).enumerate()
+            {
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(got),
+                    bits(want),
+                    "{name} (matrix {i} of a decode group of {}), {isa}, {threads} threads: \
+                     not the scalar kernel's numbers",
+                    refs.len()
+                );
+            }
+        }
+    }
+}

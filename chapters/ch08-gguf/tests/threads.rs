@@ -173,3 +173,41 @@ fn smollm2_prefill_is_chapter_7_s_on_1_2_and_4_threads() {
     }
     eprintln!("{isa}: SmolLM2 from the file = chapter 7's logits on {THREADS:?} threads");
 }
+
+/// Decode steps of `ids` on `threads` threads, every position's logits end to end.
+fn decode_logits(m: &Loaded, ids: &[u32], threads: usize) -> Vec<f32> {
+    let e = m.engine().unwrap_or_else(|e| panic!("{e}"));
+    in_pool(threads, || {
+        let mut cache = e.new_cache(ids.len()).unwrap();
+        ids.iter()
+            .enumerate()
+            .flat_map(|(pos, &id)| e.forward(&mut cache, &[id], pos).unwrap())
+            .collect()
+    })
+    .unwrap()
+}
+
+/// A decode step's products and attention are cut by their bytes and run on a team of
+/// threads (chapter 7's `team`): more threads than the machine has cores, and more than a
+/// small product has tasks, must still give one thread's bits.
+#[test]
+fn decode_steps_on_3_and_16_threads_equal_one_thread_s() {
+    for (name, m) in [("SmolLM2", smollm2()), ("Gemma-3", gemma3())] {
+        let vocab = m.model.config.vocab_size;
+        let ids = &prompt(vocab)[..12];
+        let one = decode_logits(m, ids, 1);
+        for threads in [3, 16] {
+            let got = decode_logits(m, ids, threads);
+            if let Some(i) = first_difference(&one, &got) {
+                panic!(
+                    "{name}: decode step {} on {threads} threads differs from one thread's \
+                     (logit {}: {} against {})",
+                    i / vocab,
+                    i % vocab,
+                    got[i],
+                    one[i]
+                );
+            }
+        }
+    }
+}

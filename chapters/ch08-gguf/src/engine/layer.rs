@@ -14,6 +14,7 @@ use ch01_tensors::ops;
 use ch03_attention::{Heads, Pairing};
 use ch05_kv_cache::KvStore;
 use ch06_quantization::Kernels;
+use ch07_simd_parallel::team;
 use rayon::prelude::*;
 
 use super::rowwise::{rmsnorm_rows_into, sized};
@@ -210,15 +211,21 @@ impl Engine<'_> {
         // A task a row, or, with fewer rows than threads (a decode step), a task a part of
         // a row's heads: at a long context the step's attention is most of it.
         let part = rows.part(heads, n);
-        heads_out
-            .par_chunks_mut(part * heads.head_dim)
-            .enumerate()
-            .for_each_init(R::Scratch::default, |scratch, (i, out)| {
-                let per_row = cfg.n_heads / part;
-                let (t, first) = (i / per_row, i % per_row * part);
-                let q_t = &q[t * q_dim..(t + 1) * q_dim];
-                rows.attend(&at, t, first..first + part, q_t, out, scratch);
-            });
+        let per_row = cfg.n_heads / part;
+        let task = |scratch: &mut R::Scratch, (i, out): (usize, &mut [f32])| {
+            let (t, first) = (i / per_row, i % per_row * part);
+            let q_t = &q[t * q_dim..(t + 1) * q_dim];
+            rows.attend(&at, t, first..first + part, q_t, out, scratch);
+        };
+        let width = part * heads.head_dim;
+        if n < rayon::current_num_threads() {
+            // a decode step: its few tasks on the team that runs its products
+            let pieces = heads_out.chunks_mut(width).enumerate().collect();
+            team::for_each_item(pieces, |p| task(&mut R::Scratch::default(), p));
+        } else {
+            let pieces = heads_out.par_chunks_mut(width).enumerate();
+            pieces.for_each_init(R::Scratch::default, task);
+        }
         let o = sized(&mut b.o, n * dim); // (n, dim)
         self.matmul(&w.wo, o, &b.heads, n);
         if let Some(norm) = &w.post_attn_norm {

@@ -39,6 +39,21 @@ pub(super) fn decode_tasks_per_thread(bytes: usize) -> usize {
     if bytes >= LONG_PRODUCT { 2 } else { 1 }
 }
 
+/// The fewest bytes of weights a decode task reads. Handing a task to another thread costs
+/// about as much as that thread reading a few tens of kilobytes, so a smaller product is not
+/// spread over more threads than it can keep busy: on two threads every product of a
+/// model's layers has two tasks or more, on sixteen SmolLM2's 576-wide products have a few.
+const TASK_BYTES: usize = 32 << 10;
+
+// ANCHOR: decode_task_count
+/// How many tasks a decode step's product of `bytes` bytes of weights is cut into:
+/// [`decode_tasks_per_thread`] a thread, but none under [`TASK_BYTES`].
+pub(super) fn decode_task_count(bytes: usize) -> usize {
+    let most = decode_tasks_per_thread(bytes) * rayon::current_num_threads();
+    most.min(bytes.div_ceil(TASK_BYTES)).max(1)
+}
+// ANCHOR_END: decode_task_count
+
 /// Rows a task computes in a product of `seq` tokens: [`GROUP_ROWS`], whose weights stay in
 /// cache while every token meets them; or, for one token (a decode step), the matrix cut
 /// into [`decode_tasks_per_thread`] tasks a thread of whole eights of rows, so that each
@@ -56,7 +71,7 @@ pub(super) fn task_rows(m: &Matrix, seq: usize) -> usize {
     if seq > 1 {
         return GROUP_ROWS;
     }
-    let tasks = decode_tasks_per_thread(m.bytes()) * rayon::current_num_threads();
+    let tasks = decode_task_count(m.bytes());
     rows.div_ceil(tasks).div_ceil(packed::GROUP) * packed::GROUP
 }
 

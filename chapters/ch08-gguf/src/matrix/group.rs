@@ -4,9 +4,10 @@
 use ch06_quantization::Kernels;
 use rayon::prelude::*;
 
-use super::few::{TokenEights, decode_tasks_per_thread, task_rows};
+use super::few::{TokenEights, decode_task_count, task_rows};
 use super::{ActKind, Acts, Matrix, packed};
 use ch07_simd_parallel::kernels::ManyTokens;
+use ch07_simd_parallel::team;
 
 /// A task of a grouped product: a matrix, the first row of its block, and each token's
 /// outputs for the block's rows.
@@ -47,7 +48,7 @@ pub fn matmul_group(
     }
     let acts = SharedActs::new(k, kk, few.iter().map(|(m, _)| *m), x, seq);
     if seq == 1 {
-        decode_tasks(few).into_par_iter().for_each(|pieces| {
+        team::for_each_item(decode_tasks(few), |pieces| {
             for (m, r0, o) in pieces {
                 m.block_of_rows(k, kk, acts.of(m, kk), r0, &mut [o]);
             }
@@ -71,7 +72,7 @@ pub fn matmul_group(
 // ANCHOR_END: matmul_group
 
 /// A decode step's tasks of a group: the matrices' rows end to end (Q's, then K's, then V's),
-/// cut into [`decode_tasks_per_thread`] tasks a thread of about the same bytes, whole
+/// cut into [`decode_task_count`] tasks of about the same bytes, whole
 /// eights of rows, a task's piece of each matrix it reaches. Cut matrix by matrix into two
 /// tasks a thread, SmolLM2's Q, K and V were twelve tasks on two threads, eight of them K's
 /// or V's 48 rows (17 kB); one task's pieces are read one after the other, as one long run.
@@ -79,7 +80,7 @@ fn decode_tasks<'a>(
     few: Vec<(&'a Matrix, &'a mut [f32])>,
 ) -> Vec<Vec<(&'a Matrix, usize, &'a mut [f32])>> {
     let bytes: usize = few.iter().map(|(m, _)| m.bytes()).sum();
-    let n_tasks = decode_tasks_per_thread(bytes) * rayon::current_num_threads();
+    let n_tasks = decode_task_count(bytes);
     let share = bytes.div_ceil(n_tasks);
     let mut tasks = vec![Vec::new()];
     let mut filled = 0; // bytes in the last task

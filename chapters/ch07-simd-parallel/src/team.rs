@@ -1,0 +1,338 @@
+//! A team of threads for a decode step's many small regions.
+//!
+//! A decode step is a few hundred short parallel regions: each layer's products, its
+//! attention, a product again. rayon hands a region's pieces out by stealing: a thread
+//! that has finished looks for work, yields, and after a while sleeps, and a region wakes
+//! sleepers one by one as its pieces are split off. That costs little on two threads and a
+//! great deal on sixteen, where a region's bytes take a few microseconds to read and the
+//! hand-over takes as long.
+//!
+//! A team is what llama.cpp's CPU backend and OpenMP do instead: the calling thread and
+//! `threads - 1` helpers that stay awake between regions. A region is published with one
+//! atomic store; each helper it asks for sees it within a spin, takes tasks off a shared
+//! counter, and says it is done with one atomic add. A helper that has seen no region for
+//! [`SPIN`] yields its core, and after [`PARK`] it sleeps until the next region wakes it, so an
+//! idle program costs nothing. A region of `n` tasks asks for `n - 1` helpers at most: a
+//! small product is not spread over threads it cannot keep busy.
+//!
+//! Each calling thread has its own team (a thread-local), made the first time it runs a
+//! region, with as many threads as the rayon pool it runs in ([`rayon::current_num_threads`]),
+//! and remade when that changes. The tasks' results do not depend on which thread runs them,
+//! so the bits are rayon's.
+
+use std::cell::RefCell;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How long a helper spins on the region counter after its last region before it yields.
+pub const SPIN: Duration = Duration::from_micros(50);
+/// How long a helper waits (spinning, then yielding) before it sleeps.
+pub const PARK: Duration = Duration::from_millis(2);
+
+/// Which threads run a decode step's regions: this module's team, or rayon's pool (the
+/// comparison the book measures). `LLM_BOOK_POOL=rayon` picks rayon; unset or `team`, the team.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Runner {
+    Team,
+    Rayon,
+}
+
+/// The runner this process uses, read once from `LLM_BOOK_POOL`.
+pub fn runner() -> Runner {
+    static R: OnceLock<Runner> = OnceLock::new();
+    *R.get_or_init(|| match std::env::var("LLM_BOOK_POOL").as_deref() {
+        Ok("rayon") => Runner::Rayon,
+        Ok("team") | Err(_) => Runner::Team,
+        Ok(other) => {
+            eprintln!("warning: LLM_BOOK_POOL={other:?} is neither team nor rayon; using the team");
+            Runner::Team
+        }
+    })
+}
+
+// ANCHOR: for_each_task
+/// Runs `f(0)`, `f(1)`, …, `f(tasks - 1)`, each once, on the calling thread and at most
+/// `tasks - 1` other threads of its pool's size, and returns when all have finished.
+pub fn for_each_task(tasks: usize, f: impl Fn(usize) + Sync) {
+    if tasks <= 1 || rayon::current_num_threads() == 1 {
+        (0..tasks).for_each(f);
+        return;
+    }
+    if runner() == Runner::Rayon {
+        use rayon::prelude::*;
+        (0..tasks).into_par_iter().for_each(&f);
+        return;
+    }
+    TEAM.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut team) => {
+            let threads = rayon::current_num_threads();
+            if team.as_ref().is_none_or(|t| t.helpers.len() + 1 != threads) {
+                *team = None; // the old team's threads stop before the new one starts
+                *team = Some(Team::new(threads - 1));
+            }
+            team.as_ref().expect("made above").run(tasks, &f);
+        }
+        // a task that itself runs a region: this thread's team is busy, so the inner
+        // region runs here, in order
+        Err(_) => (0..tasks).for_each(f),
+    });
+}
+// ANCHOR_END: for_each_task
+
+/// [`for_each_task`] over `items`, each handed to `f` once (a task's `&mut` output, say).
+pub fn for_each_item<T: Send>(items: Vec<T>, f: impl Fn(T) + Sync) {
+    let slots: Vec<Mutex<Option<T>>> = items.into_iter().map(|t| Mutex::new(Some(t))).collect();
+    for_each_task(slots.len(), |i| {
+        let item = slots[i].lock().map(|mut s| s.take()).ok().flatten();
+        f(item.expect("each task index is taken once"));
+    });
+}
+
+thread_local! {
+    static TEAM: RefCell<Option<Team>> = const { RefCell::new(None) };
+}
+
+/// One region: the tasks' function and the counter the threads take task numbers from.
+struct Job<'a> {
+    f: &'a (dyn Fn(usize) + Sync),
+    tasks: usize,
+    next: AtomicUsize,
+}
+
+/// What the caller and its helpers share.
+struct Shared {
+    /// The region's number (high bits) and how many helpers it asks for (low 16 bits).
+    region: AtomicU64,
+    /// The region's job, valid until every helper it asked for has said it is done.
+    job: AtomicPtr<Job<'static>>,
+    /// Helpers done with this region.
+    done: AtomicUsize,
+    /// A task panicked on a helper (the caller panics in turn).
+    panicked: AtomicBool,
+    stop: AtomicBool,
+    /// Helpers asleep; a region wakes them through `bell`.
+    sleepers: AtomicUsize,
+    lock: Mutex<()>,
+    bell: Condvar,
+}
+
+struct Team {
+    shared: Arc<Shared>,
+    helpers: Vec<JoinHandle<()>>,
+}
+
+impl Team {
+    fn new(helpers: usize) -> Team {
+        let shared = Arc::new(Shared {
+            region: AtomicU64::new(0),
+            job: AtomicPtr::new(std::ptr::null_mut()),
+            done: AtomicUsize::new(0),
+            panicked: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            sleepers: AtomicUsize::new(0),
+            lock: Mutex::new(()),
+            bell: Condvar::new(),
+        });
+        let helpers = (0..helpers.min(0xFFFF))
+            .map(|me| {
+                let shared = Arc::clone(&shared);
+                std::thread::spawn(move || helper(&shared, me as u64))
+            })
+            .collect();
+        Team { shared, helpers }
+    }
+
+    // ANCHOR: run
+    fn run(&self, tasks: usize, f: &(dyn Fn(usize) + Sync)) {
+        let s = &*self.shared;
+        let asked = (tasks - 1).min(self.helpers.len());
+        let job = Job {
+            f,
+            tasks,
+            next: AtomicUsize::new(0),
+        };
+        // SAFETY: the pointer is read only by the `asked` helpers, and this function
+        // returns only after each of them has said it is done with the job.
+        let erased = (&job as *const Job<'_>).cast::<Job<'static>>().cast_mut();
+        s.done.store(0, Ordering::Relaxed);
+        s.job.store(erased, Ordering::Relaxed);
+        let number = (s.region.load(Ordering::Relaxed) >> 16) + 1;
+        s.region
+            .store(number << 16 | asked as u64, Ordering::SeqCst);
+        if s.sleepers.load(Ordering::SeqCst) > 0 {
+            let _held = s.lock.lock().unwrap_or_else(|e| e.into_inner());
+            s.bell.notify_all();
+        }
+        let mine = catch_unwind(AssertUnwindSafe(|| take_tasks(&job)));
+        wait(|| s.done.load(Ordering::Acquire) == asked);
+        let helper_panicked = s.panicked.swap(false, Ordering::Relaxed);
+        if let Err(panic) = mine {
+            std::panic::resume_unwind(panic);
+        }
+        if helper_panicked {
+            panic!("a task of a parallel region panicked on a helper thread");
+        }
+    }
+    // ANCHOR_END: run
+}
+
+impl Drop for Team {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        {
+            let _held = self.shared.lock.lock().unwrap_or_else(|e| e.into_inner());
+            self.shared.bell.notify_all();
+        }
+        for h in self.helpers.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+fn take_tasks(job: &Job<'_>) {
+    loop {
+        let i = job.next.fetch_add(1, Ordering::Relaxed);
+        if i >= job.tasks {
+            return;
+        }
+        (job.f)(i);
+    }
+}
+
+/// Spins until `ready()`, yielding the core after a while (on an oversubscribed machine the
+/// thread it waits for may need it).
+fn wait(ready: impl Fn() -> bool) {
+    let mut spins = 0u32;
+    while !ready() {
+        if spins < 1 << 12 {
+            std::hint::spin_loop();
+            spins += 1;
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+// ANCHOR: helper
+fn helper(s: &Shared, me: u64) {
+    let mut seen = 0u64;
+    let mut idle_since = Instant::now();
+    let mut spins = 0u32;
+    loop {
+        let region = s.region.load(Ordering::Acquire);
+        if region >> 16 != seen {
+            seen = region >> 16;
+            (idle_since, spins) = (Instant::now(), 0);
+            if me < region & 0xFFFF {
+                // SAFETY: the caller waits for this helper's `done` before the job goes.
+                let job = unsafe { &*s.job.load(Ordering::Relaxed) };
+                if catch_unwind(AssertUnwindSafe(|| take_tasks(job))).is_err() {
+                    s.panicked.store(true, Ordering::Relaxed);
+                }
+                s.done.fetch_add(1, Ordering::Release);
+            }
+            continue;
+        }
+        if s.stop.load(Ordering::Relaxed) {
+            return;
+        }
+        spins += 1;
+        if !spins.is_multiple_of(64) {
+            std::hint::spin_loop();
+            continue;
+        }
+        let idle = idle_since.elapsed();
+        if idle < SPIN {
+            std::hint::spin_loop();
+        } else if idle < PARK {
+            std::thread::yield_now();
+        } else {
+            let mut held = s.lock.lock().unwrap_or_else(|e| e.into_inner());
+            s.sleepers.fetch_add(1, Ordering::SeqCst);
+            while s.region.load(Ordering::SeqCst) >> 16 == seen && !s.stop.load(Ordering::SeqCst) {
+                held = s.bell.wait(held).unwrap_or_else(|e| e.into_inner());
+            }
+            s.sleepers.fetch_sub(1, Ordering::SeqCst);
+            idle_since = Instant::now();
+        }
+    }
+}
+// ANCHOR_END: helper
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::in_pool;
+
+    #[test]
+    fn every_task_runs_once_at_any_thread_count() {
+        for threads in [1, 2, 3, 16] {
+            in_pool(threads, || {
+                for tasks in [0, 1, 2, 5, 17, 64] {
+                    for _ in 0..50 {
+                        let counts: Vec<AtomicUsize> =
+                            (0..tasks).map(|_| AtomicUsize::new(0)).collect();
+                        for_each_task(tasks, |i| {
+                            counts[i].fetch_add(1, Ordering::Relaxed);
+                        });
+                        let runs: Vec<usize> =
+                            counts.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+                        assert!(
+                            runs.iter().all(|&r| r == 1),
+                            "{threads} threads, {tasks} tasks: runs per task {runs:?}, not once each"
+                        );
+                    }
+                }
+            })
+            .unwrap();
+        }
+    }
+
+    #[test]
+    fn items_are_handed_out_once_and_a_sleeping_team_wakes() {
+        in_pool(4, || {
+            let mut out = vec![0u32; 40];
+            for_each_item(out.chunks_mut(3).collect(), |piece: &mut [u32]| {
+                piece.iter_mut().for_each(|v| *v += 1)
+            });
+            assert!(out.iter().all(|&v| v == 1), "each piece once: {out:?}");
+            std::thread::sleep(PARK * 3); // the helpers fall asleep
+            for_each_item(out.chunks_mut(5).collect(), |piece: &mut [u32]| {
+                piece.iter_mut().for_each(|v| *v += 1)
+            });
+            assert!(out.iter().all(|&v| v == 2), "after the team slept: {out:?}");
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn a_panicking_task_reaches_the_caller() {
+        let caught = in_pool(3, || {
+            catch_unwind(|| {
+                for_each_task(8, |i| {
+                    if i == 5 {
+                        panic!("task 5");
+                    }
+                })
+            })
+            .is_err()
+        })
+        .unwrap();
+        assert!(
+            caught,
+            "a task's panic must reach the thread that ran the region"
+        );
+        // and the team still works afterwards
+        in_pool(3, || {
+            let n = AtomicUsize::new(0);
+            for_each_task(8, |_| {
+                n.fetch_add(1, Ordering::Relaxed);
+            });
+            assert_eq!(n.load(Ordering::Relaxed), 8);
+        })
+        .unwrap();
+    }
+}
