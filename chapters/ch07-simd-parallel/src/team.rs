@@ -9,11 +9,14 @@
 //!
 //! A team is what llama.cpp's CPU backend and OpenMP do instead: the calling thread and
 //! `threads - 1` helpers that stay awake between regions. A region is published with one
-//! atomic store; each helper it asks for sees it within a spin, takes tasks off a shared
-//! counter, and says it is done with one atomic add. A helper that has seen no region for
-//! [`SPIN`] yields its core, and after [`PARK`] it sleeps until the next region wakes it, so an
-//! idle program costs nothing. A region of `n` tasks asks for `n - 1` helpers at most: a
-//! small product is not spread over threads it cannot keep busy.
+//! atomic store that every helper is spinning on; thread `p` then claims its own tasks (`p`,
+//! `p + share`, …), each task's state alone on a cache line, so the threads never queue on
+//! one shared counter, and a decode step's same task goes to the same thread each step. The
+//! caller takes any task still unclaimed and waits for the rest to finish: a helper that has
+//! not started (its core given to another program) is never waited for. A region of `n`
+//! tasks is shared by `n` threads at most, so a small product is not spread over threads it
+//! cannot keep busy. A helper that has seen no region for [`SPIN`] yields its core, and after
+//! [`PARK`] it sleeps until the next region wakes it, so an idle program costs nothing.
 //!
 //! Each calling thread has its own team (a thread-local), made the first time it runs a
 //! region, with as many threads as the rayon pool it runs in ([`rayon::current_num_threads`]),
@@ -95,21 +98,43 @@ thread_local! {
     static TEAM: RefCell<Option<Team>> = const { RefCell::new(None) };
 }
 
-/// One region: the tasks' function and the counter the threads take task numbers from.
+/// Tasks a region hands out at once; a call with more runs them in regions of this many.
+const MAX_TASKS: usize = 256;
+
+/// A task's state, alone on its cache line(s) so that the threads claiming and finishing
+/// different tasks never touch the same line: `2r` once claimed in region `r`, `2r + 1` once
+/// finished. Numbers of regions only grow, so a thread that is a region late cannot claim.
+#[repr(align(128))]
+struct Slot(AtomicU64);
+
+impl Slot {
+    fn claim(&self, region: u64) -> bool {
+        let v = self.0.load(Ordering::Relaxed);
+        v < 2 * region
+            && self
+                .0
+                .compare_exchange(v, 2 * region, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+    }
+}
+
+/// What a region's tasks run.
 struct Job<'a> {
     f: &'a (dyn Fn(usize) + Sync),
-    tasks: usize,
-    next: AtomicUsize,
 }
 
 /// What the caller and its helpers share.
 struct Shared {
-    /// The region's number (high bits) and how many helpers it asks for (low 16 bits).
+    /// The number of the region last published (0: none yet).
     region: AtomicU64,
-    /// The region's job, valid until every helper it asked for has said it is done.
+    /// The region's tasks, and how many threads share them (the caller and helpers
+    /// `1..share`): thread `p` first claims tasks `p`, `p + share`, `p + 2·share`, …
+    tasks: AtomicUsize,
+    share: AtomicUsize,
+    /// The region's job, read by a thread only after it has claimed one of its tasks, which
+    /// the caller waits for.
     job: AtomicPtr<Job<'static>>,
-    /// Helpers done with this region.
-    done: AtomicUsize,
+    slots: Box<[Slot]>,
     /// A task panicked on a helper (the caller panics in turn).
     panicked: AtomicBool,
     stop: AtomicBool,
@@ -117,6 +142,22 @@ struct Shared {
     sleepers: AtomicUsize,
     lock: Mutex<()>,
     bell: Condvar,
+}
+
+impl Shared {
+    /// Claims, runs and finishes task `i` of `region` if no thread has claimed it.
+    fn take(&self, i: usize, region: u64) {
+        if !self.slots[i].claim(region) {
+            return;
+        }
+        // SAFETY: the task is claimed and not finished, so the caller is still in the
+        // region, waiting for it, and the job it published is alive.
+        let job = unsafe { &*self.job.load(Ordering::Acquire) };
+        if catch_unwind(AssertUnwindSafe(|| (job.f)(i))).is_err() {
+            self.panicked.store(true, Ordering::Relaxed);
+        }
+        self.slots[i].0.store(2 * region + 1, Ordering::Release);
+    }
 }
 
 struct Team {
@@ -128,55 +169,64 @@ impl Team {
     fn new(helpers: usize) -> Team {
         let shared = Arc::new(Shared {
             region: AtomicU64::new(0),
+            tasks: AtomicUsize::new(0),
+            share: AtomicUsize::new(0),
             job: AtomicPtr::new(std::ptr::null_mut()),
-            done: AtomicUsize::new(0),
+            slots: (0..MAX_TASKS).map(|_| Slot(AtomicU64::new(0))).collect(),
             panicked: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             sleepers: AtomicUsize::new(0),
             lock: Mutex::new(()),
             bell: Condvar::new(),
         });
-        let helpers = (0..helpers.min(0xFFFF))
+        let helpers = (1..=helpers)
             .map(|me| {
                 let shared = Arc::clone(&shared);
-                std::thread::spawn(move || helper(&shared, me as u64))
+                std::thread::spawn(move || helper(&shared, me))
             })
             .collect();
         Team { shared, helpers }
     }
 
-    // ANCHOR: run
     fn run(&self, tasks: usize, f: &(dyn Fn(usize) + Sync)) {
+        for first in (0..tasks).step_by(MAX_TASKS) {
+            let n = (tasks - first).min(MAX_TASKS);
+            self.region(n, &|i| f(first + i));
+        }
+    }
+
+    // ANCHOR: region
+    /// One region of at most [`MAX_TASKS`] tasks. Thread `p` of the `share` first takes
+    /// tasks `p`, `p + share`, …, so a decode step's same task (the same rows of the same
+    /// matrix) goes to the same thread, whose cache may still hold its weights; then the
+    /// caller takes any task still unclaimed (its helper asleep, or its core given to another
+    /// program), so no region waits for a thread that has not started.
+    fn region(&self, tasks: usize, f: &(dyn Fn(usize) + Sync)) {
         let s = &*self.shared;
-        let asked = (tasks - 1).min(self.helpers.len());
-        let job = Job {
-            f,
-            tasks,
-            next: AtomicUsize::new(0),
-        };
-        // SAFETY: the pointer is read only by the `asked` helpers, and this function
-        // returns only after each of them has said it is done with the job.
+        let job = Job { f };
+        let share = tasks.min(self.helpers.len() + 1);
+        let region = s.region.load(Ordering::Relaxed) + 1;
+        s.tasks.store(tasks, Ordering::Relaxed);
+        s.share.store(share, Ordering::Relaxed);
+        // SAFETY: a thread reads the pointer only after claiming a task of this region,
+        // and this function returns only after every task has finished.
         let erased = (&job as *const Job<'_>).cast::<Job<'static>>().cast_mut();
-        s.done.store(0, Ordering::Relaxed);
         s.job.store(erased, Ordering::Relaxed);
-        let number = (s.region.load(Ordering::Relaxed) >> 16) + 1;
-        s.region
-            .store(number << 16 | asked as u64, Ordering::SeqCst);
+        s.region.store(region, Ordering::SeqCst);
         if s.sleepers.load(Ordering::SeqCst) > 0 {
             let _held = s.lock.lock().unwrap_or_else(|e| e.into_inner());
             s.bell.notify_all();
         }
-        let mine = catch_unwind(AssertUnwindSafe(|| take_tasks(&job)));
-        wait(|| s.done.load(Ordering::Acquire) == asked);
-        let helper_panicked = s.panicked.swap(false, Ordering::Relaxed);
-        if let Err(panic) = mine {
-            std::panic::resume_unwind(panic);
+        (0..tasks).step_by(share).for_each(|i| s.take(i, region));
+        (0..tasks).for_each(|i| s.take(i, region));
+        for slot in &s.slots[..tasks] {
+            wait(|| slot.0.load(Ordering::Acquire) == 2 * region + 1);
         }
-        if helper_panicked {
-            panic!("a task of a parallel region panicked on a helper thread");
+        if s.panicked.swap(false, Ordering::Relaxed) {
+            panic!("a task of a parallel region panicked");
         }
     }
-    // ANCHOR_END: run
+    // ANCHOR_END: region
 }
 
 impl Drop for Team {
@@ -192,18 +242,8 @@ impl Drop for Team {
     }
 }
 
-fn take_tasks(job: &Job<'_>) {
-    loop {
-        let i = job.next.fetch_add(1, Ordering::Relaxed);
-        if i >= job.tasks {
-            return;
-        }
-        (job.f)(i);
-    }
-}
-
-/// Spins until `ready()`, yielding the core after a while (on an oversubscribed machine the
-/// thread it waits for may need it).
+/// Spins until `ready()`, yielding the core after a while (on a busy machine the thread it
+/// waits for may need it).
 fn wait(ready: impl Fn() -> bool) {
     let mut spins = 0u32;
     while !ready() {
@@ -217,23 +257,27 @@ fn wait(ready: impl Fn() -> bool) {
 }
 
 // ANCHOR: helper
-fn helper(s: &Shared, me: u64) {
-    let mut seen = 0u64;
+/// Helper `me` (1 or more): takes its tasks of each region it sees, spinning between them.
+fn helper(s: &Shared, me: usize) {
+    let mut seen = 0u64; // the last region this helper looked at
     let mut idle_since = Instant::now();
     let mut spins = 0u32;
     loop {
         let region = s.region.load(Ordering::Acquire);
-        if region >> 16 != seen {
-            seen = region >> 16;
-            (idle_since, spins) = (Instant::now(), 0);
-            if me < region & 0xFFFF {
-                // SAFETY: the caller waits for this helper's `done` before the job goes.
-                let job = unsafe { &*s.job.load(Ordering::Relaxed) };
-                if catch_unwind(AssertUnwindSafe(|| take_tasks(job))).is_err() {
-                    s.panicked.store(true, Ordering::Relaxed);
-                }
-                s.done.fetch_add(1, Ordering::Release);
+        if region != seen {
+            let (tasks, share) = (
+                s.tasks.load(Ordering::Relaxed),
+                s.share.load(Ordering::Relaxed),
+            );
+            std::sync::atomic::fence(Ordering::Acquire);
+            if s.region.load(Ordering::Relaxed) != region {
+                continue; // the next region began while these were read: read again
             }
+            seen = region;
+            if me < share {
+                (me..tasks).step_by(share).for_each(|i| s.take(i, region));
+            }
+            (idle_since, spins) = (Instant::now(), 0);
             continue;
         }
         if s.stop.load(Ordering::Relaxed) {
@@ -252,7 +296,7 @@ fn helper(s: &Shared, me: u64) {
         } else {
             let mut held = s.lock.lock().unwrap_or_else(|e| e.into_inner());
             s.sleepers.fetch_add(1, Ordering::SeqCst);
-            while s.region.load(Ordering::SeqCst) >> 16 == seen && !s.stop.load(Ordering::SeqCst) {
+            while s.region.load(Ordering::SeqCst) == seen && !s.stop.load(Ordering::SeqCst) {
                 held = s.bell.wait(held).unwrap_or_else(|e| e.into_inner());
             }
             s.sleepers.fetch_sub(1, Ordering::SeqCst);

@@ -212,12 +212,17 @@ pub fn matmul_pair_then(
         .enumerate()
         .map(|(c, (f, s))| (c * n, f, s))
         .collect();
-    tasks.into_par_iter().for_each(|(r0, mut f, mut s)| {
+    let task = |(r0, mut f, mut s): PairTask| {
         a.block_of_rows(k, kk, acts.of(a, kk), r0, &mut f);
         b.block_of_rows(k, kk, acts.of(b, kk), r0, &mut s);
         for (f, s) in f.iter_mut().zip(&s) {
             then(f, s);
         }
-    });
+    };
+    if seq == 1 {
+        team::for_each_item(tasks, task); // a decode step: on the team, as its other regions
+    } else {
+        tasks.into_par_iter().for_each(task);
+    }
 }
 // ANCHOR_END: matmul_pair_then
