@@ -34,7 +34,9 @@ impl std::fmt::Display for ConstraintError {
                 f,
                 "max_tokens {budget} is too small: the shortest answer the schema allows takes up to {need} tokens"
             ),
-            ConstraintError::NotAllowed(id) => write!(f, "token {id} does not continue the document"),
+            ConstraintError::NotAllowed(id) => {
+                write!(f, "token {id} does not continue the document")
+            }
             ConstraintError::Finished => write!(f, "the document is already complete"),
         }
     }
@@ -55,7 +57,11 @@ pub struct Constraint<'a> {
 
 impl<'a> Constraint<'a> {
     /// A generation of at most `budget` tokens (end token not counted).
-    pub fn new(grammar: &'a Grammar, index: &'a TokenIndex, budget: Option<usize>) -> Result<Self, ConstraintError> {
+    pub fn new(
+        grammar: &'a Grammar,
+        index: &'a TokenIndex,
+        budget: Option<usize>,
+    ) -> Result<Self, ConstraintError> {
         let matcher = Matcher::new(grammar);
         if let Some(budget) = budget {
             let need = matcher.completion().len();
@@ -63,7 +69,12 @@ impl<'a> Constraint<'a> {
                 return Err(ConstraintError::BudgetTooSmall { need, budget });
             }
         }
-        Ok(Constraint { matcher, index, budget, text: Vec::new() })
+        Ok(Constraint {
+            matcher,
+            index,
+            budget,
+            text: Vec::new(),
+        })
     }
 
     pub fn is_complete(&self) -> bool {
@@ -108,7 +119,9 @@ impl<'a> Constraint<'a> {
 
     /// Whether the document can still close within the budget after token `id`.
     fn fits_after(&self, id: TokenId) -> bool {
-        let Some(budget) = self.budget else { return true };
+        let Some(budget) = self.budget else {
+            return true;
+        };
         if self.index.ends().contains(&id) {
             return self.matcher.is_complete();
         }
@@ -116,13 +129,17 @@ impl<'a> Constraint<'a> {
         if !after.accept(self.index.piece(id)) {
             return false;
         }
-        budget >= 1 && after.completion().len() <= budget - 1
+        after.completion().len() < budget
     }
 
     /// Takes token `id` (an end token only when the document is complete).
     pub fn accept(&mut self, id: TokenId) -> Result<(), ConstraintError> {
         if self.index.ends().contains(&id) {
-            return if self.matcher.is_complete() { Ok(()) } else { Err(ConstraintError::NotAllowed(id)) };
+            return if self.matcher.is_complete() {
+                Ok(())
+            } else {
+                Err(ConstraintError::NotAllowed(id))
+            };
         }
         let piece = self.index.piece(id);
         if piece.is_empty() || !self.matcher.accept(piece) {
@@ -137,7 +154,10 @@ impl<'a> Constraint<'a> {
 }
 
 fn logit(logits: &[f32], id: TokenId) -> f32 {
-    logits.get(id as usize).copied().unwrap_or(f32::NEG_INFINITY)
+    logits
+        .get(id as usize)
+        .copied()
+        .unwrap_or(f32::NEG_INFINITY)
 }
 
 #[cfg(test)]
@@ -148,7 +168,9 @@ mod tests {
     /// A toy vocabulary: every single byte a JSON text needs, and some longer pieces.
     fn vocabulary() -> TokenIndex {
         let mut pieces: Vec<Option<Vec<u8>>> = (0x20u8..0x7f).map(|b| Some(vec![b])).collect();
-        for long in ["{\"", "\":", "\",\"", "name", "age", " a", "aaaa", "[{\"", "}]", "123"] {
+        for long in [
+            "{\"", "\":", "\",\"", "name", "age", " a", "aaaa", "[{\"", "}]", "123",
+        ] {
             pieces.push(Some(long.as_bytes().to_vec()));
         }
         pieces.push(None); // the end token
@@ -160,9 +182,17 @@ mod tests {
     /// going, so left alone it would never close the string.
     fn wander(index: &TokenIndex, set: &TokenSet) -> (TokenId, Vec<f32>) {
         let logits: Vec<f32> = (0..index.vocab_size() as TokenId)
-            .map(|id| if set.contains(id) { index.piece(id).iter().filter(|&&b| b == b'a').count() as f32 } else { f32::NEG_INFINITY })
+            .map(|id| {
+                if set.contains(id) {
+                    index.piece(id).iter().filter(|&&b| b == b'a').count() as f32
+                } else {
+                    f32::NEG_INFINITY
+                }
+            })
             .collect();
-        let best = (0..index.vocab_size() as TokenId).max_by(|&a, &b| logits[a as usize].total_cmp(&logits[b as usize])).unwrap();
+        let best = (0..index.vocab_size() as TokenId)
+            .max_by(|&a, &b| logits[a as usize].total_cmp(&logits[b as usize]))
+            .unwrap();
         (best, logits)
     }
 
@@ -187,7 +217,11 @@ mod tests {
                 }
                 c.accept(id).unwrap();
             }
-            assert!(c.is_complete(), "budget {budget}: {}", String::from_utf8_lossy(c.text()));
+            assert!(
+                c.is_complete(),
+                "budget {budget}: {}",
+                String::from_utf8_lossy(c.text())
+            );
             let parsed: serde_json::Value = serde_json::from_slice(c.text()).unwrap();
             assert!(parsed["tags"].as_array().is_some_and(|t| !t.is_empty()));
         }

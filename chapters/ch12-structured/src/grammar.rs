@@ -33,7 +33,10 @@ pub enum Node {
     Array { items: NodeId, min: u32, max: u32 },
     /// `{ … }`: the listed properties in this order, each required one present; then, if
     /// `rest` names a node, any further `"key": value` members whose values match it.
-    Object { props: Vec<Prop>, rest: Option<NodeId> },
+    Object {
+        props: Vec<Prop>,
+        rest: Option<NodeId>,
+    },
     /// Any one of these.
     AnyOf(Vec<NodeId>),
 }
@@ -77,9 +80,14 @@ pub const MAX_SHORTEST: usize = 64 * 1024;
 impl std::fmt::Display for GrammarError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            GrammarError::Dangling(id) => write!(f, "node {id} refers to a node that does not exist"),
+            GrammarError::Dangling(id) => {
+                write!(f, "node {id} refers to a node that does not exist")
+            }
             GrammarError::Loop(id) => {
-                write!(f, "node {id} is one of its own alternatives (an anyOf that refers to itself)")
+                write!(
+                    f,
+                    "node {id} is one of its own alternatives (an anyOf that refers to itself)"
+                )
             }
             GrammarError::Endless(id) => write!(
                 f,
@@ -107,12 +115,22 @@ impl Grammar {
             return Err(GrammarError::Loop(id));
         }
         let shortest = shortest_texts(&nodes)?;
-        Ok(Grammar { nodes, root, shortest })
+        Ok(Grammar {
+            nodes,
+            root,
+            shortest,
+        })
     }
 
     /// `{"type":"json_object"}`: any JSON object.
     pub fn any_object() -> Grammar {
-        let nodes = vec![Node::Object { props: Vec::new(), rest: Some(1) }, Node::Any];
+        let nodes = vec![
+            Node::Object {
+                props: Vec::new(),
+                rest: Some(1),
+            },
+            Node::Any,
+        ];
         Grammar::new(nodes, 0).expect("a fixed, finite grammar")
     }
 
@@ -199,7 +217,9 @@ fn shortest_texts(nodes: &[Node]) -> Result<Vec<Vec<u8>>, GrammarError> {
     for _pass in 0..=nodes.len() {
         let mut changed = false;
         for (id, node) in nodes.iter().enumerate() {
-            let Some(text) = shortest_from(node, &best) else { continue };
+            let Some(text) = shortest_from(node, &best) else {
+                continue;
+            };
             if best[id].as_ref().is_none_or(|old| text.len() < old.len()) {
                 best[id] = Some(text);
                 changed = true;
@@ -267,7 +287,10 @@ fn built_from(node: &Node, best: &[Option<Vec<u8>>]) -> Option<Vec<u8>> {
             s.push(b'}');
             s
         }
-        Node::AnyOf(alts) => alts.iter().filter_map(|a| best[*a].clone()).min_by_key(|t| t.len())?,
+        Node::AnyOf(alts) => alts
+            .iter()
+            .filter_map(|a| best[*a].clone())
+            .min_by_key(|t| t.len())?,
     })
 }
 // ANCHOR_END: shortest
@@ -281,12 +304,24 @@ mod tests {
         let nodes = vec![
             Node::Object {
                 props: vec![
-                    Prop { key: b"\"a\"".to_vec(), value: 1, required: true },
-                    Prop { key: b"\"b\"".to_vec(), value: 2, required: false },
+                    Prop {
+                        key: b"\"a\"".to_vec(),
+                        value: 1,
+                        required: true,
+                    },
+                    Prop {
+                        key: b"\"b\"".to_vec(),
+                        value: 2,
+                        required: false,
+                    },
                 ],
                 rest: None,
             },
-            Node::Array { items: 2, min: 2, max: UNBOUNDED },
+            Node::Array {
+                items: 2,
+                min: 2,
+                max: UNBOUNDED,
+            },
             Node::String { min: 1, max: 3 },
         ];
         let g = Grammar::new(nodes, 0).unwrap();
@@ -297,10 +332,17 @@ mod tests {
     fn a_node_that_must_contain_itself_is_refused() {
         // {"type":"object","properties":{"next":{"$ref":"#"}},"required":["next"]}
         let nodes = vec![Node::Object {
-            props: vec![Prop { key: b"\"next\"".to_vec(), value: 0, required: true }],
+            props: vec![Prop {
+                key: b"\"next\"".to_vec(),
+                value: 0,
+                required: true,
+            }],
             rest: None,
         }];
-        assert_eq!(Grammar::new(nodes, 0).unwrap_err(), GrammarError::Endless(0));
+        assert_eq!(
+            Grammar::new(nodes, 0).unwrap_err(),
+            GrammarError::Endless(0)
+        );
     }
 
     #[test]
@@ -314,7 +356,11 @@ mod tests {
         // A linked list: {"next": list or null}
         let nodes = vec![
             Node::Object {
-                props: vec![Prop { key: b"\"next\"".to_vec(), value: 1, required: true }],
+                props: vec![Prop {
+                    key: b"\"next\"".to_vec(),
+                    value: 1,
+                    required: true,
+                }],
                 rest: None,
             },
             Node::AnyOf(vec![0, 2]),

@@ -39,7 +39,14 @@ impl Json {
             Json::Number(n) => n.to_string(),
             Json::String(s) => serde_json::to_string(s).expect("a string serializes"),
             Json::Array(items) => {
-                format!("[{}]", items.iter().map(Json::to_text).collect::<Vec<_>>().join(","))
+                format!(
+                    "[{}]",
+                    items
+                        .iter()
+                        .map(Json::to_text)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                )
             }
             Json::Object(members) => {
                 let body: Vec<String> = members
@@ -91,7 +98,9 @@ impl<'de> Visitor<'de> for JsonVisitor {
         Ok(Json::Number(v.into()))
     }
     fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Json, E> {
-        serde_json::Number::from_f64(v).map(Json::Number).ok_or_else(|| E::custom("a number that is not finite"))
+        serde_json::Number::from_f64(v)
+            .map(Json::Number)
+            .ok_or_else(|| E::custom("a number that is not finite"))
     }
     fn visit_str<E>(self, v: &str) -> Result<Json, E> {
         Ok(Json::String(v.to_owned()))
@@ -121,8 +130,12 @@ mod tests {
 
     #[test]
     fn members_keep_their_order() {
-        let j = Json::parse(r#"{"z": 1, "a": [true, null, "x"], "m": {"b": 2.5, "a": -1}}"#).unwrap();
-        assert_eq!(j.to_text(), r#"{"z":1,"a":[true,null,"x"],"m":{"b":2.5,"a":-1}}"#);
+        let j =
+            Json::parse(r#"{"z": 1, "a": [true, null, "x"], "m": {"b": 2.5, "a": -1}}"#).unwrap();
+        assert_eq!(
+            j.to_text(),
+            r#"{"z":1,"a":[true,null,"x"],"m":{"b":2.5,"a":-1}}"#
+        );
         assert_eq!(j.get("a").map(Json::kind), Some("array"));
     }
 }

@@ -25,7 +25,10 @@ pub struct TokenSet {
 
 impl TokenSet {
     pub fn empty(len: usize) -> TokenSet {
-        TokenSet { words: vec![0; len.div_ceil(64)], len }
+        TokenSet {
+            words: vec![0; len.div_ceil(64)],
+            len,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -147,7 +150,14 @@ impl TokenIndex {
             }
         }
         let (all, special) = (Sorted::new(all), Sorted::new(special));
-        TokenIndex { vocab_size, all, plain, special, pieces, ends }
+        TokenIndex {
+            vocab_size,
+            all,
+            plain,
+            special,
+            pieces,
+            ends,
+        }
     }
 
     /// From a tokenizer: every non-control token, by the bytes it decodes to.
@@ -187,8 +197,9 @@ impl TokenIndex {
     pub fn mask(&self, matcher: &Matcher, out: &mut TokenSet) {
         out.clear();
         let stacks = matcher.stacks();
-        let in_free_string =
-            stacks.iter().all(|s| matches!(s.last(), Some(Frame::Str(str)) if str.is_free()));
+        let in_free_string = stacks
+            .iter()
+            .all(|s| matches!(s.last(), Some(Frame::Str(str)) if str.is_free()));
         if in_free_string {
             out.union_with(&self.plain);
             walk(matcher, stacks, &self.special, out);
@@ -224,7 +235,11 @@ fn walk(matcher: &Matcher, start: &[Stack], tokens: &Sorted, out: &mut TokenSet)
     while i < tokens.len() {
         let token = tokens.token(i);
         // Keep the levels this token shares with the one before.
-        let shared = token.iter().zip(previous).take_while(|(a, b)| a == b).count();
+        let shared = token
+            .iter()
+            .zip(previous)
+            .take_while(|(a, b)| a == b)
+            .count();
         levels.truncate(shared.min(levels.len() - 1) + 1);
         let mut refused_at = None;
         while levels.len() <= token.len() {
@@ -246,9 +261,10 @@ fn walk(matcher: &Matcher, start: &[Stack], tokens: &Sorted, out: &mut TokenSet)
             Some(depth) => {
                 // Skip every token that begins with the refused prefix.
                 let prefix = &token[..=depth];
-                i += 1 + (i + 1..tokens.len())
-                    .position(|j| !tokens.token(j).starts_with(prefix))
-                    .unwrap_or(tokens.len() - i - 1);
+                i += 1
+                    + (i + 1..tokens.len())
+                        .position(|j| !tokens.token(j).starts_with(prefix))
+                        .unwrap_or(tokens.len() - i - 1);
             }
         }
     }
@@ -270,19 +286,35 @@ mod tests {
         let mut set = TokenSet::empty(ix.vocab_size());
         ix.mask(m, &mut set);
         for id in 0..ix.vocab_size() as TokenId {
-            assert_eq!(set.contains(id), ix.allows(m, id), "token {:?}", String::from_utf8_lossy(ix.piece(id)));
+            assert_eq!(
+                set.contains(id),
+                ix.allows(m, id),
+                "token {:?}",
+                String::from_utf8_lossy(ix.piece(id))
+            );
         }
     }
 
     #[test]
     fn the_walk_equals_one_by_one() {
         let words = [
-            "{", "{\"", "\"", "\"a", "a", "ab", "abc", "\":", ":", " ", "1", "12", "-", ".", "e", "}", "]",
-            "[", ",", "null", "nu", "true", "\\", "\\n", "\\u", "é", "\u{1}", "\",\"", "}}",
+            "{", "{\"", "\"", "\"a", "a", "ab", "abc", "\":", ":", " ", "1", "12", "-", ".", "e",
+            "}", "]", "[", ",", "null", "nu", "true", "\\", "\\n", "\\u", "é", "\u{1}", "\",\"",
+            "}}",
         ];
         let ix = index(&words);
         let g = Grammar::any_object();
-        for prefix in ["", "{", "{\"", "{\"a\"", "{\"a\":", "{\"a\":1", "{\"a\":\"x", "{\"a\":[", "{\"a\":\"x\\"] {
+        for prefix in [
+            "",
+            "{",
+            "{\"",
+            "{\"a\"",
+            "{\"a\":",
+            "{\"a\":1",
+            "{\"a\":\"x",
+            "{\"a\":[",
+            "{\"a\":\"x\\",
+        ] {
             let mut m = Matcher::new(&g);
             assert!(m.accept(prefix.as_bytes()), "{prefix}");
             check_against_one_by_one(&ix, &m);

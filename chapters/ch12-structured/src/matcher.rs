@@ -69,7 +69,10 @@ pub enum TextRef {
     /// A [`Node::Literal`].
     Literal(NodeId),
     /// The key of listed property `prop` of object `node`.
-    Key { node: NodeId, prop: u32 },
+    Key {
+        node: NodeId,
+        prop: u32,
+    },
     True,
     False,
     Null,
@@ -142,7 +145,10 @@ pub struct Matcher<'g> {
 impl<'g> Matcher<'g> {
     /// Before the first byte of a document: optional whitespace, then the root value.
     pub fn new(grammar: &'g Grammar) -> Matcher<'g> {
-        Matcher { grammar, stacks: vec![vec![Frame::Value(grammar.root), Frame::Space(0)]] }
+        Matcher {
+            grammar,
+            stacks: vec![vec![Frame::Value(grammar.root), Frame::Space(0)]],
+        }
     }
 
     pub fn grammar(&self) -> &'g Grammar {
@@ -210,7 +216,10 @@ fn dedup(stacks: &mut Vec<Stack>) {
 
 /// How many arrays and objects `stack` is inside.
 fn depth(stack: &[Frame]) -> usize {
-    stack.iter().filter(|f| matches!(f, Frame::Obj { .. } | Frame::Arr { .. })).count()
+    stack
+        .iter()
+        .filter(|f| matches!(f, Frame::Obj { .. } | Frame::Arr { .. }))
+        .count()
 }
 
 fn is_space(b: u8) -> bool {
@@ -284,12 +293,20 @@ fn begin(g: &Grammar, mut stack: Stack, id: NodeId, b: u8, out: &mut Vec<Stack>)
         Node::Any => match b {
             b'{' | b'[' if depth(&stack) >= MAX_DEPTH => {}
             b'{' => {
-                stack.push(Frame::Obj { node: id, next: 0, at: ObjAt::Open });
+                stack.push(Frame::Obj {
+                    node: id,
+                    next: 0,
+                    at: ObjAt::Open,
+                });
                 stack.push(Frame::Space(0));
                 out.push(stack);
             }
             b'[' => {
-                stack.push(Frame::Arr { node: id, count: 0, at: ArrAt::Open });
+                stack.push(Frame::Arr {
+                    node: id,
+                    count: 0,
+                    at: ArrAt::Open,
+                });
                 stack.push(Frame::Space(0));
                 out.push(stack);
             }
@@ -316,7 +333,14 @@ fn begin(g: &Grammar, mut stack: Stack, id: NodeId, b: u8, out: &mut Vec<Stack>)
             out.push(stack);
         }
         Node::Boolean if b == b't' || b == b'f' => {
-            word(&mut stack, if b == b't' { TextRef::True } else { TextRef::False });
+            word(
+                &mut stack,
+                if b == b't' {
+                    TextRef::True
+                } else {
+                    TextRef::False
+                },
+            );
             out.push(stack);
         }
         Node::Integer => number(stack, true, b, out),
@@ -327,17 +351,28 @@ fn begin(g: &Grammar, mut stack: Stack, id: NodeId, b: u8, out: &mut Vec<Stack>)
         }
         Node::Literal(text) if text.first() == Some(&b) => {
             if text.len() > 1 {
-                stack.push(Frame::Text { text: TextRef::Literal(id), at: 1 });
+                stack.push(Frame::Text {
+                    text: TextRef::Literal(id),
+                    at: 1,
+                });
             }
             out.push(stack);
         }
         Node::Array { .. } if b == b'[' && depth(&stack) < MAX_DEPTH => {
-            stack.push(Frame::Arr { node: id, count: 0, at: ArrAt::Open });
+            stack.push(Frame::Arr {
+                node: id,
+                count: 0,
+                at: ArrAt::Open,
+            });
             stack.push(Frame::Space(0));
             out.push(stack);
         }
         Node::Object { .. } if b == b'{' && depth(&stack) < MAX_DEPTH => {
-            stack.push(Frame::Obj { node: id, next: 0, at: ObjAt::Open });
+            stack.push(Frame::Obj {
+                node: id,
+                next: 0,
+                at: ObjAt::Open,
+            });
             stack.push(Frame::Space(0));
             out.push(stack);
         }
@@ -359,7 +394,11 @@ fn number(mut stack: Stack, integer: bool, b: u8, out: &mut Vec<Stack>) {
         _ => return,
     };
     let digits = u8::from(part == NumPart::Int);
-    stack.push(Frame::Num(Num { part, digits, integer }));
+    stack.push(Frame::Num(Num {
+        part,
+        digits,
+        integer,
+    }));
     out.push(stack);
 }
 
@@ -396,10 +435,20 @@ fn object(
             // object takes extras and nothing required is left.
             for (i, p) in props.iter().enumerate().skip(next as usize) {
                 let mut s = stack.clone();
-                s.push(Frame::Obj { node, next: i as u32 + 1, at: ObjAt::Colon(Some(i as u32)) });
+                s.push(Frame::Obj {
+                    node,
+                    next: i as u32 + 1,
+                    at: ObjAt::Colon(Some(i as u32)),
+                });
                 s.push(Frame::Space(0));
                 if p.key.len() > 1 {
-                    s.push(Frame::Text { text: TextRef::Key { node, prop: i as u32 }, at: 1 });
+                    s.push(Frame::Text {
+                        text: TextRef::Key {
+                            node,
+                            prop: i as u32,
+                        },
+                        at: 1,
+                    });
                 }
                 out.push(s);
                 if p.required {
@@ -407,7 +456,11 @@ fn object(
                 }
             }
             if rest.is_some() && none_required(props, next) {
-                stack.push(Frame::Obj { node, next: props.len() as u32, at: ObjAt::Colon(None) });
+                stack.push(Frame::Obj {
+                    node,
+                    next: props.len() as u32,
+                    at: ObjAt::Colon(None),
+                });
                 stack.push(Frame::Space(0));
                 stack.push(Frame::Str(Str::new(0, u32::MAX)));
                 out.push(stack);
@@ -418,14 +471,22 @@ fn object(
                 Some(i) => props[i as usize].value,
                 None => rest.expect("an extra key only where extras are allowed"),
             };
-            stack.push(Frame::Obj { node, next, at: ObjAt::Member });
+            stack.push(Frame::Obj {
+                node,
+                next,
+                at: ObjAt::Member,
+            });
             stack.push(Frame::Space(0));
             stack.push(Frame::Value(value));
             stack.push(Frame::Space(0));
             out.push(stack);
         }
         (ObjAt::Member, b',') if (next as usize) < props.len() || rest.is_some() => {
-            stack.push(Frame::Obj { node, next, at: ObjAt::Key });
+            stack.push(Frame::Obj {
+                node,
+                next,
+                at: ObjAt::Key,
+            });
             stack.push(Frame::Space(0));
             out.push(stack);
         }
@@ -451,7 +512,11 @@ fn array(
         (ArrAt::Open, b']') if min == 0 => out.push(stack),
         (ArrAt::Member, b']') if count >= min => out.push(stack),
         (ArrAt::Member, b',') if count < max => {
-            stack.push(Frame::Arr { node, count, at: ArrAt::Item });
+            stack.push(Frame::Arr {
+                node,
+                count,
+                at: ArrAt::Item,
+            });
             stack.push(Frame::Space(0));
             out.push(stack);
         }
@@ -462,8 +527,20 @@ fn array(
 }
 
 /// Byte `b` begins the array's next item.
-fn item(g: &Grammar, mut stack: Stack, node: NodeId, items: NodeId, count: u32, b: u8, out: &mut Vec<Stack>) {
-    stack.push(Frame::Arr { node, count: count + 1, at: ArrAt::Member });
+fn item(
+    g: &Grammar,
+    mut stack: Stack,
+    node: NodeId,
+    items: NodeId,
+    count: u32,
+    b: u8,
+    out: &mut Vec<Stack>,
+) {
+    stack.push(Frame::Arr {
+        node,
+        count: count + 1,
+        at: ArrAt::Member,
+    });
     stack.push(Frame::Space(0));
     begin(g, stack, items, b, out);
 }
@@ -483,7 +560,12 @@ fn text_bytes(g: &Grammar, text: TextRef) -> &[u8] {
 
 impl Str {
     pub fn new(min: u32, max: u32) -> Str {
-        Str { chars: 0, min, max, pending: Pending::None }
+        Str {
+            chars: 0,
+            min,
+            max,
+            pending: Pending::None,
+        }
     }
 
     // ANCHOR: string
@@ -500,13 +582,55 @@ impl Str {
                 0x20..=0x7f => {}
                 // A UTF-8 lead byte, with the range its next byte must fall in (no
                 // overlong forms, no surrogates, nothing past U+10FFFF).
-                0xc2..=0xdf => s.pending = Pending::Utf8 { left: 1, lo: 0x80, hi: 0xbf },
-                0xe0 => s.pending = Pending::Utf8 { left: 2, lo: 0xa0, hi: 0xbf },
-                0xed => s.pending = Pending::Utf8 { left: 2, lo: 0x80, hi: 0x9f },
-                0xe1..=0xef => s.pending = Pending::Utf8 { left: 2, lo: 0x80, hi: 0xbf },
-                0xf0 => s.pending = Pending::Utf8 { left: 3, lo: 0x90, hi: 0xbf },
-                0xf4 => s.pending = Pending::Utf8 { left: 3, lo: 0x80, hi: 0x8f },
-                0xf1..=0xf3 => s.pending = Pending::Utf8 { left: 3, lo: 0x80, hi: 0xbf },
+                0xc2..=0xdf => {
+                    s.pending = Pending::Utf8 {
+                        left: 1,
+                        lo: 0x80,
+                        hi: 0xbf,
+                    }
+                }
+                0xe0 => {
+                    s.pending = Pending::Utf8 {
+                        left: 2,
+                        lo: 0xa0,
+                        hi: 0xbf,
+                    }
+                }
+                0xed => {
+                    s.pending = Pending::Utf8 {
+                        left: 2,
+                        lo: 0x80,
+                        hi: 0x9f,
+                    }
+                }
+                0xe1..=0xef => {
+                    s.pending = Pending::Utf8 {
+                        left: 2,
+                        lo: 0x80,
+                        hi: 0xbf,
+                    }
+                }
+                0xf0 => {
+                    s.pending = Pending::Utf8 {
+                        left: 3,
+                        lo: 0x90,
+                        hi: 0xbf,
+                    }
+                }
+                0xf4 => {
+                    s.pending = Pending::Utf8 {
+                        left: 3,
+                        lo: 0x80,
+                        hi: 0x8f,
+                    }
+                }
+                0xf1..=0xf3 => {
+                    s.pending = Pending::Utf8 {
+                        left: 3,
+                        lo: 0x80,
+                        hi: 0xbf,
+                    }
+                }
                 _ => return None,
             },
             Pending::Escape => match b {
@@ -518,7 +642,11 @@ impl Str {
                 if !b.is_ascii_hexdigit() {
                     return None;
                 }
-                s.pending = if left > 1 { Pending::Hex(left - 1) } else { Pending::None };
+                s.pending = if left > 1 {
+                    Pending::Hex(left - 1)
+                } else {
+                    Pending::None
+                };
                 return Some(Some(s));
             }
             Pending::Utf8 { left, lo, hi } => {
@@ -526,7 +654,11 @@ impl Str {
                     return None;
                 }
                 s.pending = if left > 1 {
-                    Pending::Utf8 { left: left - 1, lo: 0x80, hi: 0xbf }
+                    Pending::Utf8 {
+                        left: left - 1,
+                        lo: 0x80,
+                        hi: 0xbf,
+                    }
                 } else {
                     Pending::None
                 };
@@ -549,7 +681,10 @@ impl Str {
 
 impl Num {
     pub fn can_end(&self) -> bool {
-        matches!(self.part, NumPart::Zero | NumPart::Int | NumPart::Frac | NumPart::Exp)
+        matches!(
+            self.part,
+            NumPart::Zero | NumPart::Int | NumPart::Frac | NumPart::Exp
+        )
     }
 
     /// The number after byte `b`, or `None` if `b` cannot continue it.
@@ -559,7 +694,9 @@ impl Num {
         let (part, digits) = match (self.part, b) {
             (Minus, b'0') => (Zero, 0),
             (Minus, _) if digit => (Int, 1),
-            (Int | Frac | Exp, _) if digit && self.digits < MAX_DIGITS => (self.part, self.digits + 1),
+            (Int | Frac | Exp, _) if digit && self.digits < MAX_DIGITS => {
+                (self.part, self.digits + 1)
+            }
             (Zero | Int, b'.') if !self.integer => (Dot, 0),
             (Dot, _) if digit => (Frac, 1),
             (Zero | Int | Frac, b'e' | b'E') if !self.integer => (E, 0),
@@ -567,7 +704,11 @@ impl Num {
             (E | ESign, _) if digit => (Exp, 1),
             _ => return None,
         };
-        Some(Num { part, digits, integer: self.integer })
+        Some(Num {
+            part,
+            digits,
+            integer: self.integer,
+        })
     }
 }
 
@@ -590,7 +731,10 @@ fn completion(g: &Grammar, stack: &[Frame]) -> Vec<u8> {
                         out.extend(std::iter::repeat_n(0x80, left as usize - 1));
                     }
                 }
-                out.extend(std::iter::repeat_n(b'a', s.min.saturating_sub(s.chars) as usize));
+                out.extend(std::iter::repeat_n(
+                    b'a',
+                    s.min.saturating_sub(s.chars) as usize,
+                ));
                 out.push(b'"');
             }
             Frame::Num(n) => {
@@ -634,7 +778,10 @@ fn object_completion(g: &Grammar, node: NodeId, next: u32, at: ObjAt, out: &mut 
     match at {
         ObjAt::Colon(key) => {
             out.push(b':');
-            let value = key.map_or_else(|| rest.expect("extras allowed"), |i| props[i as usize].value);
+            let value = key.map_or_else(
+                || rest.expect("extras allowed"),
+                |i| props[i as usize].value,
+            );
             out.extend_from_slice(g.shortest(value));
         }
         ObjAt::Member | ObjAt::Open => {}
@@ -681,12 +828,33 @@ mod tests {
     fn any_value_takes_json_and_refuses_the_rest() {
         let g = Grammar::any_value();
         for ok in [
-            "null", "true", "false", "0", "-0.5e+3", "12", r#""a\u00e9\n""#, "[]", "{}",
-            r#"{"a": [1, {"b": null}], "c": "x"}"#, "  [ 1 ,2 ]", "\"é\"",
+            "null",
+            "true",
+            "false",
+            "0",
+            "-0.5e+3",
+            "12",
+            r#""a\u00e9\n""#,
+            "[]",
+            "{}",
+            r#"{"a": [1, {"b": null}], "c": "x"}"#,
+            "  [ 1 ,2 ]",
+            "\"é\"",
         ] {
             assert!(accepts(&g, ok), "{ok:?} should be accepted");
         }
-        for bad in ["nul", "01", "-", "1.", "[1,]", "{,}", r#"{"a" 1}"#, "\"\u{1}\"", "[1] 2", "tru e"] {
+        for bad in [
+            "nul",
+            "01",
+            "-",
+            "1.",
+            "[1,]",
+            "{,}",
+            r#"{"a" 1}"#,
+            "\"\u{1}\"",
+            "[1] 2",
+            "tru e",
+        ] {
             assert!(!accepts(&g, bad), "{bad:?} should be refused");
         }
     }
@@ -709,8 +877,18 @@ mod tests {
             let mut m = Matcher::new(&g);
             assert!(m.accept(&doc.as_bytes()[..cut]));
             let c = m.completion();
-            assert!(m.accept(&c), "{:?} + {:?}", &doc[..cut], String::from_utf8_lossy(&c));
-            assert!(m.is_complete(), "{:?} + {:?} is not complete", &doc[..cut], String::from_utf8_lossy(&c));
+            assert!(
+                m.accept(&c),
+                "{:?} + {:?}",
+                &doc[..cut],
+                String::from_utf8_lossy(&c)
+            );
+            assert!(
+                m.is_complete(),
+                "{:?} + {:?} is not complete",
+                &doc[..cut],
+                String::from_utf8_lossy(&c)
+            );
         }
     }
 

@@ -44,19 +44,41 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Limits {
-        Limits { nodes: 4096, depth: 32, alternatives: 256, properties: 256, literal_bytes: 64 * 1024 }
+        Limits {
+            nodes: 4096,
+            depth: 32,
+            alternatives: 256,
+            properties: 256,
+            literal_bytes: 64 * 1024,
+        }
     }
 }
 
 /// The keywords that describe and do not constrain: read past.
 const ANNOTATIONS: &[&str] = &[
-    "title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated",
-    "readOnly", "writeOnly", "$defs", "definitions",
+    "title",
+    "description",
+    "default",
+    "examples",
+    "$schema",
+    "$id",
+    "$comment",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "$defs",
+    "definitions",
 ];
 
 /// Compiles `schema` (a whole document: `$ref`s resolve against it) into a grammar.
 pub fn compile(schema: &Json, limits: Limits) -> Result<Grammar, SchemaError> {
-    let mut c = Compiler { root: schema, limits, nodes: Vec::new(), refs: HashMap::new(), literal_bytes: 0 };
+    let mut c = Compiler {
+        root: schema,
+        limits,
+        nodes: Vec::new(),
+        refs: HashMap::new(),
+        literal_bytes: 0,
+    };
     let root = c.schema(schema, "#", 0)?;
     Grammar::new(c.nodes, root).map_err(|e| match e {
         GrammarError::Endless(_) => SchemaError {
@@ -73,8 +95,10 @@ pub fn compile(schema: &Json, limits: Limits) -> Result<Grammar, SchemaError> {
 
 /// Parses and compiles a schema given as text.
 pub fn compile_text(text: &str, limits: Limits) -> Result<Grammar, SchemaError> {
-    let json = Json::parse(text)
-        .map_err(|e| SchemaError { path: "#".into(), message: format!("not JSON: {e}") })?;
+    let json = Json::parse(text).map_err(|e| SchemaError {
+        path: "#".into(),
+        message: format!("not JSON: {e}"),
+    })?;
     compile(&json, limits)
 }
 
@@ -88,13 +112,22 @@ struct Compiler<'s> {
 }
 
 fn err(path: &str, message: impl Into<String>) -> SchemaError {
-    SchemaError { path: path.to_owned(), message: message.into() }
+    SchemaError {
+        path: path.to_owned(),
+        message: message.into(),
+    }
 }
 
 impl<'s> Compiler<'s> {
     fn add(&mut self, node: Node, path: &str) -> Result<NodeId, SchemaError> {
         if self.nodes.len() >= self.limits.nodes {
-            return Err(err(path, format!("the schema needs more than {} grammar nodes", self.limits.nodes)));
+            return Err(err(
+                path,
+                format!(
+                    "the schema needs more than {} grammar nodes",
+                    self.limits.nodes
+                ),
+            ));
         }
         self.nodes.push(node);
         Ok(self.nodes.len() - 1)
@@ -104,7 +137,13 @@ impl<'s> Compiler<'s> {
         let text = value.to_text().into_bytes();
         self.literal_bytes += text.len();
         if self.literal_bytes > self.limits.literal_bytes {
-            return Err(err(path, format!("enum and const texts add up to over {} bytes", self.limits.literal_bytes)));
+            return Err(err(
+                path,
+                format!(
+                    "enum and const texts add up to over {} bytes",
+                    self.limits.literal_bytes
+                ),
+            ));
         }
         self.add(Node::Literal(text), path)
     }
@@ -113,27 +152,55 @@ impl<'s> Compiler<'s> {
     /// One schema, at JSON pointer `path`, `depth` schemas deep.
     fn schema(&mut self, s: &Json, path: &str, depth: usize) -> Result<NodeId, SchemaError> {
         if depth > self.limits.depth {
-            return Err(err(path, format!("schemas nest more than {} deep", self.limits.depth)));
+            return Err(err(
+                path,
+                format!("schemas nest more than {} deep", self.limits.depth),
+            ));
         }
         let members = match s {
             Json::Bool(true) => return self.add(Node::Any, path),
             Json::Bool(false) => return Err(err(path, "the schema `false` accepts nothing")),
             Json::Object(members) => members,
-            other => return Err(err(path, format!("a schema is an object or a boolean, not {}", other.kind()))),
+            other => {
+                return Err(err(
+                    path,
+                    format!("a schema is an object or a boolean, not {}", other.kind()),
+                ));
+            }
         };
         // Anything this compiler does not implement is refused by name.
         const KNOWN: &[&str] = &[
-            "type", "properties", "required", "additionalProperties", "items", "enum", "const",
-            "anyOf", "$ref", "minItems", "maxItems", "minLength", "maxLength",
+            "type",
+            "properties",
+            "required",
+            "additionalProperties",
+            "items",
+            "enum",
+            "const",
+            "anyOf",
+            "$ref",
+            "minItems",
+            "maxItems",
+            "minLength",
+            "maxLength",
         ];
         for (key, _) in members {
             if !KNOWN.contains(&key.as_str()) && !ANNOTATIONS.contains(&key.as_str()) {
-                return Err(err(&format!("{path}/{key}"), format!("the keyword `{key}` is not supported")));
+                return Err(err(
+                    &format!("{path}/{key}"),
+                    format!("the keyword `{key}` is not supported"),
+                ));
             }
         }
         if let Some(target) = s.get("$ref") {
-            if members.iter().any(|(k, _)| k != "$ref" && !ANNOTATIONS.contains(&k.as_str())) {
-                return Err(err(path, "`$ref` beside other constraints is not supported"));
+            if members
+                .iter()
+                .any(|(k, _)| k != "$ref" && !ANNOTATIONS.contains(&k.as_str()))
+            {
+                return Err(err(
+                    path,
+                    "`$ref` beside other constraints is not supported",
+                ));
             }
             return self.reference(target, &format!("{path}/$ref"), depth);
         }
@@ -161,12 +228,21 @@ impl<'s> Compiler<'s> {
                 }
                 self.add(Node::AnyOf(alts), path)
             }
-            Some(other) => Err(err(&format!("{path}/type"), format!("`type` is a string or a list, not {}", other.kind()))),
+            Some(other) => Err(err(
+                &format!("{path}/type"),
+                format!("`type` is a string or a list, not {}", other.kind()),
+            )),
         }
     }
     // ANCHOR_END: schema
 
-    fn typed(&mut self, s: &Json, t: &str, path: &str, depth: usize) -> Result<NodeId, SchemaError> {
+    fn typed(
+        &mut self,
+        s: &Json,
+        t: &str,
+        path: &str,
+        depth: usize,
+    ) -> Result<NodeId, SchemaError> {
         match t {
             "null" => self.add(Node::Null, path),
             "boolean" => self.add(Node::Boolean, path),
@@ -176,7 +252,10 @@ impl<'s> Compiler<'s> {
                 let min = count(s, "minLength", 0, path)?;
                 let max = count(s, "maxLength", UNBOUNDED, path)?;
                 if min > max {
-                    return Err(err(&format!("{path}/minLength"), "minLength is above maxLength"));
+                    return Err(err(
+                        &format!("{path}/minLength"),
+                        "minLength is above maxLength",
+                    ));
                 }
                 self.add(Node::String { min, max }, path)
             }
@@ -184,7 +263,10 @@ impl<'s> Compiler<'s> {
                 let min = count(s, "minItems", 0, path)?;
                 let max = count(s, "maxItems", UNBOUNDED, path)?;
                 if min > max {
-                    return Err(err(&format!("{path}/minItems"), "minItems is above maxItems"));
+                    return Err(err(
+                        &format!("{path}/minItems"),
+                        "minItems is above maxItems",
+                    ));
                 }
                 let items = match s.get("items") {
                     Some(item) => self.schema(item, &format!("{path}/items"), depth + 1)?,
@@ -193,7 +275,10 @@ impl<'s> Compiler<'s> {
                 self.add(Node::Array { items, min, max }, path)
             }
             "object" => self.object(s, path, depth),
-            other => Err(err(&format!("{path}/type"), format!("unknown type `{other}`"))),
+            other => Err(err(
+                &format!("{path}/type"),
+                format!("unknown type `{other}`"),
+            )),
         }
     }
 
@@ -213,21 +298,36 @@ impl<'s> Compiler<'s> {
         let listed = match s.get("properties") {
             None => &[][..],
             Some(Json::Object(members)) => members.as_slice(),
-            Some(_) => return Err(err(&format!("{path}/properties"), "`properties` is an object")),
+            Some(_) => {
+                return Err(err(
+                    &format!("{path}/properties"),
+                    "`properties` is an object",
+                ));
+            }
         };
         if listed.len() > self.limits.properties {
-            return Err(err(&format!("{path}/properties"), format!("more than {} properties", self.limits.properties)));
+            return Err(err(
+                &format!("{path}/properties"),
+                format!("more than {} properties", self.limits.properties),
+            ));
         }
         for name in &required {
             if !listed.iter().any(|(k, _)| k == name) {
-                return Err(err(&format!("{path}/required"), format!("`{name}` is required but not a property")));
+                return Err(err(
+                    &format!("{path}/required"),
+                    format!("`{name}` is required but not a property"),
+                ));
             }
         }
         let mut props = Vec::new();
         for (name, schema) in listed {
             let value = self.schema(schema, &format!("{path}/properties/{name}"), depth + 1)?;
             let key = Json::String(name.clone()).to_text().into_bytes();
-            props.push(Prop { key, value, required: required.contains(&name.as_str()) });
+            props.push(Prop {
+                key,
+                value,
+                required: required.contains(&name.as_str()),
+            });
         }
         // Extra members: what `additionalProperties` says. Left out, an object with listed
         // properties takes no others (llama.cpp's choice too: it keeps the model on the
@@ -235,7 +335,9 @@ impl<'s> Compiler<'s> {
         let rest = match s.get("additionalProperties") {
             Some(Json::Bool(false)) => None,
             Some(Json::Bool(true)) => Some(self.add(Node::Any, path)?),
-            Some(extra) => Some(self.schema(extra, &format!("{path}/additionalProperties"), depth + 1)?),
+            Some(extra) => {
+                Some(self.schema(extra, &format!("{path}/additionalProperties"), depth + 1)?)
+            }
             None if listed.is_empty() => Some(self.add(Node::Any, path)?),
             None => None,
         };
@@ -244,9 +346,14 @@ impl<'s> Compiler<'s> {
     // ANCHOR_END: object
 
     fn one_of_values(&mut self, values: &Json, path: &str) -> Result<NodeId, SchemaError> {
-        let Json::Array(values) = values else { return Err(err(path, "`enum` is a list")) };
+        let Json::Array(values) = values else {
+            return Err(err(path, "`enum` is a list"));
+        };
         if values.is_empty() || values.len() > self.limits.alternatives {
-            return Err(err(path, format!("`enum` lists 1 to {} values", self.limits.alternatives)));
+            return Err(err(
+                path,
+                format!("`enum` lists 1 to {} values", self.limits.alternatives),
+            ));
         }
         let mut alts = Vec::new();
         for (i, v) in values.iter().enumerate() {
@@ -256,9 +363,14 @@ impl<'s> Compiler<'s> {
     }
 
     fn any_of(&mut self, alts: &Json, path: &str, depth: usize) -> Result<NodeId, SchemaError> {
-        let Json::Array(alts) = alts else { return Err(err(path, "`anyOf` is a list")) };
+        let Json::Array(alts) = alts else {
+            return Err(err(path, "`anyOf` is a list"));
+        };
         if alts.is_empty() || alts.len() > self.limits.alternatives {
-            return Err(err(path, format!("`anyOf` lists 1 to {} schemas", self.limits.alternatives)));
+            return Err(err(
+                path,
+                format!("`anyOf` lists 1 to {} schemas", self.limits.alternatives),
+            ));
         }
         let mut ids = Vec::new();
         for (i, alt) in alts.iter().enumerate() {
@@ -270,13 +382,25 @@ impl<'s> Compiler<'s> {
     // ANCHOR: reference
     /// `"$ref": "#/$defs/Name"`: compiled once; a reference back into a schema being
     /// compiled (recursion) gets the node reserved for it, so the grammar has a cycle.
-    fn reference(&mut self, target: &Json, path: &str, depth: usize) -> Result<NodeId, SchemaError> {
-        let Json::String(pointer) = target else { return Err(err(path, "`$ref` is a string")) };
+    fn reference(
+        &mut self,
+        target: &Json,
+        path: &str,
+        depth: usize,
+    ) -> Result<NodeId, SchemaError> {
+        let Json::String(pointer) = target else {
+            return Err(err(path, "`$ref` is a string"));
+        };
         if let Some(&id) = self.refs.get(pointer) {
             return Ok(id);
         }
         let schema = resolve(self.root, pointer).ok_or_else(|| {
-            err(path, format!("`{pointer}` does not point into this schema (only `#…` pointers are supported)"))
+            err(
+                path,
+                format!(
+                    "`{pointer}` does not point into this schema (only `#…` pointers are supported)"
+                ),
+            )
         })?;
         // Reserve the node first: a reference to itself, met while compiling it, finds it.
         let id = self.add(Node::AnyOf(Vec::new()), path)?;
@@ -311,8 +435,16 @@ fn count(s: &Json, key: &str, default: u32, path: &str) -> Result<u32, SchemaErr
             .as_u64()
             .and_then(|n| u32::try_from(n).ok())
             .filter(|&n| n != UNBOUNDED)
-            .ok_or_else(|| err(&format!("{path}/{key}"), format!("`{key}` is a whole number below 2^32 - 1"))),
-        Some(_) => Err(err(&format!("{path}/{key}"), format!("`{key}` is a number"))),
+            .ok_or_else(|| {
+                err(
+                    &format!("{path}/{key}"),
+                    format!("`{key}` is a whole number below 2^32 - 1"),
+                )
+            }),
+        Some(_) => Err(err(
+            &format!("{path}/{key}"),
+            format!("`{key}` is a number"),
+        )),
     }
 }
 
@@ -346,13 +478,28 @@ mod tests {
               "required": ["name", "age"], "title": "Person", "type": "object"}"##,
         );
         assert!(accepts(&g, r#"{"name": "Ann", "age": 30}"#));
-        assert!(accepts(&g, r#"{"name":"Ann","age":30,"pets":[{"name":"Rex","kind":"dog"}],"email":null}"#));
-        assert!(accepts(&g, r#"{"name": "Ann", "age": 30, "email": "a@b.c"}"#));
-        assert!(!accepts(&g, r#"{"age": 30, "name": "Ann"}"#), "properties come in the schema's order");
+        assert!(accepts(
+            &g,
+            r#"{"name":"Ann","age":30,"pets":[{"name":"Rex","kind":"dog"}],"email":null}"#
+        ));
+        assert!(accepts(
+            &g,
+            r#"{"name": "Ann", "age": 30, "email": "a@b.c"}"#
+        ));
+        assert!(
+            !accepts(&g, r#"{"age": 30, "name": "Ann"}"#),
+            "properties come in the schema's order"
+        );
         assert!(!accepts(&g, r#"{"name": "Ann"}"#), "age is required");
         assert!(!accepts(&g, r#"{"name": "Ann", "age": 30.5}"#));
-        assert!(!accepts(&g, r#"{"name": "Ann", "age": 3, "pets": [{"name": "R", "kind": "cow"}]}"#));
-        assert!(!accepts(&g, r#"{"name": "Ann", "age": 3, "x": 1}"#), "no extra properties");
+        assert!(!accepts(
+            &g,
+            r#"{"name": "Ann", "age": 3, "pets": [{"name": "R", "kind": "cow"}]}"#
+        ));
+        assert!(
+            !accepts(&g, r#"{"name": "Ann", "age": 3, "x": 1}"#),
+            "no extra properties"
+        );
     }
 
     #[test]
@@ -362,13 +509,18 @@ mod tests {
                 "children": {"type": "array", "items": {"$ref": "#/$defs/Node"}}},
                 "required": ["value", "children"]}}, "$ref": "#/$defs/Node"}"##,
         );
-        assert!(accepts(&g, r#"{"value": 1, "children": [{"value": 2, "children": []}]}"#));
+        assert!(accepts(
+            &g,
+            r#"{"value": 1, "children": [{"value": 2, "children": []}]}"#
+        ));
         assert!(g.nodes.len() < 10);
     }
 
     #[test]
     fn lengths_and_counts() {
-        let g = grammar(r#"{"type": "array", "items": {"type": "string", "minLength": 2, "maxLength": 3}, "minItems": 1, "maxItems": 2}"#);
+        let g = grammar(
+            r#"{"type": "array", "items": {"type": "string", "minLength": 2, "maxLength": 3}, "minItems": 1, "maxItems": 2}"#,
+        );
         assert!(accepts(&g, r#"["ab", "abc"]"#));
         assert!(accepts(&g, r#"["\u00e9\n"]"#), "an escape is one character");
         assert!(!accepts(&g, r#"[]"#));
@@ -379,8 +531,11 @@ mod tests {
 
     #[test]
     fn unsupported_keywords_are_named_with_their_place() {
-        let e = compile_text(r#"{"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}}"#, Limits::default())
-            .unwrap_err();
+        let e = compile_text(
+            r#"{"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}}"#,
+            Limits::default(),
+        )
+        .unwrap_err();
         assert_eq!(e.path, "#/properties/n/minimum");
         assert!(e.message.contains("`minimum`"), "{e}");
     }
@@ -388,9 +543,14 @@ mod tests {
     #[test]
     fn limits_hold() {
         let many: Vec<String> = (0..300).map(|i| format!("\"v{i}\"")).collect();
-        let e = compile_text(&format!(r#"{{"enum": [{}]}}"#, many.join(",")), Limits::default()).unwrap_err();
+        let e = compile_text(
+            &format!(r#"{{"enum": [{}]}}"#, many.join(",")),
+            Limits::default(),
+        )
+        .unwrap_err();
         assert!(e.message.contains("256"), "{e}");
-        let endless = r##"{"type": "object", "properties": {"next": {"$ref": "#"}}, "required": ["next"]}"##;
+        let endless =
+            r##"{"type": "object", "properties": {"next": {"$ref": "#"}}, "required": ["next"]}"##;
         let e = compile_text(endless, Limits::default()).unwrap_err();
         assert!(e.message.contains("no document"), "{e}");
         let mut deep = String::from(r#"{"type": "integer"}"#);

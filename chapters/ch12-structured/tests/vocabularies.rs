@@ -40,7 +40,9 @@ fn check(ix: &TokenIndex, g: &Grammar, doc: &str, every: usize) {
         let mut m = Matcher::new(g);
         assert!(m.accept(&doc.as_bytes()[..cut]), "{doc:?} cut at {cut}");
         ix.mask(&m, &mut set);
-        let one_by_one = (0..ix.vocab_size() as TokenId).filter(|&id| ix.allows(&m, id)).count();
+        let one_by_one = (0..ix.vocab_size() as TokenId)
+            .filter(|&id| ix.allows(&m, id))
+            .count();
         assert_eq!(set.count(), one_by_one, "{:?}", &doc[..cut]);
         for id in set.iter() {
             assert!(ix.allows(&m, id), "{:?} then token {id}", &doc[..cut]);
@@ -51,25 +53,45 @@ fn check(ix: &TokenIndex, g: &Grammar, doc: &str, every: usize) {
 #[test]
 fn smollm2_masks_equal_one_by_one() {
     let g = compile_text(PERSON, Limits::default()).unwrap();
-    check(smollm2(), &g, r#"{"name": "Zoë \"Z\"", "age": -3, "tags": ["b c", "a"], "note": "short"}"#, 1);
-    check(smollm2(), &Grammar::any_object(), r#"{"x": [1.5e-3, true, null, {"y": "\u00e9"}]}"#, 3);
+    check(
+        smollm2(),
+        &g,
+        r#"{"name": "Zoë \"Z\"", "age": -3, "tags": ["b c", "a"], "note": "short"}"#,
+        1,
+    );
+    check(
+        smollm2(),
+        &Grammar::any_object(),
+        r#"{"x": [1.5e-3, true, null, {"y": "\u00e9"}]}"#,
+        3,
+    );
 }
 
 #[test]
 fn gemma3_masks_equal_one_by_one() {
     let g = compile_text(PERSON, Limits::default()).unwrap();
-    check(gemma3(), &g, r#"{"name": "日本", "age": 7, "note": null}"#, 2);
+    check(
+        gemma3(),
+        &g,
+        r#"{"name": "日本", "age": 7, "note": null}"#,
+        2,
+    );
 }
 
 #[test]
 fn every_byte_has_a_token() {
     for (name, ix) in [("SmolLM2", smollm2()), ("Gemma-3", gemma3())] {
-        let singles: Vec<u8> = (0..ix.vocab_size() as TokenId).filter_map(|id| match ix.piece(id) {
-            [b] => Some(*b),
-            _ => None,
-        }).collect();
+        let singles: Vec<u8> = (0..ix.vocab_size() as TokenId)
+            .filter_map(|id| match ix.piece(id) {
+                [b] => Some(*b),
+                _ => None,
+            })
+            .collect();
         for b in 0x20u8..0x7f {
-            assert!(singles.contains(&b), "{name}: no token is the single byte {b:#04x}");
+            assert!(
+                singles.contains(&b),
+                "{name}: no token is the single byte {b:#04x}"
+            );
         }
     }
 }
