@@ -286,103 +286,58 @@ fn step(g: &Grammar, mut stack: Stack, b: u8, out: &mut Vec<Stack>) {
 // ANCHOR_END: step
 
 // ANCHOR: begin
-/// The first byte of a value of node `id`.
+/// The first byte of a value of node `id`. `Any` begins whatever its first byte says.
 fn begin(g: &Grammar, mut stack: Stack, id: NodeId, b: u8, out: &mut Vec<Stack>) {
-    let word = |stack: &mut Stack, text| stack.push(Frame::Text { text, at: 1 });
-    match g.node(id) {
-        Node::Any => match b {
-            b'{' | b'[' if depth(&stack) >= MAX_DEPTH => {}
-            b'{' => {
-                stack.push(Frame::Obj {
-                    node: id,
-                    next: 0,
-                    at: ObjAt::Open,
-                });
-                stack.push(Frame::Space(0));
-                out.push(stack);
-            }
-            b'[' => {
-                stack.push(Frame::Arr {
-                    node: id,
-                    count: 0,
-                    at: ArrAt::Open,
-                });
-                stack.push(Frame::Space(0));
-                out.push(stack);
-            }
-            b'"' => {
-                stack.push(Frame::Str(Str::new(0, u32::MAX)));
-                out.push(stack);
-            }
-            b't' => {
-                word(&mut stack, TextRef::True);
-                out.push(stack);
-            }
-            b'f' => {
-                word(&mut stack, TextRef::False);
-                out.push(stack);
-            }
-            b'n' => {
-                word(&mut stack, TextRef::Null);
-                out.push(stack);
-            }
-            _ => number(stack, false, b, out),
-        },
-        Node::Null if b == b'n' => {
-            word(&mut stack, TextRef::Null);
-            out.push(stack);
-        }
-        Node::Boolean if b == b't' || b == b'f' => {
-            word(
-                &mut stack,
-                if b == b't' {
-                    TextRef::True
-                } else {
-                    TextRef::False
-                },
-            );
-            out.push(stack);
-        }
-        Node::Integer => number(stack, true, b, out),
-        Node::Number => number(stack, false, b, out),
-        Node::String { min, max } if b == b'"' => {
-            stack.push(Frame::Str(Str::new(*min, *max)));
-            out.push(stack);
-        }
-        Node::Literal(text) if text.first() == Some(&b) => {
-            if text.len() > 1 {
-                stack.push(Frame::Text {
-                    text: TextRef::Literal(id),
-                    at: 1,
-                });
-            }
-            out.push(stack);
-        }
-        Node::Array { .. } if b == b'[' && depth(&stack) < MAX_DEPTH => {
-            stack.push(Frame::Arr {
-                node: id,
-                count: 0,
-                at: ArrAt::Open,
-            });
-            stack.push(Frame::Space(0));
-            out.push(stack);
-        }
-        Node::Object { .. } if b == b'{' && depth(&stack) < MAX_DEPTH => {
-            stack.push(Frame::Obj {
-                node: id,
-                next: 0,
-                at: ObjAt::Open,
-            });
-            stack.push(Frame::Space(0));
-            out.push(stack);
-        }
-        Node::AnyOf(alts) => {
+    let node = g.node(id);
+    let nested = depth(&stack) < MAX_DEPTH;
+    let frames: &[Frame] = match (node, b) {
+        (Node::AnyOf(alts), _) => {
             for &alt in alts {
                 begin(g, stack.clone(), alt, b, out);
             }
+            return;
         }
-        _ => {}
-    }
+        (Node::Any | Node::Object { .. }, b'{') if nested => &[
+            Frame::Obj {
+                node: id,
+                next: 0,
+                at: ObjAt::Open,
+            },
+            Frame::Space(0),
+        ],
+        (Node::Any | Node::Array { .. }, b'[') if nested => &[
+            Frame::Arr {
+                node: id,
+                count: 0,
+                at: ArrAt::Open,
+            },
+            Frame::Space(0),
+        ],
+        (Node::Any, b'"') => &[Frame::Str(Str::new(0, u32::MAX))],
+        (Node::String { min, max }, b'"') => &[Frame::Str(Str::new(*min, *max))],
+        (Node::Any | Node::Boolean, b't') => &[Frame::Text {
+            text: TextRef::True,
+            at: 1,
+        }],
+        (Node::Any | Node::Boolean, b'f') => &[Frame::Text {
+            text: TextRef::False,
+            at: 1,
+        }],
+        (Node::Any | Node::Null, b'n') => &[Frame::Text {
+            text: TextRef::Null,
+            at: 1,
+        }],
+        (Node::Any | Node::Number, _) => return number(stack, false, b, out),
+        (Node::Integer, _) => return number(stack, true, b, out),
+        (Node::Literal(text), _) if text.len() == 1 && text[0] == b => &[],
+        (Node::Literal(text), _) if text[0] == b => &[Frame::Text {
+            text: TextRef::Literal(id),
+            at: 1,
+        }],
+        _ => return,
+    };
+    stack.extend_from_slice(frames);
+    out.push(stack);
 }
 // ANCHOR_END: begin
 
@@ -558,6 +513,11 @@ fn text_bytes(g: &Grammar, text: TextRef) -> &[u8] {
     }
 }
 
+/// A multi-byte character with `left` bytes to go, the next one in `lo..=hi`.
+const fn utf8(left: u8, lo: u8, hi: u8) -> Pending {
+    Pending::Utf8 { left, lo, hi }
+}
+
 impl Str {
     pub fn new(min: u32, max: u32) -> Str {
         Str {
@@ -582,55 +542,13 @@ impl Str {
                 0x20..=0x7f => {}
                 // A UTF-8 lead byte, with the range its next byte must fall in (no
                 // overlong forms, no surrogates, nothing past U+10FFFF).
-                0xc2..=0xdf => {
-                    s.pending = Pending::Utf8 {
-                        left: 1,
-                        lo: 0x80,
-                        hi: 0xbf,
-                    }
-                }
-                0xe0 => {
-                    s.pending = Pending::Utf8 {
-                        left: 2,
-                        lo: 0xa0,
-                        hi: 0xbf,
-                    }
-                }
-                0xed => {
-                    s.pending = Pending::Utf8 {
-                        left: 2,
-                        lo: 0x80,
-                        hi: 0x9f,
-                    }
-                }
-                0xe1..=0xef => {
-                    s.pending = Pending::Utf8 {
-                        left: 2,
-                        lo: 0x80,
-                        hi: 0xbf,
-                    }
-                }
-                0xf0 => {
-                    s.pending = Pending::Utf8 {
-                        left: 3,
-                        lo: 0x90,
-                        hi: 0xbf,
-                    }
-                }
-                0xf4 => {
-                    s.pending = Pending::Utf8 {
-                        left: 3,
-                        lo: 0x80,
-                        hi: 0x8f,
-                    }
-                }
-                0xf1..=0xf3 => {
-                    s.pending = Pending::Utf8 {
-                        left: 3,
-                        lo: 0x80,
-                        hi: 0xbf,
-                    }
-                }
+                0xc2..=0xdf => s.pending = utf8(1, 0x80, 0xbf),
+                0xe0 => s.pending = utf8(2, 0xa0, 0xbf),
+                0xed => s.pending = utf8(2, 0x80, 0x9f),
+                0xe1..=0xef => s.pending = utf8(2, 0x80, 0xbf),
+                0xf0 => s.pending = utf8(3, 0x90, 0xbf),
+                0xf4 => s.pending = utf8(3, 0x80, 0x8f),
+                0xf1..=0xf3 => s.pending = utf8(3, 0x80, 0xbf),
                 _ => return None,
             },
             Pending::Escape => match b {

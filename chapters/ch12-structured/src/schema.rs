@@ -208,10 +208,13 @@ impl<'s> Compiler<'s> {
             return self.literal(value, &format!("{path}/const"));
         }
         if let Some(values) = s.get("enum") {
-            return self.one_of_values(values, &format!("{path}/enum"));
+            return self.alternatives(values, "enum", &format!("{path}/enum"), |c, v, p| {
+                c.literal(v, p)
+            });
         }
         if let Some(alts) = s.get("anyOf") {
-            return self.any_of(alts, &format!("{path}/anyOf"), depth);
+            let each = |c: &mut Self, alt: &Json, p: &str| c.schema(alt, p, depth + 1);
+            return self.alternatives(alts, "anyOf", &format!("{path}/anyOf"), each);
         }
         match s.get("type") {
             None if s.get("properties").is_some() => self.typed(s, "object", path, depth),
@@ -249,25 +252,11 @@ impl<'s> Compiler<'s> {
             "integer" => self.add(Node::Integer, path),
             "number" => self.add(Node::Number, path),
             "string" => {
-                let min = count(s, "minLength", 0, path)?;
-                let max = count(s, "maxLength", UNBOUNDED, path)?;
-                if min > max {
-                    return Err(err(
-                        &format!("{path}/minLength"),
-                        "minLength is above maxLength",
-                    ));
-                }
+                let (min, max) = bounds(s, "minLength", "maxLength", path)?;
                 self.add(Node::String { min, max }, path)
             }
             "array" => {
-                let min = count(s, "minItems", 0, path)?;
-                let max = count(s, "maxItems", UNBOUNDED, path)?;
-                if min > max {
-                    return Err(err(
-                        &format!("{path}/minItems"),
-                        "minItems is above maxItems",
-                    ));
-                }
+                let (min, max) = bounds(s, "minItems", "maxItems", path)?;
                 let items = match s.get("items") {
                     Some(item) => self.schema(item, &format!("{path}/items"), depth + 1)?,
                     None => self.add(Node::Any, path)?,
@@ -345,38 +334,28 @@ impl<'s> Compiler<'s> {
     }
     // ANCHOR_END: object
 
-    fn one_of_values(&mut self, values: &Json, path: &str) -> Result<NodeId, SchemaError> {
-        let Json::Array(values) = values else {
-            return Err(err(path, "`enum` is a list"));
-        };
-        if values.is_empty() || values.len() > self.limits.alternatives {
-            return Err(err(
+    /// `enum` (each value a literal) or `anyOf` (each a schema): any one of a bounded list.
+    fn alternatives(
+        &mut self,
+        list: &Json,
+        keyword: &str,
+        path: &str,
+        mut each: impl FnMut(&mut Self, &Json, &str) -> Result<NodeId, SchemaError>,
+    ) -> Result<NodeId, SchemaError> {
+        let limit = self.limits.alternatives;
+        match list {
+            Json::Array(items) if !items.is_empty() && items.len() <= limit => {
+                let mut alts = Vec::new();
+                for (i, item) in items.iter().enumerate() {
+                    alts.push(each(self, item, &format!("{path}/{i}"))?);
+                }
+                self.add(Node::AnyOf(alts), path)
+            }
+            _ => Err(err(
                 path,
-                format!("`enum` lists 1 to {} values", self.limits.alternatives),
-            ));
+                format!("`{keyword}` is a list of 1 to {limit} entries"),
+            )),
         }
-        let mut alts = Vec::new();
-        for (i, v) in values.iter().enumerate() {
-            alts.push(self.literal(v, &format!("{path}/{i}"))?);
-        }
-        self.add(Node::AnyOf(alts), path)
-    }
-
-    fn any_of(&mut self, alts: &Json, path: &str, depth: usize) -> Result<NodeId, SchemaError> {
-        let Json::Array(alts) = alts else {
-            return Err(err(path, "`anyOf` is a list"));
-        };
-        if alts.is_empty() || alts.len() > self.limits.alternatives {
-            return Err(err(
-                path,
-                format!("`anyOf` lists 1 to {} schemas", self.limits.alternatives),
-            ));
-        }
-        let mut ids = Vec::new();
-        for (i, alt) in alts.iter().enumerate() {
-            ids.push(self.schema(alt, &format!("{path}/{i}"), depth + 1)?);
-        }
-        self.add(Node::AnyOf(ids), path)
     }
 
     // ANCHOR: reference
@@ -425,6 +404,18 @@ fn resolve<'j>(root: &'j Json, pointer: &str) -> Option<&'j Json> {
         };
     }
     Some(at)
+}
+
+/// A pair of count keywords (`minItems`, `maxItems`), the lower not above the upper.
+fn bounds(s: &Json, low: &str, high: &str, path: &str) -> Result<(u32, u32), SchemaError> {
+    let (min, max) = (count(s, low, 0, path)?, count(s, high, UNBOUNDED, path)?);
+    if min > max {
+        return Err(err(
+            &format!("{path}/{low}"),
+            format!("`{low}` is above `{high}`"),
+        ));
+    }
+    Ok((min, max))
 }
 
 /// A count keyword (`minItems`…): a whole number that fits in 32 bits, or `default`.
