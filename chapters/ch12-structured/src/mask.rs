@@ -100,6 +100,21 @@ impl Sorted {
         self.ids.len()
     }
 
+    /// The first index after `i` whose token does not begin with `prefix` (which token
+    /// `i` begins with): the tokens that do sit together, so a binary search finds it.
+    fn block_end(&self, i: usize, prefix: &[u8]) -> usize {
+        let (mut lo, mut hi) = (i + 1, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.token(mid).starts_with(prefix) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
     fn token(&self, i: usize) -> &[u8] {
         let start = if i == 0 { 0 } else { self.ends[i - 1] };
         &self.bytes[start..self.ends[i]]
@@ -197,10 +212,7 @@ impl TokenIndex {
     pub fn mask(&self, matcher: &Matcher, out: &mut TokenSet) {
         out.clear();
         let stacks = matcher.stacks();
-        let in_free_string = stacks
-            .iter()
-            .all(|s| matches!(s.last(), Some(Frame::Str(str)) if str.is_free()));
-        if in_free_string {
+        if in_free_string(stacks) {
             out.union_with(&self.plain);
             walk(matcher, stacks, &self.special, out);
         } else {
@@ -226,10 +238,10 @@ impl TokenIndex {
 
 // ANCHOR: walk
 /// The sorted walk: `levels[d]` holds the matcher's stacks after the first `d` bytes of
-/// the token last looked at.
+/// the token last looked at (and whether they all sit in a free string).
 fn walk(matcher: &Matcher, start: &[Stack], tokens: &Sorted, out: &mut TokenSet) {
     let g = matcher.grammar();
-    let mut levels: Vec<Vec<Stack>> = vec![start.to_vec()];
+    let mut levels: Vec<(Vec<Stack>, bool)> = vec![(start.to_vec(), in_free_string(start))];
     let mut previous: &[u8] = &[];
     let mut i = 0;
     while i < tokens.len() {
@@ -241,35 +253,44 @@ fn walk(matcher: &Matcher, start: &[Stack], tokens: &Sorted, out: &mut TokenSet)
             .take_while(|(a, b)| a == b)
             .count();
         levels.truncate(shared.min(levels.len() - 1) + 1);
+        previous = token;
         let mut refused_at = None;
         while levels.len() <= token.len() {
             let depth = levels.len() - 1;
+            // Inside a free string, plain text is taken whole: no need to go byte by byte.
+            if levels[depth].1 && is_plain(&token[depth..]) {
+                break;
+            }
             let mut next = Vec::new();
-            step_all(g, &levels[depth], token[depth], &mut next);
+            step_all(g, &levels[depth].0, token[depth], &mut next);
             if next.is_empty() {
                 refused_at = Some(depth);
                 break;
             }
-            levels.push(next);
+            let free = in_free_string(&next);
+            levels.push((next, free));
         }
-        previous = token;
         match refused_at {
             None => {
                 out.insert(tokens.ids[i]);
                 i += 1;
             }
             Some(depth) => {
-                // Skip every token that begins with the refused prefix.
+                // Skip every token that begins with the refused prefix: they sit together.
                 let prefix = &token[..=depth];
-                i += 1
-                    + (i + 1..tokens.len())
-                        .position(|j| !tokens.token(j).starts_with(prefix))
-                        .unwrap_or(tokens.len() - i - 1);
+                i = tokens.block_end(i, prefix);
             }
         }
     }
 }
 // ANCHOR_END: walk
+
+/// Whether every stack sits in a string between characters with no upper bound.
+fn in_free_string(stacks: &[Stack]) -> bool {
+    stacks
+        .iter()
+        .all(|s| matches!(s.last(), Some(Frame::Str(str)) if str.is_free()))
+}
 
 #[cfg(test)]
 mod tests {
