@@ -10,7 +10,10 @@
 //! out. The first state's completion must fit in the whole budget, and each step keeps
 //! it so, so the document always closes in time.
 
+use std::sync::Arc;
+
 use ch02_tokenizer::TokenId;
+use ch10_batching::steer::Steer;
 
 use crate::grammar::Grammar;
 use crate::mask::{TokenIndex, TokenSet};
@@ -46,20 +49,22 @@ impl std::error::Error for ConstraintError {}
 
 /// A generation under a grammar.
 #[derive(Clone, Debug)]
-pub struct Constraint<'a> {
-    matcher: Matcher<'a>,
-    index: &'a TokenIndex,
+pub struct Constraint {
+    matcher: Matcher,
+    index: Arc<TokenIndex>,
     /// Tokens left, `None` for no limit.
     budget: Option<usize>,
     /// The text accepted so far.
     text: Vec<u8>,
+    /// The last mask, kept to reuse its memory.
+    set: TokenSet,
 }
 
-impl<'a> Constraint<'a> {
+impl Constraint {
     /// A generation of at most `budget` tokens (end token not counted).
     pub fn new(
-        grammar: &'a Grammar,
-        index: &'a TokenIndex,
+        grammar: &Grammar,
+        index: Arc<TokenIndex>,
         budget: Option<usize>,
     ) -> Result<Self, ConstraintError> {
         let matcher = Matcher::new(grammar);
@@ -69,11 +74,13 @@ impl<'a> Constraint<'a> {
                 return Err(ConstraintError::BudgetTooSmall { need, budget });
             }
         }
+        let set = TokenSet::empty(index.vocab_size());
         Ok(Constraint {
             matcher,
             index,
             budget,
             text: Vec::new(),
+            set,
         })
     }
 
@@ -86,7 +93,7 @@ impl<'a> Constraint<'a> {
         &self.text
     }
 
-    pub fn matcher(&self) -> &Matcher<'a> {
+    pub fn matcher(&self) -> &Matcher {
         &self.matcher
     }
 
@@ -153,6 +160,32 @@ impl<'a> Constraint<'a> {
     }
 }
 
+// ANCHOR: steer
+/// The grammar as chapter 10's engine asks for it, around each sampling.
+impl Steer for Constraint {
+    fn allows(&mut self, id: u32) -> bool {
+        self.index.allows(&self.matcher, id)
+    }
+
+    fn mask(&mut self, logits: &mut [f32]) {
+        let mut set = std::mem::replace(&mut self.set, TokenSet::empty(0));
+        self.index.mask(&self.matcher, &mut set);
+        set.apply(logits);
+        self.set = set;
+    }
+
+    fn choose(&mut self, sampled: u32, logits: &[f32]) -> u32 {
+        Constraint::choose(self, sampled, logits)
+    }
+
+    fn accept(&mut self, id: u32) {
+        // The engine takes only what `allows` or the mask let through, and `choose` gave.
+        let taken = Constraint::accept(self, id);
+        debug_assert!(taken.is_ok(), "{taken:?}");
+    }
+}
+// ANCHOR_END: steer
+
 fn logit(logits: &[f32], id: TokenId) -> f32 {
     logits
         .get(id as usize)
@@ -203,10 +236,10 @@ mod tests {
             Limits::default(),
         )
         .unwrap();
-        let index = vocabulary();
+        let index = Arc::new(vocabulary());
         let need = Matcher::new(&grammar).completion().len();
         for budget in need..need + 40 {
-            let mut c = Constraint::new(&grammar, &index, Some(budget)).unwrap();
+            let mut c = Constraint::new(&grammar, index.clone(), Some(budget)).unwrap();
             let mut set = TokenSet::empty(index.vocab_size());
             for _ in 0..budget {
                 c.mask(&mut set);
@@ -225,6 +258,6 @@ mod tests {
             let parsed: serde_json::Value = serde_json::from_slice(c.text()).unwrap();
             assert!(parsed["tags"].as_array().is_some_and(|t| !t.is_empty()));
         }
-        assert!(Constraint::new(&grammar, &index, Some(need - 1)).is_err());
+        assert!(Constraint::new(&grammar, index.clone(), Some(need - 1)).is_err());
     }
 }

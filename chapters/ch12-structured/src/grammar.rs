@@ -5,7 +5,9 @@
 //! refers to itself (`$ref` to an enclosing definition) is a cycle in the graph, not an
 //! infinite tree.
 
-/// A node's index in [`Grammar::nodes`].
+use std::sync::Arc;
+
+/// A node's index in [`Parts::nodes`].
 pub type NodeId = usize;
 
 /// No upper bound on a length or a count.
@@ -51,13 +53,26 @@ pub struct Prop {
 }
 // ANCHOR_END: node
 
-/// A grammar: its nodes and the one a document must match.
+/// A grammar: its nodes and the one a document must match. Cloning it is cheap (the
+/// parts are shared), so every generation that uses it can hold its own.
 #[derive(Clone, Debug)]
-pub struct Grammar {
+pub struct Grammar(Arc<Parts>);
+
+/// What a grammar is made of.
+#[derive(Debug)]
+pub struct Parts {
     pub nodes: Vec<Node>,
     pub root: NodeId,
     /// For each node, the shortest JSON text it accepts ([`Grammar::shortest`]).
     shortest: Vec<Vec<u8>>,
+}
+
+impl std::ops::Deref for Grammar {
+    type Target = Parts;
+
+    fn deref(&self) -> &Parts {
+        &self.0
+    }
 }
 
 /// Why a graph of nodes is not a usable grammar.
@@ -115,11 +130,11 @@ impl Grammar {
             return Err(GrammarError::Loop(id));
         }
         let shortest = shortest_texts(&nodes)?;
-        Ok(Grammar {
+        Ok(Grammar(Arc::new(Parts {
             nodes,
             root,
             shortest,
-        })
+        })))
     }
 
     /// `{"type":"json_object"}`: any JSON object.

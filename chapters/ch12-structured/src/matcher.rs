@@ -137,22 +137,22 @@ pub type Stack = Vec<Frame>;
 
 /// The matcher's state: every reading of the text so far still alive.
 #[derive(Clone, Debug)]
-pub struct Matcher<'g> {
-    grammar: &'g Grammar,
+pub struct Matcher {
+    grammar: Grammar,
     stacks: Vec<Stack>,
 }
 
-impl<'g> Matcher<'g> {
+impl Matcher {
     /// Before the first byte of a document: optional whitespace, then the root value.
-    pub fn new(grammar: &'g Grammar) -> Matcher<'g> {
+    pub fn new(grammar: &Grammar) -> Matcher {
         Matcher {
-            grammar,
+            grammar: grammar.clone(),
             stacks: vec![vec![Frame::Value(grammar.root), Frame::Space(0)]],
         }
     }
 
-    pub fn grammar(&self) -> &'g Grammar {
-        self.grammar
+    pub fn grammar(&self) -> &Grammar {
+        &self.grammar
     }
 
     pub fn stacks(&self) -> &[Stack] {
@@ -165,7 +165,7 @@ impl<'g> Matcher<'g> {
         let mut next = Vec::new();
         for &b in bytes {
             next.clear();
-            step_all(self.grammar, &now, b, &mut next);
+            step_all(&self.grammar, &now, b, &mut next);
             if next.is_empty() {
                 return false;
             }
@@ -189,7 +189,7 @@ impl<'g> Matcher<'g> {
     pub fn completion(&self) -> Vec<u8> {
         self.stacks
             .iter()
-            .map(|s| completion(self.grammar, s))
+            .map(|s| completion(&self.grammar, s))
             .min_by_key(|c| c.len())
             .unwrap_or_default()
     }
