@@ -4,7 +4,8 @@
 //!
 //! `cargo bench --bench ch02_encode`
 //!
-//! Two inputs, both built deterministically from committed text:
+//! Two inputs, both built deterministically from committed text (`ch02_tokenizer::bench_inputs`,
+//! which the binary's `bench` table uses too):
 //! - "mixed": the chapter's corpus and every text of the llama.cpp fixture, repeated to
 //!   about 300 KB. Mostly short pieces (words), where the naive loop is fastest and the
 //!   heap's bookkeeping does not pay for itself.
@@ -18,40 +19,21 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use ch01_tensors::models;
+use ch02_tokenizer::bench_inputs::{long_piece_text, mixed_text};
 use ch02_tokenizer::{MergeLoop, Tokenizer, smollm2_tokenizer_path};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 const CORPUS: &str = include_str!("../chapters/ch02-tokenizer/data/corpus.txt");
 const FIXTURE: &str = include_str!("../fixtures/reference/tokenizer-smollm2.json");
 
-/// The corpus plus every fixture text, repeated until it is at least `bytes` long.
-fn mixed_text(bytes: usize) -> String {
-    let fixture: serde_json::Value = serde_json::from_str(FIXTURE).expect("fixture is JSON");
-    let mut unit = CORPUS.to_string();
-    for case in fixture["cases"].as_array().expect("fixture cases") {
-        unit.push_str(case["text"].as_str().unwrap_or(""));
-        unit.push('\n');
-    }
-    unit.repeat(bytes.div_ceil(unit.len()))
-}
-
-/// CJK sentences without spaces or punctuation between them: very long pieces.
-fn long_piece_text(bytes: usize) -> String {
-    let unit = "日本語のテキストは単語の間に空白がありません中文也没有空格这是一个测试東京は日本の首都です";
-    let piece = unit.repeat(8); // about 1 KB of letters in one piece
-    let mut text = String::new();
-    while text.len() < bytes {
-        text.push_str(&piece);
-        text.push('\n');
-    }
-    text
-}
-
 fn encode(c: &mut Criterion) {
     let path = models::require(&smollm2_tokenizer_path()).unwrap_or_else(|msg| panic!("{msg}"));
     let tok = Tokenizer::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
     for (name, text) in [
-        ("mixed", mixed_text(300_000)),
+        (
+            "mixed",
+            mixed_text(CORPUS, FIXTURE, 300_000).unwrap_or_else(|e| panic!("{e}")),
+        ),
         ("long pieces", long_piece_text(64_000)),
     ] {
         let reference = tok.encode_using(&text, false, MergeLoop::Naive);

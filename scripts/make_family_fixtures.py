@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import argparse
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
 import models
-from make_fixtures import LLAMA_CPP_COMMITS, GGML_TYPE_F32, TOP_K, CODE, PARAGRAPH, ensure_llama_cpp, sha256, to_json
+from make_fixtures import (LLAMA_CPP_COMMITS, GGML_TYPE_F32, TOP_K, CODE, PARAGRAPH, ensure_llama_cpp, run, say,
+                           sha256, write_json)
 
 ARCHES = ["llama3", "mistral", "qwen2", "qwen3", "phi3", "gemma2"]
 WEIGHTS = ["f32", "q8_0"]
@@ -42,10 +42,6 @@ MIN_GAP = {"f32": 0.002, "q8_0": 0.0, "q4_0": 0.0}
 # Gemma-2's F32 files have the wider bound of its f16 GELU table (GELU_F32_BOUND, 2.5e-3).
 MIN_GAP_GEMMA2_F32 = 0.005
 SEED_TRIES = 50
-
-
-def say(message: str) -> None:
-    print(message, flush=True)
 
 
 def synth(args: dict, out: Path) -> None:
@@ -158,20 +154,11 @@ def main() -> int:
                     say(f"  llama.cpp could not load or run it: {e}")
                     failed.append(f"{arch}-{weights}")
                     continue
-                text = to_json(fx) + "\n"
-                out = args.out / f"{fx['case']}.json"
-                tmp_out = out.with_name(out.name + ".tmp")
-                tmp_out.write_text(text, encoding="utf-8")
-                tmp_out.replace(out)
-                say(f"  wrote {out} ({len(text.encode()) / 1e3:.1f} kB)")
+                write_json(args.out / f"{fx['case']}.json", fx)
     if failed:
         raise models.Failure(f"llama.cpp refused {', '.join(failed)}: a tensor name, shape or key is wrong")
     return 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except models.Failure as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(1)
+    run(main)

@@ -113,14 +113,20 @@ def to_json(value, indent: str = "") -> str:
     return "[\n" + ",\n".join(inner + to_json(v, inner) for v in value) + "\n" + indent + "]"
 
 
-def write(name: str, value: dict) -> None:
-    path = OUT / name
+def write_json(path: Path, value: dict) -> None:
+    """Writes `value` to `path` as to_json's text, through a temporary file beside it (a run
+    that stops halfway leaves the old file whole), and says so."""
     text = to_json(value) + "\n"
     assert json.loads(text) == value
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
-    say(f"  wrote {path.relative_to(models.ROOT)} ({len(text.encode()) / 1e3:.1f} kB)")
+    shown = path.relative_to(models.ROOT) if path.is_relative_to(models.ROOT) else path
+    say(f"  wrote {shown} ({len(text.encode()) / 1e3:.1f} kB)")
+
+
+def write(name: str, value: dict) -> None:
+    write_json(OUT / name, value)
 
 
 class Runner:
@@ -289,9 +295,14 @@ def main() -> int:
     return 0
 
 
-if __name__ == "__main__":
+def run(main) -> None:
+    """Exits with `main()`'s status; a models.Failure is one line on stderr and status 1."""
     try:
         sys.exit(main())
     except models.Failure as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
+
+
+if __name__ == "__main__":
+    run(main)

@@ -67,8 +67,8 @@ struct Outcome {
 }
 
 /// How an exercise test begins its panic message when this CPU cannot run the exercise at
-/// all (chapter 7's AVX2 exercises on an ARM machine): neither a pass nor the reader's
-/// failure, and said as such.
+/// all (chapter 7's AVX2 exercises on an ARM machine, its arena exercise where there is no
+/// Linux): neither a pass nor the reader's failure, and said as such.
 const CANNOT_RUN: &str = "cannot run on this CPU";
 
 impl Outcome {
@@ -223,7 +223,9 @@ pub fn check(name: &str, solutions: bool) -> Result<(), String> {
     }
     println!("\n{done} of {} exercises pass.", outcomes.len());
     if unrunnable > 0 {
-        println!("{unrunnable} cannot run on this CPU: try them on an x86-64 machine with AVX2.");
+        println!(
+            "{unrunnable} cannot run on this CPU: try them on an x86-64 Linux machine with AVX2."
+        );
     }
     match next {
         None if done == 0 && unrunnable > 0 => {
@@ -245,7 +247,8 @@ pub fn check(name: &str, solutions: bool) -> Result<(), String> {
 }
 
 /// The most exercises a chapter may have: six, or three a page for a chapter the book spreads
-/// over more pages (chapter 8's three pages: nine), its pages being `book/src/chNN-*.md`.
+/// over more pages (chapter 7's three pages: nine; chapter 8's four: twelve), its pages being
+/// `book/src/chNN-*.md`.
 fn most_exercises(chapter: &Chapter) -> usize {
     let prefix = format!("{}-", chapter.package.split('-').next().unwrap_or_default());
     let pages = std::fs::read_dir(root().join("book/src"))

@@ -10,6 +10,10 @@
 //! ch10-curve-smollm2.txt [avx2]: -p ch10-batching -- curve --compare
 //! ```
 //!
+//! An entry whose arguments begin with `bash scripts/` runs that script instead, for a
+//! measurement that drives several processes (chapter 11's soak: `ch11-soak.txt: bash
+//! scripts/soak.sh`); the script builds what it runs and prints its report.
+//!
 //! `perf` runs each (`cargo run --release -q <args>`, one after another, never two at once)
 //! and writes `book/src/measured/<name>`: a header naming the CPU, its kernel level, its cores,
 //! the threads the program ran, the load on it when the run began, the date and the commit,
@@ -50,7 +54,8 @@ pub const HEADER: &str = "Measured on ";
 pub struct Entry {
     /// The file's name in [`DIR`] (`ch07-compare.md`).
     pub name: String,
-    /// The arguments after `cargo run --release -q`, `{out}` not yet replaced.
+    /// The arguments after `cargo run --release -q`, `{out}` not yet replaced; or a script's
+    /// command line, `bash scripts/…` (see [`Entry::script`]).
     pub args: String,
     /// The `perf.txt` and line it came from, for messages.
     pub source: String,
@@ -59,6 +64,24 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// The script an entry runs instead of a chapter's binary, with its arguments
+    /// (`bash scripts/soak.sh` → `["scripts/soak.sh"]`), or `None` for a `cargo run` entry.
+    fn script(&self) -> Option<Vec<String>> {
+        let args = split_args(&self.args).ok()?;
+        (args.first().map(String::as_str) == Some("bash")
+            && args.get(1).is_some_and(|a| a.starts_with("scripts/")))
+        .then(|| args[1..].to_vec())
+    }
+
+    /// The command line as a reader would type it.
+    fn command(&self, args: &str) -> String {
+        if self.script().is_some() {
+            args.to_string()
+        } else {
+            format!("cargo run --release -q {args}")
+        }
+    }
+
     /// Whether `perf NAME` means this entry: its file name, that name without the
     /// extension, or its chapter (`ch07` for `ch07-compare.md`).
     fn answers_to(&self, name: &str) -> bool {
@@ -168,10 +191,7 @@ pub fn run(args: &[&str]) -> Result<(), String> {
                 format!(" [{}]", e.kinds.join(" "))
             };
             let args = kind_args(&e.args, by_kind.then_some(level));
-            println!(
-                "{:36} cargo run --release -q {args}",
-                e.name.clone() + &kinds
-            );
+            println!("{:36} {}", e.name.clone() + &kinds, e.command(&args));
         }
         return Ok(());
     }
@@ -212,7 +232,11 @@ pub fn run(args: &[&str]) -> Result<(), String> {
     for p in &packages {
         build.args(["-p", p]);
     }
-    crate::run_visible(&mut build, "build the measured programs")?;
+    // (a script entry builds what it runs; with no package named, `cargo build` would build
+    // the whole workspace)
+    if !packages.is_empty() {
+        crate::run_visible(&mut build, "build the measured programs")?;
+    }
     let started = Instant::now();
     // one failure (llama.cpp not built, a model missing) does not cost the other tables
     let mut failed = Vec::new();
@@ -280,17 +304,27 @@ fn measure(
     }
     let args = split_args(&entry_args.replace("{out}", &scratch.display().to_string()))?;
     eprintln!(
-        "  running: cargo run --release -q {}",
-        entry_args.replace("{out}", &e.name)
+        "  running: {}",
+        e.command(&entry_args.replace("{out}", &e.name))
     );
-    let output = cargo()
-        .args(["run", "--release", "-q"])
-        .args(&args)
+    let mut command = match e.script() {
+        Some(script) => {
+            let mut bash = std::process::Command::new("bash");
+            bash.args(script).current_dir(root());
+            bash
+        }
+        None => {
+            let mut run = cargo();
+            run.args(["run", "--release", "-q"]).args(&args);
+            run
+        }
+    };
+    let output = command
         .env("NO_COLOR", "1")
         .stdin(std::process::Stdio::null())
         .stderr(std::process::Stdio::inherit())
         .output()
-        .map_err(|err| format!("could not run cargo: {err}"))?;
+        .map_err(|err| format!("could not run `{}`: {err}", e.command(&e.args)))?;
     if !output.status.success() {
         let _ = std::fs::remove_file(&scratch); // ours, made by this run
         return Err(format!(
@@ -647,6 +681,27 @@ mod tests {
         assert_eq!(kind_args(args, None), args);
         assert_eq!(threads_of("-p x -- compare --threads 1 --rounds 3"), 1);
         assert!(threads_of("-p x -- compare") >= 1);
+    }
+
+    #[test]
+    fn a_script_entry_runs_bash_not_cargo() {
+        let entry = |args: &str| Entry {
+            name: "ch11-soak.txt".into(),
+            args: args.into(),
+            source: "perf.txt:1".into(),
+            kinds: Vec::new(),
+        };
+        let soak = entry("bash scripts/soak.sh");
+        assert_eq!(soak.script(), Some(vec!["scripts/soak.sh".to_string()]));
+        assert_eq!(soak.command(&soak.args), "bash scripts/soak.sh");
+        let run = entry("-p ch11-server -- loadtest --compare");
+        assert_eq!(run.script(), None);
+        assert_eq!(
+            run.command(&run.args),
+            "cargo run --release -q -p ch11-server -- loadtest --compare"
+        );
+        // only the workspace's own scripts
+        assert_eq!(entry("bash /tmp/x.sh").script(), None);
     }
 
     #[test]

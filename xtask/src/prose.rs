@@ -4,8 +4,7 @@
 //!
 //! - **Budgets.** A page's *prose words* are the words outside fenced code blocks and outside
 //!   `{{#include}}` directives (tables count). "How fast, and why" may have at most
-//!   [`HOW_FAST_BUDGET`], the roadmap fewer than [`ROADMAP_BUDGET`], every other page fewer
-//!   than [`PAGE_LIMIT`].
+//!   [`HOW_FAST_BUDGET`], every other page fewer than [`PAGE_LIMIT`].
 //! - **No notebook.** No commit hash ([`commit_hashes`]) and none of the [`NOTEBOOK`] phrases
 //!   ("this session", "a slow hour", "throwaway" …) in any page or the README: a page says
 //!   what is true now, and the history of how it got there belongs in `CHANGELOG.md`.
@@ -27,12 +26,11 @@
 //! code block, and each included output whole inside one code block.
 
 use std::collections::{BTreeSet, HashSet};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 /// The most prose words "How fast, and why" may have.
 pub const HOW_FAST_BUDGET: usize = 4000;
-/// The roadmap has fewer prose words than this.
-pub const ROADMAP_BUDGET: usize = 500;
 /// Every other page has fewer prose words than this.
 pub const PAGE_LIMIT: usize = 6000;
 /// The most Rust listings "How fast, and why" may show: it measures the kernels, and their
@@ -88,7 +86,6 @@ const HEX_WORDS: &[&str] = &["acceded", "defaced", "effaced", "fabaceae"];
 pub fn budget(page: &str) -> (usize, bool) {
     match Path::new(page).file_name().and_then(|n| n.to_str()) {
         Some("how-fast.md") => (HOW_FAST_BUDGET, true),
-        Some("roadmap.md") => (ROADMAP_BUDGET, false),
         _ => (PAGE_LIMIT, false),
     }
 }
@@ -269,43 +266,26 @@ pub fn notebook_phrases(lines: &[Line]) -> Vec<(usize, &'static str)> {
 /// `"2.11× and 1.79 times, 1.10x ours"` gives `["2.11", "1.79", "1.10"]`.
 pub fn ratios(line: &str) -> Vec<String> {
     let chars: Vec<char> = line.chars().collect();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        if !chars[i].is_ascii_digit() || (i > 0 && is_number_part(chars[i - 1])) {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < chars.len() && chars[i].is_ascii_digit() {
-            i += 1;
-        }
-        let two_decimals = chars.get(i) == Some(&'.')
-            && chars.get(i + 1).is_some_and(char::is_ascii_digit)
-            && chars.get(i + 2).is_some_and(char::is_ascii_digit)
-            && !chars.get(i + 3).is_some_and(|c| c.is_ascii_digit());
-        if !two_decimals {
-            continue;
-        }
-        let end = i + 3;
-        let after: String = chars[end..].iter().take(7).collect();
-        let is_ratio = after.starts_with('×')
-            || (after.starts_with('x')
-                && !after[1..]
-                    .chars()
-                    .next()
-                    .is_some_and(|c| c.is_alphanumeric()))
-            || (after.starts_with(" times")
-                && !after[6..]
-                    .chars()
-                    .next()
-                    .is_some_and(|c| c.is_alphanumeric()));
-        if is_ratio {
-            out.push(chars[start..end].iter().collect());
-        }
-        i = end;
-    }
-    out
+    // a unit word (`x`, ` times`) right after the number, not the start of a longer word
+    let followed_by = |after: &str, word: &str| {
+        after
+            .strip_prefix(word)
+            .is_some_and(|rest| !rest.chars().next().is_some_and(char::is_alphanumeric))
+    };
+    number_spans(&chars)
+        .into_iter()
+        .filter(|span| {
+            let number = &chars[span.clone()];
+            let dots = number.iter().filter(|&&c| c == '.').count();
+            let two_decimals = dots == 1 && number.len() >= 4 && number[number.len() - 3] == '.';
+            let after: String = chars[span.end..].iter().take(7).collect();
+            two_decimals
+                && (after.starts_with('×')
+                    || followed_by(&after, "x")
+                    || followed_by(&after, " times"))
+        })
+        .map(|span| chars[span].iter().collect())
+        .collect()
 }
 
 /// The units whose numbers are speeds or times of this machine, as prose writes them.
@@ -345,9 +325,9 @@ pub fn speeds(line: &str) -> Vec<String> {
                     .get(i + 1..i + 4)
                     .is_some_and(|d| d.iter().all(char::is_ascii_digit))
                 && !chars.get(i + 4).is_some_and(|c| c.is_ascii_digit());
-            if c.is_ascii_digit() {
-                number.push(c);
-            } else if c == '.' && chars.get(i + 1).is_some_and(char::is_ascii_digit) {
+            if c.is_ascii_digit()
+                || (c == '.' && chars.get(i + 1).is_some_and(char::is_ascii_digit))
+            {
                 number.push(c);
             } else if !grouped {
                 break;
@@ -410,6 +390,16 @@ fn has_word(text: &str, word: &str) -> bool {
 /// Every number in `text` (digits with an optional decimal part, not inside a word).
 fn numbers(text: &str) -> Vec<String> {
     let chars: Vec<char> = text.chars().collect();
+    number_spans(&chars)
+        .into_iter()
+        .map(|span| chars[span].iter().collect())
+        .collect()
+}
+
+/// Where each number of `chars` stands: digits, with `.` between digits (so `0.3.36` is one
+/// number), not starting inside a word or another number. The one scanner behind
+/// [`numbers`] and [`ratios`].
+fn number_spans(chars: &[char]) -> Vec<Range<usize>> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < chars.len() {
@@ -424,7 +414,7 @@ fn numbers(text: &str) -> Vec<String> {
         {
             i += 1;
         }
-        out.push(chars[start..i].iter().collect());
+        out.push(start..i);
     }
     out
 }
@@ -878,6 +868,11 @@ mod tests {
             assert_eq!(ratios(text), Vec::<String>::new(), "{text}");
         }
         assert_eq!(ratios("ratio 12.34×"), ["12.34"]);
+        // the same scanner finds every number, ratio or not
+        assert_eq!(
+            numbers("version 0.3.36, 2.11×, v1.10x and 7"),
+            ["0.3.36", "2.11", "7"]
+        );
     }
 
     #[test]
@@ -941,7 +936,6 @@ mod tests {
     #[test]
     fn budgets_by_page() {
         assert_eq!(budget("book/src/how-fast.md"), (HOW_FAST_BUDGET, true));
-        assert_eq!(budget("book/src/roadmap.md"), (ROADMAP_BUDGET, false));
         assert_eq!(
             budget("book/src/ch07-simd-parallel.md"),
             (PAGE_LIMIT, false)

@@ -18,6 +18,7 @@
 //! and back through [`Tokenizer::decode`] or, token by token, [`StreamDecoder`].
 //! SentencePiece vocabularies (Gemma-3) go through [`spm`] instead of the last two steps.
 
+pub mod bench_inputs;
 pub mod bpe;
 pub mod byte_level;
 pub mod error;

@@ -1,18 +1,16 @@
 //! `ch02-tokenizer bench --markdown FILE`: encode speed with each merge loop, the table the
 //! book shows (`cargo xtask perf ch02` runs it; the page includes the file it writes).
 //!
-//! The same two inputs as the criterion bench `benches/ch02_encode.rs`:
-//! - "mixed": the chapter's corpus and every text of the llama.cpp fixture, repeated to
-//!   about 300 KB: mostly short pieces (words);
-//! - "long pieces": Chinese and Japanese sentences without spaces, about 64 KB. `\p{L}+`
-//!   takes a whole run of CJK letters as one piece of about 1 KB, where the naive loop's
-//!   O(n²) shows.
+//! The same two inputs as the criterion bench `benches/ch02_encode.rs`, from
+//! [`ch02_tokenizer::bench_inputs`]: "mixed", about 300 KB of mostly short pieces, and
+//! "long pieces", about 64 KB of CJK text whose pieces are about 1 KB each.
 //!
 //! Each loop's ids are checked against the naive loop's before anything is timed.
 
 use ch01_tensors::files::{MAX_TEXT_FILE, read_to_string};
 use ch01_tensors::models::workspace_root;
 use ch01_tensors::stopwatch::best_of;
+use ch02_tokenizer::bench_inputs::{long_piece_text, mixed_text};
 use ch02_tokenizer::{MergeLoop, Tokenizer};
 
 /// Each timing: at least this many runs, and at least this long in all.
@@ -30,41 +28,16 @@ fn read(relative: &str) -> Result<String, String> {
     read_to_string(&path, MAX_TEXT_FILE).map_err(|e| format!("cannot read {}: {e}", path.display()))
 }
 
-/// The corpus plus every fixture text, repeated until it is at least `bytes` long.
-fn mixed_text(bytes: usize) -> Result<String, String> {
-    let mut unit = read("chapters/ch02-tokenizer/data/corpus.txt")?;
-    let fixture = read("fixtures/reference/tokenizer-smollm2.json")?;
-    let json: serde_json::Value = serde_json::from_str(&fixture)
-        .map_err(|e| format!("fixtures/reference/tokenizer-smollm2.json: {e}"))?;
-    let cases = json["cases"].as_array().ok_or("the fixture has no cases")?;
-    for case in cases {
-        unit.push_str(case["text"].as_str().unwrap_or(""));
-        unit.push('\n');
-    }
-    if unit.is_empty() {
-        return Err("the corpus and the fixture are empty".into());
-    }
-    Ok(unit.repeat(bytes.div_ceil(unit.len())))
-}
-
-/// CJK sentences without spaces or punctuation between them: very long pieces.
-fn long_piece_text(bytes: usize) -> String {
-    let unit = "日本語のテキストは単語の間に空白がありません中文也没有空格这是一个测试東京は日本の首都です";
-    let piece = unit.repeat(8); // about 1 KB of letters in one piece
-    let mut text = String::new();
-    while text.len() < bytes {
-        text.push_str(&piece);
-        text.push('\n');
-    }
-    text
-}
-
 /// Measures both inputs with every merge loop; returns the Markdown table.
 pub fn markdown(tok: &Tokenizer) -> Result<String, String> {
     let inputs = [
         (
             "mixed: the corpus and the fixture texts",
-            mixed_text(300_000)?,
+            mixed_text(
+                &read("chapters/ch02-tokenizer/data/corpus.txt")?,
+                &read("fixtures/reference/tokenizer-smollm2.json")?,
+                300_000,
+            )?,
         ),
         (
             "long pieces: CJK text without spaces",

@@ -15,6 +15,10 @@
 //! - [`model`], [`forward`]: SmolLM2 with quantized weights, driven by chapter 5's cache;
 //! - [`eval`]: perplexity, KL divergence and top-1 agreement against the f32 model.
 
+// A match over a format names every format, so that adding one makes the compiler list
+// every place that must handle it (no `_ =>` that quietly sends it down another's path).
+#![deny(clippy::wildcard_enum_match_arm)]
+
 pub mod blocks;
 pub mod dot;
 pub mod eval;

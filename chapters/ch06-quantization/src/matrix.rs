@@ -19,7 +19,7 @@ use rayon::prelude::*;
 use crate::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1, QK};
 use crate::quantize::{dequantize_q4_0, dequantize_q4_1, dequantize_q8_0};
 pub use bytes::Bytes;
-pub use format::Format;
+pub use format::{ActFormat, Format, Spec};
 
 #[derive(Clone, Debug)]
 enum Data {
@@ -189,7 +189,9 @@ impl QMatrix {
                             dequantize_q4_1(BlockQ4_1(b), o);
                         }
                     }
-                    _ => unreachable!("from_blocks takes this chapter's block formats only"),
+                    Format::F32 | Format::Int8 | Format::Q5_0 | Format::Q4_K | Format::Q6_K => {
+                        unreachable!("from_blocks takes this chapter's block formats only")
+                    }
                 }
             }
         }

@@ -96,3 +96,16 @@ pub fn pack_q4_0_block(rows: [&[u8; 18]; 8]) -> [u8; 144] {
     }
     out
 }
+
+/// Exercise 7: where the arena puts each copy.
+pub fn arena_offsets(lens: &[usize], cap: usize) -> Vec<Option<usize>> {
+    let mut next = 0usize;
+    lens.iter()
+        .map(|&len| {
+            let end = next.checked_add(len).filter(|&e| e <= cap)?;
+            let start = next;
+            next = end.next_multiple_of(64).min(cap);
+            Some(start)
+        })
+        .collect()
+}

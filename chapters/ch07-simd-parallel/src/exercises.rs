@@ -1,6 +1,7 @@
 //! Exercises for chapter 7. Fill in each `todo!()`, then run `cargo xtask exercises ch07`
 //! (or `cargo test -p ch07-simd-parallel --features exercises --test exercises`). Exercises 2
-//! and 5 are AVX2 code; their tests say so if this CPU lacks it.
+//! and 5 are AVX2 code; their tests say so if this CPU lacks it. Exercise 7's test compares
+//! with the arena of huge pages, and says so where there is none (not Linux).
 #![allow(unused_variables)]
 // The AVX2 functions have one safety condition: call them only when the CPU has AVX2 (the
 // tests check `is_x86_feature_detected!` first).
@@ -110,4 +111,19 @@ pub fn eight_rows_step(acc: __m256, sumi: __m256i, d: &[u16; 8], d_a: u16) -> __
 pub fn pack_q4_0_block(rows: [&[u8; 18]; 8]) -> [u8; 144] {
     // TODO: eight scales, then four chunks of four bytes a row.
     todo!("exercise 6: a packed group's block")
+}
+
+/// Exercise 7: where the arena puts each copy.
+///
+/// An arena of huge pages reserves `cap` bytes and hands out pieces front to back: a piece
+/// starts at the arena's next free byte; the piece after it starts at the end rounded up to
+/// a multiple of 64 (a cache line), but never past `cap`. A request whose end would pass
+/// `cap` gets `None` and changes nothing. Return each request's start (an offset from the
+/// arena's first byte), in order.
+///
+/// Hint: keep `next`; `checked_add` for the end (a length can be huge), `next_multiple_of(64)`
+/// and `min(cap)`. See "Huge pages" (`Arena::take`).
+pub fn arena_offsets(lens: &[usize], cap: usize) -> Vec<Option<usize>> {
+    // TODO: one start per request, or None.
+    todo!("exercise 7: where the arena puts each copy")
 }

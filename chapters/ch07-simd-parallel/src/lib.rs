@@ -17,6 +17,10 @@
 //! - [`bench`]: kernel throughput, the machine's memory bandwidth, and end-to-end prefill
 //!   (pp512) and decode (tg128) in llama-bench's terms.
 
+// A match over a format names every format, so that adding one makes the compiler list
+// every place that must handle it (no `_ =>` that quietly sends it down another's path).
+#![deny(clippy::wildcard_enum_match_arm)]
+
 pub mod bench;
 pub mod compare;
 pub mod cores;

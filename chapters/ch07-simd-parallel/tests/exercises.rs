@@ -9,7 +9,8 @@ use std::arch::x86_64::*;
 
 /// Exercises 2 and 5 are AVX2 code. On a CPU without AVX2 (or not an x86-64 one) their
 /// tests say so with this message instead of crashing; `cargo xtask exercises` recognises
-/// it and reports those exercises as ones this CPU cannot run.
+/// it and reports those exercises as ones this CPU cannot run. Exercise 7's test says the
+/// same, in its own words, where there is no arena of huge pages to compare with.
 fn cannot_run(n: u32) -> ! {
     panic!(
         "cannot run on this CPU: exercise {n} is AVX2 code, and this CPU has no AVX2 \
@@ -247,4 +248,54 @@ fn ex6_a_packed_group_s_block() {
             );
         }
     }
+}
+
+#[test]
+fn ex7_where_the_arena_puts_each_copy() {
+    use ch07_simd_parallel::huge::{Arena, HUGE_PAGE};
+    let cap = 3 * HUGE_PAGE;
+    let lens = [
+        100,
+        HUGE_PAGE,
+        5,
+        0,
+        64,
+        2 * HUGE_PAGE,
+        usize::MAX,
+        HUGE_PAGE / 2,
+        1,
+        HUGE_PAGE,
+    ];
+    let Some(arena) = Arena::new(cap) else {
+        panic!(
+            "cannot run on this CPU: exercise 7 compares with the arena of huge pages, which \
+             this machine does not map (not Linux, or LLM_BOOK_HUGE=0)"
+        );
+    };
+    let pieces: Vec<_> = lens.iter().map(|&len| arena.take(len)).collect();
+    let base = pieces[0]
+        .as_ref()
+        .expect("the first piece fits")
+        .as_ref()
+        .as_ptr() as usize;
+    let want: Vec<Option<usize>> = pieces
+        .iter()
+        .map(|p| p.as_ref().map(|p| p.as_ref().as_ptr() as usize - base))
+        .collect();
+    let got = arena_offsets(&lens, cap);
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            g == w,
+            "request {i} ({} bytes, in an arena of {cap}): the arena gives {w:?}, you \
+             give {g:?} (a piece after another starts at its end rounded up to 64 bytes; one \
+             that does not fit is None and moves nothing)",
+            lens[i]
+        );
+    }
+    assert!(
+        got.len() == lens.len(),
+        "one answer per request: {} requests, {} answers",
+        lens.len(),
+        got.len()
+    );
 }

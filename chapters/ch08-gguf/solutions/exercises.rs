@@ -113,20 +113,7 @@ pub fn eights_q4_k_lane(
     dw * ad * sum_q as f32 - dmin * ad * sum_m as f32
 }
 
-/// Exercise 9: where the arena puts each copy.
-pub fn arena_offsets(lens: &[usize], cap: usize) -> Vec<Option<usize>> {
-    let mut next = 0usize;
-    lens.iter()
-        .map(|&len| {
-            let end = next.checked_add(len).filter(|&e| e <= cap)?;
-            let start = next;
-            next = end.next_multiple_of(64).min(cap);
-            Some(start)
-        })
-        .collect()
-}
-
-/// Exercise 10: Qwen3's QK-norm.
+/// Exercise 9: Qwen3's QK-norm.
 pub fn qk_norm(x: &mut [f32], weight: &[f32], eps: f32) {
     for head in x.chunks_exact_mut(weight.len()) {
         let mean = head.iter().map(|v| v * v).sum::<f32>() / head.len() as f32;
@@ -137,7 +124,7 @@ pub fn qk_norm(x: &mut [f32], weight: &[f32], eps: f32) {
     }
 }
 
-/// Exercise 11: Gemma-2's soft-capped attention weights.
+/// Exercise 10: Gemma-2's soft-capped attention weights.
 pub fn softcapped_weights(scores: &mut [f32], scale: f32, cap: f32) {
     for s in scores.iter_mut() {
         *s = (*s * scale * (1.0 / cap)).tanh() * cap;

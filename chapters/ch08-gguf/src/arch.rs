@@ -32,7 +32,9 @@ fn any_matrix(f: &GgufFile, t: &TensorInfo, rows: usize, cols: usize, how: Rows)
     let name = &t.name;
     let k = match t.ty.format() {
         Some(k @ (Format::Q5_0 | Format::Q4_K | Format::Q6_K)) => k,
-        _ => return matrix(f, t, rows, cols, how).map(Matrix::Q),
+        Some(Format::F32 | Format::Int8 | Format::Q8_0 | Format::Q4_0 | Format::Q4_1) | None => {
+            return matrix(f, t, rows, cols, how).map(Matrix::Q);
+        }
     };
     check_dims(t, &[cols, rows])?;
     let (values, bytes) = (k.block_values(), k.block_bytes());

@@ -1,7 +1,7 @@
 //! Exercises for chapter 8. Fill in each `todo!()`, then run `cargo xtask exercises ch08`
 //! (or `cargo test -p ch08-gguf --features exercises --test exercises`). Exercises 1 to 5
-//! read a file, so each is also about refusing a bad one; 6 to 9 are about the layouts the
-//! kernels read; 10 and 11 are two of the differences between model families.
+//! read a file, so each is also about refusing a bad one; 6 to 8 are about the layouts the
+//! kernels read; 9 and 10 are two of the differences between model families.
 #![allow(unused_variables)]
 
 /// Exercise 1: read a metadata string.
@@ -122,7 +122,8 @@ pub fn packed_q5_0_quants(blk: &[u8], r: usize, c: usize) -> [u8; 8] {
 /// i32 and the float step in that order.
 ///
 /// Hint: two integers per block, `sum_q` and `sum_m`, then one line of float arithmetic, as
-/// chapter 8's `dot_q4_k_q8_k` does it. See "The K-quants, eight tokens a register".
+/// chapter 7's `layout::kquant::dot_q4_k_q8_k` does it for one token. See "The K-quants,
+/// eight tokens a register".
 pub fn eights_q4_k_lane(
     block: &ch07_simd_parallel::layout::eights_k::BlockK,
     a: &ch07_simd_parallel::layout::eights_k::EightsK,
@@ -133,22 +134,7 @@ pub fn eights_q4_k_lane(
     todo!("exercise 8: one token's lane of the eight-token Q4_K kernel")
 }
 
-/// Exercise 9: where the arena puts each copy.
-///
-/// An arena of huge pages reserves `cap` bytes and hands out pieces front to back: a piece
-/// starts at the arena's next free byte; the piece after it starts at the end rounded up to
-/// a multiple of 64 (a cache line), but never past `cap`. A request whose end would pass
-/// `cap` gets `None` and changes nothing. Return each request's start (an offset from the
-/// arena's first byte), in order.
-///
-/// Hint: keep `next`; `checked_add` for the end (a length can be huge), `next_multiple_of(64)`
-/// and `min(cap)`. See "Weights where they lie" and chapter 7's "Huge pages".
-pub fn arena_offsets(lens: &[usize], cap: usize) -> Vec<Option<usize>> {
-    // TODO: one start per request, or None.
-    todo!("exercise 9: where the arena puts each copy")
-}
-
-/// Exercise 10: Qwen3's QK-norm.
+/// Exercise 9: Qwen3's QK-norm.
 ///
 /// `x` is one token's queries (or keys): `n_heads` heads of `weight.len()` values each, side
 /// by side. Qwen3 (and Gemma-3) RMS-normalise every head on its own before RoPE: for each
@@ -160,10 +146,10 @@ pub fn arena_offsets(lens: &[usize], cap: usize) -> Vec<Option<usize>> {
 /// a loud head would quiet the others. See "The families people run".
 pub fn qk_norm(x: &mut [f32], weight: &[f32], eps: f32) {
     // TODO: one RMSNorm per head-sized chunk of x.
-    todo!("exercise 10: Qwen3's QK-norm")
+    todo!("exercise 9: Qwen3's QK-norm")
 }
 
-/// Exercise 11: Gemma-2's soft-capped attention weights.
+/// Exercise 10: Gemma-2's soft-capped attention weights.
 ///
 /// `scores` are one query's dot products with its keys. Turn them into attention weights in
 /// place: multiply each by `scale`, soft-cap it (`cap · tanh(s / cap)`), then softmax (the
@@ -174,5 +160,5 @@ pub fn qk_norm(x: &mut [f32], weight: &[f32], eps: f32) {
 /// can no longer take all the weight. See "The families people run".
 pub fn softcapped_weights(scores: &mut [f32], scale: f32, cap: f32) {
     // TODO: scale, cap, softmax.
-    todo!("exercise 11: Gemma-2's soft-capped attention weights")
+    todo!("exercise 10: Gemma-2's soft-capped attention weights")
 }

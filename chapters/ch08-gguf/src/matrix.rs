@@ -9,12 +9,17 @@
 //!
 //! ```text
 //! matrix.rs          Matrix: the one place that picks a product's path
-//! matrix/few.rs      a few tokens: split by rows, every token per block of rows
-//! matrix/group.rs    several products of one input in one parallel pass; packed groups
+//! matrix/few.rs      a few tokens: split by rows, every token per block of rows; packed groups
+//! matrix/group.rs    several products of one input in one parallel pass
 //! matrix/prefill.rs  a prefill: bands of tokens, tiles of rows, eight tokens a register
 //! matrix/kmatrix.rs  KMatrix: Q5_0, Q4_K and Q6_K rows in place, and their prefill
 //! matrix/policy.rs   which layouts a machine takes (packing, the prefill layout)
 //! ```
+
+// A match over a format names every format, so that adding one makes the compiler list
+// every place that must handle it (no `_ =>` that quietly sends it down another's path).
+// The crate's other enums (GGUF values, architectures) are not formats: the rule is here.
+#![deny(clippy::wildcard_enum_match_arm)]
 
 mod few;
 mod group;
@@ -28,9 +33,10 @@ pub use few::FEW;
 pub use group::{matmul_group, matmul_pair_then};
 pub use kmatrix::{KActs, KMatrix};
 
-use ch06_quantization::matrix::{Activations, Format};
+use ch06_quantization::matrix::{ActFormat, Activations, Format};
 use ch06_quantization::{Kernels, QMatrix};
-use ch07_simd_parallel::layout::kquant::{self, ActQuads, KQuads, Q8_0Wide};
+use ch07_simd_parallel::layout::kquant::{self, Q8_0Wide};
+use ch07_simd_parallel::layout::quads::{ActQuads, KQuads};
 use rayon::prelude::*;
 
 use ch07_simd_parallel::kernels::ManyTokens;
@@ -93,6 +99,23 @@ pub(super) fn prefill_bands<P: Send>(
 enum Interleaved {
     Q8_0(ActQuads),
     Q8K(KQuads),
+}
+
+/// How a matrix holds its quantized activations ([`Matrix::act_kind`]): chapter 6's
+/// [`ActFormat`] blocks, Q8_0's in one of three layouts.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[allow(non_camel_case_types)] // llama.cpp's names
+enum ActKind {
+    /// Chapter 6's Q8_0 blocks (Q8_0 and Q4_0 weights).
+    Q8_0,
+    /// [`Q8_0Wide`] blocks, with each block's `Σ a` (Q5_0 weights).
+    Q8_0Wide,
+    /// Q8_0 blocks and each block's `Σ a` beside them (a packed Q4_0 matrix, [`Acts::Sums`]).
+    Q8_0Sums,
+    /// Chapter 6's Q8_1 blocks (Q4_1 weights).
+    Q8_1,
+    /// Q8_K super-blocks (the K-quants).
+    Q8_K,
 }
 
 /// Activations quantized for a [`Matrix`]: chapter 6's kinds or this chapter's, one
@@ -184,36 +207,46 @@ impl Matrix {
                     crate::matrix::policy::use_eights(kk) || crate::matrix::policy::use_quads(kk)
                 }
                 Format::Q8_0 => kk.has_eights(),
-                _ => false,
+                Format::F32 | Format::Int8 | Format::Q5_0 | Format::Q4_K | Format::Q6_K => false,
             },
             Matrix::K(m) => match m.format {
                 Format::Q6_K => crate::matrix::policy::use_eights(kk),
-                _ => crate::matrix::policy::use_eights(kk) || crate::matrix::policy::use_quads(kk),
+                Format::Q5_0 | Format::Q4_K => {
+                    crate::matrix::policy::use_eights(kk) || crate::matrix::policy::use_quads(kk)
+                }
+                // not a KMatrix's (KMatrix::new)
+                Format::F32 | Format::Int8 | Format::Q8_0 | Format::Q4_0 | Format::Q4_1 => false,
             },
             // chapter 8's eight-token kernels, on the rows taken out of the groups
             Matrix::P(p) => match p.format {
                 Format::Q4_0 => kk.has_eights(),
-                _ => crate::matrix::policy::use_eights(kk),
+                Format::Q4_1 | Format::Q5_0 | Format::Q4_K | Format::Q6_K => {
+                    crate::matrix::policy::use_eights(kk)
+                }
+                Format::F32 | Format::Int8 | Format::Q8_0 => false, // never packed (can_pack)
             },
         }
     }
 
     /// Which activations the matrix multiplies with: two matrices with the same kind can
-    /// share one quantization of the same input. `None` for f32 weights (no quantization).
-    fn act_kind(&self) -> Option<&'static str> {
-        match self {
-            Matrix::Q(m) if matches!(m.format(), Format::F32 | Format::Int8) => None,
-            Matrix::Q(m) if m.format() == Format::Q4_1 => Some("q8_1"),
-            Matrix::Q(_) => Some("q8_0"),
-            Matrix::K(m) if m.format == Format::Q5_0 => Some("q8_0 wide"),
-            Matrix::K(_) => Some("q8_k"),
-            Matrix::P(m) => Some(match m.format {
-                Format::Q4_1 => "q8_1",
-                Format::Q5_0 => "q8_0 wide",
-                Format::Q4_0 => "q8_0 sums",
-                _ => "q8_k", // the K-quants
-            }),
-        }
+    /// share one quantization of the same input. `None` where the products go through
+    /// chapter 6's own (f32 and INT8 weights).
+    fn act_kind(&self) -> Option<ActKind> {
+        let (format, packed) = match self {
+            Matrix::Q(m) => (m.format(), false),
+            Matrix::K(m) => (m.format, false),
+            Matrix::P(m) => (m.format, true),
+        };
+        // the block format is the format's own (Format::activation); how it is held here
+        // depends on the matrix: Q5_0's Q8_0 wide, a packed Q4_0's Q8_0 with its sums
+        Some(match (format.activation()?, format) {
+            (_, Format::F32 | Format::Int8) => return None,
+            (ActFormat::Q8_0, Format::Q5_0) => ActKind::Q8_0Wide,
+            (ActFormat::Q8_0, Format::Q4_0) if packed => ActKind::Q8_0Sums,
+            (ActFormat::Q8_0, _) => ActKind::Q8_0,
+            (ActFormat::Q8_1, _) => ActKind::Q8_1,
+            (ActFormat::Q8_K, _) => ActKind::Q8_K,
+        })
     }
 
     fn quantize(&self, k: &dyn Kernels, x: &[f32]) -> Acts {

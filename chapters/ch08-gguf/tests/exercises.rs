@@ -340,57 +340,7 @@ fn ex8_one_token_s_lane_of_the_eight_token_q4_k_kernel() {
 }
 
 #[test]
-fn ex9_where_the_arena_puts_each_copy() {
-    use ch07_simd_parallel::huge::{Arena, HUGE_PAGE};
-    let cap = 3 * HUGE_PAGE;
-    let lens = [
-        100,
-        HUGE_PAGE,
-        5,
-        0,
-        64,
-        2 * HUGE_PAGE,
-        usize::MAX,
-        HUGE_PAGE / 2,
-        1,
-        HUGE_PAGE,
-    ];
-    let Some(arena) = Arena::new(cap) else {
-        panic!(
-            "cannot run on this CPU: exercise 9 compares with the arena of huge pages, which \
-             this machine does not map (not Linux, or LLM_BOOK_HUGE=0)"
-        );
-    };
-    let pieces: Vec<_> = lens.iter().map(|&len| arena.take(len)).collect();
-    let base = pieces[0]
-        .as_ref()
-        .expect("the first piece fits")
-        .as_ref()
-        .as_ptr() as usize;
-    let want: Vec<Option<usize>> = pieces
-        .iter()
-        .map(|p| p.as_ref().map(|p| p.as_ref().as_ptr() as usize - base))
-        .collect();
-    let got = arena_offsets(&lens, cap);
-    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        assert!(
-            g == w,
-            "request {i} ({} bytes, in an arena of {cap}): the arena gives {w:?}, you \
-             give {g:?} (a piece after another starts at its end rounded up to 64 bytes; one \
-             that does not fit is None and moves nothing)",
-            lens[i]
-        );
-    }
-    assert!(
-        got.len() == lens.len(),
-        "one answer per request: {} requests, {} answers",
-        lens.len(),
-        got.len()
-    );
-}
-
-#[test]
-fn ex10_qwen3_s_qk_norm() {
+fn ex9_qwen3_s_qk_norm() {
     // three heads of four values: one loud, one quiet, one all zeros
     let weight = [1.0, 0.5, 2.0, 1.5];
     let row = [
@@ -417,7 +367,7 @@ fn ex10_qwen3_s_qk_norm() {
 }
 
 #[test]
-fn ex11_gemma_2_s_soft_capped_attention_weights() {
+fn ex10_gemma_2_s_soft_capped_attention_weights() {
     // one score far above the others: capped at 5, it no longer takes all the weight
     let mut got = [100.0f32, 0.0];
     softcapped_weights(&mut got, 1.0, 5.0);

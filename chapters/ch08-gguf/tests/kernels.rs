@@ -12,6 +12,7 @@ use ch07_simd_parallel::kernels::{ManyTokens, OneToken, for_isa};
 use ch07_simd_parallel::layout::eights::{Eights, Rows32};
 use ch07_simd_parallel::layout::eights_k::{EightsK, RowsK};
 use ch07_simd_parallel::layout::kquant::*;
+use ch07_simd_parallel::layout::quads::{ActQuads, KQuads};
 use proptest::prelude::*;
 
 fn levels() -> Vec<(Isa, &'static dyn ManyTokens)> {
@@ -350,11 +351,12 @@ fn four_rows(row: &[u8], bytes: usize) -> [Vec<u8>; 4] {
 /// `second`, another eight tokens).
 fn check_four_k_rows(q6_k: bool, row: &[u8], eights: &EightsK, second: &EightsK) {
     let bytes = if q6_k { Q6_K_BYTES } else { Q4_K_BYTES };
+    let kquant = if q6_k { KQuant::Q6_K } else { KQuant::Q4_K };
     let four = four_rows(row, bytes);
     let n = row.len() / bytes;
     for (isa, k) in levels() {
         let mut rows = RowsK::default();
-        k.unpack_rows_k(q6_k, &four.each_ref().map(|r| &r[..]), &mut rows);
+        k.unpack_rows_k(kquant, &four.each_ref().map(|r| &r[..]), &mut rows);
         let got = if q6_k {
             k.dot8x4_q6_k(&rows, 0, eights)
         } else {
@@ -373,7 +375,7 @@ fn check_four_k_rows(q6_k: bool, row: &[u8], eights: &EightsK, second: &EightsK)
                 if q6_k { "Q6_K" } else { "Q4_K" }
             );
         }
-        let got = k.dot16x4_k(q6_k, &rows, 0, [eights, second]);
+        let got = k.dot16x4_k(kquant, &rows, 0, [eights, second]);
         for (r, got) in got.iter().enumerate() {
             let twin = |a| match q6_k {
                 true => ch07_simd_parallel::layout::eights_k::dot8_q6_k(&rows, r, a),
@@ -658,7 +660,7 @@ fn check_q4_k(row: &[u8], tokens: &[Vec<BlockQ8K>]) {
             }
         }
         let mut rows = RowsK::default();
-        k.unpack_rows_k(false, &[row], &mut rows);
+        k.unpack_rows_k(KQuant::Q4_K, &[row], &mut rows);
         let got = k.dot8_q4_k(&rows, 0, &eights);
         let twin = ch07_simd_parallel::layout::eights_k::dot8_q4_k(&rows, 0, &eights);
         for t in 0..8 {
@@ -681,7 +683,7 @@ fn check_q6_k(row: &[u8], tokens: &[Vec<BlockQ8K>]) {
     let n = a[0].len();
     for (isa, k) in levels() {
         let mut rows = RowsK::default();
-        k.unpack_rows_k(true, &[row], &mut rows);
+        k.unpack_rows_k(KQuant::Q6_K, &[row], &mut rows);
         let got = k.dot8_q6_k(&rows, 0, &eights);
         let twin = ch07_simd_parallel::layout::eights_k::dot8_q6_k(&rows, 0, &eights);
         for t in 0..8 {

@@ -12,7 +12,7 @@ use ch07_simd_parallel::huge::Arena;
 use ch07_simd_parallel::kernels::for_isa;
 use ch07_simd_parallel::layout::eights::{Rows32, unpack_block};
 use ch07_simd_parallel::layout::kquant::{
-    BlockQ8K, Q8_0Wide, dot_q4_k_q8_k, dot_q5_0_q8_0, dot_q6_k_q8_k,
+    BlockQ8K, KQuant, Q8_0Wide, dot_q4_k_q8_k, dot_q5_0_q8_0, dot_q6_k_q8_k,
 };
 use ch08_gguf::matrix::{GroupLayout, Packed, PackedToken};
 use proptest::prelude::*;
@@ -86,7 +86,7 @@ impl Token {
             Token::Q8_0(a, s) => PackedToken::Q4_0(a, s),
             Token::Q8_1(a) => PackedToken::Q4_1(a),
             Token::Wide(a) => PackedToken::Q5_0(a),
-            Token::K(a, q6_k) => PackedToken::K(a, *q6_k),
+            Token::K(a, q6_k) => PackedToken::K(a, if *q6_k { KQuant::Q6_K } else { KQuant::Q4_K }),
         }
     }
     /// Chapter 6's scalar dot of a row as the file stores it.

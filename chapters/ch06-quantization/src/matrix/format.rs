@@ -27,6 +27,68 @@ pub enum Format {
 }
 // ANCHOR_END: format
 
+/// The block format activations are quantized to before they meet a format's weights
+/// (llama.cpp's `vec_dot_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[allow(non_camel_case_types)] // llama.cpp's names
+pub enum ActFormat {
+    /// Blocks of 32: f16 scale + 32 × i8.
+    Q8_0,
+    /// Blocks of 32: f16 scale, f16 `d · Σ a`, 32 × i8.
+    Q8_1,
+    /// Super-blocks of 256: f32 scale, 256 × i8, 16 sums of 16 (chapter 8).
+    Q8_K,
+}
+
+// ANCHOR: spec
+/// What there is to know about a format in one place: one row of [`Format::spec`]'s table.
+#[derive(Clone, Copy, Debug)]
+pub struct Spec {
+    /// The name used on the command line and in llama.cpp (`q4_1`, …).
+    pub name: &'static str,
+    /// Weights per block: 32, or 256 for the K-quants (1 for F32 and INT8).
+    pub block_values: usize,
+    /// Bytes per block (F32 and INT8: per weight).
+    pub block_bytes: usize,
+    /// Storage per weight, in bits (for a row long enough that INT8's scale vanishes).
+    pub bits_per_weight: f64,
+    /// The format the activations are quantized to before meeting these weights.
+    pub activation: Option<ActFormat>,
+}
+
+impl Format {
+    /// This format's row of the table: the one `match` that a new format adds a row to.
+    pub const fn spec(self) -> Spec {
+        const fn row(
+            name: &'static str,
+            block_values: usize,
+            block_bytes: usize,
+            bits_per_weight: f64,
+            activation: Option<ActFormat>,
+        ) -> Spec {
+            Spec {
+                name,
+                block_values,
+                block_bytes,
+                bits_per_weight,
+                activation,
+            }
+        }
+        use ActFormat::{Q8_0 as A8_0, Q8_1 as A8_1, Q8_K as A8_K};
+        match self {
+            Format::F32 => row("f32", 1, 4, 32.0, None),
+            Format::Int8 => row("int8", 1, 1, 8.0, Some(A8_0)),
+            Format::Q8_0 => row("q8_0", QK, BlockQ8_0::BYTES, 8.5, Some(A8_0)),
+            Format::Q4_0 => row("q4_0", QK, BlockQ4_0::BYTES, 4.5, Some(A8_0)),
+            Format::Q4_1 => row("q4_1", QK, BlockQ4_1::BYTES, 5.0, Some(A8_1)),
+            Format::Q5_0 => row("q5_0", QK, 22, 5.5, Some(A8_0)),
+            Format::Q4_K => row("q4_k", 256, 144, 4.5, Some(A8_K)),
+            Format::Q6_K => row("q6_k", 256, 210, 6.5625, Some(A8_K)),
+        }
+    }
+}
+// ANCHOR_END: spec
+
 impl Format {
     /// Every format this chapter quantizes, smallest last.
     pub const ALL: [Format; 5] = [
@@ -39,16 +101,7 @@ impl Format {
 
     /// The name used on the command line and in llama.cpp (`q4_1`, …).
     pub fn name(self) -> &'static str {
-        match self {
-            Format::F32 => "f32",
-            Format::Int8 => "int8",
-            Format::Q8_0 => "q8_0",
-            Format::Q4_0 => "q4_0",
-            Format::Q4_1 => "q4_1",
-            Format::Q5_0 => "q5_0",
-            Format::Q4_K => "q4_k",
-            Format::Q6_K => "q6_k",
-        }
+        self.spec().name
     }
 
     /// Whether rows of this format are whole blocks (every format but F32 and INT8).
@@ -58,25 +111,12 @@ impl Format {
 
     /// Weights per block: 32, or 256 for the K-quants (1 for F32 and INT8).
     pub fn block_values(self) -> usize {
-        match self {
-            Format::F32 | Format::Int8 => 1,
-            Format::Q4_K | Format::Q6_K => 256,
-            _ => QK,
-        }
+        self.spec().block_values
     }
 
     /// Bytes per block (of [`Format::block_values`] weights; F32 and INT8: per weight).
     pub fn block_bytes(self) -> usize {
-        match self {
-            Format::F32 => 4,
-            Format::Int8 => 1,
-            Format::Q8_0 => BlockQ8_0::BYTES,
-            Format::Q4_0 => BlockQ4_0::BYTES,
-            Format::Q4_1 => BlockQ4_1::BYTES,
-            Format::Q5_0 => 22,
-            Format::Q4_K => 144,
-            Format::Q6_K => 210,
-        }
+        self.spec().block_bytes
     }
 
     /// The format called `name`, if there is one.
@@ -87,34 +127,17 @@ impl Format {
     /// Bytes one row of `cols` weights takes (the INT8 row's scale included).
     #[inline]
     pub fn row_bytes(self, cols: usize) -> usize {
-        match self {
-            Format::F32 => 4 * cols,
-            Format::Int8 => cols + 4,
-            f => cols / f.block_values() * f.block_bytes(),
-        }
+        let row = cols / self.block_values() * self.block_bytes();
+        if self == Format::Int8 { row + 4 } else { row }
     }
 
     /// Storage per weight, in bits (for a row long enough that INT8's scale vanishes).
     pub fn bits_per_weight(self) -> f64 {
-        match self {
-            Format::F32 => 32.0,
-            Format::Int8 => 8.0,
-            Format::Q8_0 => 8.5,
-            Format::Q4_0 => 4.5,
-            Format::Q4_1 => 5.0,
-            Format::Q5_0 => 5.5,
-            Format::Q4_K => 4.5,
-            Format::Q6_K => 6.5625,
-        }
+        self.spec().bits_per_weight
     }
 
     /// The format the activations are quantized to before meeting these weights.
-    pub fn activation(self) -> Option<&'static str> {
-        match self {
-            Format::F32 => None,
-            Format::Int8 | Format::Q8_0 | Format::Q4_0 | Format::Q5_0 => Some("q8_0"),
-            Format::Q4_1 => Some("q8_1"),
-            Format::Q4_K | Format::Q6_K => Some("q8_k"),
-        }
+    pub fn activation(self) -> Option<ActFormat> {
+        self.spec().activation
     }
 }

@@ -4,7 +4,7 @@
 use ch04_forward::linear::linear;
 use rayon::prelude::*;
 
-use super::{Activations, Data, Format, QMatrix};
+use super::{ActFormat, Activations, Data, Format, QMatrix};
 use crate::blocks::QK;
 use crate::kernels::{Kernels, Scalar};
 
@@ -18,13 +18,14 @@ impl QMatrix {
     /// product wants: Q8_1 for Q4_1 weights (its sums), Q8_0 for the others.
     pub fn quantize_activations(&self, k: &dyn Kernels, x: &[f32]) -> Activations {
         // every row is whole blocks, so blocks never straddle rows
-        match self.format {
-            Format::Q4_1 => {
+        match self.format.activation() {
+            Some(ActFormat::Q8_1) => {
                 let mut a = Vec::with_capacity(x.len() / QK);
                 k.quantize_q8_1(x, &mut a);
                 Activations::Q8_1(a)
             }
-            _ => {
+            Some(ActFormat::Q8_K) => unreachable!("a QMatrix holds none of the K-quants"),
+            Some(ActFormat::Q8_0) | None => {
                 let mut a = Vec::with_capacity(x.len() / QK);
                 k.quantize_q8_0(x, &mut a);
                 Activations::Q8_0(a)

@@ -54,7 +54,12 @@ impl QMatrix {
                     scales,
                 }
             }
-            _ => {
+            Format::Q8_0
+            | Format::Q4_0
+            | Format::Q4_1
+            | Format::Q5_0
+            | Format::Q4_K
+            | Format::Q6_K => {
                 let row_bytes = format.row_bytes(cols);
                 let mut bytes = vec![0u8; rows * row_bytes];
                 bytes
@@ -114,6 +119,8 @@ fn quantize_row(format: Format, rule: ScaleRule, w: &[f32], out: &mut [u8]) {
                 }
             }
         }
-        _ => unreachable!("QMatrix::quantize takes this chapter's formats only"),
+        Format::F32 | Format::Int8 | Format::Q5_0 | Format::Q4_K | Format::Q6_K => {
+            unreachable!("QMatrix::quantize takes this chapter's block formats only")
+        }
     }
 }

@@ -30,10 +30,12 @@ pub(super) fn unpack_block(format: Format, b: &[u8]) -> Block32 {
         Format::Q4_0 => 2,
         Format::Q4_1 => 4,
         Format::Q5_0 => 6,
-        f => unreachable!(
-            "{} has no unpacked 32-value kernel (Q4_0, Q5_0 and Q4_1 do)",
-            f.name()
-        ),
+        f @ (Format::F32 | Format::Int8 | Format::Q8_0 | Format::Q4_K | Format::Q6_K) => {
+            unreachable!(
+                "{} has no unpacked 32-value kernel (Q4_0, Q5_0 and Q4_1 do)",
+                f.name()
+            )
+        }
     };
     assert!(b.len() >= at + 16, "a whole block");
     // SAFETY: the 16 nibble bytes, inside the block (checked).

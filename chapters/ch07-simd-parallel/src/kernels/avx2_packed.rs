@@ -1,22 +1,17 @@
-//! Eight interleaved Q4_0, Q4_1, Q5_0, Q4_K or Q6_K rows (the K-quants' kernels in
-//! [`super::avx2_packed_k`]) ([`crate::layout::packed::Packed`]'s groups) against
-//! one to four tokens on AVX2: lane `r` of every vector is row `r`, so a block's eight integer sums
-//! come out of one `vpmaddwd` with nothing to fold, and its eight scales out of one 16-byte
-//! load and one conversion.
+//! Eight interleaved Q4_0, Q4_1 or Q5_0 rows ([`crate::layout::packed::Packed`]'s groups)
+//! against one to four tokens on AVX2: lane `r` of every vector is row `r`, so a block's eight
+//! integer sums come out of one `vpmaddwd` with nothing to fold, and its eight scales out of
+//! one 16-byte load and one conversion. The K-quants' packed kernels are in
+//! [`super::avx2_packed_k`], the helpers both use in [`super::avx2_packed_shared`], and the
+//! dispatch by format in [`super::avx2_packed_dispatch`].
 
 use ch06_quantization::Format;
 use std::arch::x86_64::*;
 
-use crate::kernels::helpers::prefetch_lines;
-
+use super::avx2_packed_shared::{blocks, fetch_ahead, lanes};
 use super::helpers::splat_bits;
-
-use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
-
-use super::avx2_packed_k::{packed8_q4_k, packed8_q6_k};
 use crate::layout::kquant::Q8_0Wide;
-use crate::layout::packed::GroupLayout;
-use crate::layout::packed_dot::PackedToken;
+use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
 
 // ANCHOR: packed_sums
 /// Each of the eight rows' `Σ q · a` over one block, for `N` tokens: the block's 128 bytes
@@ -95,37 +90,6 @@ fn fifth_bits(qh: __m256i, k: usize) -> __m256i {
     let bits = _mm256_set1_epi32(bits);
     let set = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(qh, pick), bits), bits);
     _mm256_and_si256(set, _mm256_set1_epi8(16))
-}
-
-/// A group's bytes per block and its blocks, after checking that `w` is whole blocks of
-/// `format`, one per block of each token's activations (`tokens`: their lengths).
-pub(super) fn blocks(
-    w: &[u8],
-    format: Format,
-    tokens: impl Iterator<Item = usize>,
-) -> (usize, usize) {
-    let bb = format.group_block_bytes();
-    let nb = w.len() / bb;
-    let whole = w.len() == nb * bb;
-    assert!(
-        whole && tokens.into_iter().all(|len| len == nb),
-        "a group's blocks, one per activation block"
-    );
-    (bb, nb)
-}
-
-/// Bytes ahead of the block being read that a kernel asks the cache for: 4 KiB, a few
-/// microseconds of a core's share of the memory's bandwidth, about the time a line takes to
-/// come. On the Zen 5 of the reference run, 4 KiB rather than 1 decoded 5 to 10% faster
-/// (the CHANGELOG has the rounds).
-const AHEAD: usize = 4096;
-
-/// Asks for the `bytes` that lie [`AHEAD`] of `at` (a prefetch never faults, wherever it
-/// points): the group's blocks come in order, and the caches have them when their turn comes.
-#[inline]
-#[target_feature(enable = "avx2")]
-pub(super) fn fetch_ahead(at: *const u8, bytes: usize) {
-    prefetch_lines(at.wrapping_add(AHEAD), bytes);
 }
 
 // ANCHOR: packed8_q4_0
@@ -232,98 +196,4 @@ pub(super) unsafe fn packed8_q5_0<const N: usize>(w: &[u8], a: [&[Q8_0Wide]; N])
     }
     // SAFETY: this function's own target features.
     acc.map(|v| unsafe { lanes(v) })
-}
-
-/// A vector's eight lanes.
-#[inline]
-#[target_feature(enable = "avx")]
-pub(super) unsafe fn lanes(v: __m256) -> [f32; 8] {
-    let mut out = [0.0f32; 8];
-    // SAFETY: eight f32 into eight f32.
-    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), v) };
-    out
-}
-
-/// `out[i]`, token `i`'s eight sums, for every token of `tokens`: four at a time through
-/// `four`, the last one to three one at a time through `one`, each token's activations
-/// taken out of its [`PackedToken`] by `pick`.
-fn by_fours<'a, A: Copy>(
-    tokens: &[PackedToken<'a>],
-    out: &mut [[f32; 8]],
-    pick: impl Fn(&PackedToken<'a>) -> A,
-    four: impl Fn([A; 4]) -> [[f32; 8]; 4],
-    one: impl Fn(A) -> [f32; 8],
-) {
-    let mut quads = tokens.chunks_exact(4);
-    let mut outs = out.chunks_exact_mut(4);
-    for (q, o) in (&mut quads).zip(&mut outs) {
-        o.copy_from_slice(&four(std::array::from_fn(|j| pick(&q[j]))));
-    }
-    let done = tokens.len() / 4 * 4;
-    for (t, o) in quads.remainder().iter().zip(&mut out[done..]) {
-        *o = one(pick(t));
-    }
-}
-
-/// [`packed::packed8_scalar`]'s contract on AVX2: tokens of one format, four at a time
-/// through the four-token kernels.
-///
-/// # Safety
-/// The CPU must have AVX2 and F16C.
-pub(super) unsafe fn packed8<'a>(group: &[u8], tokens: &[PackedToken<'a>], out: &mut [[f32; 8]]) {
-    assert!(out.len() >= tokens.len(), "an output per token");
-    let Some(first) = tokens.first() else { return };
-    let other = || -> ! { panic!("one format per product") };
-    // SAFETY (every kernel call below): the caller's promise; the kernels check the lengths.
-    unsafe {
-        match first {
-            PackedToken::Q4_0(..) => by_fours(
-                tokens,
-                out,
-                |t| match *t {
-                    PackedToken::Q4_0(a, s) => (a, s),
-                    _ => other(),
-                },
-                |p| packed8_q4_0::<4>(group, p.map(|p| p.0), p.map(|p| p.1)),
-                |(a, s)| packed8_q4_0::<1>(group, [a], [s])[0],
-            ),
-            PackedToken::Q4_1(_) => by_fours(
-                tokens,
-                out,
-                |t| match *t {
-                    PackedToken::Q4_1(a) => a,
-                    _ => other(),
-                },
-                |a| packed8_q4_1::<4>(group, a),
-                |a| packed8_q4_1::<1>(group, [a])[0],
-            ),
-            PackedToken::Q5_0(_) => by_fours(
-                tokens,
-                out,
-                |t| match *t {
-                    PackedToken::Q5_0(a) => a,
-                    _ => other(),
-                },
-                |a| packed8_q5_0::<4>(group, a),
-                |a| packed8_q5_0::<1>(group, [a])[0],
-            ),
-            PackedToken::K(_, q6_k) => {
-                let pick = |t: &PackedToken<'a>| match *t {
-                    PackedToken::K(a, q) if q == *q6_k => a,
-                    _ => other(),
-                };
-                if *q6_k {
-                    let four = |a| packed8_q6_k::<4>(group, a);
-                    by_fours(tokens, out, pick, four, |a| {
-                        packed8_q6_k::<1>(group, [a])[0]
-                    });
-                } else {
-                    let four = |a| packed8_q4_k::<4>(group, a);
-                    by_fours(tokens, out, pick, four, |a| {
-                        packed8_q4_k::<1>(group, [a])[0]
-                    });
-                }
-            }
-        }
-    }
 }

@@ -1,10 +1,10 @@
 //! The packed eight-row kernels of the K-quants on AVX2 (groups of [`crate::layout::packed`]):
 //! Q4_K's and Q6_K's super-blocks, eight rows a lane each, against one to four tokens. The
-//! helpers they share with the 32-value formats' are in [`super::avx2_packed`].
+//! helpers they share with the 32-value formats' are in [`super::avx2_packed_shared`].
 
 use std::arch::x86_64::*;
 
-use super::avx2_packed::{blocks, fetch_ahead, lanes};
+use super::avx2_packed_shared::{blocks, fetch_ahead, lanes};
 use crate::layout::kquant::BlockQ8K;
 use ch06_quantization::Format;
 

@@ -3,7 +3,8 @@
 //! shorten its unpacking: a shift by a different count in each half of the register
 //! (`vpsrlvw`) splits the nibbles, a masked add puts the fifth bit on with `qh` itself as
 //! the mask, and `vpdpbusd` multiplies and sums four byte pairs per lane in one step.
-use crate::layout::kquant::{self, ActQuads, BlockQ8K, KQuads, Q4_K_BYTES, Q5_0_BYTES, Q8_0Wide};
+use crate::layout::kquant::{self, BlockQ8K, Q4_K_BYTES, Q5_0_BYTES, Q8_0Wide};
+use crate::layout::quads::{ActQuads, KQuads};
 use ch06_quantization::blocks::BlockQ8_1;
 
 use crate::kernels::helpers::prefetch_next_rows;

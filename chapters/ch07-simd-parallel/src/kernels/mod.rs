@@ -47,7 +47,11 @@ pub mod avx2_many;
 #[cfg(target_arch = "x86_64")]
 pub mod avx2_packed;
 #[cfg(target_arch = "x86_64")]
+pub mod avx2_packed_dispatch;
+#[cfg(target_arch = "x86_64")]
 pub mod avx2_packed_k;
+#[cfg(target_arch = "x86_64")]
+pub mod avx2_packed_shared;
 #[cfg(target_arch = "x86_64")]
 pub mod avx2_q5_0;
 #[cfg(target_arch = "x86_64")]

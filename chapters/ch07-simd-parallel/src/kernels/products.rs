@@ -18,10 +18,9 @@ use ch06_quantization::{Format, Kernels, Scalar, dot};
 
 use crate::layout::eights::{self, Block32, Eights, Rows32};
 use crate::layout::eights_k::{self, EightsK, RowsK};
-use crate::layout::kquant::{
-    self, ActQuads, BlockQ8K, KQuads, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide,
-};
+use crate::layout::kquant::{self, BlockQ8K, KQuant, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide};
 use crate::layout::packed_dot::PackedToken;
+use crate::layout::quads::{ActQuads, KQuads};
 
 // ANCHOR: one_token
 /// Products of rows with one token's activations, for every format: chapter 6's through
@@ -164,12 +163,11 @@ pub trait ManyTokens: OneToken {
     ) -> [[f32; 16]; 4] {
         row32_by_eights(self, format, rows, a)
     }
-    /// Q4_K (or, with `q6_k`, Q6_K) rows unpacked for [`ManyTokens::dot8_q4_k`] (`dot8_q6_k`).
-    fn unpack_rows_k(&self, q6_k: bool, rows: &[&[u8]], out: &mut RowsK) {
-        if q6_k {
-            out.unpack(Q6_K_BYTES, rows, eights_k::unpack_q6_k);
-        } else {
-            out.unpack(Q4_K_BYTES, rows, eights_k::unpack_q4_k);
+    /// Q4_K (or Q6_K) rows unpacked for [`ManyTokens::dot8_q4_k`] (`dot8_q6_k`).
+    fn unpack_rows_k(&self, format: KQuant, rows: &[&[u8]], out: &mut RowsK) {
+        match format {
+            KQuant::Q4_K => out.unpack(Q4_K_BYTES, rows, eights_k::unpack_q4_k),
+            KQuant::Q6_K => out.unpack(Q6_K_BYTES, rows, eights_k::unpack_q6_k),
         }
     }
     /// Row `i` of unpacked Q4_K rows against eight tokens: eight `dot_q4_k`s, bit for bit.
@@ -189,11 +187,17 @@ pub trait ManyTokens: OneToken {
     fn dot8x4_q6_k(&self, rows: &RowsK, i: usize, a: &EightsK) -> [[f32; 8]; 4] {
         std::array::from_fn(|j| self.dot8_q6_k(rows, i + j, a))
     }
-    /// Rows `i..i + 4` of unpacked Q4_K (`q6_k`: Q6_K) rows against two eights of tokens:
+    /// Rows `i..i + 4` of unpacked Q4_K (or Q6_K) rows against two eights of tokens:
     /// lanes 0..8 of row `r` are [`ManyTokens::dot8x4_q4_k`]'s (`dot8x4_q6_k`'s) for `a[0]`,
     /// lanes 8..16 for `a[1]`. Levels with 512-bit registers take both eights in one.
-    fn dot16x4_k(&self, q6_k: bool, rows: &RowsK, i: usize, a: [&EightsK; 2]) -> [[f32; 16]; 4] {
-        k_by_eights(self, q6_k, rows, i, a)
+    fn dot16x4_k(
+        &self,
+        format: KQuant,
+        rows: &RowsK,
+        i: usize,
+        a: [&EightsK; 2],
+    ) -> [[f32; 16]; 4] {
+        k_by_eights(self, format, rows, i, a)
     }
     /// One Q8_0 row (its bytes as in the file) against eight tokens: eight of chapter 6's
     /// `dot_q8_0_q8_0`, bit for bit ([`crate::layout::eights_q8_0`]).
@@ -351,14 +355,14 @@ pub(crate) fn row32_by_eights<K: ManyTokens + ?Sized>(
 /// [`ManyTokens::dot16x4_k`] as two calls of the eight-token kernel.
 pub(crate) fn k_by_eights<K: ManyTokens + ?Sized>(
     k: &K,
-    q6_k: bool,
+    format: KQuant,
     rows: &RowsK,
     i: usize,
     a: [&EightsK; 2],
 ) -> [[f32; 16]; 4] {
-    let x = a.map(|a| match q6_k {
-        true => k.dot8x4_q6_k(rows, i, a),
-        false => k.dot8x4_q4_k(rows, i, a),
+    let x = a.map(|a| match format {
+        KQuant::Q4_K => k.dot8x4_q4_k(rows, i, a),
+        KQuant::Q6_K => k.dot8x4_q6_k(rows, i, a),
     });
     std::array::from_fn(|r| two_eights(x[0][r], x[1][r]))
 }

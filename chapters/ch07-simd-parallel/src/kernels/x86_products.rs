@@ -10,10 +10,9 @@ use super::X86;
 use super::products::{ByToken, ManyTokens, OneToken, q8_0_rows_with_half};
 use crate::layout::eights::{Block32, Eights, Rows32};
 use crate::layout::eights_k::{EightsK, RowsK};
-use crate::layout::kquant::{
-    ActQuads, BlockQ8K, KQuads, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide,
-};
+use crate::layout::kquant::{BlockQ8K, KQuant, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide};
 use crate::layout::packed_dot::PackedToken;
+use crate::layout::quads::{ActQuads, KQuads};
 use ch06_quantization::Format;
 use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
 
@@ -111,16 +110,15 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
         // SAFETY: as above.
         (unsafe { q5_0::<1, 4>([w], a) })[0]
     }
-    fn unpack_rows_k(&self, q6_k: bool, rows: &[&[u8]], out: &mut RowsK) {
+    fn unpack_rows_k(&self, format: KQuant, rows: &[&[u8]], out: &mut RowsK) {
         // SAFETY (both): for_isa hands this out only when the CPU has AVX2 and F16C.
-        if q6_k {
-            out.unpack(Q6_K_BYTES, rows, |b| unsafe {
-                super::avx2_eights::unpack_q6_k(b)
-            });
-        } else {
-            out.unpack(Q4_K_BYTES, rows, |b| unsafe {
+        match format {
+            KQuant::Q4_K => out.unpack(Q4_K_BYTES, rows, |b| unsafe {
                 super::avx2_eights::unpack_q4_k(b)
-            });
+            }),
+            KQuant::Q6_K => out.unpack(Q6_K_BYTES, rows, |b| unsafe {
+                super::avx2_eights::unpack_q6_k(b)
+            }),
         }
     }
     fn dot8_q6_k(&self, rows: &RowsK, i: usize, a: &EightsK) -> [f32; 8] {
@@ -154,10 +152,12 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
                     super::avx2_eights::dot8_raw32::<false>(format, w, a)
                 }
                 Format::Q4_1 => super::avx2_eights::dot8_raw32::<true>(format, w, a),
-                f => unreachable!(
-                    "{} has no unpacked 32-value kernel (Q4_0, Q5_0 and Q4_1 do)",
-                    f.name()
-                ),
+                f @ (Format::F32 | Format::Int8 | Format::Q8_0 | Format::Q4_K | Format::Q6_K) => {
+                    unreachable!(
+                        "{} has no unpacked 32-value kernel (Q4_0, Q5_0 and Q4_1 do)",
+                        f.name()
+                    )
+                }
             }
         }
     }
@@ -227,10 +227,12 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
             match format {
                 Format::Q4_0 | Format::Q5_0 => super::avx2_eights::dot8_row32::<false>(row, a),
                 Format::Q4_1 => super::avx2_eights::dot8_row32::<true>(row, a),
-                f => unreachable!(
-                    "{} has no unpacked 32-value kernel (Q4_0, Q5_0 and Q4_1 do)",
-                    f.name()
-                ),
+                f @ (Format::F32 | Format::Int8 | Format::Q8_0 | Format::Q4_K | Format::Q6_K) => {
+                    unreachable!(
+                        "{} has no unpacked 32-value kernel (Q4_0, Q5_0 and Q4_1 do)",
+                        f.name()
+                    )
+                }
             }
         }
     }
@@ -241,7 +243,13 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
         unsafe {
             match format {
                 Format::Q4_1 => dot8x4_row32::<true, VNNI>(rows, a),
-                _ => dot8x4_row32::<false, VNNI>(rows, a),
+                Format::F32
+                | Format::Int8
+                | Format::Q8_0
+                | Format::Q4_0
+                | Format::Q5_0
+                | Format::Q4_K
+                | Format::Q6_K => dot8x4_row32::<false, VNNI>(rows, a),
             }
         }
     }
@@ -260,20 +268,32 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
         unsafe {
             match format {
                 Format::Q4_1 => dot16x4_row32::<true>(rows, a),
-                _ => dot16x4_row32::<false>(rows, a),
+                Format::F32
+                | Format::Int8
+                | Format::Q8_0
+                | Format::Q4_0
+                | Format::Q5_0
+                | Format::Q4_K
+                | Format::Q6_K => dot16x4_row32::<false>(rows, a),
             }
         }
     }
-    fn dot16x4_k(&self, q6_k: bool, rows: &RowsK, i: usize, a: [&EightsK; 2]) -> [[f32; 16]; 4] {
+    fn dot16x4_k(
+        &self,
+        format: KQuant,
+        rows: &RowsK,
+        i: usize,
+        a: [&EightsK; 2],
+    ) -> [[f32; 16]; 4] {
         use super::avx512_sixteens::{dot16x4_q4_k, dot16x4_q6_k};
         if !VNNI {
-            return super::products::k_by_eights(self, q6_k, rows, i, a);
+            return super::products::k_by_eights(self, format, rows, i, a);
         }
         // SAFETY: as above (AVX-512 F and BW); the kernels check the lengths.
         unsafe {
-            match q6_k {
-                true => dot16x4_q6_k(rows, i, a),
-                false => dot16x4_q4_k(rows, i, a),
+            match format {
+                KQuant::Q4_K => dot16x4_q4_k(rows, i, a),
+                KQuant::Q6_K => dot16x4_q6_k(rows, i, a),
             }
         }
     }
@@ -318,6 +338,6 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
     }
     fn packed8(&self, group: &[u8], tokens: &[PackedToken], out: &mut [[f32; 8]]) {
         // SAFETY: as above; the kernels check the lengths.
-        unsafe { super::avx2_packed::packed8(group, tokens, out) }
+        unsafe { super::avx2_packed_dispatch::packed8(group, tokens, out) }
     }
 }

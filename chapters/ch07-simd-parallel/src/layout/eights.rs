@@ -1,7 +1,7 @@
 //! Eight tokens against one weight row, for a prefill of 32-value blocks (Q4_0, Q4_1 and
 //! Q5_0) on a CPU without VNNI (and, for Q4_0, on every SIMD level): the layouts the AVX2 kernel reads, and its scalar twin.
 //!
-//! The interleaved kernels of [`crate::layout::kquant::ActQuads`] put (block, token) pairs in the
+//! The interleaved kernels of [`crate::layout::quads::ActQuads`] put (block, token) pairs in the
 //! lanes, so every step must first shuffle each block's weights into its lanes. Here a
 //! 256-bit register's eight lanes are eight *tokens* of one block: the weight block's four
 //! quants of a step are the same for every lane, one broadcast load from a row unpacked
@@ -149,10 +149,12 @@ pub fn unpack_block(format: Format, b: &[u8]) -> Block32 {
         Format::Q4_0 => (&b[2..18], 0, 0.0),
         Format::Q5_0 => (&b[6..22], u32::from_le_bytes([b[2], b[3], b[4], b[5]]), 0.0),
         Format::Q4_1 => (&b[4..20], 0, f16(u16::from_le_bytes([b[2], b[3]]))),
-        f => unreachable!(
-            "{} has no unpacked 32-value kernel (Q4_0, Q5_0 and Q4_1 do)",
-            f.name()
-        ),
+        f @ (Format::F32 | Format::Int8 | Format::Q8_0 | Format::Q4_K | Format::Q6_K) => {
+            unreachable!(
+                "{} has no unpacked 32-value kernel (Q4_0, Q5_0 and Q4_1 do)",
+                f.name()
+            )
+        }
     };
     let q = std::array::from_fn(|j| {
         let n = if j < 16 {
@@ -185,10 +187,12 @@ pub fn dot8_row32(format: Format, row: &[Block32], a: &Eights) -> [f32; 8] {
             *acc += match format {
                 Format::Q4_0 | Format::Q5_0 => d * a.d[b][t] * (dot - a.offset[b][t]) as f32,
                 Format::Q4_1 => (d * a.d[b][t]) * dot as f32 + m * a.s[b][t],
-                f => unreachable!(
-                    "{} has no unpacked 32-value kernel (Q4_0, Q5_0 and Q4_1 do)",
-                    f.name()
-                ),
+                f @ (Format::F32 | Format::Int8 | Format::Q8_0 | Format::Q4_K | Format::Q6_K) => {
+                    unreachable!(
+                        "{} has no unpacked 32-value kernel (Q4_0, Q5_0 and Q4_1 do)",
+                        f.name()
+                    )
+                }
             };
         }
     }

@@ -102,7 +102,9 @@ impl GroupLayout for Format {
             Format::Q4_1 | Format::Q4_K => &[(0, 2), (2, 2)],
             Format::Q5_0 => &[(0, 2), (2, 4)],
             Format::Q6_K => &[(208, 2)],
-            f => unreachable!("{} has no packed layout (Format::can_pack)", f.name()),
+            f @ (Format::F32 | Format::Int8 | Format::Q8_0) => {
+                unreachable!("{} has no packed layout (Format::can_pack)", f.name())
+            }
         }
     }
     /// The rest of a row's block, which a group stores in chunks of four bytes a row, as
@@ -115,7 +117,9 @@ impl GroupLayout for Format {
             Format::Q5_0 => (6, QK / 2),
             Format::Q4_K => (4, 12 + kquant::QK_K / 2),
             Format::Q6_K => (0, 208),
-            f => unreachable!("{} has no packed layout", f.name()),
+            f @ (Format::F32 | Format::Int8 | Format::Q8_0) => {
+                unreachable!("{} has no packed layout", f.name())
+            }
         }
     }
     /// Bytes of one row's block in the file.
@@ -165,7 +169,13 @@ impl GroupLayout for Format {
                 let (h, k, part) = ((c - 4) / 24, (c - 4) % 24 / 3, (c - 4) % 3);
                 [16 * h + k, 16 * h + 8 + k, 32 + 8 * h + k][part]
             }
-            _ => c,
+            Format::F32
+            | Format::Int8
+            | Format::Q8_0
+            | Format::Q4_0
+            | Format::Q4_1
+            | Format::Q5_0
+            | Format::Q4_K => c,
         }
     }
     // ANCHOR_END: chunk_of
@@ -354,7 +364,13 @@ impl Packed {
                 let second = at_second.map_or(0, |at| word(blk, at));
                 let m = match f {
                     Format::Q4_1 => f16(second as u16),
-                    _ => 0.0,
+                    Format::F32
+                    | Format::Int8
+                    | Format::Q8_0
+                    | Format::Q4_0
+                    | Format::Q5_0
+                    | Format::Q4_K
+                    | Format::Q6_K => 0.0,
                 };
                 if f == Format::Q5_0 {
                     for (k, q) in q.chunks_exact_mut(8).enumerate() {
@@ -398,7 +414,7 @@ impl Packed {
                 blocks.for_each(|(o, b)| kquant::dequantize_q6_k(b, o.try_into().expect("256")));
                 return;
             }
-            f => f, // chapter 6's Q4_0 and Q4_1
+            f @ (Format::F32 | Format::Int8 | Format::Q8_0 | Format::Q4_0 | Format::Q4_1) => f, // chapter 6's Q4_0 and Q4_1
         };
         let one = QMatrix::from_blocks(format, 1, self.cols, Bytes::from_vec(row))
             .expect("a row of whole blocks");

@@ -6,7 +6,7 @@ use ch06_quantization::Format;
 use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1, QK};
 use ch06_quantization::f16::f16_to_f32_fast;
 
-use super::kquant::{self, BlockQ8K, Q8_0Wide};
+use super::kquant::{self, BlockQ8K, KQuant, Q8_0Wide};
 use super::packed::{GROUP, GroupLayout, Lane};
 
 /// One token's activations for a packed product: Q4_0's Q8_0 blocks with each block's
@@ -18,8 +18,8 @@ pub enum PackedToken<'a> {
     Q4_0(&'a [BlockQ8_0], &'a [i32]),
     Q4_1(&'a [BlockQ8_1]),
     Q5_0(&'a [Q8_0Wide]),
-    /// Q8_K blocks, for a Q4_K or a Q6_K matrix (`q6_k`).
-    K(&'a [BlockQ8K], bool),
+    /// Q8_K blocks, for a Q4_K or a Q6_K matrix.
+    K(&'a [BlockQ8K], KQuant),
 }
 
 impl PackedToken<'_> {
@@ -29,8 +29,7 @@ impl PackedToken<'_> {
             PackedToken::Q4_0(..) => Format::Q4_0,
             PackedToken::Q4_1(_) => Format::Q4_1,
             PackedToken::Q5_0(_) => Format::Q5_0,
-            PackedToken::K(_, false) => Format::Q4_K,
-            PackedToken::K(_, true) => Format::Q6_K,
+            PackedToken::K(_, k) => k.format(),
         }
     }
     /// Activation blocks.
@@ -69,16 +68,16 @@ pub fn packed8_scalar(group: &[u8], tokens: &[PackedToken], out: &mut [[f32; 8]]
             "a group's blocks, one per activation block, one format"
         );
         *o = [0.0; 8];
-        if let PackedToken::K(a, q6_k) = tok {
+        if let PackedToken::K(a, kquant) = tok {
             // each row's block taken out of the group, and chapter 8's dot of it
             let mut row = vec![0u8; format.block_bytes()];
             let lanes: Vec<Lane> = (0..GROUP).map(|r| format.lane(r)).collect();
             for (b, blk) in group.chunks_exact(bb).enumerate() {
                 for (sum, lane) in o.iter_mut().zip(&lanes) {
                     lane.take(blk, &mut row);
-                    *sum += match q6_k {
-                        false => kquant::dot_q4_k_q8_k(&row, &a[b]),
-                        true => kquant::dot_q6_k_q8_k(&row, &a[b]),
+                    *sum += match kquant {
+                        KQuant::Q4_K => kquant::dot_q4_k_q8_k(&row, &a[b]),
+                        KQuant::Q6_K => kquant::dot_q6_k_q8_k(&row, &a[b]),
                     };
                 }
             }
@@ -93,7 +92,8 @@ pub fn packed8_scalar(group: &[u8], tokens: &[PackedToken], out: &mut [[f32; 8]]
                         let (at, _) = format.field_at(1, r);
                         u32::from_le_bytes(blk[at..at + 4].try_into().expect("4 bytes"))
                     }
-                    _ => 0,
+                    Format::Q4_0 | Format::Q4_1 => 0,
+                    Format::F32 | Format::Int8 | Format::Q8_0 | Format::Q4_K | Format::Q6_K => 0,
                 };
                 let fifth = |j: usize| (((qh >> j) & 1) << 4) as i32;
                 let mut sumi = 0i32;

@@ -1,15 +1,16 @@
 //! A product of a few tokens (a decode step, or a batch of a few sequences): split by rows,
 //! each task a block of rows against every token, so the weights are read once for the
-//! batch; eight tokens at a time through the eight-token kernels where the matrix has one.
+//! batch; eight tokens at a time through the eight-token kernels where the matrix has one;
+//! a packed matrix's block of groups ([`packed_rows`]).
 
 use ch06_quantization::Kernels;
 use ch06_quantization::matrix::{Activations, Format};
 
-use super::group::packed_rows;
-use super::{Acts, Matrix, packed, rows_in_fours};
+use super::{Acts, KActs, Matrix, Packed, PackedToken, packed, rows_in_fours};
 use ch07_simd_parallel::kernels::{ByToken, ManyTokens};
 use ch07_simd_parallel::layout::eights::{Eights, Rows32};
 use ch07_simd_parallel::layout::eights_k::{EightsK, RowsK};
+use ch07_simd_parallel::layout::kquant::KQuant;
 
 /// Tokens a thread must have before a product is split by tokens (a prefill: each thread
 /// reads every weight for its band of tokens) rather than by rows ([`matmul_group`]: each
@@ -81,9 +82,7 @@ pub(super) enum EightKernel {
     Q32(Format),
     /// Q8_0's, on the rows as they lie in the file (nothing to unpack).
     Q8_0,
-    K {
-        q6_k: bool,
-    },
+    K(KQuant),
 }
 
 impl Matrix {
@@ -96,23 +95,27 @@ impl Matrix {
                     Some(EightKernel::Q32(Format::Q4_1))
                 }
                 Format::Q8_0 if kk.has_eights() => Some(EightKernel::Q8_0),
-                _ => None,
+                Format::F32
+                | Format::Int8
+                | Format::Q8_0
+                | Format::Q4_0
+                | Format::Q4_1
+                | Format::Q5_0
+                | Format::Q4_K
+                | Format::Q6_K => None,
             },
-            Matrix::K(m) if crate::matrix::policy::use_eights(kk) => Some(match m.format {
-                Format::Q5_0 => EightKernel::Q32(Format::Q5_0),
-                Format::Q4_K => EightKernel::K { q6_k: false },
-                _ => EightKernel::K { q6_k: true }, // a KMatrix's third format, Q6_K
-            }),
-            Matrix::K(_) => None,
-            // for a prefill (packed_prefill), on the file's rows taken back out of the groups
-            Matrix::P(p) if self.has_prefill_kernel(kk) => {
-                Some(match Some(p.format).filter(|f| f.block_values() == 32) {
-                    Some(format) => EightKernel::Q32(format),
-                    None => EightKernel::K {
-                        q6_k: p.format == Format::Q6_K,
-                    },
+            Matrix::K(m) if crate::matrix::policy::use_eights(kk) => {
+                Some(match KQuant::of(m.format) {
+                    Some(kquant) => EightKernel::K(kquant),
+                    None => EightKernel::Q32(m.format), // Q5_0, a KMatrix's one 32-value format
                 })
             }
+            Matrix::K(_) => None,
+            // for a prefill (packed_prefill), on the file's rows taken back out of the groups
+            Matrix::P(p) if self.has_prefill_kernel(kk) => Some(match KQuant::of(p.format) {
+                Some(kquant) => EightKernel::K(kquant),
+                None => EightKernel::Q32(p.format),
+            }),
             Matrix::P(_) => None,
         }
     }
@@ -161,12 +164,12 @@ impl Matrix {
                     .map(|g| Eights::from_q8_0(std::array::from_fn(|j| a[token(g, j)].q8_0())))
                     .collect(),
             ),
-            (EightKernel::K { .. }, Acts::K(a)) => TokenEights::K(
+            (EightKernel::K(_), Acts::K(a)) => TokenEights::K(
                 (0..groups)
                     .map(|g| EightsK::new(std::array::from_fn(|j| a[token(g, j)].q8_k())))
                     .collect(),
             ),
-            (EightKernel::K { .. }, Acts::Q(_)) => unreachable!("K-quants take K activations"),
+            (EightKernel::K(_), Acts::Q(_)) => unreachable!("K-quants take K activations"),
             (EightKernel::Q8_0, Acts::K(_)) => unreachable!("Q8_0 takes chapter 6's activations"),
             (_, Acts::Sums(..)) => unreachable!("only a packed matrix takes sums"),
         })
@@ -211,18 +214,17 @@ impl Matrix {
             (Some(EightKernel::Q8_0), TokenEights::Q32(groups)) => {
                 kk.q8_0_rows_by_eights(&bytes, groups, tokens, &mut out);
             }
-            (Some(EightKernel::K { q6_k }), TokenEights::K(groups)) => {
+            (Some(EightKernel::K(kquant)), TokenEights::K(groups)) => {
                 let mut rows = RowsK::default();
-                kk.unpack_rows_k(q6_k, &bytes, &mut rows);
+                kk.unpack_rows_k(kquant, &bytes, &mut rows);
                 for (g, a) in groups.iter().enumerate() {
                     for i in 0..n {
                         out.put(
                             g,
                             i,
-                            if q6_k {
-                                kk.dot8_q6_k(&rows, i, a)
-                            } else {
-                                kk.dot8_q4_k(&rows, i, a)
+                            match kquant {
+                                KQuant::Q4_K => kk.dot8_q4_k(&rows, i, a),
+                                KQuant::Q6_K => kk.dot8_q6_k(&rows, i, a),
                             },
                         );
                     }
@@ -336,3 +338,44 @@ impl Matrix {
         );
     }
 }
+
+// ANCHOR: packed_rows
+/// Rows `r0..r0 + n` of a packed matrix against tokens `t0..`, `out[i]` token `t0 + i`'s
+/// `n` outputs (`n` whole groups of eight): each group meets all the tokens while its bytes
+/// are in cache, four tokens at a time ([`ManyTokens::packed8`]).
+pub(super) fn packed_rows(
+    p: &Packed,
+    kk: &dyn ManyTokens,
+    acts: &Acts,
+    t0: usize,
+    r0: usize,
+    out: &mut [&mut [f32]],
+) {
+    if out.is_empty() {
+        return;
+    }
+    let nb = p.cols / 32;
+    let tokens: Vec<PackedToken> = (t0..t0 + out.len())
+        .map(|t| match acts {
+            Acts::Sums(a, s) => PackedToken::Q4_0(&a[t * nb..][..nb], &s[t * nb..][..nb]),
+            Acts::Q(Activations::Q8_1(a)) => PackedToken::Q4_1(&a[t * nb..][..nb]),
+            Acts::K(a) => match &a[t] {
+                KActs::Q8_0(a) => PackedToken::Q5_0(a),
+                KActs::Q8K(a) => PackedToken::K(
+                    a,
+                    KQuant::of(p.format).expect("Q8_K activations for a K-quant"),
+                ),
+            },
+            _ => unreachable!("quantize made the activations for this matrix"),
+        })
+        .collect();
+    let mut sums = vec![[0.0f32; 8]; tokens.len()];
+    assert!(r0.is_multiple_of(packed::GROUP), "tasks take whole groups");
+    for g in 0..out[0].len() / packed::GROUP {
+        kk.packed8(p.group(r0 / packed::GROUP + g), &tokens, &mut sums);
+        for (o, v) in out.iter_mut().zip(&sums) {
+            o[packed::GROUP * g..][..packed::GROUP].copy_from_slice(v);
+        }
+    }
+}
+// ANCHOR_END: packed_rows

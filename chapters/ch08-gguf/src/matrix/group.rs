@@ -1,12 +1,11 @@
 //! Several products of the same input in one parallel pass ([`matmul_group`]), each task a
-//! block of rows against every token; and a packed matrix's block of groups ([`packed_rows`]).
+//! block of rows against every token.
 
 use ch06_quantization::Kernels;
-use ch06_quantization::matrix::{Activations, Format};
 use rayon::prelude::*;
 
 use super::few::{TokenEights, decode_tasks_per_thread, task_rows};
-use super::{Acts, KActs, Matrix, Packed, PackedToken, packed};
+use super::{ActKind, Acts, Matrix, packed};
 use ch07_simd_parallel::kernels::ManyTokens;
 
 /// A task of a grouped product: a matrix, the first row of its block, and each token's
@@ -111,7 +110,7 @@ fn decode_tasks<'a>(
 /// One quantization of the input per kind of activation, shared by the matrices that take
 /// it, and every eight of its tokens interleaved once if a matrix of the kind has an
 /// eight-token kernel.
-struct SharedActs(Vec<(&'static str, Acts, Option<TokenEights>)>);
+struct SharedActs(Vec<(ActKind, Acts, Option<TokenEights>)>);
 
 impl SharedActs {
     fn new<'m>(
@@ -121,7 +120,7 @@ impl SharedActs {
         x: &[f32],
         seq: usize,
     ) -> SharedActs {
-        let mut acts: Vec<(&'static str, Acts, Option<TokenEights>)> = Vec::new();
+        let mut acts: Vec<(ActKind, Acts, Option<TokenEights>)> = Vec::new();
         for m in mats {
             let kind = m.act_kind().expect("by_rows checked");
             let i = match acts.iter().position(|(k, ..)| *k == kind) {
@@ -221,41 +220,3 @@ pub fn matmul_pair_then(
     });
 }
 // ANCHOR_END: matmul_pair_then
-
-// ANCHOR: packed_rows
-/// Rows `r0..r0 + n` of a packed matrix against tokens `t0..`, `out[i]` token `t0 + i`'s
-/// `n` outputs (`n` whole groups of eight): each group meets all the tokens while its bytes
-/// are in cache, four tokens at a time ([`ManyTokens::packed8`]).
-pub(super) fn packed_rows(
-    p: &Packed,
-    kk: &dyn ManyTokens,
-    acts: &Acts,
-    t0: usize,
-    r0: usize,
-    out: &mut [&mut [f32]],
-) {
-    if out.is_empty() {
-        return;
-    }
-    let nb = p.cols / 32;
-    let tokens: Vec<PackedToken> = (t0..t0 + out.len())
-        .map(|t| match acts {
-            Acts::Sums(a, s) => PackedToken::Q4_0(&a[t * nb..][..nb], &s[t * nb..][..nb]),
-            Acts::Q(Activations::Q8_1(a)) => PackedToken::Q4_1(&a[t * nb..][..nb]),
-            Acts::K(a) => match &a[t] {
-                KActs::Q8_0(a) => PackedToken::Q5_0(a),
-                KActs::Q8K(a) => PackedToken::K(a, p.format == Format::Q6_K),
-            },
-            _ => unreachable!("quantize made the activations for this matrix"),
-        })
-        .collect();
-    let mut sums = vec![[0.0f32; 8]; tokens.len()];
-    assert!(r0.is_multiple_of(packed::GROUP), "tasks take whole groups");
-    for g in 0..out[0].len() / packed::GROUP {
-        kk.packed8(p.group(r0 / packed::GROUP + g), &tokens, &mut sums);
-        for (o, v) in out.iter_mut().zip(&sums) {
-            o[packed::GROUP * g..][..packed::GROUP].copy_from_slice(v);
-        }
-    }
-}
-// ANCHOR_END: packed_rows

@@ -1,6 +1,7 @@
 //! A matrix of Q5_0, Q4_K or Q6_K rows, used in place in the file, and its product: chapter
 //! 6's split by tokens in a prefill, with this chapter's multi-token kernels.
 
+use ch06_quantization::matrix::ActFormat;
 use ch06_quantization::{Bytes, Format, Kernels};
 use rayon::prelude::*;
 
@@ -9,7 +10,8 @@ use super::{Interleaved, prefill_bands, rows_in_fours};
 use ch07_simd_parallel::kernels::ManyTokens;
 use ch07_simd_parallel::layout::eights::Eights;
 use ch07_simd_parallel::layout::eights_k::{EightsK, RowsK};
-use ch07_simd_parallel::layout::kquant::{self, ActQuads, BlockQ8K, KQuads, Q8_0Wide, QK_K};
+use ch07_simd_parallel::layout::kquant::{self, BlockQ8K, KQuant, Q8_0Wide, QK_K};
+use ch07_simd_parallel::layout::quads::{ActQuads, KQuads};
 
 /// A matrix of Q5_0, Q4_K or Q6_K rows, in place in the file.
 pub struct KMatrix {
@@ -98,20 +100,23 @@ impl KMatrix {
                 Format::Q5_0 => kquant::dequantize_q5_0(b, o.try_into().expect("32")),
                 Format::Q4_K => kquant::dequantize_q4_k(b, o.try_into().expect("256")),
                 Format::Q6_K => kquant::dequantize_q6_k(b, o.try_into().expect("256")),
-                _ => unreachable!("a KMatrix holds Q5_0, Q4_K or Q6_K (KMatrix::new)"),
+                Format::F32 | Format::Int8 | Format::Q8_0 | Format::Q4_0 | Format::Q4_1 => {
+                    unreachable!("a KMatrix holds Q5_0, Q4_K or Q6_K (KMatrix::new)")
+                }
             }
         }
     }
 
     /// One token's activations (`cols` values) in the format this matrix multiplies with.
     pub fn quantize(&self, k: &dyn Kernels, x: &[f32]) -> KActs {
-        match self.format {
-            Format::Q5_0 => {
+        match self.format.activation() {
+            Some(ActFormat::Q8_0) => {
                 let mut out = Vec::new();
                 k.quantize_q8_0(x, &mut out);
                 KActs::Q8_0(out.iter().map(Q8_0Wide::from).collect())
             }
-            _ => KActs::Q8K(kquant::quantize_q8_k_row(x)),
+            Some(ActFormat::Q8_K) => KActs::Q8K(kquant::quantize_q8_k_row(x)),
+            Some(ActFormat::Q8_1) | None => unreachable!("a KMatrix holds Q5_0, Q4_K or Q6_K"),
         }
     }
 
@@ -210,10 +215,10 @@ impl KMatrix {
                 |r, t| self.dot(kk, r, &acts[t]),
             );
         }
-        if matches!(self.format, Format::Q4_K | Format::Q6_K)
-            && crate::matrix::policy::use_eights(kk)
-        {
-            let q6_k = self.format == Format::Q6_K;
+        if let (Some(kquant), true) = (
+            KQuant::of(self.format),
+            crate::matrix::policy::use_eights(kk),
+        ) {
             return prefill::prefill(
                 out,
                 rows,
@@ -222,9 +227,9 @@ impl KMatrix {
                 |t| EightsK::new(std::array::from_fn(|j| q8k(t + j))),
                 |rs, u: &mut RowsK| {
                     let rs: Vec<&[u8]> = rs.map(|r| self.row_bytes(r)).collect();
-                    kk.unpack_rows_k(q6_k, &rs, u);
+                    kk.unpack_rows_k(kquant, &rs, u);
                 },
-                |u, i, a, out| dot16_k(kk, q6_k, u, i, a, out),
+                |u, i, a, out| prefill::dot16_k(kk, kquant, u, i, a, out),
                 |r, t| self.dot4(kk, r, std::array::from_fn(|j| &acts[t + j])),
                 |r, t| self.dot(kk, r, &acts[t]),
             );
@@ -247,7 +252,14 @@ impl KMatrix {
                         q8k(t + j)
                     }))))
                 }
-                _ => None,
+                Format::F32
+                | Format::Int8
+                | Format::Q8_0
+                | Format::Q4_0
+                | Format::Q4_1
+                | Format::Q5_0
+                | Format::Q4_K
+                | Format::Q6_K => None,
             },
             |r, t, q| {
                 let w = self.row_bytes(r);
@@ -266,29 +278,4 @@ impl KMatrix {
         );
     }
     // ANCHOR_END: kmatmul
-}
-
-/// Rows `i..i + out.len()` (one or four) of a tile of unpacked Q4_K or Q6_K (`q6_k`) rows
-/// against one or two eights of tokens ([`super::prefill::prefill`]'s `dot16`).
-pub(super) fn dot16_k(
-    kk: &dyn ManyTokens,
-    q6_k: bool,
-    u: &RowsK,
-    i: usize,
-    a: &[EightsK],
-    out: &mut [[f32; 16]],
-) {
-    super::prefill::dot16_by_eights(
-        out,
-        a,
-        |x, y| kk.dot16x4_k(q6_k, u, i, [x, y]),
-        |a| match q6_k {
-            true => kk.dot8x4_q6_k(u, i, a),
-            false => kk.dot8x4_q4_k(u, i, a),
-        },
-        |a| match q6_k {
-            true => kk.dot8_q6_k(u, i, a),
-            false => kk.dot8_q4_k(u, i, a),
-        },
-    );
 }

@@ -7,7 +7,7 @@ use ch07_simd_parallel::kernels::ManyTokens;
 /// The two layouts a multi-token prefill can use on a CPU with AVX-512 VNNI: eight tokens to
 /// a register, one per 32-bit lane ([`ch07_simd_parallel::layout::eights`], the layout every SIMD level has), or
 /// four tokens' blocks interleaved so that a lane follows one (block, token) pair
-/// ([`ch07_simd_parallel::layout::kquant::ActQuads`], VNNI only). Both give the same bits.
+/// ([`ch07_simd_parallel::layout::quads::ActQuads`], VNNI only). Both give the same bits.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum PrefillLayout {
     Eights,

@@ -10,9 +10,10 @@ use ch06_quantization::{Kernels, QMatrix};
 use ch07_simd_parallel::kernels::ManyTokens;
 use ch07_simd_parallel::layout::eights::{Eights, Rows32};
 use ch07_simd_parallel::layout::eights_k::{EightsK, RowsK};
-use ch07_simd_parallel::layout::kquant::{self, ActQuads};
+use ch07_simd_parallel::layout::kquant::{self, KQuant};
+use ch07_simd_parallel::layout::quads::ActQuads;
 
-use super::{Acts, Matrix, Packed, kmatrix, matmul_group, prefill_bands};
+use super::{Acts, Matrix, Packed, matmul_group, prefill_bands};
 
 // ANCHOR: prefill
 /// `out (seq, rows)` of a matrix in a prefill, on a kernel that wants eight tokens a row
@@ -316,13 +317,14 @@ pub(super) fn packed_prefill(
     let whole = |_, _| -> f32 { unreachable!("every band is whole eights") };
     if main > 0 {
         let acts = m.quantize(k, &x[..main * cols]);
-        match Some(p.format).filter(|f| f.block_values() == 32) {
-            None => {
+        match KQuant::of(p.format) {
+            Some(kquant) => {
                 // a K-quant: the rows' blocks unpacked as a KMatrix's are (KMatrix::matmul)
-                let q6_k = p.format == Format::Q6_K;
                 let q8k = |t: usize| match &acts {
                     Acts::K(a) => a[t].q8_k(),
-                    _ => unreachable!("quantize made the activations for this matrix"),
+                    Acts::Q(_) | Acts::Sums(..) => {
+                        unreachable!("quantize made the activations for this matrix")
+                    }
                 };
                 prefill(
                     &mut out[..main * rows],
@@ -332,14 +334,15 @@ pub(super) fn packed_prefill(
                     |t| EightsK::new(std::array::from_fn(|j| q8k(t + j))),
                     |rs, u: &mut RowsK| {
                         let mut tile = Vec::new();
-                        kk.unpack_rows_k(q6_k, &p.tile(rs, &mut tile), u);
+                        kk.unpack_rows_k(kquant, &p.tile(rs, &mut tile), u);
                     },
-                    |u, i, a, out| kmatrix::dot16_k(kk, q6_k, u, i, a, out),
+                    |u, i, a, out| dot16_k(kk, kquant, u, i, a, out),
                     every_band_whole,
                     whole,
                 );
             }
-            Some(format) => {
+            None => {
+                let format = p.format; // Q4_0, Q4_1 or Q5_0: blocks of 32
                 let nb = cols / 32;
                 let eights = |t: usize| match &acts {
                     Acts::Sums(a, _) => {
@@ -378,3 +381,28 @@ pub(super) fn packed_prefill(
     }
 }
 // ANCHOR_END: packed_prefill
+
+/// Rows `i..i + out.len()` (one or four) of a tile of unpacked Q4_K or Q6_K rows against
+/// one or two eights of tokens ([`prefill`]'s `dot16`).
+pub(super) fn dot16_k(
+    kk: &dyn ManyTokens,
+    kquant: KQuant,
+    u: &RowsK,
+    i: usize,
+    a: &[EightsK],
+    out: &mut [[f32; 16]],
+) {
+    dot16_by_eights(
+        out,
+        a,
+        |x, y| kk.dot16x4_k(kquant, u, i, [x, y]),
+        |a| match kquant {
+            KQuant::Q4_K => kk.dot8x4_q4_k(u, i, a),
+            KQuant::Q6_K => kk.dot8x4_q6_k(u, i, a),
+        },
+        |a| match kquant {
+            KQuant::Q4_K => kk.dot8_q4_k(u, i, a),
+            KQuant::Q6_K => kk.dot8_q6_k(u, i, a),
+        },
+    );
+}
