@@ -90,6 +90,21 @@ impl Format {
 // ANCHOR_END: spec
 
 impl Format {
+    /// Whether a block stores a minimum beside its scale (`w = d·q + m`, Q4_1) rather than
+    /// a scale alone: the kernels of 32-value blocks take a different path for it.
+    pub const fn has_min(self) -> bool {
+        match self {
+            Format::Q4_1 => true,
+            Format::F32
+            | Format::Int8
+            | Format::Q8_0
+            | Format::Q4_0
+            | Format::Q5_0
+            | Format::Q4_K
+            | Format::Q6_K => false,
+        }
+    }
+
     /// Every format this chapter quantizes, smallest last.
     pub const ALL: [Format; 5] = [
         Format::F32,

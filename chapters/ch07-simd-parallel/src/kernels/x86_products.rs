@@ -241,15 +241,10 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
         // SAFETY: for_isa hands this out only when the CPU has AVX2, and VNNI only when it
         // has AVX-512 F/BW/VL and VNNI; the kernels check the lengths.
         unsafe {
-            match format {
-                Format::Q4_1 => dot8x4_row32::<true, VNNI>(rows, a),
-                Format::F32
-                | Format::Int8
-                | Format::Q8_0
-                | Format::Q4_0
-                | Format::Q5_0
-                | Format::Q4_K
-                | Format::Q6_K => dot8x4_row32::<false, VNNI>(rows, a),
+            if format.has_min() {
+                dot8x4_row32::<true, VNNI>(rows, a)
+            } else {
+                dot8x4_row32::<false, VNNI>(rows, a)
             }
         }
     }
@@ -266,15 +261,10 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
         // SAFETY: for_isa hands out VNNI only when the CPU has AVX-512 F/BW/VL and VNNI; the
         // kernels check the lengths.
         unsafe {
-            match format {
-                Format::Q4_1 => dot16x4_row32::<true>(rows, a),
-                Format::F32
-                | Format::Int8
-                | Format::Q8_0
-                | Format::Q4_0
-                | Format::Q5_0
-                | Format::Q4_K
-                | Format::Q6_K => dot16x4_row32::<false>(rows, a),
+            if format.has_min() {
+                dot16x4_row32::<true>(rows, a)
+            } else {
+                dot16x4_row32::<false>(rows, a)
             }
         }
     }

@@ -362,16 +362,7 @@ impl Packed {
                 q[..16].copy_from_slice(&low.to_le_bytes());
                 q[16..].copy_from_slice(&high.to_le_bytes());
                 let second = at_second.map_or(0, |at| word(blk, at));
-                let m = match f {
-                    Format::Q4_1 => f16(second as u16),
-                    Format::F32
-                    | Format::Int8
-                    | Format::Q8_0
-                    | Format::Q4_0
-                    | Format::Q5_0
-                    | Format::Q4_K
-                    | Format::Q6_K => 0.0,
-                };
+                let m = if f.has_min() { f16(second as u16) } else { 0.0 };
                 if f == Format::Q5_0 {
                     for (k, q) in q.chunks_exact_mut(8).enumerate() {
                         let bits = SPREAD[(second >> (8 * k)) as u8 as usize];
