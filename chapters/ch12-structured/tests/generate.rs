@@ -4,7 +4,8 @@
 use std::sync::{Arc, OnceLock};
 
 use ch01_tensors::models;
-use ch10_batching::{BatchEngine, Config, Event, Request};
+use ch10_batching::Request;
+use ch12_structured::answer;
 use ch12_structured::constrain::Constraint;
 use ch12_structured::mask::TokenIndex;
 use ch12_structured::schema::{Limits, compile_text};
@@ -43,30 +44,11 @@ fn run(max_tokens: usize) -> (String, String) {
         m.tokenizer.end_ids.clone(),
     ));
     let grammar = compile_text(PERSON, Limits::default()).unwrap();
-    let engine = m.engine().unwrap();
-    let cfg = Config::with_kv(&engine, 64, ch10_batching::seq::KvPrecision::F32, 512).unwrap();
-    let mut be = BatchEngine::new(engine, &m.tokenizer.tokenizer, cfg).unwrap();
     let steer = Constraint::new(&grammar, index, Some(max_tokens)).unwrap();
-    let (_, rx) = be
-        .submit_steered(
-            Request::greedy(prompt(m), max_tokens),
-            Some(Box::new(steer)),
-        )
-        .unwrap();
-    while be.pending() > 0 {
-        be.step().unwrap();
-    }
-    let (mut text, mut reason) = (String::new(), String::new());
-    for ev in rx.try_iter() {
-        match ev {
-            Event::Token { text: t, .. } => text += &t,
-            Event::Done(f) => {
-                text += &f.text;
-                reason = f.reason.name().to_string();
-            }
-        }
-    }
-    (text, reason)
+    let request = Request::greedy(prompt(m), max_tokens);
+    let a = answer::run(m.engine().unwrap(), &m.tokenizer.tokenizer, request, Some(steer))
+        .unwrap_or_else(|e| panic!("{e}"));
+    (a.text, a.reason)
 }
 
 #[test]
