@@ -87,8 +87,8 @@ pub fn bench(m: &Loaded, threads: usize, rounds: usize) -> Result<BenchResult, S
         r
     };
     let constrained = || -> Result<Answer, String> {
-        let steer = Constraint::new(&grammar, index.clone(), Some(TOKENS))
-            .map_err(|e| e.to_string())?;
+        let steer =
+            Constraint::new(&grammar, index.clone(), Some(TOKENS)).map_err(|e| e.to_string())?;
         let r = Request::greedy(prompt.clone(), TOKENS);
         in_pool(threads, || run(engine()?, tokenizer, r, Some(steer)))?
     };

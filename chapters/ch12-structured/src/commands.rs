@@ -48,8 +48,7 @@ pub fn generate(a: &Args) -> Result<(), String> {
         &m.tokenizer.tokenizer,
         m.tokenizer.end_ids.clone(),
     ));
-    let steer =
-        Constraint::new(&grammar, index, Some(a.max_tokens)).map_err(|e| e.to_string())?;
+    let steer = Constraint::new(&grammar, index, Some(a.max_tokens)).map_err(|e| e.to_string())?;
     let mut request = Request::greedy(prompt, a.max_tokens);
     request.sampling.temperature = a.temperature;
     request.sampling.seed = a.seed;

@@ -99,7 +99,11 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         }
     }
     let check = |ok: bool, msg: &str| -> Result<(), lexopt::Error> {
-        if ok { Ok(()) } else { Err(msg.to_string().into()) }
+        if ok {
+            Ok(())
+        } else {
+            Err(msg.to_string().into())
+        }
     };
     let command = a.command.as_str();
     check(

@@ -46,8 +46,13 @@ fn run(max_tokens: usize) -> (String, String) {
     let grammar = compile_text(PERSON, Limits::default()).unwrap();
     let steer = Constraint::new(&grammar, index, Some(max_tokens)).unwrap();
     let request = Request::greedy(prompt(m), max_tokens);
-    let a = answer::run(m.engine().unwrap(), &m.tokenizer.tokenizer, request, Some(steer))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let a = answer::run(
+        m.engine().unwrap(),
+        &m.tokenizer.tokenizer,
+        request,
+        Some(steer),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     (a.text, a.reason)
 }
 
