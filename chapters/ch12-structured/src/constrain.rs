@@ -124,6 +124,7 @@ impl Constraint {
     }
     // ANCHOR_END: choose
 
+    // ANCHOR: fits_after
     /// Whether the document can still close within the budget after token `id`.
     fn fits_after(&self, id: TokenId) -> bool {
         let Some(budget) = self.budget else {
@@ -138,6 +139,7 @@ impl Constraint {
         }
         after.completion().len() < budget
     }
+    // ANCHOR_END: fits_after
 
     /// Takes token `id` (an end token only when the document is complete).
     pub fn accept(&mut self, id: TokenId) -> Result<(), ConstraintError> {

@@ -227,6 +227,7 @@ fn any_of_loop(nodes: &[Node]) -> Option<NodeId> {
 /// children's, until nothing changes. A node still unknown at the end accepts only
 /// infinite texts. A shortest text never holds a node inside itself, so it is at most
 /// `nodes.len()` levels deep, and that many passes (plus one to see nothing change) settle it.
+// ANCHOR: shortest_texts
 fn shortest_texts(nodes: &[Node]) -> Result<Vec<Vec<u8>>, GrammarError> {
     let mut best: Vec<Option<Vec<u8>>> = vec![None; nodes.len()];
     for _pass in 0..=nodes.len() {
@@ -249,6 +250,7 @@ fn shortest_texts(nodes: &[Node]) -> Result<Vec<Vec<u8>>, GrammarError> {
         .map(|(id, text)| text.ok_or(GrammarError::Endless(id)))
         .collect()
 }
+// ANCHOR_END: shortest_texts
 
 /// A node's shortest text from its children's best so far (`None`: not yet known, or
 /// over [`MAX_SHORTEST`]).

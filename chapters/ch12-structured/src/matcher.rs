@@ -631,6 +631,7 @@ impl Num {
 }
 
 // ANCHOR: completion
+// ANCHOR: completion_stack
 /// The shortest text that finishes `stack`: each frame's own ending, innermost first.
 fn completion(g: &Grammar, stack: &[Frame]) -> Vec<u8> {
     let mut out = Vec::new();
@@ -683,6 +684,8 @@ fn completion(g: &Grammar, stack: &[Frame]) -> Vec<u8> {
     }
     out
 }
+
+// ANCHOR_END: completion_stack
 
 fn object_completion(g: &Grammar, node: NodeId, next: u32, at: ObjAt, out: &mut Vec<u8>) {
     let (props, rest) = object_parts(g, node);

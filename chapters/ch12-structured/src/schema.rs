@@ -168,6 +168,7 @@ impl<'s> Compiler<'s> {
                 ));
             }
         };
+        // ANCHOR: refuse
         // Anything this compiler does not implement is refused by name.
         const KNOWN: &[&str] = &[
             "type",
@@ -192,6 +193,7 @@ impl<'s> Compiler<'s> {
                 ));
             }
         }
+        // ANCHOR_END: refuse
         if let Some(target) = s.get("$ref") {
             if members
                 .iter()
