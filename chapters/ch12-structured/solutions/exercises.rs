@@ -1,6 +1,6 @@
 //! Reference solutions for chapter 12's exercises (`cargo xtask solution ch12 N`).
 
-use crate::matcher::{MAX_DIGITS, Num, NumPart};
+use crate::matcher::{ArrAt, MAX_DIGITS, Num, NumPart};
 
 /// Exercise 1: the number frame.
 pub fn number_step(n: Num, b: u8) -> Option<Num> {
@@ -45,4 +45,20 @@ pub fn shortest_object(members: &[(&str, &str, bool)]) -> String {
 pub fn block_end(tokens: &[&[u8]], i: usize, prefix: &[u8]) -> usize {
     let after = &tokens[i + 1..];
     i + 1 + after.partition_point(|t| t.starts_with(prefix))
+}
+
+/// Exercise 5: closing an array under `minItems`.
+pub fn close_array(at: ArrAt, count: u32, min: u32, item: &str) -> String {
+    let mut out = String::new();
+    let mut have = count;
+    if at == ArrAt::Item || (at == ArrAt::Open && min > 0) {
+        out.push_str(item);
+        have += 1;
+    }
+    for _ in have..min {
+        out.push(',');
+        out.push_str(item);
+    }
+    out.push(']');
+    out
 }

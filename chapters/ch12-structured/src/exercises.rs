@@ -1,7 +1,7 @@
 //! Exercises for chapter 12. Fill in each `todo!()`, then run `cargo xtask exercises ch12`.
 #![allow(unused_variables, unused_imports)]
 
-use crate::matcher::{MAX_DIGITS, Num, NumPart};
+use crate::matcher::{ArrAt, MAX_DIGITS, Num, NumPart};
 
 /// Exercise 1: the number frame.
 ///
@@ -43,7 +43,7 @@ pub fn is_plain(bytes: &[u8]) -> bool {
 /// quotes (`"\"name\""`), the value as its node's shortest text (`"\"\""` for a string).
 ///
 /// Hint: optional members are left out: the shortest way to finish never writes them.
-/// See "The shortest way out".
+/// See "A grammar for JSON values".
 pub fn shortest_object(members: &[(&str, &str, bool)]) -> String {
     // TODO: `{`, the required members joined by `,`, `}`.
     todo!("exercise 3: the shortest object")
@@ -62,4 +62,20 @@ pub fn shortest_object(members: &[(&str, &str, bool)]) -> String {
 pub fn block_end(tokens: &[&[u8]], i: usize, prefix: &[u8]) -> usize {
     // TODO: the first index after `i` whose token does not begin with `prefix`.
     todo!("exercise 4: skip a refused block")
+}
+
+/// Exercise 5: closing an array under `minItems`.
+///
+/// The shortest text that closes an array frame: `count` items begun so far, at least
+/// `min` wanted (the schema's `minItems`), each item's shortest text being `item`. Where the
+/// array stands (`at`) matters: just after `[` (`ArrAt::Open`) an item may come or the array
+/// may close; just after a `,` (`ArrAt::Item`) an item must come; just after an item
+/// (`ArrAt::Member`) a `,` or the `]`. So with `min` = 2 and `item` = `0`: after `[` the
+/// text is `0,0]`, after `[5,` it is `0]`, after `[5` it is `,0]`, and after `[5,6` it is `]`.
+///
+/// Hint: first the item that must come (after a comma, or after `[` when `min > 0`), then
+/// `,item` until there are `min`, then `]`. See "The shortest way out".
+pub fn close_array(at: ArrAt, count: u32, min: u32, item: &str) -> String {
+    // TODO: the item owed now, if any; then `,` and an item until `min`; then `]`.
+    todo!("exercise 5: close an array")
 }

@@ -211,3 +211,62 @@ fn ex4_skip_a_refused_block() {
         }
     }
 }
+
+#[test]
+fn ex5_close_an_array() {
+    use ch12_structured::matcher::{ArrAt, Matcher};
+    use ch12_structured::schema::{Limits, compile_text};
+    assert_eq!(
+        close_array(ArrAt::Open, 0, 0, "0"),
+        "]",
+        "after `[` with no minItems, `]` alone closes the array"
+    );
+    assert_eq!(
+        close_array(ArrAt::Open, 0, 2, "0"),
+        "0,0]",
+        "after `[` with minItems 2, two items must come first"
+    );
+    assert_eq!(
+        close_array(ArrAt::Item, 1, 2, "0"),
+        "0]",
+        "after `[5,` an item is owed (the comma promised one), and it makes two"
+    );
+    assert_eq!(
+        close_array(ArrAt::Item, 3, 0, "null"),
+        "null]",
+        "after a comma an item must come even when minItems is met"
+    );
+    assert_eq!(
+        close_array(ArrAt::Member, 1, 3, "\"\""),
+        r#","",""]"#,
+        "after `[\"a\"` with minItems 3, two more items, each after a comma"
+    );
+    assert_eq!(
+        close_array(ArrAt::Member, 4, 2, "0"),
+        "]",
+        "after an item, with minItems met, `]` alone closes it"
+    );
+    // the matcher's own shortest way out, at every place in an array of minItems 3
+    let g = compile_text(
+        r#"{"type":"array","items":{"type":"boolean"},"minItems":3}"#,
+        Limits::default(),
+    )
+    .unwrap();
+    for (text, at, count) in [
+        ("[", ArrAt::Open, 0),
+        ("[ ", ArrAt::Open, 0),
+        ("[true", ArrAt::Member, 1),
+        ("[true,", ArrAt::Item, 1),
+        ("[true, false", ArrAt::Member, 2),
+        ("[true,false,", ArrAt::Item, 2),
+        ("[true,false,true", ArrAt::Member, 3),
+    ] {
+        let mut m = Matcher::new(&g);
+        assert!(m.accept(text.as_bytes()), "{text:?}");
+        assert_eq!(
+            close_array(at, count, 3, "true"),
+            String::from_utf8_lossy(&m.completion()),
+            "after {text:?} (minItems 3): the grammar's own shortest way out"
+        );
+    }
+}
