@@ -305,6 +305,11 @@ impl Sampler {
     }
     // ANCHOR_END: sampler_fast
 
+    /// Temperature 0: the same logits always give the same token, and no draw is made.
+    pub fn is_greedy(&self) -> bool {
+        self.config.temperature <= 0.0
+    }
+
     // ANCHOR: sampler_draw
     /// The next token after `logits`, given the tokens so far.
     pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> u32 {

@@ -23,6 +23,7 @@ use crate::prefix::{BlockKey, PrefixIndex};
 use crate::request::{Event, FinishReason, Finished, Request};
 use crate::scheduler::{Limits, Plan, SeqState, plan};
 use crate::seq::KvBlocks;
+use crate::steer::Steer;
 
 /// One request inside the engine.
 pub(crate) struct Seq<'t> {
@@ -44,9 +45,38 @@ pub(crate) struct Seq<'t> {
     pub(crate) matcher: StopMatcher,
     pub(crate) ignore_eos: bool,
     pub(crate) keep_logits: bool,
+    /// What narrows its next token, if anything (chapter 12).
+    pub(crate) steer: Option<Box<dyn Steer>>,
     pub(crate) cached_tokens: Option<usize>,
     pub(crate) preemptions: usize,
     pub(crate) tx: Sender<Event>,
+}
+
+impl Seq<'_> {
+    // ANCHOR: pick
+    /// The next token after `logits`: the sampler's choice, narrowed by the steer if the
+    /// request has one. Greedy first asks about the top token alone, which the grammar
+    /// allows nearly always; only when it does not is the whole vocabulary masked.
+    fn pick(&mut self, logits: &[f32]) -> u32 {
+        let Some(steer) = self.steer.as_mut() else {
+            return self.sampler.sample(logits, &self.tokens);
+        };
+        if self.sampler.is_greedy() {
+            let top = self.sampler.sample(logits, &self.tokens);
+            if steer.allows(top) {
+                let id = steer.choose(top, logits);
+                steer.accept(id);
+                return id;
+            }
+        }
+        let mut masked = logits.to_vec();
+        steer.mask(&mut masked);
+        let sampled = self.sampler.sample(&masked, &self.tokens);
+        let id = steer.choose(sampled, &masked);
+        steer.accept(id);
+        id
+    }
+    // ANCHOR_END: pick
 }
 
 /// Many requests, one model.
@@ -93,6 +123,16 @@ impl<'m> BatchEngine<'m> {
     /// Queues `req`; its events arrive on the receiver. Refused here, never after it has
     /// run, when it could not fit the context or the whole pool.
     pub fn submit(&mut self, req: Request) -> Result<(usize, Receiver<Event>), Error> {
+        self.submit_steered(req, None)
+    }
+
+    /// [`BatchEngine::submit`], with `steer` deciding around each sampling which tokens
+    /// the request may take.
+    pub fn submit_steered(
+        &mut self,
+        req: Request,
+        steer: Option<Box<dyn Steer>>,
+    ) -> Result<(usize, Receiver<Event>), Error> {
         let (prompt, max_tokens) = (req.prompt.len(), req.max_tokens);
         let context = self.engine.model.max_positions();
         if prompt == 0 {
@@ -145,6 +185,7 @@ impl<'m> BatchEngine<'m> {
             matcher: StopMatcher::new(&req.stops),
             ignore_eos: req.ignore_eos,
             keep_logits: req.keep_logits,
+            steer,
             cached_tokens: None,
             preemptions: 0,
             tx,
@@ -246,7 +287,7 @@ impl<'m> BatchEngine<'m> {
             .seqs
             .par_iter_mut()
             .zip(&row_of)
-            .map(|(s, r)| r.map(|r| s.sampler.sample(row(r), &s.tokens)))
+            .map(|(s, r)| r.map(|r| s.pick(row(r))))
             .collect();
         let mut done = Vec::new();
         for (at, id) in picks.iter().enumerate() {

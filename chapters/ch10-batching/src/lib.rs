@@ -10,6 +10,7 @@
 //!   8's fast attention path a block at a time;
 //! - [`engine`]: submit, step, cancel; tokens streamed through channels; [`paging`]: how a
 //!   plan becomes blocks; [`config`]: its settings;
+//! - [`steer`]: the hook a grammar uses to narrow a sequence's next token;
 //! - [`bench`], [`trace`]: the closed-loop benchmark and the scheduler's timeline.
 
 pub mod attend;
@@ -27,6 +28,7 @@ pub mod prefix;
 pub mod request;
 pub mod scheduler;
 pub mod seq;
+pub mod steer;
 pub mod trace;
 
 /// The chapter's exercises: stubs for you to fill in (see the book's "Exercises" page).

@@ -1,0 +1,22 @@
+//! Chapter 12: structured output — a grammar that decides, before each token is sampled,
+//! which tokens may come next.
+//!
+//! - [`grammar`]: what a JSON value may look like, as a graph of nodes;
+//! - [`schema`]: a JSON schema (the subset OpenAI's and pydantic's schemas use) compiled into one;
+//! - [`matcher`]: the grammar read one byte at a time, as a set of parser stacks;
+//! - [`mask`]: every token checked at once, by walking the vocabulary in sorted order;
+//! - [`constrain`]: one generation under a grammar, closed in time, as chapter 10's steer;
+//! - [`answer`]: one request through chapter 10's engine; [`bench`]: what the grammar costs.
+
+pub mod answer;
+pub mod bench;
+pub mod constrain;
+pub mod grammar;
+pub mod json;
+pub mod mask;
+pub mod matcher;
+pub mod schema;
+
+/// The chapter's exercises: stubs for you to fill in (see the book's "Exercises" page).
+#[cfg_attr(feature = "solutions", path = "../solutions/exercises.rs")]
+pub mod exercises;
