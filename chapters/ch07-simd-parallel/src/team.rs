@@ -123,14 +123,22 @@ struct Job<'a> {
     f: &'a (dyn Fn(usize) + Sync),
 }
 
+/// The region word: the region's number (0: none yet) in the high 40 bits, its tasks in
+/// the next 12, and in the low 12 how many threads share them (the caller and helpers
+/// `1..share`): thread `p` first claims tasks `p`, `p + share`, `p + 2·share`, … One word, so
+/// that a helper never reads one region's number with another's tasks.
+fn word(region: u64, tasks: usize, share: usize) -> u64 {
+    region << 24 | (tasks as u64) << 12 | share as u64
+}
+
+fn unword(w: u64) -> (u64, usize, usize) {
+    (w >> 24, (w >> 12) as usize & 0xFFF, w as usize & 0xFFF)
+}
+
 /// What the caller and its helpers share.
 struct Shared {
-    /// The number of the region last published (0: none yet).
+    /// The last region published, as a [`word`].
     region: AtomicU64,
-    /// The region's tasks, and how many threads share them (the caller and helpers
-    /// `1..share`): thread `p` first claims tasks `p`, `p + share`, `p + 2·share`, …
-    tasks: AtomicUsize,
-    share: AtomicUsize,
     /// The region's job, read by a thread only after it has claimed one of its tasks, which
     /// the caller waits for.
     job: AtomicPtr<Job<'static>>,
@@ -169,8 +177,6 @@ impl Team {
     fn new(helpers: usize) -> Team {
         let shared = Arc::new(Shared {
             region: AtomicU64::new(0),
-            tasks: AtomicUsize::new(0),
-            share: AtomicUsize::new(0),
             job: AtomicPtr::new(std::ptr::null_mut()),
             slots: (0..MAX_TASKS).map(|_| Slot(AtomicU64::new(0))).collect(),
             panicked: AtomicBool::new(false),
@@ -179,7 +185,7 @@ impl Team {
             lock: Mutex::new(()),
             bell: Condvar::new(),
         });
-        let helpers = (1..=helpers)
+        let helpers = (1..=helpers.min(0xFFE)) // `share` fits in 12 bits
             .map(|me| {
                 let shared = Arc::clone(&shared);
                 std::thread::spawn(move || helper(&shared, me))
@@ -205,14 +211,12 @@ impl Team {
         let s = &*self.shared;
         let job = Job { f };
         let share = tasks.min(self.helpers.len() + 1);
-        let region = s.region.load(Ordering::Relaxed) + 1;
-        s.tasks.store(tasks, Ordering::Relaxed);
-        s.share.store(share, Ordering::Relaxed);
+        let region = unword(s.region.load(Ordering::Relaxed)).0 + 1;
         // SAFETY: a thread reads the pointer only after claiming a task of this region,
         // and this function returns only after every task has finished.
         let erased = (&job as *const Job<'_>).cast::<Job<'static>>().cast_mut();
         s.job.store(erased, Ordering::Relaxed);
-        s.region.store(region, Ordering::SeqCst);
+        s.region.store(word(region, tasks, share), Ordering::SeqCst);
         if s.sleepers.load(Ordering::SeqCst) > 0 {
             let _held = s.lock.lock().unwrap_or_else(|e| e.into_inner());
             s.bell.notify_all();
@@ -263,16 +267,8 @@ fn helper(s: &Shared, me: usize) {
     let mut idle_since = Instant::now();
     let mut spins = 0u32;
     loop {
-        let region = s.region.load(Ordering::Acquire);
+        let (region, tasks, share) = unword(s.region.load(Ordering::Acquire));
         if region != seen {
-            let (tasks, share) = (
-                s.tasks.load(Ordering::Relaxed),
-                s.share.load(Ordering::Relaxed),
-            );
-            std::sync::atomic::fence(Ordering::Acquire);
-            if s.region.load(Ordering::Relaxed) != region {
-                continue; // the next region began while these were read: read again
-            }
             seen = region;
             if me < share {
                 (me..tasks).step_by(share).for_each(|i| s.take(i, region));
@@ -296,7 +292,9 @@ fn helper(s: &Shared, me: usize) {
         } else {
             let mut held = s.lock.lock().unwrap_or_else(|e| e.into_inner());
             s.sleepers.fetch_add(1, Ordering::SeqCst);
-            while s.region.load(Ordering::SeqCst) == seen && !s.stop.load(Ordering::SeqCst) {
+            while unword(s.region.load(Ordering::SeqCst)).0 == seen
+                && !s.stop.load(Ordering::SeqCst)
+            {
                 held = s.bell.wait(held).unwrap_or_else(|e| e.into_inner());
             }
             s.sleepers.fetch_sub(1, Ordering::SeqCst);
