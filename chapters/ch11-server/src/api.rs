@@ -14,6 +14,7 @@ use ch09_generate::SamplerConfig;
 use ch09_generate::chat::Message;
 
 use crate::error::ApiError;
+use crate::structure::{MakeSteer, Shape, Structurer};
 
 mod messages;
 
@@ -53,6 +54,8 @@ pub struct Job {
     pub logprobs: Option<usize>,
     /// Keep going past the end-of-generation token (llama-server's name; load tests).
     pub ignore_eos: bool,
+    /// How the answer is returned: text, or a tool call (`tools`, with a [`Structurer`]).
+    pub shape: Shape,
 }
 // ANCHOR_END: job
 
@@ -60,9 +63,19 @@ pub struct Job {
 pub const MAX_STOPS: usize = 16;
 pub const MAX_TOP_LOGPROBS: usize = 20;
 
-// ANCHOR: parse
-/// Reads a request body sent to `endpoint`.
+/// Reads a request body sent to `endpoint`; `response_format` and `tools` are refused.
 pub fn parse(body: &[u8], endpoint: Endpoint) -> Result<Job, ApiError> {
+    parse_with(body, endpoint, None).map(|(job, _)| job)
+}
+
+// ANCHOR: parse
+/// Reads a request body sent to `endpoint`. With a `structurer`, a chat's `response_format`
+/// and `tools` go to it, and the steer it plans comes back beside the job.
+pub fn parse_with(
+    body: &[u8],
+    endpoint: Endpoint,
+    structurer: Option<&dyn Structurer>,
+) -> Result<(Job, Option<MakeSteer>), ApiError> {
     let text = std::str::from_utf8(body).map_err(|e| {
         ApiError::invalid(
             "body",
@@ -81,10 +94,24 @@ pub fn parse(body: &[u8], endpoint: Endpoint) -> Result<Job, ApiError> {
             "the request body must be a JSON object",
         ));
     };
-    unsupported(&obj, endpoint)?;
-    let prompt = match endpoint {
+    let structurer = structurer.filter(|_| endpoint == Endpoint::Chat);
+    unsupported(&obj, endpoint, structurer.is_some())?;
+    let mut prompt = match endpoint {
         Endpoint::Chat => Prompt::Chat(messages(&obj)?),
         Endpoint::Completions => Prompt::Text(prompt(&obj)?),
+    };
+    let plan = match structurer {
+        Some(s) => s.plan(text)?,
+        None => None,
+    };
+    let (steer, shape) = match plan {
+        Some(plan) => {
+            if let (Some(extra), Prompt::Chat(turns)) = (plan.system, &mut prompt) {
+                with_system(turns, &extra);
+            }
+            (plan.steer, plan.shape)
+        }
+        None => (None, Shape::Text),
     };
     // ANCHOR_END: parse
     let max_tokens = match field::<u64>(&obj, "max_completion_tokens")? {
@@ -147,7 +174,7 @@ pub fn parse(body: &[u8], endpoint: Endpoint) -> Result<Job, ApiError> {
         }
     };
     let logprobs = logprobs(&obj, endpoint)?;
-    Ok(Job {
+    let job = Job {
         endpoint,
         model: field::<String>(&obj, "model")?,
         prompt,
@@ -158,7 +185,19 @@ pub fn parse(body: &[u8], endpoint: Endpoint) -> Result<Job, ApiError> {
         include_usage,
         logprobs,
         ignore_eos: field::<bool>(&obj, "ignore_eos")?.unwrap_or(false),
-    })
+        shape,
+    };
+    Ok((job, steer))
+}
+
+/// Puts `extra` in the conversation's system turn: after the client's own, or as a new first turn.
+fn with_system(turns: &mut Vec<Message>, extra: &str) {
+    match turns.first_mut() {
+        Some(first) if first.role == "system" => {
+            first.content = format!("{}\n\n{extra}", first.content);
+        }
+        _ => turns.insert(0, Message::new("system", extra)),
+    }
 }
 
 /// Field `name` as a `T`, `None` when absent or `null`; a wrong type is a 400 naming it.
@@ -187,8 +226,13 @@ fn range(obj: &Map<String, Value>, name: &str, lo: f32, hi: f32) -> Result<Optio
 
 // ANCHOR: unsupported
 /// Fields that would change the answer in ways this server does not implement: refused by
-/// name rather than silently ignored.
-fn unsupported(obj: &Map<String, Value>, endpoint: Endpoint) -> Result<(), ApiError> {
+/// name rather than silently ignored. `structured`: a [`Structurer`] reads `response_format`
+/// and `tools`.
+fn unsupported(
+    obj: &Map<String, Value>,
+    endpoint: Endpoint,
+    structured: bool,
+) -> Result<(), ApiError> {
     let set = |k: &str| obj.get(k).is_some_and(|v| !v.is_null());
     let mut refused = Vec::new();
     if obj
@@ -211,7 +255,8 @@ fn unsupported(obj: &Map<String, Value>, endpoint: Endpoint) -> Result<(), ApiEr
         "audio",
         "prediction",
     ] {
-        if set(k) && !(k == "tool_choice" && obj[k] == "none") {
+        let served = structured && (k == "tools" || k == "tool_choice");
+        if set(k) && !served && !(k == "tool_choice" && obj[k] == "none") {
             refused.push(k);
         }
     }
@@ -221,7 +266,9 @@ fn unsupported(obj: &Map<String, Value>, endpoint: Endpoint) -> Result<(), ApiEr
     {
         refused.push("logit_bias");
     }
-    if let Some(f) = obj.get("response_format").filter(|v| !v.is_null())
+    if let Some(f) = obj
+        .get("response_format")
+        .filter(|v| !v.is_null() && !structured)
         && f.get("type").and_then(Value::as_str) != Some("text")
     {
         refused.push("response_format (only {\"type\": \"text\"})");

@@ -32,6 +32,7 @@ use crate::api::{self, Endpoint, Prompt};
 use crate::error::{ApiError, from_engine};
 use crate::metrics::Metrics;
 use crate::reply::Reply;
+use crate::structure::Structurer;
 use crate::worker::{self, Command, Worker};
 
 mod auth;
@@ -59,6 +60,8 @@ pub struct Shared {
     pub key: Option<[u8; 32]>,
     pub created: u64,
     pub next_id: AtomicU64,
+    /// What reads `response_format` and `tools`; `None`: they are refused.
+    pub structurer: Option<Arc<dyn Structurer>>,
 }
 
 pub type App = Arc<Shared>;
@@ -177,7 +180,7 @@ async fn complete(
     let arrived = Instant::now();
     json_only(headers)?;
     let body = body.map_err(body_error)?;
-    let job = api::parse(&body, endpoint)?;
+    let (job, make_steer) = api::parse_with(&body, endpoint, app.structurer.as_deref())?;
     if let Some(m) = job.model.as_deref().filter(|m| *m != app.name) {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
@@ -231,6 +234,11 @@ async fn complete(
         })??;
     let prompt_len = ids.len();
     let max_tokens = fit(prompt_len, job.max_tokens, app.ctx, endpoint)?;
+    // A steer that must close its document within the budget (chapter 12)
+    let steer = make_steer
+        .map(|make| make(max_tokens))
+        .transpose()
+        .map_err(|e| ApiError::invalid("max_tokens", e))?;
     let req = EngineRequest {
         prompt: ids,
         max_tokens,
@@ -248,6 +256,7 @@ async fn complete(
     };
     if !app.worker.send(Command::Submit {
         req,
+        steer,
         reply: reply_tx,
     }) {
         return Err(gone());

@@ -6,9 +6,11 @@
 //! - [`matcher`]: the grammar read one byte at a time, as a set of parser stacks;
 //! - [`mask`]: every token checked at once, by walking the vocabulary in sorted order;
 //! - [`constrain`]: one generation under a grammar, closed in time, as chapter 10's steer;
+//! - [`api`]: `response_format` and `tools` for chapter 11's server;
 //! - [`answer`]: one request through chapter 10's engine; [`bench`]: what the grammar costs.
 
 pub mod answer;
+pub mod api;
 pub mod bench;
 pub mod constrain;
 pub mod grammar;

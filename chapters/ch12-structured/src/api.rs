@@ -1,0 +1,391 @@
+//! `response_format` and `tools` for chapter 11's server: this chapter's grammar behind its
+//! [`Structurer`] seam.
+//!
+//! - `response_format: {"type": "json_object"}` decodes under the grammar of any object;
+//!   `{"type": "json_schema", "json_schema": {"schema": …}}` under the schema's, compiled per
+//!   request. A schema outside the subset is a 400 naming the keyword and where it stands.
+//! - `tools` are listed in a system prompt of our own words (the "generic" format of
+//!   llama.cpp's server, for templates that do not render tools). With `tool_choice`
+//!   `"required"` or a named function the answer is decoded under the grammar of a call,
+//!   `{"name": <a tool's name>, "arguments": <that tool's parameters>}`; with `"auto"` it is
+//!   decoded freely and returned as a call only if the text is one; `"none"` ignores the tools.
+
+use std::sync::Arc;
+
+use ch10_batching::steer::Steer;
+use ch11_server::error::ApiError;
+use ch11_server::structure::{MakeSteer, Plan, Shape, Structurer};
+
+use crate::constrain::Constraint;
+use crate::grammar::Grammar;
+use crate::json::Json;
+use crate::mask::TokenIndex;
+use crate::schema::{Limits, compile};
+
+/// Tools one request may list at most.
+pub const MAX_TOOLS: usize = 64;
+
+/// The grammar's side of the server: the vocabulary's index, built once, and the limits
+/// every schema is compiled under.
+pub struct Structured {
+    pub index: Arc<TokenIndex>,
+    pub limits: Limits,
+}
+
+/// One tool of a request.
+struct Tool {
+    name: String,
+    description: String,
+    parameters: Json,
+}
+
+/// What `tool_choice` asks.
+#[derive(Clone, Debug, PartialEq)]
+enum Choice {
+    None,
+    Auto,
+    Required,
+    Named(String),
+}
+
+// ANCHOR: plan
+impl Structurer for Structured {
+    fn plan(&self, body: &str) -> Result<Option<Plan>, ApiError> {
+        // the body again, with each object's members in the order they were sent
+        let request = Json::parse(body)
+            .map_err(|e| ApiError::invalid("body", format!("not valid JSON: {e}")))?;
+        let tools = tools(&request)?;
+        let choice = choice(&request, &tools)?;
+        let format = response_format(&request, self.limits)?;
+        if tools.is_empty() || choice == Choice::None {
+            return Ok(format.map(|grammar| self.plan_for(grammar, Shape::Text, None)));
+        }
+        if format.is_some() {
+            return Err(ApiError::invalid(
+                "response_format",
+                "response_format and tools in one request are not supported: the answer is a call or a document",
+            ));
+        }
+        let names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
+        let system = Some(tools_prompt(&tools, &choice));
+        let chosen: Vec<&Tool> = match &choice {
+            Choice::Named(n) => tools.iter().filter(|t| &t.name == n).collect(),
+            _ => tools.iter().collect(),
+        };
+        if choice == Choice::Auto {
+            let shape = Shape::ToolCall {
+                names,
+                required: false,
+            };
+            return Ok(Some(Plan {
+                system,
+                steer: None,
+                shape,
+            }));
+        }
+        let grammar = compile(&call_schema(&chosen), self.limits).map_err(|e| {
+            ApiError::invalid(
+                "tools",
+                format!("the tools' parameters, at {}: {}", e.path, e.message),
+            )
+        })?;
+        let shape = Shape::ToolCall {
+            names,
+            required: true,
+        };
+        Ok(Some(self.plan_for(grammar, shape, system)))
+    }
+}
+// ANCHOR_END: plan
+
+impl Structured {
+    /// The index of `tok`'s vocabulary, with the default limits.
+    pub fn new(tok: &ch08_gguf::GgufTokenizer) -> Structured {
+        Structured {
+            index: Arc::new(TokenIndex::from_tokenizer(
+                &tok.tokenizer,
+                tok.end_ids.clone(),
+            )),
+            limits: Limits::default(),
+        }
+    }
+
+    fn plan_for(&self, grammar: Grammar, shape: Shape, system: Option<String>) -> Plan {
+        let index = self.index.clone();
+        // Built once the budget is known: the document must close within it.
+        let steer: MakeSteer = Box::new(move |budget| {
+            Constraint::new(&grammar, index, Some(budget))
+                .map(|c| Box::new(c) as Box<dyn Steer>)
+                .map_err(|e| e.to_string())
+        });
+        Plan {
+            system,
+            steer: Some(steer),
+            shape,
+        }
+    }
+}
+
+// ANCHOR: response_format
+/// The grammar `response_format` asks for; `None` for text.
+fn response_format(request: &Json, limits: Limits) -> Result<Option<Grammar>, ApiError> {
+    let bad = |m: &str| ApiError::invalid("response_format", m.to_string());
+    let format = match request.get("response_format") {
+        None | Some(Json::Null) => return Ok(None),
+        Some(f @ Json::Object(_)) => f,
+        Some(_) => return Err(bad("response_format must be an object")),
+    };
+    match format.get("type") {
+        Some(Json::String(t)) if t == "text" => Ok(None),
+        Some(Json::String(t)) if t == "json_object" => Ok(Some(Grammar::any_object())),
+        Some(Json::String(t)) if t == "json_schema" => {
+            let spec = format.get("json_schema").ok_or_else(|| {
+                bad("json_schema needs its \"json_schema\": {\"name\", \"schema\"}")
+            })?;
+            if !matches!(spec.get("strict"), None | Some(Json::Null | Json::Bool(_))) {
+                return Err(bad("json_schema.strict must be true or false"));
+            }
+            // `strict: false` is a request, `true` a promise: both get the promise.
+            let schema = spec
+                .get("schema")
+                .ok_or_else(|| bad("json_schema.schema is missing"))?;
+            compile(schema, limits).map(Some).map_err(|e| {
+                ApiError::invalid(
+                    "response_format.json_schema.schema",
+                    format!("the schema at {}: {}", e.path, e.message),
+                )
+                .code("unsupported_schema")
+            })
+        }
+        _ => Err(bad(
+            "response_format.type must be \"text\", \"json_object\" or \"json_schema\"",
+        )),
+    }
+}
+// ANCHOR_END: response_format
+
+/// The request's `tools`, checked.
+fn tools(request: &Json) -> Result<Vec<Tool>, ApiError> {
+    let items = match request.get("tools") {
+        None | Some(Json::Null) => return Ok(Vec::new()),
+        Some(Json::Array(items)) if items.len() <= MAX_TOOLS => items,
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "tools",
+                format!("tools must be a list of at most {MAX_TOOLS} functions"),
+            ));
+        }
+    };
+    let mut tools: Vec<Tool> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let bad = |m: &str| ApiError::invalid("tools", format!("tools[{i}]: {m}"));
+        if !matches!(item.get("type"), Some(Json::String(t)) if t == "function") {
+            return Err(bad("only {\"type\": \"function\"} tools are supported"));
+        }
+        let f = item.get("function").ok_or_else(|| bad("no \"function\""))?;
+        let name = match f.get("name") {
+            Some(Json::String(n)) if plain_name(n) => n.clone(),
+            _ => {
+                return Err(bad(
+                    "function.name must be 1 to 64 of a-z, A-Z, 0-9, _ and -",
+                ));
+            }
+        };
+        if tools.iter().any(|t| t.name == name) {
+            return Err(bad(&format!("the name {name:?} is given twice")));
+        }
+        let description = match f.get("description") {
+            Some(Json::String(d)) => d.clone(),
+            _ => String::new(),
+        };
+        let parameters = match f.get("parameters") {
+            None | Some(Json::Null) => Json::Object(vec![
+                ("type".into(), Json::String("object".into())),
+                ("properties".into(), Json::Object(Vec::new())),
+                ("additionalProperties".into(), Json::Bool(false)),
+            ]),
+            Some(p) => p.clone(),
+        };
+        tools.push(Tool {
+            name,
+            description,
+            parameters,
+        });
+    }
+    Ok(tools)
+}
+
+/// OpenAI's rule for a function's name.
+fn plain_name(n: &str) -> bool {
+    (1..=64).contains(&n.len())
+        && n.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// `tool_choice`, checked against the tools (`"auto"` when tools are given without it).
+fn choice(request: &Json, tools: &[Tool]) -> Result<Choice, ApiError> {
+    let bad = |m: String| ApiError::invalid("tool_choice", m);
+    match request.get("tool_choice") {
+        None | Some(Json::Null) => Ok(Choice::Auto),
+        Some(Json::String(s)) => match s.as_str() {
+            "none" => Ok(Choice::None),
+            "auto" => Ok(Choice::Auto),
+            "required" if !tools.is_empty() => Ok(Choice::Required),
+            "required" => Err(bad("tool_choice \"required\" needs tools".into())),
+            other => Err(bad(format!(
+                "tool_choice {other:?}: none, auto, required, or a function"
+            ))),
+        },
+        Some(named) => {
+            let name = named.get("function").and_then(|f| f.get("name"));
+            match name {
+                Some(Json::String(n)) if tools.iter().any(|t| &t.name == n) => {
+                    Ok(Choice::Named(n.clone()))
+                }
+                _ => Err(bad(
+                    "tool_choice {\"type\": \"function\", \"function\": {\"name\": …}} must name one of the tools".into(),
+                )),
+            }
+        }
+    }
+}
+
+// ANCHOR: call_schema
+/// The schema of one call to one of `tools`: `{"name": <its name>, "arguments": <its
+/// parameters>}`, the name first, so that the name is known before the arguments begin.
+fn call_schema(tools: &[&Tool]) -> Json {
+    let s = |t: &str| Json::String(t.into());
+    let one = |t: &Tool, at: &str| {
+        let properties = vec![
+            (
+                "name".to_string(),
+                Json::Object(vec![("const".into(), s(&t.name))]),
+            ),
+            ("arguments".to_string(), rebase(&t.parameters, at)),
+        ];
+        Json::Object(vec![
+            ("type".into(), s("object")),
+            ("properties".into(), Json::Object(properties)),
+            (
+                "required".into(),
+                Json::Array(vec![s("name"), s("arguments")]),
+            ),
+            ("additionalProperties".into(), Json::Bool(false)),
+        ])
+    };
+    match tools {
+        [t] => one(t, "#/properties/arguments"),
+        _ => {
+            let alts = tools
+                .iter()
+                .enumerate()
+                .map(|(i, t)| one(t, &format!("#/anyOf/{i}/properties/arguments")))
+                .collect();
+            Json::Object(vec![("anyOf".into(), Json::Array(alts))])
+        }
+    }
+}
+
+/// `schema` with its `$ref`s (`#/$defs/X`, pydantic's) pointing where it now stands, at `at`.
+fn rebase(schema: &Json, at: &str) -> Json {
+    match schema {
+        Json::Object(members) => Json::Object(
+            members
+                .iter()
+                .map(|(k, v)| match (k.as_str(), v) {
+                    ("$ref", Json::String(p)) if p.starts_with('#') => {
+                        (k.clone(), Json::String(format!("{at}{}", &p[1..])))
+                    }
+                    _ => (k.clone(), rebase(v, at)),
+                })
+                .collect(),
+        ),
+        Json::Array(items) => Json::Array(items.iter().map(|v| rebase(v, at)).collect()),
+        other => other.clone(),
+    }
+}
+// ANCHOR_END: call_schema
+
+/// The system prompt that lists the tools (our own words; the shape of llama.cpp's
+/// "generic" format).
+fn tools_prompt(tools: &[Tool], choice: &Choice) -> String {
+    let mut text = String::from("You can call these tools:\n");
+    for t in tools {
+        text += &format!(
+            "- {}: {} Parameters (a JSON schema): {}\n",
+            t.name,
+            t.description,
+            t.parameters.to_text()
+        );
+    }
+    let call = "{\"name\": \"<the tool's name>\", \"arguments\": {<its parameters>}}";
+    match choice {
+        Choice::Named(n) => {
+            text += &format!("Call the tool {n} now. Answer with JSON only: {call}")
+        }
+        Choice::Required => text += &format!("Call one tool now. Answer with JSON only: {call}"),
+        _ => {
+            text += &format!(
+                "To call a tool, answer with JSON only: {call}. Otherwise answer in plain text."
+            )
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::matcher::Matcher;
+
+    #[test]
+    fn a_call_schema_admits_a_call_of_each_tool_and_nothing_else() {
+        let body = r##"{"tools": [
+            {"type": "function", "function": {"name": "get_weather", "parameters":
+                {"type": "object", "properties": {"city": {"$ref": "#/$defs/City"}},
+                 "required": ["city"], "$defs": {"City": {"type": "string", "maxLength": 20}}}}},
+            {"type": "function", "function": {"name": "now"}}]}"##;
+        let request = Json::parse(body).unwrap();
+        let tools = tools(&request).unwrap();
+        let all: Vec<&Tool> = tools.iter().collect();
+        let g = compile(&call_schema(&all), Limits::default()).unwrap();
+        let takes = |doc: &str| {
+            let mut m = Matcher::new(&g);
+            m.accept(doc.as_bytes()) && m.is_complete()
+        };
+        assert!(takes(
+            r#"{"name":"get_weather","arguments":{"city":"Paris"}}"#
+        ));
+        assert!(takes(r#"{"name":"now","arguments":{}}"#));
+        assert!(!takes(r#"{"name":"now","arguments":{"city":"Paris"}}"#));
+        assert!(!takes(r#"{"name":"other","arguments":{}}"#));
+        assert!(!takes(r#"{"arguments":{},"name":"now"}"#));
+    }
+
+    #[test]
+    fn bad_tools_and_choices_are_named() {
+        let plan = |body: &str| {
+            let r = Json::parse(body).unwrap();
+            tools(&r).and_then(|t| choice(&r, &t))
+        };
+        let e = plan(r#"{"tools":[{"type":"function","function":{"name":"a b"}}]}"#).unwrap_err();
+        assert!(e.message.contains("tools[0]"), "{}", e.message);
+        let e = plan(r#"{"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}}"#).unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("tool_choice"));
+        assert_eq!(
+            plan(r#"{"tools":[{"type":"function","function":{"name":"f"}}]}"#).unwrap(),
+            Choice::Auto
+        );
+    }
+
+    #[test]
+    fn an_unsupported_keyword_is_named_with_its_place() {
+        let r = Json::parse(r#"{"response_format":{"type":"json_schema","json_schema":{"name":"p","schema":{"type":"object","properties":{"age":{"type":"integer","minimum":0}}}}}}"#).unwrap();
+        let e = response_format(&r, Limits::default()).unwrap_err();
+        assert!(
+            e.message.contains("minimum") && e.message.contains("/properties/age"),
+            "{}",
+            e.message
+        );
+    }
+}
