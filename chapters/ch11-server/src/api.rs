@@ -56,6 +56,8 @@ pub struct Job {
     pub ignore_eos: bool,
     /// How the answer is returned: text, or a tool call (`tools`, with a [`Structurer`]).
     pub shape: Shape,
+    /// The tools, for the chat template to render.
+    pub tools: Option<Value>,
 }
 // ANCHOR_END: job
 
@@ -65,16 +67,18 @@ pub const MAX_TOP_LOGPROBS: usize = 20;
 
 /// Reads a request body sent to `endpoint`; `response_format` and `tools` are refused.
 pub fn parse(body: &[u8], endpoint: Endpoint) -> Result<Job, ApiError> {
-    parse_with(body, endpoint, None).map(|(job, _)| job)
+    parse_with(body, endpoint, None, false).map(|(job, _)| job)
 }
 
 // ANCHOR: parse
 /// Reads a request body sent to `endpoint`. With a `structurer`, a chat's `response_format`
 /// and `tools` go to it, and the steer it plans comes back beside the job.
+/// `template_takes_tools`: the model's chat template renders tools itself.
 pub fn parse_with(
     body: &[u8],
     endpoint: Endpoint,
     structurer: Option<&dyn Structurer>,
+    template_takes_tools: bool,
 ) -> Result<(Job, Option<MakeSteer>), ApiError> {
     let text = std::str::from_utf8(body).map_err(|e| {
         ApiError::invalid(
@@ -101,17 +105,17 @@ pub fn parse_with(
         Endpoint::Completions => Prompt::Text(prompt(&obj)?),
     };
     let plan = match structurer {
-        Some(s) => s.plan(text)?,
+        Some(s) => s.plan(text, template_takes_tools)?,
         None => None,
     };
-    let (steer, shape) = match plan {
+    let (steer, shape, tools) = match plan {
         Some(plan) => {
             if let (Some(extra), Prompt::Chat(turns)) = (plan.system, &mut prompt) {
                 with_system(turns, &extra);
             }
-            (plan.steer, plan.shape)
+            (plan.steer, plan.shape, plan.tools)
         }
-        None => (None, Shape::Text),
+        None => (None, Shape::Text, None),
     };
     // ANCHOR_END: parse
     let max_tokens = match field::<u64>(&obj, "max_completion_tokens")? {
@@ -186,6 +190,7 @@ pub fn parse_with(
         logprobs,
         ignore_eos: field::<bool>(&obj, "ignore_eos")?.unwrap_or(false),
         shape,
+        tools,
     };
     Ok((job, steer))
 }

@@ -180,7 +180,9 @@ async fn complete(
     let arrived = Instant::now();
     json_only(headers)?;
     let body = body.map_err(body_error)?;
-    let (job, make_steer) = api::parse_with(&body, endpoint, app.structurer.as_deref())?;
+    let takes_tools = app.chat.as_ref().is_some_and(Chat::takes_tools);
+    let (job, make_steer) =
+        api::parse_with(&body, endpoint, app.structurer.as_deref(), takes_tools)?;
     if let Some(m) = job.model.as_deref().filter(|m| *m != app.name) {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
@@ -223,8 +225,8 @@ async fn complete(
     // ANCHOR_END: complete
     // ANCHOR: submit
     // The template and the tokenizer are CPU work: a blocking thread, not the runtime's.
-    let (shared, prompt) = (app.clone(), job.prompt.clone());
-    let ids = tokio::task::spawn_blocking(move || prompt_ids(&shared, &prompt))
+    let (shared, prompt, tools) = (app.clone(), job.prompt.clone(), job.tools.clone());
+    let ids = tokio::task::spawn_blocking(move || prompt_ids(&shared, &prompt, tools.as_ref()))
         .await
         .map_err(|_| {
             ApiError::new(
@@ -291,7 +293,11 @@ async fn complete(
 
 /// The prompt's tokens: a chat through the model's template, its messages kept as text; a
 /// completion's prompt as the client wrote it, control tokens included (as llama-server does).
-fn prompt_ids(app: &Shared, prompt: &Prompt) -> Result<Vec<u32>, ApiError> {
+fn prompt_ids(
+    app: &Shared,
+    prompt: &Prompt,
+    tools: Option<&serde_json::Value>,
+) -> Result<Vec<u32>, ApiError> {
     let ids = match prompt {
         Prompt::Text(t) => app.loaded.tokenizer.encode_prompt(t, true),
         Prompt::Chat(messages) => {
@@ -301,7 +307,7 @@ fn prompt_ids(app: &Shared, prompt: &Prompt) -> Result<Vec<u32>, ApiError> {
                     "this model has no chat template: use /v1/completions",
                 )
             })?;
-            chat.prompt_ids(&app.loaded.tokenizer, messages)
+            chat.prompt_ids_with_tools(&app.loaded.tokenizer, messages, tools)
                 .map_err(|e| ApiError::invalid("messages", e))?
         }
     };

@@ -13,9 +13,10 @@ use crate::error::ApiError;
 // ANCHOR: structurer
 /// Reads what a chat request asks of its answer's form.
 pub trait Structurer: Send + Sync {
-    /// `body` is the whole request (a JSON object, its member order kept as sent).
+    /// `body` is the whole request (a JSON object, its member order kept as sent);
+    /// `template_takes_tools`: the model's chat template renders `tools` itself.
     /// `Ok(None)`: plain text was asked for; an error is the request's 400.
-    fn plan(&self, body: &str) -> Result<Option<Plan>, ApiError>;
+    fn plan(&self, body: &str, template_takes_tools: bool) -> Result<Option<Plan>, ApiError>;
 }
 
 /// A steer for a reply of at most the given number of tokens, or why that is too few.
@@ -23,8 +24,10 @@ pub type MakeSteer = Box<dyn FnOnce(usize) -> Result<Box<dyn Steer>, String> + S
 
 /// What a request's `response_format` and `tools` come to.
 pub struct Plan {
-    /// Text for the system turn (the tools, listed), before any the client sent.
+    /// Text for the system turn (the tools, listed), after any the client sent.
     pub system: Option<String>,
+    /// The tools, for a chat template that renders them.
+    pub tools: Option<serde_json::Value>,
     /// `None`: the model decodes freely.
     pub steer: Option<MakeSteer>,
     pub shape: Shape,

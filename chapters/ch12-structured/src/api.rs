@@ -50,7 +50,7 @@ enum Choice {
 
 // ANCHOR: plan
 impl Structurer for Structured {
-    fn plan(&self, body: &str) -> Result<Option<Plan>, ApiError> {
+    fn plan(&self, body: &str, template_takes_tools: bool) -> Result<Option<Plan>, ApiError> {
         // the body again, with each object's members in the order they were sent
         let request = Json::parse(body)
             .map_err(|e| ApiError::invalid("body", format!("not valid JSON: {e}")))?;
@@ -58,7 +58,7 @@ impl Structurer for Structured {
         let choice = choice(&request, &tools)?;
         let format = response_format(&request, self.limits)?;
         if tools.is_empty() || choice == Choice::None {
-            return Ok(format.map(|grammar| self.plan_for(grammar, Shape::Text, None)));
+            return Ok(format.map(|grammar| self.plan_for(grammar, Shape::Text, None, None)));
         }
         if format.is_some() {
             return Err(ApiError::invalid(
@@ -67,7 +67,15 @@ impl Structurer for Structured {
             ));
         }
         let names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
-        let system = Some(tools_prompt(&tools, &choice));
+        // A template that renders tools gets them (in its own words, the model's training);
+        // any other gets them listed in the system turn.
+        let (system, template_tools) = if template_takes_tools {
+            let listed = serde_json::from_str::<serde_json::Value>(body)
+                .map_err(|e| ApiError::invalid("body", format!("not valid JSON: {e}")))?;
+            (instruction(&choice), Some(listed["tools"].clone()))
+        } else {
+            (Some(tools_prompt(&tools, &choice)), None)
+        };
         let chosen: Vec<&Tool> = match &choice {
             Choice::Named(n) => tools.iter().filter(|t| &t.name == n).collect(),
             _ => tools.iter().collect(),
@@ -79,6 +87,7 @@ impl Structurer for Structured {
             };
             return Ok(Some(Plan {
                 system,
+                tools: template_tools,
                 steer: None,
                 shape,
             }));
@@ -93,7 +102,7 @@ impl Structurer for Structured {
             names,
             required: true,
         };
-        Ok(Some(self.plan_for(grammar, shape, system)))
+        Ok(Some(self.plan_for(grammar, shape, system, template_tools)))
     }
 }
 // ANCHOR_END: plan
@@ -110,7 +119,13 @@ impl Structured {
         }
     }
 
-    fn plan_for(&self, grammar: Grammar, shape: Shape, system: Option<String>) -> Plan {
+    fn plan_for(
+        &self,
+        grammar: Grammar,
+        shape: Shape,
+        system: Option<String>,
+        tools: Option<serde_json::Value>,
+    ) -> Plan {
         let index = self.index.clone();
         // Built once the budget is known: the document must close within it.
         let steer: MakeSteer = Box::new(move |budget| {
@@ -120,6 +135,7 @@ impl Structured {
         });
         Plan {
             system,
+            tools,
             steer: Some(steer),
             shape,
         }
@@ -305,6 +321,15 @@ fn rebase(schema: &Json, at: &str) -> Json {
     }
 }
 // ANCHOR_END: call_schema
+
+/// With a template that lists the tools itself: only which call is wanted, when one is.
+fn instruction(choice: &Choice) -> Option<String> {
+    match choice {
+        Choice::Named(n) => Some(format!("Call the tool {n} now.")),
+        Choice::Required => Some("Call one of the tools now.".to_string()),
+        _ => None,
+    }
+}
 
 /// The system prompt that lists the tools (our own words; the shape of llama.cpp's
 /// "generic" format).
