@@ -130,11 +130,7 @@ impl Streaming {
                     let mut events = Vec::new();
                     let mut finish = finish_reason(f.reason);
                     if matches!(self.reply.job.shape, Shape::ToolCall { .. }) {
-                        let (last, called) = self.call_end(&f.text);
-                        events = last;
-                        if called {
-                            finish = finish.map(|r| if r == "stop" { "tool_calls" } else { r });
-                        }
+                        (events, finish) = self.call_end(&f.text, finish);
                     } else if !f.text.is_empty() {
                         events.push(data(&self.reply.chunk(Some(&f.text), None, None)));
                     }
@@ -210,8 +206,25 @@ impl Streaming {
     // ANCHOR_END: call_events
 
     /// The last events of a request with tools, given the text held back to the end; and
-    /// whether the answer was a call.
-    fn call_end(&mut self, text: &str) -> (Vec<Event>, bool) {
+    /// the finish reason, `tool_calls` for a call that ended by itself.
+    fn call_end(
+        &mut self,
+        text: &str,
+        finish: Option<&'static str>,
+    ) -> (Vec<Event>, Option<&'static str>) {
+        let (events, called) = self.call_end_events(text);
+        let called_reason = |r| if r == "stop" { "tool_calls" } else { r };
+        (
+            events,
+            if called {
+                finish.map(called_reason)
+            } else {
+                finish
+            },
+        )
+    }
+
+    fn call_end_events(&mut self, text: &str) -> (Vec<Event>, bool) {
         match self.call {
             CallState::Text => {
                 let events = if text.is_empty() {

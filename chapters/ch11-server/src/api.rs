@@ -231,25 +231,19 @@ fn range(obj: &Map<String, Value>, name: &str, lo: f32, hi: f32) -> Result<Optio
 
 // ANCHOR: unsupported
 /// Fields that would change the answer in ways this server does not implement: refused by
-/// name rather than silently ignored. `structured`: a [`Structurer`] reads `response_format`
-/// and `tools`.
+/// name rather than silently ignored (`structured`: a [`Structurer`] takes the first three).
 fn unsupported(
     obj: &Map<String, Value>,
     endpoint: Endpoint,
     structured: bool,
 ) -> Result<(), ApiError> {
     let set = |k: &str| obj.get(k).is_some_and(|v| !v.is_null());
+    let many = |k: &str| set(k) && obj[k].as_u64() != Some(1);
     let mut refused = Vec::new();
-    if obj
-        .get("n")
-        .is_some_and(|v| !v.is_null() && v.as_u64() != Some(1))
-    {
+    if many("n") {
         refused.push("n (only 1 choice per request)");
     }
-    if obj
-        .get("best_of")
-        .is_some_and(|v| !v.is_null() && v.as_u64() != Some(1))
-    {
+    if many("best_of") {
         refused.push("best_of");
     }
     for k in [
@@ -260,22 +254,15 @@ fn unsupported(
         "audio",
         "prediction",
     ] {
-        let served = structured && (k == "tools" || k == "tool_choice");
+        let served = structured && k.starts_with("tool");
         if set(k) && !served && !(k == "tool_choice" && obj[k] == "none") {
             refused.push(k);
         }
     }
-    if obj
-        .get("logit_bias")
-        .is_some_and(|v| v.as_object().is_none_or(|m| !m.is_empty()) && !v.is_null())
-    {
+    if set("logit_bias") && obj["logit_bias"].as_object().is_none_or(|m| !m.is_empty()) {
         refused.push("logit_bias");
     }
-    if let Some(f) = obj
-        .get("response_format")
-        .filter(|v| !v.is_null() && !structured)
-        && f.get("type").and_then(Value::as_str) != Some("text")
-    {
+    if set("response_format") && !structured && obj["response_format"]["type"] != "text" {
         refused.push("response_format (only {\"type\": \"text\"})");
     }
     if endpoint == Endpoint::Completions {
