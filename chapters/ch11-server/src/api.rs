@@ -356,6 +356,65 @@ mod tests {
         assert!(chat(r#"{"messages":[{"role":"user","content":"Hi"}],"n":1}"#).is_ok());
     }
 
+    /// A structurer that asks for a tool call and lists one tool in the system turn.
+    struct OneTool;
+
+    impl Structurer for OneTool {
+        fn plan(&self, body: &str, _: bool) -> Result<Option<crate::structure::Plan>, ApiError> {
+            if !body.contains("\"tools\"") {
+                return Ok(None);
+            }
+            Ok(Some(crate::structure::Plan {
+                system: Some("You can call f.".into()),
+                tools: None,
+                steer: None,
+                shape: Shape::ToolCall {
+                    names: vec!["f".into()],
+                    required: false,
+                },
+            }))
+        }
+    }
+
+    #[test]
+    fn a_structurer_takes_what_is_refused_without_one() {
+        let body = r#"{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],
+            "tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"auto",
+            "response_format":{"type":"json_object"}}"#;
+        let e = chat(body).unwrap_err();
+        assert!(
+            e.message.contains("tools") && e.message.contains("response_format"),
+            "{}",
+            e.message
+        );
+        let (job, steer) =
+            parse_with(body.as_bytes(), Endpoint::Chat, Some(&OneTool), false).unwrap();
+        assert!(steer.is_none());
+        assert!(matches!(
+            job.shape,
+            Shape::ToolCall {
+                required: false,
+                ..
+            }
+        ));
+        let Prompt::Chat(turns) = job.prompt else {
+            panic!("a chat")
+        };
+        assert_eq!(
+            turns[0].content, "Be brief.\n\nYou can call f.",
+            "the client's system turn first"
+        );
+        assert_eq!(turns.len(), 2);
+        // completions never go to the structurer
+        let e = parse_with(
+            br#"{"prompt":"Hi","tools":[]}"#,
+            Endpoint::Completions,
+            Some(&OneTool),
+            false,
+        );
+        assert!(e.is_err());
+    }
+
     #[test]
     fn bad_bytes_and_bad_json() {
         let e = parse(b"{\"prompt\": \"\xff\"}", Endpoint::Completions).unwrap_err();
