@@ -179,7 +179,11 @@ fn serve_options() -> Result<Option<ch11_server::launch::ServeOptions>, String> 
             Short('h') | Long("help") => return Ok(None),
             Short(c) => c.to_string(),
             Long(l) => l.to_string(),
-            Value(v) => return Err(format!("unexpected argument {v:?}")),
+            Value(v) => {
+                return Err(format!(
+                    "unexpected argument {v:?} (a command comes first: serve, generate, masks or bench)"
+                ));
+            }
         };
         first = false;
         if !o.flag(&name, &mut p).map_err(|e| e.to_string())? {

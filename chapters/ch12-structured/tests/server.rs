@@ -144,3 +144,34 @@ fn which(name: &str) -> PathBuf {
         .find(|p| p.is_file())
         .unwrap_or_else(|| panic!("`{name}` is not installed: run `bash scripts/test-deps.sh`"))
 }
+
+#[test]
+fn bad_serve_flags_and_a_missing_model_are_clear_errors() {
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_ch12-structured"))
+            .args(args)
+            .output()
+            .expect("the binary runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(&["--bogus"]);
+    assert!(code == Some(2) && err.contains("--bogus"), "{code:?} {err}");
+    let (code, err) = run(&["serve", "--parallel", "0"]);
+    assert!(
+        code == Some(2) && err.contains("--parallel"),
+        "{code:?} {err}"
+    );
+    let (code, err) = run(&["-m", "/nonexistent/model.gguf", "generate"]);
+    assert!(
+        code == Some(2) && err.contains("a command comes first"),
+        "{code:?} {err}"
+    );
+    let (code, err) = run(&["-m", "/nonexistent/model.gguf", "--port", "0"]);
+    assert!(
+        code == Some(1) && err.contains("/nonexistent/model.gguf"),
+        "{code:?} {err}"
+    );
+}
