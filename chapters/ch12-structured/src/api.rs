@@ -54,7 +54,7 @@ impl Structurer for Structured {
         // the body again, with each object's members in the order they were sent
         let request = Json::parse(body)
             .map_err(|e| ApiError::invalid("body", format!("not valid JSON: {e}")))?;
-        let tools = tools(&request)?;
+        let tools = tools(&request, self.limits)?;
         let choice = choice(&request, &tools)?;
         let format = response_format(&request, self.limits)?;
         if tools.is_empty() || choice == Choice::None {
@@ -180,8 +180,9 @@ fn response_format(request: &Json, limits: Limits) -> Result<Option<Grammar>, Ap
 }
 // ANCHOR_END: response_format
 
-/// The request's `tools`, checked.
-fn tools(request: &Json) -> Result<Vec<Tool>, ApiError> {
+/// The request's `tools`, checked, each one's parameters compiled on their own so that an
+/// error names the place in the schema the client wrote.
+fn tools(request: &Json, limits: Limits) -> Result<Vec<Tool>, ApiError> {
     let items = match request.get("tools") {
         None | Some(Json::Null) => return Ok(Vec::new()),
         Some(Json::Array(items)) if items.len() <= MAX_TOOLS => items,
@@ -222,6 +223,16 @@ fn tools(request: &Json) -> Result<Vec<Tool>, ApiError> {
             ]),
             Some(p) => p.clone(),
         };
+        if let Err(e) = compile(&parameters, limits) {
+            return Err(ApiError::invalid(
+                "tools",
+                format!(
+                    "tools[{i}].function.parameters, at {}: {}",
+                    e.path, e.message
+                ),
+            )
+            .code("unsupported_schema"));
+        }
         tools.push(Tool {
             name,
             description,
@@ -371,7 +382,7 @@ mod tests {
                  "required": ["city"], "$defs": {"City": {"type": "string", "maxLength": 20}}}}},
             {"type": "function", "function": {"name": "now"}}]}"##;
         let request = Json::parse(body).unwrap();
-        let tools = tools(&request).unwrap();
+        let tools = tools(&request, Limits::default()).unwrap();
         let all: Vec<&Tool> = tools.iter().collect();
         let g = compile(&call_schema(&all), Limits::default()).unwrap();
         let takes = |doc: &str| {
@@ -391,7 +402,7 @@ mod tests {
     fn bad_tools_and_choices_are_named() {
         let plan = |body: &str| {
             let r = Json::parse(body).unwrap();
-            tools(&r).and_then(|t| choice(&r, &t))
+            tools(&r, Limits::default()).and_then(|t| choice(&r, &t))
         };
         let e = plan(r#"{"tools":[{"type":"function","function":{"name":"a b"}}]}"#).unwrap_err();
         assert!(e.message.contains("tools[0]"), "{}", e.message);
@@ -400,6 +411,17 @@ mod tests {
         assert_eq!(
             plan(r#"{"tools":[{"type":"function","function":{"name":"f"}}]}"#).unwrap(),
             Choice::Auto
+        );
+        let e = plan(
+            r#"{"tools":[{"type":"function","function":{"name":"f","parameters":
+            {"type":"object","properties":{"a":{"type":"string","pattern":"x"}}}}}]}"#,
+        )
+        .unwrap_err();
+        assert!(
+            e.message
+                .contains("tools[0].function.parameters, at #/properties/a/pattern"),
+            "{}",
+            e.message
         );
     }
 

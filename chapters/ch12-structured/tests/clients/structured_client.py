@@ -54,6 +54,17 @@ assert isinstance(json.loads(obj.choices[0].message.content), dict), obj
 ok("json_object")
 
 
+# A recursive schema (a node whose children are nodes): an answer, and the server stays up.
+tree = {"type": "json_schema", "json_schema": {"name": "tree", "schema": {
+    "$ref": "#/$defs/Node", "$defs": {"Node": {"type": "object", "properties": {
+        "name": {"type": "string"},
+        "children": {"type": "array", "items": {"$ref": "#/$defs/Node"}}},
+        "required": ["name", "children"]}}}}}
+node = json.loads(ask("A family tree as JSON.", max_tokens=40,
+                      response_format=tree).choices[0].message.content)
+assert isinstance(node["name"], str) and isinstance(node["children"], list), node
+ok(f"recursive schema: {node}")
+
 # The client's own parse() with pydantic models, one with a nested model ($defs, $ref).
 class City(pydantic.BaseModel):
     name: str
