@@ -115,6 +115,7 @@ impl Chat {
             bos_token: text(tokenizer.bos),
             eos_token: text(eos),
             now: 0,
+            tools: None,
         };
         let add_bos = tokenizer.add_bos && vars.bos_token.is_some();
         Chat {
@@ -161,12 +162,28 @@ impl Chat {
         tokenizer: &GgufTokenizer,
         messages: &[Message],
     ) -> Result<Vec<u32>, String> {
+        self.prompt_ids_with_tools(tokenizer, messages, None)
+    }
+
+    /// Whether the template renders a request's `tools` (it reads the variable).
+    pub fn takes_tools(&self) -> bool {
+        matches!(&self.template, ChatTemplate::Jinja(s) if s.contains("tools"))
+    }
+
+    /// [`Chat::prompt_ids`], the template given `tools` (OpenAI's list of functions).
+    pub fn prompt_ids_with_tools(
+        &self,
+        tokenizer: &GgufTokenizer,
+        messages: &[Message],
+        tools: Option<&serde_json::Value>,
+    ) -> Result<Vec<u32>, String> {
         let source = match &self.template {
             ChatTemplate::Jinja(source) => source.as_str(),
             ChatTemplate::Gemma => "",
         };
         let (messages, guard) = guard::guard_messages(messages, &self.controls, source)?;
-        let vars = self.vars.clone().at_current_time();
+        let mut vars = self.vars.clone().at_current_time();
+        vars.tools = tools.cloned();
         let text = match (&self.template, &self.sandbox) {
             (ChatTemplate::Jinja(source), Some(sandbox)) => {
                 sandbox.render_with(source, &messages, true, &vars)?
@@ -210,7 +227,8 @@ pub fn render_with(
             let t = env
                 .template_from_str(source)
                 .map_err(|e| format!("the chat template does not parse: {e}"))?;
-            let text_bytes: usize = messages.iter().map(|m| m.content.len()).sum();
+            let tools_bytes = vars.tools.as_ref().map_or(0, |t| t.to_string().len());
+            let text_bytes = tools_bytes + messages.iter().map(|m| m.content.len()).sum::<usize>();
             let mut out = BoundedText::new(text_bytes + MAX_TEMPLATE_EXTRA_BYTES);
             let ctx = environment::variables(messages, add_generation_prompt, vars);
             match t.render_captured_to(ctx, &mut out) {

@@ -87,6 +87,7 @@ fn the_families_templates_render_as_jinja2_renders_them() {
             bos_token: t["bos_token"].as_str().map(String::from),
             eos_token: t["eos_token"].as_str().map(String::from),
             now,
+            tools: None,
         };
         for case in t["cases"].as_array().unwrap() {
             let name = case["conversation"].as_str().unwrap();

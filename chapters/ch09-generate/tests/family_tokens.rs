@@ -50,6 +50,7 @@ fn open(f: &Family) -> (GgufTokenizer, Chat, Vars) {
         bos_token: text(tok.bos.map(u64::from)),
         eos_token: text(file.gguf.opt_u64("tokenizer.ggml.eos_token_id").unwrap()),
         now: 0,
+        tools: None,
     }
     .at_current_time();
     (tok, chat, vars)

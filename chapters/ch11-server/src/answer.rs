@@ -19,6 +19,8 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use crate::api::Endpoint;
 use crate::error::ApiError;
 use crate::reply::{Reply, finish_reason, logprobs};
+use crate::structure::Shape;
+use crate::toolcall::{self, Head};
 use crate::worker::Out;
 
 /// Where a stream is.
@@ -34,6 +36,19 @@ struct Streaming {
     /// Bytes of text sent so far (completions' `text_offset`).
     sent: usize,
     phase: Phase,
+    /// With tools: the text so far, and what it has turned out to be.
+    buf: String,
+    call: CallState,
+}
+
+/// A streamed answer to a request with tools.
+enum CallState {
+    /// Not known yet: the text is held back.
+    Undecided,
+    /// Plain text (`tool_choice: "auto"`, and the text does not start with `{`).
+    Text,
+    /// A call whose name has been sent; `sent` bytes of its arguments too.
+    Args { args_at: usize, sent: usize },
 }
 
 fn data(v: &Value) -> Event {
@@ -56,6 +71,8 @@ pub fn stream(reply: Reply, rx: UnboundedReceiver<Out>) -> Response {
         rx,
         sent: 0,
         phase: Phase::Start,
+        buf: String::new(),
+        call: CallState::Undecided,
     };
     let events = futures_util::stream::unfold(state, |mut s| async move {
         let events = s.next_events().await?;
@@ -97,6 +114,13 @@ impl Streaming {
                     if text.is_empty() && lp.is_none() {
                         continue; // held back: part of a character, or maybe a stop string
                     }
+                    if matches!(self.reply.job.shape, Shape::ToolCall { .. }) {
+                        let events = self.call_events(&text);
+                        if events.is_empty() {
+                            continue;
+                        }
+                        return Some(events);
+                    }
                     let lp = lp.map(|t| self.reply.logprobs_json(&[t], self.sent));
                     self.sent += text.len();
                     return Some(vec![data(&self.reply.chunk(Some(&text), lp, None))]);
@@ -104,10 +128,13 @@ impl Streaming {
                 Some(Out::Done(f)) => {
                     self.reply.finished(&f);
                     let mut events = Vec::new();
-                    if !f.text.is_empty() {
+                    let mut finish = finish_reason(f.reason);
+                    if matches!(self.reply.job.shape, Shape::ToolCall { .. }) {
+                        (events, finish) = self.call_end(&f.text, finish);
+                    } else if !f.text.is_empty() {
                         events.push(data(&self.reply.chunk(Some(&f.text), None, None)));
                     }
-                    match finish_reason(f.reason) {
+                    match finish {
                         Some(reason) => {
                             events.push(data(&self.reply.chunk(None, None, Some(reason))));
                             if self.reply.job.include_usage {
@@ -130,6 +157,115 @@ impl Streaming {
             }
         }
         // ANCHOR_END: next_events
+    }
+}
+
+impl Streaming {
+    // ANCHOR: call_events
+    /// A request with tools: the events for new `text`. A call is sent as soon as its name
+    /// is known, then its arguments piece by piece; with `tool_choice: "auto"`, text that
+    /// starts with `{` is held back to the end, when it is known whether it is a call.
+    fn call_events(&mut self, text: &str) -> Vec<Event> {
+        let Shape::ToolCall { names, required } = &self.reply.job.shape else {
+            return Vec::new();
+        };
+        if let CallState::Text = self.call {
+            return vec![data(&self.reply.chunk(Some(text), None, None))];
+        }
+        self.buf += text;
+        let mut events = Vec::new();
+        if let CallState::Undecided = self.call {
+            let start = self.buf.trim_start();
+            if !required && !start.is_empty() && !start.starts_with('{') {
+                self.call = CallState::Text;
+                return vec![data(&self.reply.chunk(Some(&self.buf), None, None))];
+            }
+            match toolcall::head(&self.buf) {
+                Head::Call { name, args_at } if *required && names.contains(&name) => {
+                    let call = self.reply.call_json(Some(&name), "", true);
+                    events.push(data(&self.reply.tool_chunk(call)));
+                    self.call = CallState::Args { args_at, sent: 0 };
+                }
+                _ => return events,
+            }
+        }
+        if let CallState::Args { args_at, sent } = &mut self.call {
+            let so_far = toolcall::arguments_so_far(&self.buf[*args_at..]);
+            if so_far.len() > *sent {
+                let piece = &so_far[*sent..];
+                events.push(data(
+                    &self
+                        .reply
+                        .tool_chunk(self.reply.call_json(None, piece, true)),
+                ));
+                *sent = so_far.len();
+            }
+        }
+        events
+    }
+    // ANCHOR_END: call_events
+
+    /// The last events of a request with tools, given the text held back to the end; and
+    /// the finish reason, `tool_calls` for a call that ended by itself.
+    fn call_end(
+        &mut self,
+        text: &str,
+        finish: Option<&'static str>,
+    ) -> (Vec<Event>, Option<&'static str>) {
+        let (events, called) = self.call_end_events(text);
+        let called_reason = |r| if r == "stop" { "tool_calls" } else { r };
+        (
+            events,
+            if called {
+                finish.map(called_reason)
+            } else {
+                finish
+            },
+        )
+    }
+
+    fn call_end_events(&mut self, text: &str) -> (Vec<Event>, bool) {
+        match self.call {
+            CallState::Text => {
+                let events = if text.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![data(&self.reply.chunk(Some(text), None, None))]
+                };
+                (events, false)
+            }
+            CallState::Args { args_at, sent } => {
+                self.buf += text;
+                let all = toolcall::arguments_at_end(&self.buf[args_at..]);
+                let rest = all.get(sent..).unwrap_or_default();
+                let events = if rest.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![data(
+                        &self
+                            .reply
+                            .tool_chunk(self.reply.call_json(None, rest, true)),
+                    )]
+                };
+                (events, true)
+            }
+            CallState::Undecided => {
+                self.buf += text;
+                match self.reply.tool_call(&self.buf) {
+                    Some(call) => {
+                        let json = self
+                            .reply
+                            .call_json(Some(&call.name), &call.arguments, true);
+                        (vec![data(&self.reply.tool_chunk(json))], true)
+                    }
+                    None if self.buf.is_empty() => (Vec::new(), false),
+                    None => (
+                        vec![data(&self.reply.chunk(Some(&self.buf), None, None))],
+                        false,
+                    ),
+                }
+            }
+        }
     }
 }
 
@@ -170,6 +306,7 @@ pub async fn whole(mut reply: Reply, mut rx: UnboundedReceiver<Out>) -> Result<R
                     return Err(shutting_down());
                 }
                 let lp = reply.job.logprobs.map(|_| reply.logprobs_json(&lps, 0));
+                // with tools, the text is returned as a call when it is one ([`Reply::whole`])
                 return Ok(Json(reply.whole(&text, lp, &f)).into_response());
             }
             Out::Failed(why) => {

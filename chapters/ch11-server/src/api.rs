@@ -14,6 +14,7 @@ use ch09_generate::SamplerConfig;
 use ch09_generate::chat::Message;
 
 use crate::error::ApiError;
+use crate::structure::{MakeSteer, Shape, Structurer};
 
 mod messages;
 
@@ -53,6 +54,10 @@ pub struct Job {
     pub logprobs: Option<usize>,
     /// Keep going past the end-of-generation token (llama-server's name; load tests).
     pub ignore_eos: bool,
+    /// How the answer is returned: text, or a tool call (`tools`, with a [`Structurer`]).
+    pub shape: Shape,
+    /// The tools, for the chat template to render.
+    pub tools: Option<Value>,
 }
 // ANCHOR_END: job
 
@@ -60,9 +65,21 @@ pub struct Job {
 pub const MAX_STOPS: usize = 16;
 pub const MAX_TOP_LOGPROBS: usize = 20;
 
-// ANCHOR: parse
-/// Reads a request body sent to `endpoint`.
+/// Reads a request body sent to `endpoint`; `response_format` and `tools` are refused.
 pub fn parse(body: &[u8], endpoint: Endpoint) -> Result<Job, ApiError> {
+    parse_with(body, endpoint, None, false).map(|(job, _)| job)
+}
+
+// ANCHOR: parse
+/// Reads a request body sent to `endpoint`. With a `structurer`, a chat's `response_format`
+/// and `tools` go to it, and the steer it plans comes back beside the job.
+/// `template_takes_tools`: the model's chat template renders tools itself.
+pub fn parse_with(
+    body: &[u8],
+    endpoint: Endpoint,
+    structurer: Option<&dyn Structurer>,
+    template_takes_tools: bool,
+) -> Result<(Job, Option<MakeSteer>), ApiError> {
     let text = std::str::from_utf8(body).map_err(|e| {
         ApiError::invalid(
             "body",
@@ -81,10 +98,24 @@ pub fn parse(body: &[u8], endpoint: Endpoint) -> Result<Job, ApiError> {
             "the request body must be a JSON object",
         ));
     };
-    unsupported(&obj, endpoint)?;
-    let prompt = match endpoint {
+    let structurer = structurer.filter(|_| endpoint == Endpoint::Chat);
+    unsupported(&obj, endpoint, structurer.is_some())?;
+    let mut prompt = match endpoint {
         Endpoint::Chat => Prompt::Chat(messages(&obj)?),
         Endpoint::Completions => Prompt::Text(prompt(&obj)?),
+    };
+    let plan = match structurer {
+        Some(s) => s.plan(text, template_takes_tools)?,
+        None => None,
+    };
+    let (steer, shape, tools) = match plan {
+        Some(plan) => {
+            if let (Some(extra), Prompt::Chat(turns)) = (plan.system, &mut prompt) {
+                with_system(turns, &extra);
+            }
+            (plan.steer, plan.shape, plan.tools)
+        }
+        None => (None, Shape::Text, None),
     };
     // ANCHOR_END: parse
     let max_tokens = match field::<u64>(&obj, "max_completion_tokens")? {
@@ -147,7 +178,7 @@ pub fn parse(body: &[u8], endpoint: Endpoint) -> Result<Job, ApiError> {
         }
     };
     let logprobs = logprobs(&obj, endpoint)?;
-    Ok(Job {
+    let job = Job {
         endpoint,
         model: field::<String>(&obj, "model")?,
         prompt,
@@ -158,7 +189,20 @@ pub fn parse(body: &[u8], endpoint: Endpoint) -> Result<Job, ApiError> {
         include_usage,
         logprobs,
         ignore_eos: field::<bool>(&obj, "ignore_eos")?.unwrap_or(false),
-    })
+        shape,
+        tools,
+    };
+    Ok((job, steer))
+}
+
+/// Puts `extra` in the conversation's system turn: after the client's own, or as a new first turn.
+fn with_system(turns: &mut Vec<Message>, extra: &str) {
+    match turns.first_mut() {
+        Some(first) if first.role == "system" => {
+            first.content = format!("{}\n\n{extra}", first.content);
+        }
+        _ => turns.insert(0, Message::new("system", extra)),
+    }
 }
 
 /// Field `name` as a `T`, `None` when absent or `null`; a wrong type is a 400 naming it.
@@ -187,20 +231,19 @@ fn range(obj: &Map<String, Value>, name: &str, lo: f32, hi: f32) -> Result<Optio
 
 // ANCHOR: unsupported
 /// Fields that would change the answer in ways this server does not implement: refused by
-/// name rather than silently ignored.
-fn unsupported(obj: &Map<String, Value>, endpoint: Endpoint) -> Result<(), ApiError> {
+/// name rather than silently ignored (`structured`: a [`Structurer`] takes the first three).
+fn unsupported(
+    obj: &Map<String, Value>,
+    endpoint: Endpoint,
+    structured: bool,
+) -> Result<(), ApiError> {
     let set = |k: &str| obj.get(k).is_some_and(|v| !v.is_null());
+    let many = |k: &str| set(k) && obj[k].as_u64() != Some(1);
     let mut refused = Vec::new();
-    if obj
-        .get("n")
-        .is_some_and(|v| !v.is_null() && v.as_u64() != Some(1))
-    {
+    if many("n") {
         refused.push("n (only 1 choice per request)");
     }
-    if obj
-        .get("best_of")
-        .is_some_and(|v| !v.is_null() && v.as_u64() != Some(1))
-    {
+    if many("best_of") {
         refused.push("best_of");
     }
     for k in [
@@ -211,19 +254,15 @@ fn unsupported(obj: &Map<String, Value>, endpoint: Endpoint) -> Result<(), ApiEr
         "audio",
         "prediction",
     ] {
-        if set(k) && !(k == "tool_choice" && obj[k] == "none") {
+        let served = structured && k.starts_with("tool");
+        if set(k) && !served && !(k == "tool_choice" && obj[k] == "none") {
             refused.push(k);
         }
     }
-    if obj
-        .get("logit_bias")
-        .is_some_and(|v| v.as_object().is_none_or(|m| !m.is_empty()) && !v.is_null())
-    {
+    if set("logit_bias") && obj["logit_bias"].as_object().is_none_or(|m| !m.is_empty()) {
         refused.push("logit_bias");
     }
-    if let Some(f) = obj.get("response_format").filter(|v| !v.is_null())
-        && f.get("type").and_then(Value::as_str) != Some("text")
-    {
+    if set("response_format") && !structured && obj["response_format"]["type"] != "text" {
         refused.push("response_format (only {\"type\": \"text\"})");
     }
     if endpoint == Endpoint::Completions {
@@ -315,6 +354,65 @@ mod tests {
         );
         assert_eq!(e.param.as_deref(), Some("n"));
         assert!(chat(r#"{"messages":[{"role":"user","content":"Hi"}],"n":1}"#).is_ok());
+    }
+
+    /// A structurer that asks for a tool call and lists one tool in the system turn.
+    struct OneTool;
+
+    impl Structurer for OneTool {
+        fn plan(&self, body: &str, _: bool) -> Result<Option<crate::structure::Plan>, ApiError> {
+            if !body.contains("\"tools\"") {
+                return Ok(None);
+            }
+            Ok(Some(crate::structure::Plan {
+                system: Some("You can call f.".into()),
+                tools: None,
+                steer: None,
+                shape: Shape::ToolCall {
+                    names: vec!["f".into()],
+                    required: false,
+                },
+            }))
+        }
+    }
+
+    #[test]
+    fn a_structurer_takes_what_is_refused_without_one() {
+        let body = r#"{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],
+            "tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"auto",
+            "response_format":{"type":"json_object"}}"#;
+        let e = chat(body).unwrap_err();
+        assert!(
+            e.message.contains("tools") && e.message.contains("response_format"),
+            "{}",
+            e.message
+        );
+        let (job, steer) =
+            parse_with(body.as_bytes(), Endpoint::Chat, Some(&OneTool), false).unwrap();
+        assert!(steer.is_none());
+        assert!(matches!(
+            job.shape,
+            Shape::ToolCall {
+                required: false,
+                ..
+            }
+        ));
+        let Prompt::Chat(turns) = job.prompt else {
+            panic!("a chat")
+        };
+        assert_eq!(
+            turns[0].content, "Be brief.\n\nYou can call f.",
+            "the client's system turn first"
+        );
+        assert_eq!(turns.len(), 2);
+        // completions never go to the structurer
+        let e = parse_with(
+            br#"{"prompt":"Hi","tools":[]}"#,
+            Endpoint::Completions,
+            Some(&OneTool),
+            false,
+        );
+        assert!(e.is_err());
     }
 
     #[test]

@@ -11,6 +11,8 @@ use ch10_batching::{FinishReason, Finished};
 
 use crate::api::{Endpoint, Job};
 use crate::metrics::Metrics;
+use crate::structure::Shape;
+use crate::toolcall::{self, Call};
 
 /// Everything about one accepted request that its answer needs.
 pub struct Reply {
@@ -198,12 +200,55 @@ impl Reply {
         c
     }
 
+    // ANCHOR: tool_call
+    /// The tool call `text` makes, when the request gave tools and the text is one.
+    pub fn tool_call(&self, text: &str) -> Option<Call> {
+        match &self.job.shape {
+            Shape::ToolCall { names, .. } => toolcall::parse(text, names),
+            Shape::Text => None,
+        }
+    }
+
+    /// A call as OpenAI writes it; streamed, `index` first and the id and name only once.
+    pub fn call_json(&self, name: Option<&str>, arguments: &str, stream: bool) -> Value {
+        let mut call = json!({"function": {"arguments": arguments}});
+        if let Some(name) = name {
+            call["id"] = json!(format!("call_{}", self.id));
+            call["type"] = json!("function");
+            call["function"]["name"] = json!(name);
+        }
+        if stream {
+            call["index"] = json!(0);
+        }
+        call
+    }
+
+    /// A streamed chunk carrying (part of) a tool call.
+    pub fn tool_chunk(&self, call: Value) -> Value {
+        let mut c = self.envelope(true);
+        c["choices"] = json!([{"index": 0, "delta": {"tool_calls": [call]}, "logprobs": null,
+                               "finish_reason": null}]);
+        if self.job.include_usage {
+            c["usage"] = Value::Null;
+        }
+        c
+    }
+    // ANCHOR_END: tool_call
+
     /// A whole (not streamed) answer.
     pub fn whole(&self, text: &str, logprobs: Option<Value>, f: &Finished) -> Value {
-        let finish = finish_reason(f.reason);
+        let mut finish = finish_reason(f.reason);
+        let call = self.tool_call(text);
+        let message = match &call {
+            Some(call) => {
+                finish = finish.map(|r| if r == "stop" { "tool_calls" } else { r });
+                json!({"role": "assistant", "content": null, "refusal": null,
+                       "tool_calls": [self.call_json(Some(&call.name), &call.arguments, false)]})
+            }
+            None => json!({"role": "assistant", "content": text, "refusal": null}),
+        };
         let choice = match self.job.endpoint {
-            Endpoint::Chat => json!({"index": 0,
-                "message": {"role": "assistant", "content": text, "refusal": null},
+            Endpoint::Chat => json!({"index": 0, "message": message,
                 "logprobs": logprobs, "finish_reason": finish}),
             Endpoint::Completions => {
                 json!({"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish})

@@ -32,6 +32,7 @@ use crate::api::{self, Endpoint, Prompt};
 use crate::error::{ApiError, from_engine};
 use crate::metrics::Metrics;
 use crate::reply::Reply;
+use crate::structure::Structurer;
 use crate::worker::{self, Command, Worker};
 
 mod auth;
@@ -59,6 +60,8 @@ pub struct Shared {
     pub key: Option<[u8; 32]>,
     pub created: u64,
     pub next_id: AtomicU64,
+    /// What reads `response_format` and `tools`; `None`: they are refused.
+    pub structurer: Option<Arc<dyn Structurer>>,
 }
 
 pub type App = Arc<Shared>;
@@ -177,7 +180,9 @@ async fn complete(
     let arrived = Instant::now();
     json_only(headers)?;
     let body = body.map_err(body_error)?;
-    let job = api::parse(&body, endpoint)?;
+    let takes_tools = app.chat.as_ref().is_some_and(Chat::takes_tools);
+    let (job, make_steer) =
+        api::parse_with(&body, endpoint, app.structurer.as_deref(), takes_tools)?;
     if let Some(m) = job.model.as_deref().filter(|m| *m != app.name) {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
@@ -220,8 +225,8 @@ async fn complete(
     // ANCHOR_END: complete
     // ANCHOR: submit
     // The template and the tokenizer are CPU work: a blocking thread, not the runtime's.
-    let (shared, prompt) = (app.clone(), job.prompt.clone());
-    let ids = tokio::task::spawn_blocking(move || prompt_ids(&shared, &prompt))
+    let (shared, prompt, tools) = (app.clone(), job.prompt.clone(), job.tools.clone());
+    let ids = tokio::task::spawn_blocking(move || prompt_ids(&shared, &prompt, tools.as_ref()))
         .await
         .map_err(|_| {
             ApiError::new(
@@ -231,6 +236,11 @@ async fn complete(
         })??;
     let prompt_len = ids.len();
     let max_tokens = fit(prompt_len, job.max_tokens, app.ctx, endpoint)?;
+    // A steer that must close its document within the budget (chapter 12)
+    let steer = make_steer
+        .map(|make| make(max_tokens))
+        .transpose()
+        .map_err(|e| ApiError::invalid("max_tokens", e))?;
     let req = EngineRequest {
         prompt: ids,
         max_tokens,
@@ -248,6 +258,7 @@ async fn complete(
     };
     if !app.worker.send(Command::Submit {
         req,
+        steer,
         reply: reply_tx,
     }) {
         return Err(gone());
@@ -282,7 +293,11 @@ async fn complete(
 
 /// The prompt's tokens: a chat through the model's template, its messages kept as text; a
 /// completion's prompt as the client wrote it, control tokens included (as llama-server does).
-fn prompt_ids(app: &Shared, prompt: &Prompt) -> Result<Vec<u32>, ApiError> {
+fn prompt_ids(
+    app: &Shared,
+    prompt: &Prompt,
+    tools: Option<&serde_json::Value>,
+) -> Result<Vec<u32>, ApiError> {
     let ids = match prompt {
         Prompt::Text(t) => app.loaded.tokenizer.encode_prompt(t, true),
         Prompt::Chat(messages) => {
@@ -292,7 +307,7 @@ fn prompt_ids(app: &Shared, prompt: &Prompt) -> Result<Vec<u32>, ApiError> {
                     "this model has no chat template: use /v1/completions",
                 )
             })?;
-            chat.prompt_ids(&app.loaded.tokenizer, messages)
+            chat.prompt_ids_with_tools(&app.loaded.tokenizer, messages, tools)
                 .map_err(|e| ApiError::invalid("messages", e))?
         }
     };

@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use ch08_gguf::Loaded;
 use ch10_batching::seq::KvPrecision;
+use ch10_batching::steer::Steer;
 use ch10_batching::{BatchEngine, Config, Event, Finished, Request};
 
 use crate::metrics::Metrics;
@@ -49,9 +50,11 @@ pub const FAILED: i64 = -1;
 // ANCHOR: messages
 /// What an HTTP task asks of the engine thread.
 pub enum Command {
-    /// Queue `req`; the answer is the receiver of its tokens, or why it was refused.
+    /// Queue `req`, under `steer` if given (chapter 12's grammar); the answer is the receiver
+    /// of its tokens, or why it was refused.
     Submit {
         req: Request,
+        steer: Option<Box<dyn Steer>>,
         reply: oneshot::Sender<Result<mpsc::UnboundedReceiver<Out>, ch10_batching::Error>>,
     },
     /// End every request and stop.
@@ -152,13 +155,13 @@ fn run(
         };
         loop {
             match next {
-                Ok(Command::Submit { req, reply }) => {
+                Ok(Command::Submit { req, steer, reply }) => {
                     let fault = |stop: &str| {
                         settings.fault_injection && req.stops.iter().any(|s| s == stop)
                     };
                     let stuck = fault(STUCK_STOP);
                     let poison = stuck || fault(PANIC_STOP);
-                    match be.submit(req) {
+                    match be.submit_steered(req, steer) {
                         Ok((id, events)) => {
                             let (out, receiver) = mpsc::unbounded_channel();
                             if reply.send(Ok(receiver)).is_ok() {

@@ -8,7 +8,11 @@ use ch01_tensors::models;
 mod commands;
 
 const USAGE: &str = "\
-usage: ch12-structured generate [-m FILE] --schema FILE.json -p PROMPT [-n MAX_TOKENS]
+usage: ch12-structured [serve] [-m FILE] [--port 8080] [chapter 11's other flags]
+           chapter 11's server, which now answers response_format (json_object,
+           json_schema) and tools under this chapter's grammar (ch11-server --help has
+           the flags)
+       ch12-structured generate [-m FILE] --schema FILE.json -p PROMPT [-n MAX_TOKENS]
                        [--temperature T] [--seed N] [-t THREADS]
            the model's answer to PROMPT (in its chat template), steered token by token
            so that it is a document of the schema, printed as it came
@@ -160,7 +164,82 @@ pub fn model_path(a: &Args) -> Result<PathBuf, String> {
     }
 }
 
+/// No command, or `serve`: chapter 11's flags; `None` for `--help`.
+fn serve_options() -> Result<Option<ch11_server::launch::ServeOptions>, String> {
+    let mut o = ch11_server::launch::ServeOptions::default();
+    let mut p = lexopt::Parser::from_env();
+    let mut first = true;
+    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
+        use lexopt::prelude::*;
+        let name = match arg {
+            Value(v) if first && v == "serve" => {
+                first = false;
+                continue;
+            }
+            Short('h') | Long("help") => return Ok(None),
+            Short(c) => c.to_string(),
+            Long(l) => l.to_string(),
+            Value(v) => {
+                return Err(format!(
+                    "unexpected argument {v:?} (a command comes first: serve, generate, masks or bench)"
+                ));
+            }
+        };
+        first = false;
+        if !o.flag(&name, &mut p).map_err(|e| e.to_string())? {
+            let dashes = if name.len() == 1 { "-" } else { "--" };
+            return Err(format!("invalid option '{dashes}{name}'"));
+        }
+    }
+    o.check()?;
+    Ok(Some(o))
+}
+
+/// Chapter 11's server with this chapter's grammar plugged in.
+fn serve(o: &ch11_server::launch::ServeOptions) -> Result<(), String> {
+    let path = match &o.model {
+        Some(p) => models::require(p)?,
+        None => {
+            let p = models::smollm2_gguf();
+            if !p.exists() {
+                models::fetch("smollm2")?;
+            }
+            models::require(&p)?
+        }
+    };
+    let file = ch08_gguf::GgufFile::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let tok = ch08_gguf::tokenizer(&file.gguf).map_err(|e| e.to_string())?;
+    let structured = std::sync::Arc::new(ch12_structured::api::Structured::new(&tok));
+    drop(file);
+    ch11_server::launch::serve_main(o, &path, "ch12-structured", Some(structured))
+}
+
 fn main() -> ExitCode {
+    // A chat template renders in a child of this program (see chapter 9's `chat::sandbox`).
+    if let Some(code) = ch09_generate::chat::sandbox::child_main() {
+        return code;
+    }
+    let command = std::env::args_os().nth(1).unwrap_or_default();
+    if !["generate", "masks", "bench"].iter().any(|c| command == *c) {
+        let result = match serve_options() {
+            Ok(Some(o)) => serve(&o),
+            Ok(None) => {
+                println!("{USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            Err(e) => {
+                eprintln!("error: {e}\n\n{USAGE}");
+                return ExitCode::from(2);
+            }
+        };
+        return match result {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let args = match parse_args() {
         Ok(Some(a)) => a,
         Ok(None) => {

@@ -25,6 +25,8 @@ pub struct Vars {
     pub eos_token: Option<String>,
     /// The clock `strftime_now` reads, in Unix seconds (UTC).
     pub now: i64,
+    /// The request's `tools` (OpenAI's list of functions), for a template that renders them.
+    pub tools: Option<serde_json::Value>,
 }
 
 impl Vars {
@@ -74,8 +76,8 @@ pub fn environment(now: i64) -> Environment<'static> {
 }
 // ANCHOR_END: environment
 
-/// The variables of one rendering: the conversation, no tools or documents (this engine
-/// takes neither), and the special tokens the tokenizer has.
+/// The variables of one rendering: the conversation, the tools if a request gave them (no
+/// documents: this engine takes none), and the special tokens the tokenizer has.
 pub fn variables(messages: &[Message], add_generation_prompt: bool, vars: &Vars) -> Value {
     let messages: Vec<Value> = messages
         .iter()
@@ -83,7 +85,12 @@ pub fn variables(messages: &[Message], add_generation_prompt: bool, vars: &Vars)
         .collect();
     let mut vars_map = std::collections::BTreeMap::from([
         ("messages", Value::from(messages)),
-        ("tools", Value::from(())),
+        (
+            "tools",
+            vars.tools
+                .as_ref()
+                .map_or(Value::from(()), Value::from_serialize),
+        ),
         ("documents", Value::from(())),
         ("add_generation_prompt", Value::from(add_generation_prompt)),
     ]);

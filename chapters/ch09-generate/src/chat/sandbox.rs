@@ -70,10 +70,15 @@ impl Sandbox {
         add_generation_prompt: bool,
         vars: &Vars,
     ) -> Result<String, String> {
-        let text_bytes: u64 = messages
-            .iter()
-            .map(|m| (m.role.len() + m.content.len()) as u64)
-            .sum();
+        let tools_bytes = vars
+            .tools
+            .as_ref()
+            .map_or(0, |t| t.to_string().len() as u64);
+        let text_bytes: u64 = tools_bytes
+            + messages
+                .iter()
+                .map(|m| (m.role.len() + m.content.len()) as u64)
+                .sum::<u64>();
         let limit = BASE_MEMORY.saturating_add(text_bytes.saturating_mul(BYTES_PER_MESSAGE_BYTE));
         let mut child = Command::new(&self.exe)
             .arg(CHILD_FLAG)
@@ -95,6 +100,7 @@ impl Sandbox {
             "bos_token": vars.bos_token,
             "eos_token": vars.eos_token,
             "now": vars.now,
+            "tools": vars.tools,
         });
         let mut stdin = child.stdin.take().expect("stdin is piped");
         // A child that died early closes the pipe: its status says why, below.
@@ -205,6 +211,7 @@ fn render_request(request: &serde_json::Value) -> Result<String, String> {
         bos_token: token("bos_token"),
         eos_token: token("eos_token"),
         now: request["now"].as_i64().ok_or("no clock")?,
+        tools: Some(request["tools"].clone()).filter(|t| !t.is_null()),
     };
     render_with(
         &ChatTemplate::Jinja(source.to_string()),
