@@ -33,7 +33,7 @@ pub use few::FEW;
 pub use group::{matmul_group, matmul_pair_then};
 pub use kmatrix::{KActs, KMatrix};
 
-use ch06_quantization::matrix::{ActFormat, Activations, Format};
+use ch06_quantization::matrix::{ActFormat, Activations, KQuant, Packable, Q32, QBlocks};
 use ch06_quantization::{Kernels, QMatrix};
 use ch07_simd_parallel::layout::kquant::{self, Q8_0Wide};
 use ch07_simd_parallel::layout::quads::{ActQuads, KQuads};
@@ -101,21 +101,17 @@ enum Interleaved {
     Q8K(KQuads),
 }
 
-/// How a matrix holds its quantized activations ([`Matrix::act_kind`]): chapter 6's
-/// [`ActFormat`] blocks, Q8_0's in one of three layouts.
+/// How a matrix holds its quantized activations ([`Matrix::act_kind`]): two matrices with
+/// the same kind can share one quantization of the same input.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-#[allow(non_camel_case_types)] // llama.cpp's names
 enum ActKind {
-    /// Chapter 6's Q8_0 blocks (Q8_0 and Q4_0 weights).
-    Q8_0,
-    /// [`Q8_0Wide`] blocks, with each block's `Σ a` (Q5_0 weights).
-    Q8_0Wide,
+    /// Chapter 6's blocks, [`Acts::Q`] (a [`QMatrix`]'s, and a packed Q4_1 matrix's).
+    Q(ActFormat),
+    /// One [`KActs`] a token, [`Acts::K`] (a [`KMatrix`]'s, and a packed Q5_0 or K-quant
+    /// matrix's).
+    K(ActFormat),
     /// Q8_0 blocks and each block's `Σ a` beside them (a packed Q4_0 matrix, [`Acts::Sums`]).
     Q8_0Sums,
-    /// Chapter 6's Q8_1 blocks (Q4_1 weights).
-    Q8_1,
-    /// Q8_K super-blocks (the K-quants).
-    Q8_K,
 }
 
 /// Activations quantized for a [`Matrix`]: chapter 6's kinds or this chapter's, one
@@ -200,30 +196,27 @@ impl Matrix {
     /// Whether this matrix has a multi-token prefill kernel on `kk`'s level (beyond chapter
     /// 6's four-token dot): the eight-token kernels, or VNNI's interleaved four-token ones.
     fn has_prefill_kernel(&self, kk: &dyn ManyTokens) -> bool {
+        use crate::matrix::policy::{use_eights, use_quads};
         match self {
-            Matrix::Q(m) => match m.format() {
-                Format::Q4_0 => kk.has_eights(),
-                Format::Q4_1 => {
-                    crate::matrix::policy::use_eights(kk) || crate::matrix::policy::use_quads(kk)
-                }
-                Format::Q8_0 => kk.has_eights(),
-                Format::F32 | Format::Int8 | Format::Q5_0 | Format::Q4_K | Format::Q6_K => false,
+            Matrix::Q(m) => match m.format().qblocks() {
+                Some(QBlocks::Q4_0 | QBlocks::Q8_0) => kk.has_eights(),
+                Some(QBlocks::Q4_1) => use_eights(kk) || use_quads(kk),
+                None => false, // F32 and INT8
             },
-            Matrix::K(m) => match m.format {
-                Format::Q6_K => crate::matrix::policy::use_eights(kk),
-                Format::Q5_0 | Format::Q4_K => {
-                    crate::matrix::policy::use_eights(kk) || crate::matrix::policy::use_quads(kk)
+            Matrix::K(m) => match m.format.packable() {
+                Some(Packable::K(KQuant::Q6_K)) => use_eights(kk),
+                Some(Packable::Q32(Q32::Q5_0) | Packable::K(KQuant::Q4_K)) => {
+                    use_eights(kk) || use_quads(kk)
                 }
-                // not a KMatrix's (KMatrix::new)
-                Format::F32 | Format::Int8 | Format::Q8_0 | Format::Q4_0 | Format::Q4_1 => false,
+                // chapter 6's (never a KMatrix's), and the formats without shared kernels
+                Some(Packable::Q32(Q32::Q4_0 | Q32::Q4_1)) | None => false,
             },
             // chapter 8's eight-token kernels, on the rows taken out of the groups
-            Matrix::P(p) => match p.format {
-                Format::Q4_0 => kk.has_eights(),
-                Format::Q4_1 | Format::Q5_0 | Format::Q4_K | Format::Q6_K => {
-                    crate::matrix::policy::use_eights(kk)
+            Matrix::P(p) => match p.layout {
+                Packable::Q32(Q32::Q4_0) => kk.has_eights(),
+                Packable::Q32(Q32::Q4_1 | Q32::Q5_0) | Packable::K(KQuant::Q4_K | KQuant::Q6_K) => {
+                    use_eights(kk)
                 }
-                Format::F32 | Format::Int8 | Format::Q8_0 => false, // never packed (can_pack)
             },
         }
     }
@@ -232,20 +225,17 @@ impl Matrix {
     /// share one quantization of the same input. `None` where the products go through
     /// chapter 6's own (f32 and INT8 weights).
     fn act_kind(&self) -> Option<ActKind> {
-        let (format, packed) = match self {
-            Matrix::Q(m) => (m.format(), false),
-            Matrix::K(m) => (m.format, false),
-            Matrix::P(m) => (m.format, true),
-        };
-        // the block format is the format's own (Format::activation); how it is held here
-        // depends on the matrix: Q5_0's Q8_0 wide, a packed Q4_0's Q8_0 with its sums
-        Some(match (format.activation()?, format) {
-            (_, Format::F32 | Format::Int8) => return None,
-            (ActFormat::Q8_0, Format::Q5_0) => ActKind::Q8_0Wide,
-            (ActFormat::Q8_0, Format::Q4_0) if packed => ActKind::Q8_0Sums,
-            (ActFormat::Q8_0, _) => ActKind::Q8_0,
-            (ActFormat::Q8_1, _) => ActKind::Q8_1,
-            (ActFormat::Q8_K, _) => ActKind::Q8_K,
+        Some(match self {
+            Matrix::Q(m) => ActKind::Q(m.format().qblocks()?.format().activation()?),
+            Matrix::K(m) => ActKind::K(m.format.activation()?),
+            // as the same rows unpacked would take them, but for Q4_0's sums
+            Matrix::P(p) => match p.layout {
+                Packable::Q32(Q32::Q4_0) => ActKind::Q8_0Sums,
+                Packable::Q32(Q32::Q4_1) => ActKind::Q(p.format.activation()?),
+                Packable::Q32(Q32::Q5_0) | Packable::K(KQuant::Q4_K | KQuant::Q6_K) => {
+                    ActKind::K(p.format.activation()?)
+                }
+            },
         })
     }
 
@@ -253,16 +243,16 @@ impl Matrix {
         match self {
             Matrix::Q(m) => Acts::Q(m.quantize_activations(k, x)),
             Matrix::K(m) => Acts::K(x.chunks_exact(m.cols).map(|t| m.quantize(k, t)).collect()),
-            Matrix::P(m) if m.format.is_k() => Acts::K(
+            Matrix::P(m) if m.layout.is_k() => Acts::K(
                 x.par_chunks_exact(m.cols)
                     .map(|t| KActs::Q8K(kquant::quantize_q8_k_row(t)))
                     .collect(),
             ),
             Matrix::P(m) => {
-                let q8_1 = m.format == Format::Q4_1;
+                let q8_1 = m.format.activation() == Some(ActFormat::Q8_1);
                 match prefill::quantize_tokens(x, m.cols, q8_1, |t| m.quantize(k, t)) {
                     // chapter 8's wide blocks, one token's an entry, as a KMatrix's
-                    Activations::Q8_0(a) if m.format == Format::Q5_0 => Acts::K(
+                    Activations::Q8_0(a) if m.layout == Packable::Q32(Q32::Q5_0) => Acts::K(
                         a.chunks_exact(m.cols / 32)
                             .map(|t| KActs::Q8_0(t.iter().map(Q8_0Wide::from).collect()))
                             .collect(),

@@ -5,7 +5,7 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
-use ch06_quantization::matrix::{Activations, Format};
+use ch06_quantization::matrix::{Activations, Format, Packable, Q32};
 use ch06_quantization::{Kernels, QMatrix};
 use ch07_simd_parallel::kernels::ManyTokens;
 use ch07_simd_parallel::layout::eights::{Eights, Rows32};
@@ -121,7 +121,7 @@ pub fn tile_rows(bytes: usize) -> usize {
 #[allow(clippy::too_many_arguments)]
 pub fn prefill32<'w>(
     kk: &dyn ManyTokens,
-    format: Format,
+    format: Q32,
     out: &mut [f32],
     rows: usize,
     seq: usize,
@@ -130,7 +130,7 @@ pub fn prefill32<'w>(
     dot4: impl Fn(usize, usize) -> [f32; 4] + Sync,
     dot: impl Fn(usize, usize) -> f32 + Sync,
 ) {
-    let blocks = row_bytes(0).len() / format.block_bytes();
+    let blocks = row_bytes(0).len() / format.format().block_bytes();
     let unpack = |rs: Range<usize>, u: &mut Rows32| {
         let rs: Vec<&[u8]> = rs.map(&row_bytes).collect();
         kk.unpack_rows32(format, &rs, u);
@@ -152,7 +152,7 @@ pub fn prefill32<'w>(
 #[allow(clippy::too_many_arguments)]
 pub fn prefill_unpacked32(
     kk: &dyn ManyTokens,
-    format: Format,
+    format: Q32,
     out: &mut [f32],
     (rows, seq, blocks): (usize, usize, usize),
     unpack: impl Fn(Range<usize>, &mut Rows32) + Sync,
@@ -259,7 +259,7 @@ pub(super) fn q4_prefill(
         ),
         Activations::Q8_0(a) => prefill32(
             kk,
-            Format::Q4_0,
+            Q32::Q4_0,
             out,
             m.rows(),
             seq,
@@ -270,7 +270,7 @@ pub(super) fn q4_prefill(
         ),
         Activations::Q8_1(a) if crate::matrix::policy::use_eights(kk) => prefill32(
             kk,
-            Format::Q4_1,
+            Q32::Q4_1,
             out,
             m.rows(),
             seq,
@@ -317,8 +317,8 @@ pub(super) fn packed_prefill(
     let whole = |_, _| -> f32 { unreachable!("every band is whole eights") };
     if main > 0 {
         let acts = m.quantize(k, &x[..main * cols]);
-        match KQuant::of(p.format) {
-            Some(kquant) => {
+        match p.layout {
+            Packable::K(kquant) => {
                 // a K-quant: the rows' blocks unpacked as a KMatrix's are (KMatrix::matmul)
                 let q8k = |t: usize| match &acts {
                     Acts::K(a) => a[t].q8_k(),
@@ -341,8 +341,7 @@ pub(super) fn packed_prefill(
                     whole,
                 );
             }
-            None => {
-                let format = p.format; // Q4_0, Q4_1 or Q5_0: blocks of 32
+            Packable::Q32(format) => {
                 let nb = cols / 32;
                 let eights = |t: usize| match &acts {
                     Acts::Sums(a, _) => {
