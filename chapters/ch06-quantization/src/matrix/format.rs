@@ -66,6 +66,7 @@ impl Format {
     /// This format's row of the table: the one `match` that a new format adds a row to.
     /// A format that no shared kernel serves says so here, with `None` in the last two
     /// columns, and nowhere else.
+    #[rustfmt::skip] // one row a line, a table
     pub const fn spec(self) -> Spec {
         const fn row(
             (name, block_values, block_bytes, bits_per_weight): (&'static str, usize, usize, f64),
@@ -74,69 +75,28 @@ impl Format {
             qblocks: Option<QBlocks>,
             packable: Option<Packable>,
         ) -> Spec {
-            Spec {
-                name,
-                block_values,
-                block_bytes,
-                bits_per_weight,
-                activation,
-                ggml_type,
-                qblocks,
-                packable,
-            }
+            Spec { name, block_values, block_bytes, bits_per_weight, activation, ggml_type, qblocks, packable }
         }
         use ActFormat::{Q8_0 as A8_0, Q8_1 as A8_1, Q8_K as A8_K};
         use Packable::{K, Q32 as P32};
-        let (q4_0, q4_1, q5_0) = (Q32::Q4_0, Q32::Q4_1, Q32::Q5_0);
+        let (q4_0, q4_1, q5_0, q4_k, q6_k) = (Q32::Q4_0, Q32::Q4_1, Q32::Q5_0, KQuant::Q4_K, KQuant::Q6_K);
+        let (b8_0, b4_0, b4_1) = (BlockQ8_0::BYTES, BlockQ4_0::BYTES, BlockQ4_1::BYTES);
         match self {
-            // (name, block, bytes, bits), activations, GGUF id, QMatrix's, packed as
+            //                 (name, block, bytes, bits), activations, GGUF id, QMatrix's, packed as
             Format::F32 => row(("f32", 1, 4, 32.0), None, Some(0), None, None),
             Format::Int8 => row(("int8", 1, 1, 8.0), Some(A8_0), None, None, None),
-            Format::Q8_0 => row(
-                ("q8_0", QK, BlockQ8_0::BYTES, 8.5),
-                Some(A8_0),
-                Some(8),
-                Some(QBlocks::Q8_0),
-                None,
-            ),
-            Format::Q4_0 => row(
-                ("q4_0", QK, BlockQ4_0::BYTES, 4.5),
-                Some(A8_0),
-                Some(2),
-                Some(QBlocks::Q4_0),
-                Some(P32(q4_0)),
-            ),
-            Format::Q4_1 => row(
-                ("q4_1", QK, BlockQ4_1::BYTES, 5.0),
-                Some(A8_1),
-                Some(3),
-                Some(QBlocks::Q4_1),
-                Some(P32(q4_1)),
-            ),
-            Format::Q5_0 => row(
-                ("q5_0", QK, 22, 5.5),
-                Some(A8_0),
-                Some(6),
-                None,
-                Some(P32(q5_0)),
-            ),
-            Format::Q4_K => row(
-                ("q4_k", 256, 144, 4.5),
-                Some(A8_K),
-                Some(12),
-                None,
-                Some(K(KQuant::Q4_K)),
-            ),
-            Format::Q6_K => row(
-                ("q6_k", 256, 210, 6.5625),
-                Some(A8_K),
-                Some(14),
-                None,
-                Some(K(KQuant::Q6_K)),
-            ),
+            Format::Q8_0 => row(("q8_0", QK, b8_0, 8.5), Some(A8_0), Some(8), Some(QBlocks::Q8_0), None),
+            Format::Q4_0 => row(("q4_0", QK, b4_0, 4.5), Some(A8_0), Some(2), Some(QBlocks::Q4_0), Some(P32(q4_0))),
+            Format::Q4_1 => row(("q4_1", QK, b4_1, 5.0), Some(A8_1), Some(3), Some(QBlocks::Q4_1), Some(P32(q4_1))),
+            Format::Q5_0 => row(("q5_0", QK, 22, 5.5), Some(A8_0), Some(6), None, Some(P32(q5_0))),
+            Format::Q4_K => row(("q4_k", 256, 144, 4.5), Some(A8_K), Some(12), None, Some(K(q4_k))),
+            Format::Q6_K => row(("q6_k", 256, 210, 6.5625), Some(A8_K), Some(14), None, Some(K(q6_k))),
         }
     }
+}
+// ANCHOR_END: spec
 
+impl Format {
     /// Every format, in the order of the enum: what a file's type id is looked up in.
     pub const EVERY: [Format; 8] = [
         Format::F32,
@@ -149,7 +109,6 @@ impl Format {
         Format::Q6_K,
     ];
 }
-// ANCHOR_END: spec
 
 // ANCHOR: narrow
 /// Chapter 6's block formats: the ones a [`QMatrix`](super::QMatrix) quantizes,

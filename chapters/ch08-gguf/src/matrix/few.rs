@@ -6,16 +6,19 @@
 use ch06_quantization::Kernels;
 use ch06_quantization::matrix::{Activations, Format, Packable, Q32, QBlocks};
 
-use super::{Acts, Matrix, Packed, PackedToken, packed, rows_in_fours};
+use super::bands::rows_in_fours;
+use super::types::{Acts, Matrix};
 use ch07_simd_parallel::kernels::{ByToken, ManyTokens};
 use ch07_simd_parallel::layout::eights::{Eights, Rows32};
 use ch07_simd_parallel::layout::eights_k::{EightsK, RowsK};
 use ch07_simd_parallel::layout::kquant::KQuant;
+use ch07_simd_parallel::layout::packed::{self, Packed};
+use ch07_simd_parallel::layout::packed_dot::PackedToken;
 
 /// Tokens a thread must have before a product is split by tokens (a prefill: each thread
-/// reads every weight for its band of tokens) rather than by rows ([`matmul_group`]: each
-/// weight read once for all the tokens, eight at a time where the matrix has an
-/// eight-token kernel), for a matrix with a multi-token prefill kernel: below it, reading
+/// reads every weight for its band of tokens) rather than by rows
+/// ([`super::matmul_group`]: each weight read once for all the tokens, eight at a time
+/// where the matrix has an eight-token kernel), for a matrix with a multi-token prefill kernel: below it, reading
 /// each weight once for all the tokens beats every thread reading all of them. A matrix
 /// without such a kernel stays split by rows twice as long.
 pub const FEW: usize = 16;

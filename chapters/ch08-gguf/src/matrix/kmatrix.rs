@@ -5,14 +5,20 @@ use ch06_quantization::matrix::{Packable, Q32};
 use ch06_quantization::{Bytes, Format, Kernels};
 use rayon::prelude::*;
 
+use super::bands::{prefill_bands, rows_in_fours};
 use super::prefill;
-use super::{Interleaved, prefill_bands, rows_in_fours};
 use ch07_simd_parallel::kernels::ManyTokens;
 use ch07_simd_parallel::layout::eights::Eights;
 use ch07_simd_parallel::layout::eights_k::{EightsK, RowsK};
 use ch07_simd_parallel::layout::kquant::{self, BlockQ8K, Q8_0Wide, QK_K};
 use ch07_simd_parallel::layout::packed_dot::PackedToken;
 use ch07_simd_parallel::layout::quads::{ActQuads, KQuads};
+
+/// Four tokens' activations interleaved for a prefill kernel.
+enum Interleaved {
+    Q8_0(ActQuads),
+    Q8K(KQuads),
+}
 
 /// The formats a [`KMatrix`] holds: chapter 8's, which chapter 6 does not. Its products are
 /// chosen by this, so a match names these three and no others.
