@@ -328,3 +328,41 @@ fn segments(s: &str) -> Vec<String> {
         .map(String::from)
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn module(path: &[&str], children: &[&str]) -> Module {
+        Module {
+            file: PathBuf::from("x.rs"),
+            path: path.iter().map(|s| s.to_string()).collect(),
+            children: children.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn use_trees_expand_to_one_path_per_leaf() {
+        let mut out = Vec::new();
+        expand(
+            "super::{a, b::{c, self}, d as e}",
+            &mut Vec::new(),
+            &mut out,
+        );
+        let got: Vec<String> = out.iter().map(|p| p.join("::")).collect();
+        assert_eq!(got, ["super::a", "super::b::c", "super::b", "super::d"]);
+    }
+
+    #[test]
+    fn paths_resolve_from_the_crate_root_and_skip_other_crates() {
+        let m = module(&["matrix", "few"], &[]);
+        let text = "use super::types::Matrix;\nuse rayon::prelude::*;\n\
+                    fn f() { crate::matrix::policy::use_eights(kk); }\n";
+        let got: Vec<String> = paths(text, &m).iter().map(|p| p.join("::")).collect();
+        assert_eq!(got, ["matrix::types::Matrix", "matrix::policy::use_eights"]);
+        // a parent's path into its child, written without `self::`
+        let parent = module(&["matrix"], &["prefill"]);
+        let got = paths("fn g() { prefill::q4_prefill(m); }", &parent);
+        assert_eq!(got, [["matrix", "prefill", "q4_prefill"]]);
+    }
+}
