@@ -1,6 +1,7 @@
 //! Book checks: every include resolves to a file and an anchor, every relative link and
 //! image points at a file, Rust code appears only through includes, no listing is longer
-//! than a reader can hold in view; the prose checks of [`crate::prose`]; then `mdbook build`,
+//! than a reader can hold in view; the prose checks of [`crate::prose`]; no two source files
+//! using each other ([`crate::imports`]); then `mdbook build`,
 //! and the built pages checked for fences shown as text.
 
 use std::path::{Path, PathBuf};
@@ -27,6 +28,7 @@ pub fn run(build: bool) -> Result<(), String> {
         check_page(page, &text, &mut problems);
     }
     crate::perf::check(&mut problems);
+    crate::imports::check(&mut problems);
     let prose_pages = prose_pages()?;
     let readme = read_page(&root().join("README.md"))?;
     prose::check(&prose_pages, Some(&readme), &mut problems);
@@ -34,7 +36,7 @@ pub fn run(build: bool) -> Result<(), String> {
     fail_on(&problems)?;
     println!(
         "{} pages: includes, anchors and links resolve; prose within its budgets, no notebook, \
-         every ratio from a measured file",
+         every ratio from a measured file; no two source files use each other",
         pages.len()
     );
     crate::perf::note_commits();

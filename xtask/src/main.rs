@@ -10,6 +10,7 @@
 //! cargo xtask book-output [--check] [chNN]  regenerate (or check) program output shown in the book
 //! cargo xtask book [--check-only]      check includes, links, listings and prose, then build the book
 //! cargo xtask book --words             each page's prose words against its budget
+//! cargo xtask imports                  the pairs of source files that use each other (book checks: none)
 //! cargo xtask levels [scalar|avx2]    rerun the kernel-dependent checks with the kernels forced down
 //! cargo xtask arm                      the kernel tests cross-built for 64-bit ARM, run under QEMU
 //! cargo xtask perf [--list] [--kind] [NAME|chNN]  measure the book's speed tables on this machine
@@ -23,6 +24,7 @@ mod arm;
 mod book;
 mod cmdline;
 mod exercises;
+mod imports;
 mod levels;
 mod output;
 mod perf;
@@ -43,9 +45,12 @@ tasks:
   book-output [--check] [chNN]  regenerate the program output shown in the book (or check it);
                                 with chNN, only that chapter's
   book [--check-only]           check the book's includes, links, listing lengths and prose
-                                (budgets, no notebook, every ratio from a measured file), then
+                                (budgets, no notebook, every ratio from a measured file) and
+                                that no two source files use each other, then
                                 build it with mdbook and check the built pages
   book --words                  each page's prose words against its budget
+  imports                       the pairs of source files in a chapter's crate that use each
+                                other (which `book` refuses)
   levels [scalar|avx2]          rerun the tests and book output of the chapters that pick
                                 kernels by CPU (7 on) with each lower level forced
                                 (LLM_BOOK_ISA), or with the one named
@@ -79,6 +84,7 @@ fn main() -> ExitCode {
         ["book"] => book::run(true),
         ["book", "--check-only"] => book::run(false),
         ["book", "--words"] => book::words(),
+        ["imports"] => imports::report(),
         ["levels"] => levels::run(None),
         ["levels", level] => levels::run(Some(level)),
         ["arm"] => arm::run(),

@@ -19,7 +19,7 @@ use rayon::prelude::*;
 use crate::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1, QK};
 use crate::quantize::{dequantize_q4_0, dequantize_q4_1, dequantize_q8_0};
 pub use bytes::Bytes;
-pub use format::{ActFormat, Format, Spec};
+pub use format::{ActFormat, Format, KQuant, Packable, Q32, QBlocks, Spec};
 
 #[derive(Clone, Debug)]
 enum Data {
@@ -73,7 +73,7 @@ impl QMatrix {
         cols: usize,
         bytes: Bytes,
     ) -> Result<QMatrix, String> {
-        if !matches!(format, Format::Q8_0 | Format::Q4_0 | Format::Q4_1) {
+        if format.qblocks().is_none() {
             return Err(format!(
                 "{} is not one of this chapter's block formats",
                 format.name()
@@ -164,8 +164,9 @@ impl QMatrix {
             Data::Int8 { scales, .. } => crate::int8::dequantize_row(bytes, scales[r], out),
             Data::Blocks(_) => {
                 let out = out.as_chunks_mut::<QK>().0;
-                match self.format {
-                    Format::Q8_0 => {
+                let blocks = self.format.qblocks();
+                match blocks.expect("from_blocks takes this chapter's block formats only") {
+                    QBlocks::Q8_0 => {
                         for (o, b) in out
                             .iter_mut()
                             .zip(bytes.as_chunks::<{ BlockQ8_0::BYTES }>().0)
@@ -173,7 +174,7 @@ impl QMatrix {
                             dequantize_q8_0(&BlockQ8_0::from_bytes(b), o);
                         }
                     }
-                    Format::Q4_0 => {
+                    QBlocks::Q4_0 => {
                         for (o, b) in out
                             .iter_mut()
                             .zip(bytes.as_chunks::<{ BlockQ4_0::BYTES }>().0)
@@ -181,16 +182,13 @@ impl QMatrix {
                             dequantize_q4_0(BlockQ4_0(b), o);
                         }
                     }
-                    Format::Q4_1 => {
+                    QBlocks::Q4_1 => {
                         for (o, b) in out
                             .iter_mut()
                             .zip(bytes.as_chunks::<{ BlockQ4_1::BYTES }>().0)
                         {
                             dequantize_q4_1(BlockQ4_1(b), o);
                         }
-                    }
-                    Format::F32 | Format::Int8 | Format::Q5_0 | Format::Q4_K | Format::Q6_K => {
-                        unreachable!("from_blocks takes this chapter's block formats only")
                     }
                 }
             }

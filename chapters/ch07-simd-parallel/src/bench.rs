@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use ch05_kv_cache::KvCache;
 use ch06_quantization::forward::QEngine;
+use ch06_quantization::matrix::Q32;
 use ch06_quantization::{Bytes, Format, Kernels, QMatrix, QModel, ScaleRule};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -259,7 +260,7 @@ pub fn prefill_rates(k: &dyn ManyTokens, runs: usize) -> Result<(f64, f64), Stri
             for g in 0..seq / 8 {
                 let e = Eights::from_q8_1(std::array::from_fn(|t| &a[(8 * g + t) * nb..][..nb]));
                 for r in 0..rows {
-                    let lanes = k.dot8_raw32(Format::Q4_1, m.row_bytes(r), &e);
+                    let lanes = k.dot8_raw32(Q32::Q4_1, m.row_bytes(r), &e);
                     for (t, v) in lanes.into_iter().enumerate() {
                         out[(8 * g + t) * rows + r] = v;
                     }

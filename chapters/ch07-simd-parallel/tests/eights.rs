@@ -4,9 +4,9 @@
 //! 16-bit sums.
 
 use ch01_tensors::random::uniform;
-use ch06_quantization::Format;
 use ch06_quantization::blocks::{BlockQ4_1, BlockQ8_1, QK};
 use ch06_quantization::dot::dot_q4_1_q8_1;
+use ch06_quantization::matrix::Q32;
 use ch06_quantization::quantize::{quantize_q4_1, quantize_q8_1};
 use ch07_simd_parallel::Isa;
 use ch07_simd_parallel::kernels::for_isa;
@@ -19,9 +19,9 @@ const TOKENS: usize = 8;
 fn dot8_q4_1(w: &[u8], a: &Eights) -> [f32; TOKENS] {
     let row: Vec<_> = w
         .chunks_exact(BlockQ4_1::BYTES)
-        .map(|b| unpack_block(Format::Q4_1, b))
+        .map(|b| unpack_block(Q32::Q4_1, b))
         .collect();
-    dot8_row32(Format::Q4_1, &row, a)
+    dot8_row32(Q32::Q4_1, &row, a)
 }
 
 fn q4_1_row(x: &[f32]) -> Vec<u8> {
@@ -113,7 +113,7 @@ fn every_simd_level_is_chapter_6s_dot_in_every_lane() {
         .collect();
     for &isa in &simd {
         let k = for_isa(isa).expect("an available level");
-        check(isa.name(), |w, a| k.dot8_raw32(Format::Q4_1, w, a));
+        check(isa.name(), |w, a| k.dot8_raw32(Q32::Q4_1, w, a));
     }
     if simd.is_empty() {
         eprintln!("no SIMD level here (or LLM_BOOK_ISA caps it): only the scalar twin runs");

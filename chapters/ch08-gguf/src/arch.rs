@@ -30,11 +30,11 @@ use ch07_simd_parallel::huge::Arena;
 /// Tensor `t` as a `(rows, cols)` matrix of whatever supported format it is stored in.
 fn any_matrix(f: &GgufFile, t: &TensorInfo, rows: usize, cols: usize, how: Rows) -> Result<Matrix> {
     let name = &t.name;
+    // chapter 6's formats, and the types the engine does not run (which `matrix` refuses),
+    // as a QMatrix; every other format in place, as a KMatrix
     let k = match t.ty.format() {
-        Some(k @ (Format::Q5_0 | Format::Q4_K | Format::Q6_K)) => k,
-        Some(Format::F32 | Format::Int8 | Format::Q8_0 | Format::Q4_0 | Format::Q4_1) | None => {
-            return matrix(f, t, rows, cols, how).map(Matrix::Q);
-        }
+        Some(k) if !Format::ALL.contains(&k) => k,
+        Some(_) | None => return matrix(f, t, rows, cols, how).map(Matrix::Q),
     };
     check_dims(t, &[cols, rows])?;
     let (values, bytes) = (k.block_values(), k.block_bytes());

@@ -3,7 +3,6 @@
 //! (`bench`, `profile`, `compare`: [`speed`]).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use ch01_tensors::models;
 use ch02_tokenizer::show::visible;
@@ -14,31 +13,16 @@ use serde_json::{Value as Json, json};
 use crate::Args;
 
 mod levels;
+mod model;
 mod run;
 mod speed;
 pub mod synth;
 
 pub use levels::levels;
+use model::model_path;
 pub use run::{generate, load, logits};
 pub use speed::{bench, compare, depth, profile};
 
-/// The file to read: `-m`/`--model`, or the default SmolLM2 GGUF (fetched on first use).
-pub(crate) fn model_path(a: &Args) -> Result<PathBuf, String> {
-    match &a.model {
-        Some(p) => Ok(p.clone()),
-        None => {
-            let p = models::smollm2_gguf();
-            if !p.exists() {
-                models::fetch("smollm2-gguf")?; // the GGUF alone: hf/ is for chapters 1-5
-            }
-            models::require(&p)
-        }
-    }
-}
-
-pub(crate) fn open_model(a: &Args) -> Result<ch08_gguf::Loaded, String> {
-    ch08_gguf::load(&model_path(a)?).map_err(|e| e.to_string())
-}
 /// A metadata value for people: arrays longer than 6 shown by their first elements.
 fn show_value(v: &Value) -> String {
     fn first<T: std::fmt::Debug>(v: &[T]) -> String {

@@ -30,7 +30,7 @@ use std::collections::HashMap;
 use crate::error::{Error, Result, format_error};
 use crate::types::GgmlType;
 pub use reader::Reader;
-pub use value::{Array, Value};
+pub use value::{Array, MAX_DEPTH, Value};
 use value::{read_value, value_type};
 
 /// The only versions this reader accepts.
@@ -40,8 +40,6 @@ pub const VERSIONS: [u32; 2] = [2, 3];
 pub const MAX_NAME: usize = 64;
 /// ggml tensors have at most four dimensions (`GGML_MAX_DIMS`).
 pub const MAX_DIMS: usize = 4;
-/// Arrays of arrays deeper than this are refused (real files nest at most once).
-pub const MAX_DEPTH: usize = 8;
 /// The alignment when `general.alignment` is absent.
 pub const DEFAULT_ALIGNMENT: u64 = 32;
 /// The most metadata entries or tensors room is made for before they are read. A count

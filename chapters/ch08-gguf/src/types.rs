@@ -67,18 +67,10 @@ impl GgmlType {
 
     // ANCHOR: format
     /// The engine's name for the blocks of this type, if it runs them: the one map from a
-    /// file's type id to the [`Format`] every matrix and kernel is chosen by.
+    /// file's type id to the [`Format`] every matrix and kernel is chosen by, the id being a
+    /// column of chapter 6's table ([`Format::spec`]).
     pub fn format(self) -> Option<Format> {
-        Some(match self {
-            GgmlType::F32 => Format::F32,
-            GgmlType::Q4_0 => Format::Q4_0,
-            GgmlType::Q4_1 => Format::Q4_1,
-            GgmlType::Q5_0 => Format::Q5_0,
-            GgmlType::Q8_0 => Format::Q8_0,
-            GgmlType::Q4_K => Format::Q4_K,
-            GgmlType::Q6_K => Format::Q6_K,
-            _ => return None,
-        })
+        Format::from_ggml_type(self.0)
     }
     // ANCHOR_END: format
 

@@ -284,16 +284,17 @@ fn random_blocks(n: usize, bytes: usize, scales: usize, seed: u64) -> Vec<u8> {
 #[test]
 fn ex7_q5_0_s_fifth_bits_in_a_packed_lane() {
     use ch06_quantization::Format;
+    use ch06_quantization::matrix::Q32;
     use ch07_simd_parallel::layout::eights::unpack_block;
     use ch07_simd_parallel::layout::packed::{GroupLayout, Packed};
     let (nb, bb) = (3, 22);
     let src = random_blocks(8 * nb, bb, 1, 71);
     let packed = Packed::new(Format::Q5_0, 8, 32 * nb, &src).expect("eight whole rows");
-    let gb = Format::Q5_0.group_block_bytes();
+    let gb = packed.layout.group_block_bytes();
     for b in 0..nb {
         let blk = &packed.group(0)[b * gb..(b + 1) * gb];
         for r in 0..8 {
-            let q = unpack_block(Format::Q5_0, &src[(r * nb + b) * bb..][..bb]).q;
+            let q = unpack_block(Q32::Q5_0, &src[(r * nb + b) * bb..][..bb]).q;
             for c in 0..4 {
                 let want: [u8; 8] =
                     std::array::from_fn(|i| q[4 * c + i % 4 + if i >= 4 { 16 } else { 0 }]);

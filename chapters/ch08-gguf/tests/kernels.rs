@@ -3,10 +3,10 @@
 //! every level and thread count.
 
 use ch01_tensors::models;
-use ch06_quantization::Format;
 use ch06_quantization::Scalar;
 use ch06_quantization::blocks::BlockQ8_0;
 use ch06_quantization::f16::f32_to_f16;
+use ch06_quantization::matrix::Q32;
 use ch07_simd_parallel::Isa;
 use ch07_simd_parallel::kernels::{ManyTokens, OneToken, for_isa};
 use ch07_simd_parallel::layout::eights::{Eights, Rows32};
@@ -471,11 +471,11 @@ fn check_interleaved_32(q40: &[u8], q50: &[u8], q41: &[u8], q: &[i8], nb: usize)
         ran += usize::from(ch08_gguf::matrix::policy::use_eights(k));
         let mut rows = Rows32::default();
         for (format, w, eights, second) in [
-            (Format::Q4_0, q40, &octs0, &back0),
-            (Format::Q5_0, q50, &octs8, &back8),
-            (Format::Q4_1, q41, &octs1, &back1),
+            (Q32::Q4_0, q40, &octs0, &back0),
+            (Q32::Q5_0, q50, &octs8, &back8),
+            (Q32::Q4_1, q41, &octs1, &back1),
         ] {
-            let four = four_rows(w, format.block_bytes());
+            let four = four_rows(w, format.format().block_bytes());
             k.unpack_rows32(format, &four.each_ref().map(|r| &r[..]), &mut rows);
             let got4 = k.dot8x4_row32(format, std::array::from_fn(|r| rows.row(r)), eights);
             for (r, got4) in got4.iter().enumerate() {
@@ -506,10 +506,9 @@ fn check_interleaved_32(q40: &[u8], q50: &[u8], q41: &[u8], q: &[i8], nb: usize)
             let twin = ch07_simd_parallel::layout::eights::dot8_row32(format, rows.row(0), eights);
             for t in 0..8 {
                 let want = match format {
-                    Format::Q4_0 => ch06_quantization::Scalar.dot_q4_0_q8_0(w, &t0[t]),
-                    Format::Q5_0 => Scalar.dot_q5_0(w, &t8[t]),
-                    Format::Q4_1 => ch06_quantization::Scalar.dot_q4_1_q8_1(w, &t1[t]),
-                    f => unreachable!("{} is not in the list", f.name()),
+                    Q32::Q4_0 => ch06_quantization::Scalar.dot_q4_0_q8_0(w, &t0[t]),
+                    Q32::Q5_0 => Scalar.dot_q5_0(w, &t8[t]),
+                    Q32::Q4_1 => ch06_quantization::Scalar.dot_q4_1_q8_1(w, &t1[t]),
                 };
                 assert_eq!(
                     got[t].to_bits(),

@@ -14,7 +14,7 @@ use ch07_simd_parallel::layout::eights::{Rows32, unpack_block};
 use ch07_simd_parallel::layout::kquant::{
     BlockQ8K, KQuant, Q8_0Wide, dot_q4_k_q8_k, dot_q5_0_q8_0, dot_q6_k_q8_k,
 };
-use ch08_gguf::matrix::{GroupLayout, Packed, PackedToken};
+use ch08_gguf::matrix::{Packed, PackedToken};
 use proptest::prelude::*;
 
 /// `h` (f16 bits) made finite: an infinity or NaN loses its exponent's top bit.
@@ -140,7 +140,7 @@ fn check(format: Format, rows: usize, nb: usize, w: &[u8], tokens: &[Token]) -> 
         all == w,
         "{format:?}: the rows taken out together differ from the file's"
     );
-    if !format.is_k() {
+    if let Some(q32) = format.q32() {
         // the blocks unpacked straight from the groups are those of the rows taken out,
         // for a range starting inside a group too
         let (mut got, mut want) = (Rows32::default(), Rows32::default());
@@ -149,7 +149,7 @@ fn check(format: Format, rows: usize, nb: usize, w: &[u8], tokens: &[Token]) -> 
             let file: Vec<&[u8]> = (start..rows)
                 .map(|r| &w[r * row_len..(r + 1) * row_len])
                 .collect();
-            want.unpack(format.block_bytes(), &file, |b| unpack_block(format, b));
+            want.unpack(format.block_bytes(), &file, |b| unpack_block(q32, b));
             let same = got.blocks == want.blocks
                 && got.data.len() == want.data.len()
                 && got.data.iter().zip(&want.data).all(|(x, y)| {
@@ -234,8 +234,8 @@ fn packed_groups_are_exact_at_the_extremes() {
             (0x7f, 127),
             (0x80, -127),
         ] {
-            let (rows, nb) = (16, if format.is_k() { 3 } else { 20 });
-            let (w, tokens): (Vec<u8>, Vec<Token>) = if format.is_k() {
+            let (rows, nb) = (16, if format.kquant().is_some() { 3 } else { 20 });
+            let (w, tokens): (Vec<u8>, Vec<Token>) = if format.kquant().is_some() {
                 let q6_k = format == Format::Q6_K;
                 let w = vec![wq; rows * nb * 210];
                 let tokens = (0..5).map(|_| k_token(q6_k, nb, &vec![aq; nb * 256], &[0x3800; 3]));

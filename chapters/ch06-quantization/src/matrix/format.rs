@@ -54,57 +54,187 @@ pub struct Spec {
     pub bits_per_weight: f64,
     /// The format the activations are quantized to before meeting these weights.
     pub activation: Option<ActFormat>,
+    /// Its id in a GGUF file (ggml's `ggml_type`); INT8 is this book's own.
+    pub ggml_type: Option<u32>,
+    /// Which of chapter 6's block formats it is, if a [`QMatrix`](super::QMatrix) holds it.
+    pub qblocks: Option<QBlocks>,
+    /// Whether chapter 7 packs its rows eight at a time, and as which kind of block.
+    pub packable: Option<Packable>,
 }
 
 impl Format {
     /// This format's row of the table: the one `match` that a new format adds a row to.
+    /// A format that no shared kernel serves says so here, with `None` in the last two
+    /// columns, and nowhere else.
+    #[rustfmt::skip] // one row a line, a table
     pub const fn spec(self) -> Spec {
         const fn row(
-            name: &'static str,
-            block_values: usize,
-            block_bytes: usize,
-            bits_per_weight: f64,
+            (name, block_values, block_bytes, bits_per_weight): (&'static str, usize, usize, f64),
             activation: Option<ActFormat>,
+            ggml_type: Option<u32>,
+            qblocks: Option<QBlocks>,
+            packable: Option<Packable>,
         ) -> Spec {
-            Spec {
-                name,
-                block_values,
-                block_bytes,
-                bits_per_weight,
-                activation,
-            }
+            Spec { name, block_values, block_bytes, bits_per_weight, activation, ggml_type, qblocks, packable }
         }
         use ActFormat::{Q8_0 as A8_0, Q8_1 as A8_1, Q8_K as A8_K};
+        use Packable::{K, Q32 as P32};
+        let (q4_0, q4_1, q5_0, q4_k, q6_k) = (Q32::Q4_0, Q32::Q4_1, Q32::Q5_0, KQuant::Q4_K, KQuant::Q6_K);
+        let (b8_0, b4_0, b4_1) = (BlockQ8_0::BYTES, BlockQ4_0::BYTES, BlockQ4_1::BYTES);
         match self {
-            Format::F32 => row("f32", 1, 4, 32.0, None),
-            Format::Int8 => row("int8", 1, 1, 8.0, Some(A8_0)),
-            Format::Q8_0 => row("q8_0", QK, BlockQ8_0::BYTES, 8.5, Some(A8_0)),
-            Format::Q4_0 => row("q4_0", QK, BlockQ4_0::BYTES, 4.5, Some(A8_0)),
-            Format::Q4_1 => row("q4_1", QK, BlockQ4_1::BYTES, 5.0, Some(A8_1)),
-            Format::Q5_0 => row("q5_0", QK, 22, 5.5, Some(A8_0)),
-            Format::Q4_K => row("q4_k", 256, 144, 4.5, Some(A8_K)),
-            Format::Q6_K => row("q6_k", 256, 210, 6.5625, Some(A8_K)),
+            //                 (name, block, bytes, bits), activations, GGUF id, QMatrix's, packed as
+            Format::F32 => row(("f32", 1, 4, 32.0), None, Some(0), None, None),
+            Format::Int8 => row(("int8", 1, 1, 8.0), Some(A8_0), None, None, None),
+            Format::Q8_0 => row(("q8_0", QK, b8_0, 8.5), Some(A8_0), Some(8), Some(QBlocks::Q8_0), None),
+            Format::Q4_0 => row(("q4_0", QK, b4_0, 4.5), Some(A8_0), Some(2), Some(QBlocks::Q4_0), Some(P32(q4_0))),
+            Format::Q4_1 => row(("q4_1", QK, b4_1, 5.0), Some(A8_1), Some(3), Some(QBlocks::Q4_1), Some(P32(q4_1))),
+            Format::Q5_0 => row(("q5_0", QK, 22, 5.5), Some(A8_0), Some(6), None, Some(P32(q5_0))),
+            Format::Q4_K => row(("q4_k", 256, 144, 4.5), Some(A8_K), Some(12), None, Some(K(q4_k))),
+            Format::Q6_K => row(("q6_k", 256, 210, 6.5625), Some(A8_K), Some(14), None, Some(K(q6_k))),
         }
     }
 }
 // ANCHOR_END: spec
 
 impl Format {
+    /// Every format, in the order of the enum: what a file's type id is looked up in.
+    pub const EVERY: [Format; 8] = [
+        Format::F32,
+        Format::Int8,
+        Format::Q8_0,
+        Format::Q4_0,
+        Format::Q4_1,
+        Format::Q5_0,
+        Format::Q4_K,
+        Format::Q6_K,
+    ];
+}
+
+// ANCHOR: narrow
+/// Chapter 6's block formats: the ones a [`QMatrix`](super::QMatrix) quantizes,
+/// dequantizes and multiplies itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[allow(non_camel_case_types)] // llama.cpp's names
+pub enum QBlocks {
+    Q8_0,
+    Q4_0,
+    Q4_1,
+}
+
+/// The 32-value formats whose blocks unpack to 32 small unsigned quants, a scale and maybe
+/// a minimum (chapter 7's `Block32`): the formats of its eight-token kernels and packed
+/// groups of 32-value blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[allow(non_camel_case_types)] // llama.cpp's names
+pub enum Q32 {
+    Q4_0,
+    Q4_1,
+    Q5_0,
+}
+
+/// Which of the two K-quants a row holds: the kernels that serve both (unpacking rows for
+/// the eight-token kernels, the packed groups) take one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[allow(non_camel_case_types)] // llama.cpp's names
+pub enum KQuant {
+    Q4_K,
+    Q6_K,
+}
+
+/// The formats chapter 7 can pack eight rows at a time (and that have eight-token kernels).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Packable {
+    Q32(Q32),
+    K(KQuant),
+}
+// ANCHOR_END: narrow
+
+impl QBlocks {
+    /// Its [`Format`].
+    pub const fn format(self) -> Format {
+        match self {
+            QBlocks::Q8_0 => Format::Q8_0,
+            QBlocks::Q4_0 => Format::Q4_0,
+            QBlocks::Q4_1 => Format::Q4_1,
+        }
+    }
+}
+
+impl Q32 {
+    /// Its [`Format`].
+    pub const fn format(self) -> Format {
+        match self {
+            Q32::Q4_0 => Format::Q4_0,
+            Q32::Q4_1 => Format::Q4_1,
+            Q32::Q5_0 => Format::Q5_0,
+        }
+    }
     /// Whether a block stores a minimum beside its scale (`w = d·q + m`, Q4_1) rather than
-    /// a scale alone: the kernels of 32-value blocks take a different path for it.
+    /// a scale alone: the kernels take a different path for it.
     pub const fn has_min(self) -> bool {
         match self {
-            Format::Q4_1 => true,
-            Format::F32
-            | Format::Int8
-            | Format::Q8_0
-            | Format::Q4_0
-            | Format::Q5_0
-            | Format::Q4_K
-            | Format::Q6_K => false,
+            Q32::Q4_1 => true,
+            Q32::Q4_0 | Q32::Q5_0 => false,
+        }
+    }
+}
+
+impl KQuant {
+    /// Its [`Format`].
+    pub const fn format(self) -> Format {
+        match self {
+            KQuant::Q4_K => Format::Q4_K,
+            KQuant::Q6_K => Format::Q6_K,
+        }
+    }
+}
+
+impl Packable {
+    /// Its [`Format`].
+    pub const fn format(self) -> Format {
+        match self {
+            Packable::Q32(q) => q.format(),
+            Packable::K(k) => k.format(),
+        }
+    }
+}
+
+impl Format {
+    /// Which of chapter 6's block formats this is, if any ([`Spec::qblocks`]).
+    pub const fn qblocks(self) -> Option<QBlocks> {
+        self.spec().qblocks
+    }
+
+    /// How chapter 7 packs it, if it does ([`Spec::packable`]).
+    pub const fn packable(self) -> Option<Packable> {
+        self.spec().packable
+    }
+
+    /// The 32-value kind of block it is, if one ([`Q32`]).
+    pub const fn q32(self) -> Option<Q32> {
+        match self.packable() {
+            Some(Packable::Q32(q)) => Some(q),
+            Some(Packable::K(_)) | None => None,
         }
     }
 
+    /// The K-quant it is, if one.
+    pub const fn kquant(self) -> Option<KQuant> {
+        match self.packable() {
+            Some(Packable::K(k)) => Some(k),
+            Some(Packable::Q32(_)) | None => None,
+        }
+    }
+
+    /// The format a GGUF file's type `id` names, if the engine runs it.
+    pub fn from_ggml_type(id: u32) -> Option<Format> {
+        Format::EVERY
+            .into_iter()
+            .find(|f| f.spec().ggml_type == Some(id))
+    }
+}
+
+impl Format {
     /// Every format this chapter quantizes, smallest last.
     pub const ALL: [Format; 5] = [
         Format::F32,

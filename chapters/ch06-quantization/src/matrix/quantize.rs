@@ -3,7 +3,7 @@
 use ch01_tensors::Tensor;
 use rayon::prelude::*;
 
-use super::{Bytes, Data, Format, QMatrix};
+use super::{Bytes, Data, Format, QBlocks, QMatrix};
 use crate::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, QK};
 use crate::quantize::*;
 use crate::search::{ScaleRule, search_q4_0, search_q4_1, search_q8_0};
@@ -36,11 +36,12 @@ impl QMatrix {
                 format.name()
             ));
         }
-        let data = match format {
-            Format::F32 => {
+        let data = match format.qblocks() {
+            None if format == Format::F32 => {
                 Data::F32(Tensor::from_vec(w.to_vec(), &[rows, cols]).map_err(|e| e.to_string())?)
             }
-            Format::Int8 => {
+            // INT8, the one other format of Format::ALL
+            None => {
                 let mut q = vec![0u8; rows * cols];
                 let mut scales = vec![0.0f32; rows];
                 q.par_chunks_mut(cols)
@@ -54,19 +55,14 @@ impl QMatrix {
                     scales,
                 }
             }
-            Format::Q8_0
-            | Format::Q4_0
-            | Format::Q4_1
-            | Format::Q5_0
-            | Format::Q4_K
-            | Format::Q6_K => {
+            Some(blocks) => {
                 let row_bytes = format.row_bytes(cols);
                 let mut bytes = vec![0u8; rows * row_bytes];
                 bytes
                     .par_chunks_mut(row_bytes)
                     .zip(w.par_chunks(cols))
                     .for_each(|(out, w_row)| {
-                        quantize_row(format, rule, w_row, out);
+                        quantize_row(blocks, rule, w_row, out);
                     });
                 Data::Blocks(Bytes::from_vec(bytes))
             }
@@ -82,10 +78,10 @@ impl QMatrix {
 }
 
 /// Quantizes one row of `w` into `out` (that row's blocks) with the given scale rule.
-fn quantize_row(format: Format, rule: ScaleRule, w: &[f32], out: &mut [u8]) {
+fn quantize_row(format: QBlocks, rule: ScaleRule, w: &[f32], out: &mut [u8]) {
     let blocks = w.as_chunks::<QK>().0;
     match format {
-        Format::Q8_0 => {
+        QBlocks::Q8_0 => {
             for (x, o) in blocks
                 .iter()
                 .zip(out.as_chunks_mut::<{ BlockQ8_0::BYTES }>().0)
@@ -97,7 +93,7 @@ fn quantize_row(format: Format, rule: ScaleRule, w: &[f32], out: &mut [u8]) {
                 b.write(o);
             }
         }
-        Format::Q4_0 => {
+        QBlocks::Q4_0 => {
             for (x, o) in blocks
                 .iter()
                 .zip(out.as_chunks_mut::<{ BlockQ4_0::BYTES }>().0)
@@ -108,7 +104,7 @@ fn quantize_row(format: Format, rule: ScaleRule, w: &[f32], out: &mut [u8]) {
                 }
             }
         }
-        Format::Q4_1 => {
+        QBlocks::Q4_1 => {
             for (x, o) in blocks
                 .iter()
                 .zip(out.as_chunks_mut::<{ BlockQ4_1::BYTES }>().0)
@@ -118,9 +114,6 @@ fn quantize_row(format: Format, rule: ScaleRule, w: &[f32], out: &mut [u8]) {
                     ScaleRule::Search => search_q4_1(x, o),
                 }
             }
-        }
-        Format::F32 | Format::Int8 | Format::Q5_0 | Format::Q4_K | Format::Q6_K => {
-            unreachable!("QMatrix::quantize takes this chapter's block formats only")
         }
     }
 }

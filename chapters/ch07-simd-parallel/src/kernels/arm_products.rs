@@ -21,7 +21,7 @@ use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
 use crate::layout::eights::{Block32, Eights, Rows32};
 use crate::layout::eights_k::{EightsK, RowsK};
 use crate::layout::kquant::{BlockQ8K, Q8_0Wide};
-use ch06_quantization::Format;
+use ch06_quantization::matrix::Q32;
 
 // ANCHOR: arm_one_token
 // SAFETY (for every call below): a value of `Arm<DOTPROD>` exists only if `for_isa` found
@@ -75,12 +75,12 @@ impl<const DOTPROD: bool> ManyTokens for Arm<DOTPROD> {
     fn has_eights(&self) -> bool {
         true
     }
-    fn unpack_rows32(&self, format: Format, rows: &[&[u8]], out: &mut Rows32) {
-        out.unpack(format.block_bytes(), rows, |b| unsafe {
+    fn unpack_rows32(&self, format: Q32, rows: &[&[u8]], out: &mut Rows32) {
+        out.unpack(format.format().block_bytes(), rows, |b| unsafe {
             e::unpack_block(format, b)
         });
     }
-    fn dot8_row32(&self, format: Format, row: &[Block32], a: &Eights) -> [f32; 8] {
+    fn dot8_row32(&self, format: Q32, row: &[Block32], a: &Eights) -> [f32; 8] {
         unsafe {
             if DOTPROD {
                 e::dot8_row32_sdot(format, row, a)
@@ -89,7 +89,7 @@ impl<const DOTPROD: bool> ManyTokens for Arm<DOTPROD> {
             }
         }
     }
-    fn dot8_raw32(&self, format: Format, w: &[u8], a: &Eights) -> [f32; 8] {
+    fn dot8_raw32(&self, format: Q32, w: &[u8], a: &Eights) -> [f32; 8] {
         unsafe {
             if DOTPROD {
                 e::dot8_raw32_sdot(format, w, a)

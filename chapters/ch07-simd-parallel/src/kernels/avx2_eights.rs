@@ -11,7 +11,7 @@
 //! term, in the scalar kernel's float operations, is added to each token's lane in block
 //! order.
 
-use ch06_quantization::Format;
+use ch06_quantization::matrix::Q32;
 use std::arch::x86_64::*;
 
 use super::avx2_kquants::scales_and_mins;
@@ -24,18 +24,11 @@ use crate::layout::kquant::{Q4_K_BYTES, Q6_K_BYTES, QK_K};
 /// split by a shift and a mask, Q5_0's fifth bits spread over the bytes (each byte tests
 /// its own bit of `qh`) and put on with an OR; the scales by F16C.
 #[target_feature(enable = "avx2,f16c")]
-pub(super) fn unpack_block(format: Format, b: &[u8]) -> Block32 {
-    let q4_1 = format == Format::Q4_1;
+pub(super) fn unpack_block(format: Q32, b: &[u8]) -> Block32 {
     let at = match format {
-        Format::Q4_0 => 2,
-        Format::Q4_1 => 4,
-        Format::Q5_0 => 6,
-        f @ (Format::F32 | Format::Int8 | Format::Q8_0 | Format::Q4_K | Format::Q6_K) => {
-            unreachable!(
-                "{} has no unpacked 32-value kernel (Q4_0, Q5_0 and Q4_1 do)",
-                f.name()
-            )
-        }
+        Q32::Q4_0 => 2,
+        Q32::Q4_1 => 4,
+        Q32::Q5_0 => 6,
     };
     assert!(b.len() >= at + 16, "a whole block");
     // SAFETY: the 16 nibble bytes, inside the block (checked).
@@ -45,7 +38,7 @@ pub(super) fn unpack_block(format: Format, b: &[u8]) -> Block32 {
         _mm_and_si128(_mm_srli_epi16::<4>(nib), low),
         _mm_and_si128(nib, low),
     );
-    if format == Format::Q5_0 {
+    if format == Q32::Q5_0 {
         let qh = i32::from_le_bytes([b[2], b[3], b[4], b[5]]);
         // Byte j gets byte j / 8 of qh, then 16 if its bit j % 8 is set.
         let spread = _mm256_setr_epi8(
@@ -60,7 +53,7 @@ pub(super) fn unpack_block(format: Format, b: &[u8]) -> Block32 {
     let mut out = [0u8; 32];
     // SAFETY: 32 bytes into 32 bytes.
     unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), q) };
-    let m = if q4_1 { f16(b, 2) } else { 0.0 };
+    let m = if format.has_min() { f16(b, 2) } else { 0.0 };
     Block32 {
         q: out,
         d: f16(b, 0),
@@ -75,8 +68,8 @@ type Lanes = ([u8; 32], __m256, __m256);
 /// ([`splat_f16`]): converted alone, each left the loop waiting on its running sum.
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn unpack_lanes(format: Format, b: &[u8]) -> Lanes {
-    let m = if format == Format::Q4_1 {
+fn unpack_lanes(format: Q32, b: &[u8]) -> Lanes {
+    let m = if format.has_min() {
         splat_f16(b, 2)
     } else {
         _mm256_setzero_ps()
@@ -124,12 +117,8 @@ pub(super) unsafe fn dot8_row32<const Q4_1: bool>(row: &[Block32], a: &Eights) -
 /// # Safety
 /// None beyond the CPU's: the lengths are checked here.
 #[target_feature(enable = "avx2,f16c")]
-pub(super) unsafe fn dot8_raw32<const Q4_1: bool>(
-    format: Format,
-    w: &[u8],
-    a: &Eights,
-) -> [f32; 8] {
-    let bytes = format.block_bytes();
+pub(super) unsafe fn dot8_raw32<const Q4_1: bool>(format: Q32, w: &[u8], a: &Eights) -> [f32; 8] {
+    let bytes = format.format().block_bytes();
     assert_eq!(
         w.len(),
         a.qs.len() * bytes,

@@ -7,7 +7,7 @@ use ch06_quantization::Format;
 use std::arch::x86_64::*;
 
 use super::helpers::prefetch_lines;
-use crate::layout::packed::GroupLayout;
+use crate::layout::packed::GROUP;
 
 /// A group's bytes per block and its blocks, after checking that `w` is whole blocks of
 /// `format`, one per block of each token's activations (`tokens`: their lengths).
@@ -16,7 +16,7 @@ pub(super) fn blocks(
     format: Format,
     tokens: impl Iterator<Item = usize>,
 ) -> (usize, usize) {
-    let bb = format.group_block_bytes();
+    let bb = GROUP * format.block_bytes();
     let nb = w.len() / bb;
     let whole = w.len() == nb * bb;
     assert!(

@@ -16,9 +16,9 @@
 
 use std::arch::aarch64::*;
 
-use ch06_quantization::Format;
 use ch06_quantization::blocks::BlockQ8_0;
 use ch06_quantization::f16::f16_to_f32_fast as f16;
+use ch06_quantization::matrix::Q32;
 
 use super::neon::levels;
 use super::neon_helpers::dot16_by_lane;
@@ -87,21 +87,17 @@ unsafe fn steps<const DOTPROD: bool>(
 /// One Q4_0, Q5_0 or Q4_1 block unpacked as [`crate::layout::eights::unpack_block`] does:
 /// the nibbles by a mask and a shift, Q5_0's fifth bits tested one per byte (`cmtst`).
 #[target_feature(enable = "neon")]
-pub fn unpack_block(format: Format, b: &[u8]) -> Block32 {
+pub fn unpack_block(format: Q32, b: &[u8]) -> Block32 {
     let at = match format {
-        Format::Q4_0 => 2,
-        Format::Q4_1 => 4,
-        Format::Q5_0 => 6,
-        f => unreachable!(
-            "{} has no unpacked 32-value kernel (Q4_0, Q5_0 and Q4_1 do)",
-            f.name()
-        ),
+        Q32::Q4_0 => 2,
+        Q32::Q4_1 => 4,
+        Q32::Q5_0 => 6,
     };
     let nib = b[at..at + 16].as_ptr();
     // SAFETY: 16 readable bytes (the slice checked the bounds).
     let nib = unsafe { vld1q_u8(nib) };
     let mut q = [vandq_u8(nib, vdupq_n_u8(0x0f)), vshrq_n_u8::<4>(nib)];
-    if format == Format::Q5_0 {
+    if format == Q32::Q5_0 {
         // SAFETY: 16 bytes.
         let bit = unsafe {
             vld1q_u8([1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128].as_ptr())
@@ -118,7 +114,7 @@ pub fn unpack_block(format: Format, b: &[u8]) -> Block32 {
         vst1q_u8(out.as_mut_ptr().add(16), q[1]);
     }
     let half = |i: usize| f16(u16::from_le_bytes([b[i], b[i + 1]]));
-    let m = if format == Format::Q4_1 { half(2) } else { 0.0 };
+    let m = if format.has_min() { half(2) } else { 0.0 };
     Block32 {
         q: out,
         d: half(0),
@@ -163,16 +159,16 @@ unsafe fn dot8_blocks<const DOTPROD: bool>(
 /// One unpacked row against eight tokens ([`crate::layout::eights::dot8_row32`]).
 #[inline]
 #[target_feature(enable = "neon")]
-unsafe fn row32<const DOTPROD: bool>(format: Format, row: &[Block32], a: &Eights) -> [f32; 8] {
+unsafe fn row32<const DOTPROD: bool>(format: Q32, row: &[Block32], a: &Eights) -> [f32; 8] {
     // SAFETY: the caller's promise.
-    unsafe { dot8_blocks::<DOTPROD>(format == Format::Q4_1, row.len(), |b| row[b], a) }
+    unsafe { dot8_blocks::<DOTPROD>(format.has_min(), row.len(), |b| row[b], a) }
 }
 
 /// One row as it lies in the file against eight tokens, each block unpacked as it is met.
 #[inline]
 #[target_feature(enable = "neon")]
-unsafe fn raw32<const DOTPROD: bool>(format: Format, w: &[u8], a: &Eights) -> [f32; 8] {
-    let bytes = format.block_bytes();
+unsafe fn raw32<const DOTPROD: bool>(format: Q32, w: &[u8], a: &Eights) -> [f32; 8] {
+    let bytes = format.format().block_bytes();
     assert_eq!(
         w.len(),
         a.qs.len() * bytes,
@@ -180,7 +176,7 @@ unsafe fn raw32<const DOTPROD: bool>(format: Format, w: &[u8], a: &Eights) -> [f
     );
     let unpack = |b: usize| unpack_block(format, &w[b * bytes..][..bytes]);
     // SAFETY: the caller's promise.
-    unsafe { dot8_blocks::<DOTPROD>(format == Format::Q4_1, a.qs.len(), unpack, a) }
+    unsafe { dot8_blocks::<DOTPROD>(format.has_min(), a.qs.len(), unpack, a) }
 }
 
 /// One Q8_0 row (34-byte blocks as in the file: `d`, 32 signed quants) against eight
@@ -282,8 +278,8 @@ unsafe fn q6_k<const DOTPROD: bool>(rows: &RowsK, i: usize, a: &EightsK) -> [f32
 }
 
 levels! {
-    dot8_row32, dot8_row32_sdot = row32(format: Format, row: &[Block32], a: &Eights) -> [f32; 8];
-    dot8_raw32, dot8_raw32_sdot = raw32(format: Format, w: &[u8], a: &Eights) -> [f32; 8];
+    dot8_row32, dot8_row32_sdot = row32(format: Q32, row: &[Block32], a: &Eights) -> [f32; 8];
+    dot8_raw32, dot8_raw32_sdot = raw32(format: Q32, w: &[u8], a: &Eights) -> [f32; 8];
     dot8_q8_0, dot8_q8_0_sdot = q8_0(w: &[u8], a: &Eights) -> [f32; 8];
     dot8_q4_k, dot8_q4_k_sdot = q4_k(rows: &RowsK, i: usize, a: &EightsK) -> [f32; 8];
     dot8_q6_k, dot8_q6_k_sdot = q6_k(rows: &RowsK, i: usize, a: &EightsK) -> [f32; 8];

@@ -14,7 +14,8 @@
 //! the same bits.
 
 use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
-use ch06_quantization::{Format, Kernels, Scalar, dot};
+use ch06_quantization::matrix::Q32;
+use ch06_quantization::{Kernels, Scalar, dot};
 
 use crate::layout::eights::{self, Block32, Eights, Rows32};
 use crate::layout::eights_k::{self, EightsK, RowsK};
@@ -128,39 +129,34 @@ pub trait ManyTokens: OneToken {
         None
     }
     /// Q4_0, Q5_0 or Q4_1 rows unpacked for [`ManyTokens::dot8_row32`].
-    fn unpack_rows32(&self, format: Format, rows: &[&[u8]], out: &mut Rows32) {
-        out.unpack(format.block_bytes(), rows, |b| {
+    fn unpack_rows32(&self, format: Q32, rows: &[&[u8]], out: &mut Rows32) {
+        out.unpack(format.format().block_bytes(), rows, |b| {
             eights::unpack_block(format, b)
         });
     }
     /// One unpacked Q4_0, Q5_0 or Q4_1 row against eight tokens: the scalar kernel's eight dots,
     /// bit for bit.
-    fn dot8_row32(&self, format: Format, row: &[Block32], a: &Eights) -> [f32; 8] {
+    fn dot8_row32(&self, format: Q32, row: &[Block32], a: &Eights) -> [f32; 8] {
         eights::dot8_row32(format, row, a)
     }
     /// One Q4_0, Q5_0 or Q4_1 row as it lies in the file against eight tokens, each block
     /// unpacked as it is met: [`ManyTokens::dot8_row32`]'s numbers without an unpacked copy.
-    fn dot8_raw32(&self, format: Format, w: &[u8], a: &Eights) -> [f32; 8] {
+    fn dot8_raw32(&self, format: Q32, w: &[u8], a: &Eights) -> [f32; 8] {
         let row: Vec<Block32> = w
-            .chunks_exact(format.block_bytes())
+            .chunks_exact(format.format().block_bytes())
             .map(|b| eights::unpack_block(format, b))
             .collect();
         self.dot8_row32(format, &row, a)
     }
     /// Four unpacked rows against the same eight tokens: [`ManyTokens::dot8_row32`] of each,
     /// bit for bit; SIMD kernels load each step's activations once for the four.
-    fn dot8x4_row32(&self, format: Format, rows: [&[Block32]; 4], a: &Eights) -> [[f32; 8]; 4] {
+    fn dot8x4_row32(&self, format: Q32, rows: [&[Block32]; 4], a: &Eights) -> [[f32; 8]; 4] {
         rows.map(|row| self.dot8_row32(format, row, a))
     }
     /// Four unpacked rows against two eights of tokens: row `r`'s lanes 0..8 are
     /// [`ManyTokens::dot8x4_row32`]`(format, rows, a[0])[r]`, lanes 8..16 the same for `a[1]`.
     /// Levels with 512-bit registers take both eights in one.
-    fn dot16x4_row32(
-        &self,
-        format: Format,
-        rows: [&[Block32]; 4],
-        a: [&Eights; 2],
-    ) -> [[f32; 16]; 4] {
+    fn dot16x4_row32(&self, format: Q32, rows: [&[Block32]; 4], a: [&Eights; 2]) -> [[f32; 16]; 4] {
         row32_by_eights(self, format, rows, a)
     }
     /// Q4_K (or Q6_K) rows unpacked for [`ManyTokens::dot8_q4_k`] (`dot8_q6_k`).
@@ -344,7 +340,7 @@ pub(crate) fn q8_0_rows_with_half<K: ManyTokens + ?Sized>(
 /// [`ManyTokens::dot16x4_row32`] as two calls of the eight-token kernel.
 pub(crate) fn row32_by_eights<K: ManyTokens + ?Sized>(
     k: &K,
-    format: Format,
+    format: Q32,
     rows: [&[Block32]; 4],
     a: [&Eights; 2],
 ) -> [[f32; 16]; 4] {

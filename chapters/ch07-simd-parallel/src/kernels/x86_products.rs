@@ -13,8 +13,8 @@ use crate::layout::eights_k::{EightsK, RowsK};
 use crate::layout::kquant::{BlockQ8K, KQuant, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide};
 use crate::layout::packed_dot::PackedToken;
 use crate::layout::quads::{ActQuads, KQuads};
-use ch06_quantization::Format;
 use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
+use ch06_quantization::matrix::Q32;
 
 use crate::kernels::helpers::prefetch_lines;
 
@@ -137,27 +137,20 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
         // SAFETY: as in dot8_q4_k.
         unsafe { super::avx2_eights4_k::dot8x4_q6_k(rows, i, a) }
     }
-    fn unpack_rows32(&self, format: Format, rows: &[&[u8]], out: &mut Rows32) {
+    fn unpack_rows32(&self, format: Q32, rows: &[&[u8]], out: &mut Rows32) {
         // SAFETY: for_isa hands this out only when the CPU has AVX2 and F16C.
-        out.unpack(format.block_bytes(), rows, |b| unsafe {
+        out.unpack(format.format().block_bytes(), rows, |b| unsafe {
             super::avx2_eights::unpack_block(format, b)
         });
     }
-    fn dot8_raw32(&self, format: Format, w: &[u8], a: &Eights) -> [f32; 8] {
+    fn dot8_raw32(&self, format: Q32, w: &[u8], a: &Eights) -> [f32; 8] {
         // SAFETY: for_isa hands this out only when the CPU has AVX2 and F16C; the kernel
         // checks the lengths.
         unsafe {
-            match format {
-                Format::Q4_0 | Format::Q5_0 => {
-                    super::avx2_eights::dot8_raw32::<false>(format, w, a)
-                }
-                Format::Q4_1 => super::avx2_eights::dot8_raw32::<true>(format, w, a),
-                f @ (Format::F32 | Format::Int8 | Format::Q8_0 | Format::Q4_K | Format::Q6_K) => {
-                    unreachable!(
-                        "{} has no unpacked 32-value kernel (Q4_0, Q5_0 and Q4_1 do)",
-                        f.name()
-                    )
-                }
+            if format.has_min() {
+                super::avx2_eights::dot8_raw32::<true>(format, w, a)
+            } else {
+                super::avx2_eights::dot8_raw32::<false>(format, w, a)
             }
         }
     }
@@ -220,23 +213,18 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
             &mut out.from_row(eights),
         );
     }
-    fn dot8_row32(&self, format: Format, row: &[Block32], a: &Eights) -> [f32; 8] {
+    fn dot8_row32(&self, format: Q32, row: &[Block32], a: &Eights) -> [f32; 8] {
         // SAFETY: for_isa hands this out only when the CPU has AVX2; the kernel checks
         // the lengths.
         unsafe {
-            match format {
-                Format::Q4_0 | Format::Q5_0 => super::avx2_eights::dot8_row32::<false>(row, a),
-                Format::Q4_1 => super::avx2_eights::dot8_row32::<true>(row, a),
-                f @ (Format::F32 | Format::Int8 | Format::Q8_0 | Format::Q4_K | Format::Q6_K) => {
-                    unreachable!(
-                        "{} has no unpacked 32-value kernel (Q4_0, Q5_0 and Q4_1 do)",
-                        f.name()
-                    )
-                }
+            if format.has_min() {
+                super::avx2_eights::dot8_row32::<true>(row, a)
+            } else {
+                super::avx2_eights::dot8_row32::<false>(row, a)
             }
         }
     }
-    fn dot8x4_row32(&self, format: Format, rows: [&[Block32]; 4], a: &Eights) -> [[f32; 8]; 4] {
+    fn dot8x4_row32(&self, format: Q32, rows: [&[Block32]; 4], a: &Eights) -> [[f32; 8]; 4] {
         use super::avx2_eights4::dot8x4_row32;
         // SAFETY: for_isa hands this out only when the CPU has AVX2, and VNNI only when it
         // has AVX-512 F/BW/VL and VNNI; the kernels check the lengths.
@@ -248,12 +236,7 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
             }
         }
     }
-    fn dot16x4_row32(
-        &self,
-        format: Format,
-        rows: [&[Block32]; 4],
-        a: [&Eights; 2],
-    ) -> [[f32; 16]; 4] {
+    fn dot16x4_row32(&self, format: Q32, rows: [&[Block32]; 4], a: [&Eights; 2]) -> [[f32; 16]; 4] {
         use super::avx512_sixteens::dot16x4_row32;
         if !VNNI {
             return super::products::row32_by_eights(self, format, rows, a);

@@ -18,9 +18,9 @@
 //! Rows32, per block:   q0 q1 … q31 (unsigned bytes) and d (and m) as f32
 //! ```
 
-use ch06_quantization::Format;
 use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
 use ch06_quantization::f16::f16_to_f32_fast as f16;
+use ch06_quantization::matrix::Q32;
 
 use crate::layout::kquant::Q8_0Wide;
 
@@ -144,17 +144,11 @@ pub struct Block32 {
 pub type Rows32 = Rows<Block32>;
 
 /// One block of `format` unpacked.
-pub fn unpack_block(format: Format, b: &[u8]) -> Block32 {
+pub fn unpack_block(format: Q32, b: &[u8]) -> Block32 {
     let (nib, qh, m) = match format {
-        Format::Q4_0 => (&b[2..18], 0, 0.0),
-        Format::Q5_0 => (&b[6..22], u32::from_le_bytes([b[2], b[3], b[4], b[5]]), 0.0),
-        Format::Q4_1 => (&b[4..20], 0, f16(u16::from_le_bytes([b[2], b[3]]))),
-        f @ (Format::F32 | Format::Int8 | Format::Q8_0 | Format::Q4_K | Format::Q6_K) => {
-            unreachable!(
-                "{} has no unpacked 32-value kernel (Q4_0, Q5_0 and Q4_1 do)",
-                f.name()
-            )
-        }
+        Q32::Q4_0 => (&b[2..18], 0, 0.0),
+        Q32::Q5_0 => (&b[6..22], u32::from_le_bytes([b[2], b[3], b[4], b[5]]), 0.0),
+        Q32::Q4_1 => (&b[4..20], 0, f16(u16::from_le_bytes([b[2], b[3]]))),
     };
     let q = std::array::from_fn(|j| {
         let n = if j < 16 {
@@ -172,7 +166,7 @@ pub fn unpack_block(format: Format, b: &[u8]) -> Block32 {
 /// token's sum exactly the scalar kernel's (chapter 6's `dot_q4_0_q8_0` and `dot_q4_1_q8_1`,
 /// this chapter's `dot_q5_0_q8_0` block by block): the same integer dot per block, the same float
 /// operations, added in block order.
-pub fn dot8_row32(format: Format, row: &[Block32], a: &Eights) -> [f32; 8] {
+pub fn dot8_row32(format: Q32, row: &[Block32], a: &Eights) -> [f32; 8] {
     assert_eq!(
         row.len(),
         a.qs.len(),
@@ -185,14 +179,8 @@ pub fn dot8_row32(format: Format, row: &[Block32], a: &Eights) -> [f32; 8] {
                 .map(|j| i32::from(q[j]) * i32::from(a.qs[b][32 * (j / 4) + 4 * t + j % 4]))
                 .sum();
             *acc += match format {
-                Format::Q4_0 | Format::Q5_0 => d * a.d[b][t] * (dot - a.offset[b][t]) as f32,
-                Format::Q4_1 => (d * a.d[b][t]) * dot as f32 + m * a.s[b][t],
-                f @ (Format::F32 | Format::Int8 | Format::Q8_0 | Format::Q4_K | Format::Q6_K) => {
-                    unreachable!(
-                        "{} has no unpacked 32-value kernel (Q4_0, Q5_0 and Q4_1 do)",
-                        f.name()
-                    )
-                }
+                Q32::Q4_0 | Q32::Q5_0 => d * a.d[b][t] * (dot - a.offset[b][t]) as f32,
+                Q32::Q4_1 => (d * a.d[b][t]) * dot as f32 + m * a.s[b][t],
             };
         }
     }

@@ -20,41 +20,11 @@
 //! this book's. Every dot product is an integer sum per (sub-)block, converted to f32 once,
 //! so the SIMD kernels of [`crate::kernels::products`] give the same bits.
 
-use ch06_quantization::Format;
 use ch06_quantization::blocks::BlockQ8_0;
 use ch06_quantization::f16::f16_to_f32_fast as f16;
 
-/// Which of the two K-quants a row holds: the kernels that serve both (unpacking rows for
-/// the eight-token kernels, the packed groups) take one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[allow(non_camel_case_types)] // llama.cpp's names
-pub enum KQuant {
-    Q4_K,
-    Q6_K,
-}
-
-impl KQuant {
-    /// The K-quant `format` is, if it is one.
-    pub fn of(format: Format) -> Option<KQuant> {
-        match format {
-            Format::Q4_K => Some(KQuant::Q4_K),
-            Format::Q6_K => Some(KQuant::Q6_K),
-            Format::F32
-            | Format::Int8
-            | Format::Q8_0
-            | Format::Q4_0
-            | Format::Q4_1
-            | Format::Q5_0 => None,
-        }
-    }
-    /// Its [`Format`].
-    pub fn format(self) -> Format {
-        match self {
-            KQuant::Q4_K => Format::Q4_K,
-            KQuant::Q6_K => Format::Q6_K,
-        }
-    }
-}
+/// Which of the two K-quants a row holds: chapter 6's narrow type, next to its `Format`.
+pub use ch06_quantization::matrix::KQuant;
 
 /// Values in a K-quant super-block.
 pub const QK_K: usize = 256;

@@ -25,7 +25,7 @@
 //! scales, `ql` and `qh`, in the order its kernel reads them ([`GroupLayout::chunk_of`]).
 
 use ch06_quantization::blocks::QK;
-use ch06_quantization::matrix::{Activations, Bytes, Format};
+use ch06_quantization::matrix::{ActFormat, Activations, Bytes, Format, KQuant, Packable, Q32};
 use ch06_quantization::{Kernels, QMatrix};
 use rayon::prelude::*;
 use std::sync::Arc;
@@ -60,7 +60,7 @@ const SPREAD: [u64; 256] = {
 };
 
 /// Where each field of a format's block lies in a group of eight rows (see the module's
-/// comment): the formats [`can_pack`] says yes to.
+/// comment): for the formats [`can_pack`] says yes to, chapter 6's [`Packable`].
 pub trait GroupLayout: Copy {
     /// Whether the format is one of llama.cpp's K-quants (blocks of 256, Q8_K activations).
     fn is_k(self) -> bool;
@@ -82,29 +82,23 @@ pub trait GroupLayout: Copy {
 
 /// Whether matrices of `format` can be packed: Q4_0, Q4_1, Q5_0, Q4_K and Q6_K.
 pub fn can_pack(format: Format) -> bool {
-    matches!(
-        format,
-        Format::Q4_0 | Format::Q4_1 | Format::Q5_0 | Format::Q4_K | Format::Q6_K
-    )
+    format.packable().is_some()
 }
 
-impl GroupLayout for Format {
+impl GroupLayout for Packable {
     /// Whether the format is one of llama.cpp's K-quants (blocks of 256, Q8_K activations).
     fn is_k(self) -> bool {
-        matches!(self, Format::Q4_K | Format::Q6_K)
+        matches!(self, Packable::K(_))
     }
     /// The fields of a row's block that a group keeps side by side in its head, as (offset
     /// in the row's block, bytes): `d`, then Q4_1's `m`, Q5_0's 32-bit `qh` or Q4_K's
     /// `dmin`; Q6_K's `d` comes last in its block.
     fn fields(self) -> &'static [(usize, usize)] {
         match self {
-            Format::Q4_0 => &[(0, 2)],
-            Format::Q4_1 | Format::Q4_K => &[(0, 2), (2, 2)],
-            Format::Q5_0 => &[(0, 2), (2, 4)],
-            Format::Q6_K => &[(208, 2)],
-            f @ (Format::F32 | Format::Int8 | Format::Q8_0) => {
-                unreachable!("{} has no packed layout (Format::can_pack)", f.name())
-            }
+            Packable::Q32(Q32::Q4_0) => &[(0, 2)],
+            Packable::Q32(Q32::Q4_1) | Packable::K(KQuant::Q4_K) => &[(0, 2), (2, 2)],
+            Packable::Q32(Q32::Q5_0) => &[(0, 2), (2, 4)],
+            Packable::K(KQuant::Q6_K) => &[(208, 2)],
         }
     }
     /// The rest of a row's block, which a group stores in chunks of four bytes a row, as
@@ -112,24 +106,20 @@ impl GroupLayout for Format {
     /// its 128 of nibbles; Q6_K's 128 bytes of low nibbles, 64 of high bits and 16 scales.
     fn chunked(self) -> (usize, usize) {
         match self {
-            Format::Q4_0 => (2, QK / 2),
-            Format::Q4_1 => (4, QK / 2),
-            Format::Q5_0 => (6, QK / 2),
-            Format::Q4_K => (4, 12 + kquant::QK_K / 2),
-            Format::Q6_K => (0, 208),
-            f @ (Format::F32 | Format::Int8 | Format::Q8_0) => {
-                unreachable!("{} has no packed layout", f.name())
-            }
+            Packable::Q32(Q32::Q4_0) => (2, QK / 2),
+            Packable::Q32(Q32::Q4_1) => (4, QK / 2),
+            Packable::Q32(Q32::Q5_0) => (6, QK / 2),
+            Packable::K(KQuant::Q4_K) => (4, 12 + kquant::QK_K / 2),
+            Packable::K(KQuant::Q6_K) => (0, 208),
         }
     }
-    /// Bytes of one row's block in the file.
     /// Bytes of one block's fields for eight rows, before the chunks.
     fn head_bytes(self) -> usize {
         GROUP * self.fields().iter().map(|f| f.1).sum::<usize>()
     }
     /// Bytes of one block of a group: eight rows' blocks.
     fn group_block_bytes(self) -> usize {
-        GROUP * self.block_bytes()
+        GROUP * self.format().block_bytes()
     }
     /// Where field `f` of lane `r` lies in a group's block, and in a row's block.
     fn field_at(self, f: usize, r: usize) -> (usize, usize) {
@@ -164,24 +154,18 @@ impl GroupLayout for Format {
     /// front to back, which the memory's prefetchers follow.
     fn chunk_of(self, c: usize) -> usize {
         match self {
-            Format::Q6_K if c < 4 => 48 + c,
-            Format::Q6_K => {
+            Packable::K(KQuant::Q6_K) if c < 4 => 48 + c,
+            Packable::K(KQuant::Q6_K) => {
                 let (h, k, part) = ((c - 4) / 24, (c - 4) % 24 / 3, (c - 4) % 3);
                 [16 * h + k, 16 * h + 8 + k, 32 + 8 * h + k][part]
             }
-            Format::F32
-            | Format::Int8
-            | Format::Q8_0
-            | Format::Q4_0
-            | Format::Q4_1
-            | Format::Q5_0
-            | Format::Q4_K => c,
+            Packable::Q32(Q32::Q4_0 | Q32::Q4_1 | Q32::Q5_0) | Packable::K(KQuant::Q4_K) => c,
         }
     }
     // ANCHOR_END: chunk_of
 }
 
-/// One lane's place in a group's block ([`Format::lane`]).
+/// One lane's place in a group's block ([`GroupLayout::lane`]).
 pub struct Lane {
     fields: Vec<(usize, usize, usize)>,
     chunks: Vec<usize>,
@@ -216,6 +200,8 @@ impl Lane {
 /// 6's (the others: chapter 8's) scalar kernel gives it.
 pub struct Packed {
     pub format: Format,
+    /// The same format, as the type the packed layouts and kernels take.
+    pub layout: Packable,
     pub rows: usize,
     pub cols: usize,
     data: Store,
@@ -247,8 +233,8 @@ impl Store {
 
 impl Packed {
     /// `rows` rows of `cols` weights as the file stores them (`src`), interleaved eight at
-    /// a time; `None` for rows that are not whole groups of eight (those matrices stay as
-    /// stored) or bytes that are not the rows.
+    /// a time; `None` for a format that is not packed, rows that are not whole groups of
+    /// eight (those matrices stay as stored) or bytes that are not the rows.
     pub fn new(format: Format, rows: usize, cols: usize, src: &[u8]) -> Option<Packed> {
         Self::new_in(format, rows, cols, src, None)
     }
@@ -261,6 +247,7 @@ impl Packed {
         src: &[u8],
         arena: Option<&Arc<Arena>>,
     ) -> Option<Packed> {
+        let layout = format.packable()?;
         let block = format.block_bytes();
         let nb = cols / format.block_values();
         if rows == 0 || !rows.is_multiple_of(GROUP) || cols != nb * format.block_values() {
@@ -270,7 +257,7 @@ impl Packed {
         if rows.checked_mul(row_len) != Some(src.len()) {
             return None;
         }
-        let lanes: Vec<Lane> = (0..GROUP).map(|r| format.lane(r)).collect();
+        let lanes: Vec<Lane> = (0..GROUP).map(|r| layout.lane(r)).collect();
         let mut data = match arena.and_then(|a| a.take(src.len())) {
             Some(piece) => Store::Huge(piece),
             None => Store::Heap(vec![0u8; src.len()]),
@@ -288,6 +275,7 @@ impl Packed {
             });
         Some(Packed {
             format,
+            layout,
             rows,
             cols,
             data,
@@ -317,8 +305,11 @@ impl Packed {
     /// Rows `rows` as the file stored them, back to back in `out` (a prefill's tile of
     /// rows, taken out of the groups for the eight-token kernels, which unpack them).
     pub fn rows_into(&self, rows: std::ops::Range<usize>, out: &mut Vec<u8>) {
-        let f = self.format;
-        let (bb, nb) = (f.block_bytes(), self.cols / f.block_values());
+        let f = self.layout;
+        let (bb, nb) = (
+            self.format.block_bytes(),
+            self.cols / self.format.block_values(),
+        );
         out.clear();
         out.resize(rows.len() * nb * bb, 0);
         for (r, row) in rows.zip(out.chunks_exact_mut(nb * bb)) {
@@ -337,12 +328,13 @@ impl Packed {
     /// whose low nibbles are quants 0..16 and high nibbles quants 16..32; Q5_0's fifth bits
     /// are spread over the bytes eight at a time by a table ([`SPREAD`]).
     pub fn unpack_rows32(&self, rows: std::ops::Range<usize>, out: &mut Rows32) {
-        let f = self.format;
-        assert!(
-            f.block_values() == 32 && !f.is_k(),
-            "unpack_rows32: {} is not Q4_0, Q4_1 or Q5_0",
-            f.name()
-        );
+        let Packable::Q32(q32) = self.layout else {
+            panic!(
+                "unpack_rows32: {} is not Q4_0, Q4_1 or Q5_0",
+                self.format.name()
+            )
+        };
+        let f = self.layout;
         let (nb, gbb, head) = (self.cols / QK, f.group_block_bytes(), f.head_bytes());
         out.blocks = nb;
         out.data.clear();
@@ -362,8 +354,12 @@ impl Packed {
                 q[..16].copy_from_slice(&low.to_le_bytes());
                 q[16..].copy_from_slice(&high.to_le_bytes());
                 let second = at_second.map_or(0, |at| word(blk, at));
-                let m = if f.has_min() { f16(second as u16) } else { 0.0 };
-                if f == Format::Q5_0 {
+                let m = if q32.has_min() {
+                    f16(second as u16)
+                } else {
+                    0.0
+                };
+                if q32 == Q32::Q5_0 {
                     for (k, q) in q.chunks_exact_mut(8).enumerate() {
                         let bits = SPREAD[(second >> (8 * k)) as u8 as usize];
                         let eight = u64::from_le_bytes(q.try_into().expect("8")) | bits;
@@ -392,22 +388,22 @@ impl Packed {
         let row = self.row_bytes(r);
         let (bb, n) = (self.format.block_bytes(), self.format.block_values());
         let blocks = out.chunks_exact_mut(n).zip(row.chunks_exact(bb));
-        let format = match self.format {
-            Format::Q5_0 => {
+        match self.layout {
+            Packable::Q32(Q32::Q5_0) => {
                 blocks.for_each(|(o, b)| kquant::dequantize_q5_0(b, o.try_into().expect("32")));
                 return;
             }
-            Format::Q4_K => {
+            Packable::K(KQuant::Q4_K) => {
                 blocks.for_each(|(o, b)| kquant::dequantize_q4_k(b, o.try_into().expect("256")));
                 return;
             }
-            Format::Q6_K => {
+            Packable::K(KQuant::Q6_K) => {
                 blocks.for_each(|(o, b)| kquant::dequantize_q6_k(b, o.try_into().expect("256")));
                 return;
             }
-            f @ (Format::F32 | Format::Int8 | Format::Q8_0 | Format::Q4_0 | Format::Q4_1) => f, // chapter 6's Q4_0 and Q4_1
-        };
-        let one = QMatrix::from_blocks(format, 1, self.cols, Bytes::from_vec(row))
+            Packable::Q32(Q32::Q4_0 | Q32::Q4_1) => {} // chapter 6's
+        }
+        let one = QMatrix::from_blocks(self.format, 1, self.cols, Bytes::from_vec(row))
             .expect("a row of whole blocks");
         one.dequantize_row(0, out);
     }
@@ -415,7 +411,7 @@ impl Packed {
     /// One token's activations for this matrix, as chapter 6 (Q5_0: chapter 8) quantizes
     /// them for its format.
     pub fn quantize(&self, k: &dyn Kernels, x: &[f32]) -> Activations {
-        if self.format == Format::Q4_1 {
+        if self.format.activation() == Some(ActFormat::Q8_1) {
             let mut a = Vec::with_capacity(x.len() / QK);
             k.quantize_q8_1(x, &mut a);
             Activations::Q8_1(a)

@@ -2,9 +2,9 @@
 //! activation blocks for each packable format ([`PackedToken`]), and the scalar reference
 //! every packed kernel matches bit for bit ([`packed8_scalar`]).
 
-use ch06_quantization::Format;
 use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1, QK};
 use ch06_quantization::f16::f16_to_f32_fast;
+use ch06_quantization::matrix::{Packable, Q32};
 
 use super::kquant::{self, BlockQ8K, KQuant, Q8_0Wide};
 use super::packed::{GROUP, GroupLayout, Lane};
@@ -24,12 +24,12 @@ pub enum PackedToken<'a> {
 
 impl PackedToken<'_> {
     /// The weights' format these activations go with.
-    pub fn format(&self) -> Format {
+    pub fn format(&self) -> Packable {
         match self {
-            PackedToken::Q4_0(..) => Format::Q4_0,
-            PackedToken::Q4_1(_) => Format::Q4_1,
-            PackedToken::Q5_0(_) => Format::Q5_0,
-            PackedToken::K(_, k) => k.format(),
+            PackedToken::Q4_0(..) => Packable::Q32(Q32::Q4_0),
+            PackedToken::Q4_1(_) => Packable::Q32(Q32::Q4_1),
+            PackedToken::Q5_0(_) => Packable::Q32(Q32::Q5_0),
+            PackedToken::K(_, k) => Packable::K(*k),
         }
     }
     /// Activation blocks.
@@ -70,7 +70,7 @@ pub fn packed8_scalar(group: &[u8], tokens: &[PackedToken], out: &mut [[f32; 8]]
         *o = [0.0; 8];
         if let PackedToken::K(a, kquant) = tok {
             // each row's block taken out of the group, and chapter 8's dot of it
-            let mut row = vec![0u8; format.block_bytes()];
+            let mut row = vec![0u8; format.format().block_bytes()];
             let lanes: Vec<Lane> = (0..GROUP).map(|r| format.lane(r)).collect();
             for (b, blk) in group.chunks_exact(bb).enumerate() {
                 for (sum, lane) in o.iter_mut().zip(&lanes) {
@@ -87,13 +87,12 @@ pub fn packed8_scalar(group: &[u8], tokens: &[PackedToken], out: &mut [[f32; 8]]
             let qs = tok.quants(b);
             for (r, sum) in o.iter_mut().enumerate() {
                 // Q5_0's fifth bits: bit j of row r's qh belongs to element j
-                let qh = match format {
-                    Format::Q5_0 => {
+                let qh = match tok {
+                    PackedToken::Q5_0(_) => {
                         let (at, _) = format.field_at(1, r);
                         u32::from_le_bytes(blk[at..at + 4].try_into().expect("4 bytes"))
                     }
-                    Format::Q4_0 | Format::Q4_1 => 0,
-                    Format::F32 | Format::Int8 | Format::Q8_0 | Format::Q4_K | Format::Q6_K => 0,
+                    PackedToken::Q4_0(..) | PackedToken::Q4_1(_) | PackedToken::K(..) => 0,
                 };
                 let fifth = |j: usize| (((qh >> j) & 1) << 4) as i32;
                 let mut sumi = 0i32;

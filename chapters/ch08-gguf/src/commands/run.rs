@@ -10,7 +10,7 @@ use ch07_simd_parallel::pool::in_pool;
 use ch08_gguf::{GgufFile, memory};
 use serde_json::{Value as Json, json};
 
-use super::{model_path, open_model};
+use super::model::{model_path, open_model};
 use crate::Args;
 
 /// `logits`: the logits after every position of `--ids`, all positions in one pass.

@@ -5,7 +5,7 @@ use std::time::Instant;
 use ch01_tensors::models;
 use serde_json::json;
 
-use super::open_model;
+use super::model::open_model;
 use crate::Args;
 
 /// `bench`: pp512 and tg128 of the file.

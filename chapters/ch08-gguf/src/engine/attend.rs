@@ -1,9 +1,25 @@
 //! Attention over the cache for one query row, with an optional sliding window, and the
 //! family's scores (scale, soft-cap).
 
+use ch03_attention::Heads;
 use ch05_kv_cache::KvStore;
+use ch06_quantization::Kernels;
 
-use super::LayerAttention;
+// ANCHOR: attention_task
+/// What every attention task of one layer call shares.
+#[derive(Clone, Copy)]
+pub struct LayerAttention<'k> {
+    pub kernels: &'k dyn Kernels,
+    pub layer: usize,
+    pub heads: Heads,
+    /// Positions a query sees, counting itself (`None`: all before it).
+    pub window: Option<usize>,
+    /// Scores are `scale · q·k` (`1/√head_dim` unless the family says).
+    pub scale: f32,
+    /// Scores soft-capped before the softmax (Gemma-2).
+    pub softcap: Option<f32>,
+}
+// ANCHOR_END: attention_task
 
 // ANCHOR: weights
 /// One query's dot products with its keys, turned into attention weights in place: scaled

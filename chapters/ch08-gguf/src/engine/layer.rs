@@ -13,12 +13,14 @@ use std::ops::Range;
 use ch01_tensors::ops;
 use ch03_attention::{Heads, Pairing};
 use ch05_kv_cache::KvStore;
-use ch06_quantization::Kernels;
 use ch07_simd_parallel::team;
 use rayon::prelude::*;
 
+use super::attend::{LayerAttention, attend, attend_heads};
+use super::family::Activation;
+use super::model::{Engine, Layer};
+use super::rowwise::gelu_f16_inplace;
 use super::rowwise::{rmsnorm_rows_into, sized};
-use super::{Activation, Engine, Layer, attend, attend_heads, gelu_f16_inplace};
 
 /// How many query heads a task of the attention of `rows` query rows takes: a whole row
 /// when there are as many rows as threads; with fewer (a decode step), a part of one KV
@@ -36,20 +38,6 @@ pub fn attention_part(heads: Heads, rows: usize) -> usize {
 }
 
 // ANCHOR: layer_rows
-/// What every attention task of one layer call shares.
-#[derive(Clone, Copy)]
-pub struct LayerAttention<'k> {
-    pub kernels: &'k dyn Kernels,
-    pub layer: usize,
-    pub heads: Heads,
-    /// Positions a query sees, counting itself (`None`: all before it).
-    pub window: Option<usize>,
-    /// Scores are `scale · q·k` (`1/√head_dim` unless the family says).
-    pub scale: f32,
-    /// Scores soft-capped before the softmax (Gemma-2).
-    pub softcap: Option<f32>,
-}
-
 /// The rows of one layer call, as far as they differ: where each row is, where its key and
 /// value go, and what its attention reads. The rest of a layer is the same for all rows.
 pub trait LayerRows: Sync {

@@ -1,8 +1,11 @@
 //! Metadata values: GGUF's thirteen value types, and the reads of a value and of an array
 //! (whose count is checked against the bytes left before anything is allocated).
 
-use super::{MAX_DEPTH, Reader};
+use super::reader::Reader;
 use crate::error::{Result, format_error};
+
+/// Arrays of arrays deeper than this are refused (real files nest at most once).
+pub const MAX_DEPTH: usize = 8;
 
 /// A metadata value. Arrays keep their element type, so a million-token vocabulary is one
 /// `Vec<String>`, not a million tagged values.

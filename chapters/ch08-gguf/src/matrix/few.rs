@@ -4,18 +4,21 @@
 //! a packed matrix's block of groups ([`packed_rows`]).
 
 use ch06_quantization::Kernels;
-use ch06_quantization::matrix::{Activations, Format};
+use ch06_quantization::matrix::{Activations, Format, Packable, Q32, QBlocks};
 
-use super::{Acts, KActs, Matrix, Packed, PackedToken, packed, rows_in_fours};
+use super::bands::rows_in_fours;
+use super::types::{Acts, Matrix};
 use ch07_simd_parallel::kernels::{ByToken, ManyTokens};
 use ch07_simd_parallel::layout::eights::{Eights, Rows32};
 use ch07_simd_parallel::layout::eights_k::{EightsK, RowsK};
 use ch07_simd_parallel::layout::kquant::KQuant;
+use ch07_simd_parallel::layout::packed::{self, Packed};
+use ch07_simd_parallel::layout::packed_dot::PackedToken;
 
 /// Tokens a thread must have before a product is split by tokens (a prefill: each thread
-/// reads every weight for its band of tokens) rather than by rows ([`matmul_group`]: each
-/// weight read once for all the tokens, eight at a time where the matrix has an
-/// eight-token kernel), for a matrix with a multi-token prefill kernel: below it, reading
+/// reads every weight for its band of tokens) rather than by rows
+/// ([`super::matmul_group`]: each weight read once for all the tokens, eight at a time
+/// where the matrix has an eight-token kernel), for a matrix with a multi-token prefill kernel: below it, reading
 /// each weight once for all the tokens beats every thread reading all of them. A matrix
 /// without such a kernel stays split by rows twice as long.
 pub const FEW: usize = 16;
@@ -94,7 +97,7 @@ impl TokenEights {
 /// Which eight-token kernel a matrix has on a kernel level.
 #[derive(Clone, Copy)]
 pub(super) enum EightKernel {
-    Q32(Format),
+    Q32(Q32),
     /// Q8_0's, on the rows as they lie in the file (nothing to unpack).
     Q8_0,
     K(KQuant),
@@ -103,34 +106,22 @@ pub(super) enum EightKernel {
 impl Matrix {
     /// The eight-token kernel this matrix has on `kk`'s level, if any.
     pub(super) fn eight_kernel(&self, kk: &dyn ManyTokens) -> Option<EightKernel> {
+        use crate::matrix::policy::use_eights;
+        let packable = |p: Packable| match p {
+            Packable::Q32(q32) => EightKernel::Q32(q32),
+            Packable::K(kquant) => EightKernel::K(kquant),
+        };
         match self {
-            Matrix::Q(m) => match m.format() {
-                Format::Q4_0 if kk.has_eights() => Some(EightKernel::Q32(Format::Q4_0)),
-                Format::Q4_1 if crate::matrix::policy::use_eights(kk) => {
-                    Some(EightKernel::Q32(Format::Q4_1))
-                }
-                Format::Q8_0 if kk.has_eights() => Some(EightKernel::Q8_0),
-                Format::F32
-                | Format::Int8
-                | Format::Q8_0
-                | Format::Q4_0
-                | Format::Q4_1
-                | Format::Q5_0
-                | Format::Q4_K
-                | Format::Q6_K => None,
+            Matrix::Q(m) => match m.format().qblocks() {
+                Some(QBlocks::Q4_0) if kk.has_eights() => Some(EightKernel::Q32(Q32::Q4_0)),
+                Some(QBlocks::Q4_1) if use_eights(kk) => Some(EightKernel::Q32(Q32::Q4_1)),
+                Some(QBlocks::Q8_0) if kk.has_eights() => Some(EightKernel::Q8_0),
+                Some(QBlocks::Q4_0 | QBlocks::Q4_1 | QBlocks::Q8_0) | None => None,
             },
-            Matrix::K(m) if crate::matrix::policy::use_eights(kk) => {
-                Some(match KQuant::of(m.format) {
-                    Some(kquant) => EightKernel::K(kquant),
-                    None => EightKernel::Q32(m.format), // Q5_0, a KMatrix's one 32-value format
-                })
-            }
+            Matrix::K(m) if use_eights(kk) => m.format.packable().map(packable),
             Matrix::K(_) => None,
             // for a prefill (packed_prefill), on the file's rows taken back out of the groups
-            Matrix::P(p) if self.has_prefill_kernel(kk) => Some(match KQuant::of(p.format) {
-                Some(kquant) => EightKernel::K(kquant),
-                None => EightKernel::Q32(p.format),
-            }),
+            Matrix::P(p) if self.has_prefill_kernel(kk) => Some(packable(p.layout)),
             Matrix::P(_) => None,
         }
     }
@@ -374,13 +365,7 @@ pub(super) fn packed_rows(
         .map(|t| match acts {
             Acts::Sums(a, s) => PackedToken::Q4_0(&a[t * nb..][..nb], &s[t * nb..][..nb]),
             Acts::Q(Activations::Q8_1(a)) => PackedToken::Q4_1(&a[t * nb..][..nb]),
-            Acts::K(a) => match &a[t] {
-                KActs::Q8_0(a) => PackedToken::Q5_0(a),
-                KActs::Q8K(a) => PackedToken::K(
-                    a,
-                    KQuant::of(p.format).expect("Q8_K activations for a K-quant"),
-                ),
-            },
+            Acts::K(a) => a[t].packed(p.layout),
             _ => unreachable!("quantize made the activations for this matrix"),
         })
         .collect();

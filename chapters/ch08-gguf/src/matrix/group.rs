@@ -1,12 +1,14 @@
-//! Several products of the same input in one parallel pass ([`matmul_group`]), each task a
-//! block of rows against every token.
+//! Several products of the same input in one parallel pass, split by rows
+//! ([`split_by_rows`], and [`pair_by_rows`] for two whose outputs meet), each task a block
+//! of rows against every token.
 
 use ch06_quantization::Kernels;
 use rayon::prelude::*;
 
 use super::few::{TokenEights, decode_task_count, task_rows};
-use super::{ActKind, Acts, Matrix, packed};
+use super::types::{ActKind, Acts, Matrix};
 use ch07_simd_parallel::kernels::ManyTokens;
+use ch07_simd_parallel::layout::packed;
 use ch07_simd_parallel::team;
 
 /// A task of a grouped product: a matrix, the first row of its block, and each token's
@@ -17,35 +19,24 @@ type Task<'a> = (&'a Matrix, usize, Vec<&'a mut [f32]>);
 /// block's rows of the first matrix and of the second.
 type PairTask<'a> = (usize, Vec<&'a mut [f32]>, Vec<&'a mut [f32]>);
 
-// ANCHOR: matmul_group
-/// Several products of the same input `x` (`(seq, cols)`), `outs[i] = x · mats[i]ᵀ`: Q, K
-/// and V, or gate and up. In a prefill each is an ordinary [`Matrix::matmul`]. With too few
-/// tokens a thread for its prefill kernel (a decode step, or a batch of a few sequences;
-/// [`FEW`]), where each
-/// product is a few hundred microseconds, the input is quantized once per kind of
-/// activation and every matrix's rows go to the threads in *one* parallel pass: one
-/// fork-join instead of three, and no thread idles while the smallest matrix finishes. A
-/// task is a block of [`GROUP_ROWS`] rows against every token, so the block's weights come
-/// from memory once however many tokens there are; a decode step's tasks are cut across the
-/// matrices instead ([`decode_tasks`]). Each output is the same `dot` as in `matmul`, so the
+// ANCHOR: split_by_rows
+/// Several products of the same input `x` (`(seq, cols)`), `out = x · mᵀ` for each `(m,
+/// out)` of `few`, with too few tokens a thread for each matrix's prefill kernel (a decode
+/// step, or a batch of a few sequences; [`FEW`](super::FEW)), where each product is a few
+/// hundred microseconds: the input is quantized once per kind of activation and every
+/// matrix's rows go to the threads in *one* parallel pass: one fork-join instead of three,
+/// and no thread idles while the smallest matrix finishes. A task is a block of
+/// [`GROUP_ROWS`] rows against every token, so the block's weights come from memory once
+/// however many tokens there are; a decode step's tasks are cut across the matrices instead
+/// ([`decode_tasks`]). Each output is the same `dot` as in a prefill's product, so the
 /// numbers are the same bits.
-pub fn matmul_group(
+pub(super) fn split_by_rows(
     k: &dyn Kernels,
     kk: &dyn ManyTokens,
-    mats: &[&Matrix],
-    outs: &mut [&mut [f32]],
+    few: Vec<(&Matrix, &mut [f32])>,
     x: &[f32],
     seq: usize,
 ) {
-    assert_eq!(mats.len(), outs.len(), "one output per matrix");
-    let mut few: Vec<(&Matrix, &mut [f32])> = Vec::new();
-    for (m, out) in mats.iter().zip(outs.iter_mut()) {
-        if m.by_rows(kk, seq) {
-            few.push((m, out));
-        } else {
-            m.matmul(k, kk, out, x, seq);
-        }
-    }
     let acts = SharedActs::new(k, kk, few.iter().map(|(m, _)| *m), x, seq);
     if seq == 1 {
         team::for_each_item(decode_tasks(few), |pieces| {
@@ -69,7 +60,7 @@ pub fn matmul_group(
         .into_par_iter()
         .for_each(|(m, r0, mut o)| m.block_of_rows(k, kk, acts.of(m, kk), r0, &mut o));
 }
-// ANCHOR_END: matmul_group
+// ANCHOR_END: split_by_rows
 
 /// A decode step's tasks of a group: the matrices' rows end to end (Q's, then K's, then V's),
 /// cut into [`decode_task_count`] tasks of about the same bytes, whole
@@ -170,40 +161,32 @@ fn blocks_by_token(out: &mut [f32], rows: usize, n: usize, seq: usize) -> Vec<Ve
     blocks
 }
 
-// ANCHOR: matmul_pair_then
-/// Two products of the same input whose outputs meet value by value (gate and up), and
-/// `then(first, second)` on each token's row of them: `outs[0]` takes `then`'s result. With
-/// few tokens a thread, each task computes one block of rows of both matrices and finishes
-/// that block itself, on whichever thread ran it, while its outputs are in cache; otherwise
-/// the products run as [`matmul_group`] runs them and `then` follows on the threads, token by
-/// token. `then` sees the same numbers either way, so its results are the same bits.
-#[allow(clippy::too_many_arguments)]
-pub fn matmul_pair_then(
+/// Whether two products of the same input can run as one pass that finishes each block of
+/// rows of both together ([`pair_by_rows`]): both split by rows, the same shape, the same
+/// activations and the same blocks of rows.
+pub(super) fn can_pair(kk: &dyn ManyTokens, [a, b]: [&Matrix; 2], seq: usize) -> bool {
+    a.by_rows(kk, seq)
+        && b.by_rows(kk, seq)
+        && (b.rows(), b.cols()) == (a.rows(), a.cols())
+        && a.act_kind() == b.act_kind()
+        && task_rows(a, seq) == task_rows(b, seq)
+}
+
+// ANCHOR: pair_by_rows
+/// Two products that [`can_pair`], gate and up, and `then(first, second)` on each token's
+/// row of them (`outs[0]` takes `then`'s result): each task computes one block of rows of
+/// both matrices and finishes that block itself, on whichever thread ran it, while its
+/// outputs are in cache.
+pub(super) fn pair_by_rows(
     k: &dyn Kernels,
     kk: &dyn ManyTokens,
-    mats: [&Matrix; 2],
-    outs: [&mut [f32]; 2],
-    x: &[f32],
-    seq: usize,
+    [a, b]: [&Matrix; 2],
+    [first, second]: [&mut [f32]; 2],
+    (x, seq): (&[f32], usize),
     then: &(dyn Fn(&mut [f32], &[f32]) + Sync),
 ) {
-    let [a, b] = mats;
     let rows = a.rows();
-    let paired = a.by_rows(kk, seq)
-        && b.by_rows(kk, seq)
-        && (b.rows(), b.cols()) == (rows, a.cols())
-        && a.act_kind() == b.act_kind()
-        && task_rows(a, seq) == task_rows(b, seq);
-    let [first, second] = outs;
-    if !paired {
-        matmul_group(k, kk, &mats, &mut [&mut *first, &mut *second], x, seq);
-        first
-            .par_chunks_mut(rows)
-            .zip(second.par_chunks(rows))
-            .for_each(|(f, s)| then(f, s));
-        return;
-    }
-    let acts = SharedActs::new(k, kk, mats.into_iter(), x, seq);
+    let acts = SharedActs::new(k, kk, [a, b].into_iter(), x, seq);
     let n = task_rows(a, seq);
     // task c: rows c·n.. of both matrices, each token's slice of each output
     let tasks: Vec<PairTask> = blocks_by_token(first, rows, n, seq)
@@ -225,4 +208,4 @@ pub fn matmul_pair_then(
         tasks.into_par_iter().for_each(task);
     }
 }
-// ANCHOR_END: matmul_pair_then
+// ANCHOR_END: pair_by_rows

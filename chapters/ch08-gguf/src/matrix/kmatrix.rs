@@ -1,21 +1,58 @@
 //! A matrix of Q5_0, Q4_K or Q6_K rows, used in place in the file, and its product: chapter
 //! 6's split by tokens in a prefill, with this chapter's multi-token kernels.
 
-use ch06_quantization::matrix::ActFormat;
+use ch06_quantization::matrix::{Packable, Q32};
 use ch06_quantization::{Bytes, Format, Kernels};
 use rayon::prelude::*;
 
+use super::bands::{prefill_bands, rows_in_fours};
 use super::prefill;
-use super::{Interleaved, prefill_bands, rows_in_fours};
 use ch07_simd_parallel::kernels::ManyTokens;
 use ch07_simd_parallel::layout::eights::Eights;
 use ch07_simd_parallel::layout::eights_k::{EightsK, RowsK};
-use ch07_simd_parallel::layout::kquant::{self, BlockQ8K, KQuant, Q8_0Wide, QK_K};
+use ch07_simd_parallel::layout::kquant::{self, BlockQ8K, Q8_0Wide, QK_K};
+use ch07_simd_parallel::layout::packed_dot::PackedToken;
 use ch07_simd_parallel::layout::quads::{ActQuads, KQuads};
+
+/// Four tokens' activations interleaved for a prefill kernel.
+enum Interleaved {
+    Q8_0(ActQuads),
+    Q8K(KQuads),
+}
+
+/// The formats a [`KMatrix`] holds: chapter 8's, which chapter 6 does not. Its products are
+/// chosen by this, so a match names these three and no others.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(non_camel_case_types)] // llama.cpp's names
+pub enum KFormat {
+    Q5_0,
+    Q4_K,
+    Q6_K,
+}
+
+impl KFormat {
+    const ALL: [KFormat; 3] = [KFormat::Q5_0, KFormat::Q4_K, KFormat::Q6_K];
+
+    /// Its [`Format`].
+    pub fn format(self) -> Format {
+        match self {
+            KFormat::Q5_0 => Format::Q5_0,
+            KFormat::Q4_K => Format::Q4_K,
+            KFormat::Q6_K => Format::Q6_K,
+        }
+    }
+
+    /// The `KFormat` that `format` is, if a [`KMatrix`] holds it.
+    pub fn of(format: Format) -> Option<KFormat> {
+        KFormat::ALL.into_iter().find(|k| k.format() == format)
+    }
+}
 
 /// A matrix of Q5_0, Q4_K or Q6_K rows, in place in the file.
 pub struct KMatrix {
     pub format: Format,
+    /// The same format, as the type its products are chosen by.
+    kind: KFormat,
     pub rows: usize,
     pub cols: usize,
     data: Bytes,
@@ -28,6 +65,17 @@ pub enum KActs {
 }
 
 impl KActs {
+    /// These activations as a packed matrix of `layout` takes them (a Q5_0 or K-quant
+    /// matrix's: packed Q4_0 and Q4_1 matrices take chapter 6's kinds).
+    pub fn packed(&self, layout: Packable) -> PackedToken<'_> {
+        match layout {
+            Packable::Q32(Q32::Q5_0) => PackedToken::Q5_0(self.q8_0()),
+            Packable::K(kquant) => PackedToken::K(self.q8_k(), kquant),
+            Packable::Q32(Q32::Q4_0 | Q32::Q4_1) => {
+                unreachable!("packed Q4_0 and Q4_1 matrices take chapter 6's activations")
+            }
+        }
+    }
     /// The wide Q8_0 blocks of a Q5_0 matrix's activations.
     pub fn q8_0(&self) -> &[Q8_0Wide] {
         match self {
@@ -51,12 +99,12 @@ impl KMatrix {
     }
     /// `bytes` must hold exactly `rows` rows of `cols` values.
     pub fn new(format: Format, rows: usize, cols: usize, data: Bytes) -> Result<KMatrix, String> {
-        if !matches!(format, Format::Q5_0 | Format::Q4_K | Format::Q6_K) {
+        let Some(kind) = KFormat::of(format) else {
             return Err(format!(
                 "a KMatrix holds Q5_0, Q4_K or Q6_K, not {}",
                 format.name()
             ));
-        }
+        };
         let (bv, bb) = (format.block_values(), format.block_bytes());
         if !cols.is_multiple_of(bv) {
             return Err(format!(
@@ -74,6 +122,7 @@ impl KMatrix {
         }
         Ok(KMatrix {
             format,
+            kind,
             rows,
             cols,
             data,
@@ -96,37 +145,35 @@ impl KMatrix {
         let w = self.row_bytes(r);
         let (bv, bb) = (self.format.block_values(), self.format.block_bytes());
         for (b, o) in w.chunks_exact(bb).zip(out.chunks_exact_mut(bv)) {
-            match self.format {
-                Format::Q5_0 => kquant::dequantize_q5_0(b, o.try_into().expect("32")),
-                Format::Q4_K => kquant::dequantize_q4_k(b, o.try_into().expect("256")),
-                Format::Q6_K => kquant::dequantize_q6_k(b, o.try_into().expect("256")),
-                Format::F32 | Format::Int8 | Format::Q8_0 | Format::Q4_0 | Format::Q4_1 => {
-                    unreachable!("a KMatrix holds Q5_0, Q4_K or Q6_K (KMatrix::new)")
-                }
+            match self.kind {
+                KFormat::Q5_0 => kquant::dequantize_q5_0(b, o.try_into().expect("32")),
+                KFormat::Q4_K => kquant::dequantize_q4_k(b, o.try_into().expect("256")),
+                KFormat::Q6_K => kquant::dequantize_q6_k(b, o.try_into().expect("256")),
             }
         }
     }
 
     /// One token's activations (`cols` values) in the format this matrix multiplies with.
     pub fn quantize(&self, k: &dyn Kernels, x: &[f32]) -> KActs {
-        match self.format.activation() {
-            Some(ActFormat::Q8_0) => {
+        match self.kind {
+            KFormat::Q5_0 => {
                 let mut out = Vec::new();
                 k.quantize_q8_0(x, &mut out);
                 KActs::Q8_0(out.iter().map(Q8_0Wide::from).collect())
             }
-            Some(ActFormat::Q8_K) => KActs::Q8K(kquant::quantize_q8_k_row(x)),
-            Some(ActFormat::Q8_1) | None => unreachable!("a KMatrix holds Q5_0, Q4_K or Q6_K"),
+            KFormat::Q4_K | KFormat::Q6_K => KActs::Q8K(kquant::quantize_q8_k_row(x)),
         }
     }
 
+    /// Row `r` against one token's activations. The product is chosen by the matrix's
+    /// format; the activations only hand over their blocks (and say so if they are another
+    /// kind: [`KMatrix::quantize`] made them for this format).
     pub fn dot(&self, kk: &dyn ManyTokens, r: usize, a: &KActs) -> f32 {
         let w = self.row_bytes(r);
-        match (self.format, a) {
-            (Format::Q5_0, KActs::Q8_0(a)) => kk.dot_q5_0(w, a),
-            (Format::Q4_K, KActs::Q8K(a)) => kk.dot_q4_k(w, a),
-            (Format::Q6_K, KActs::Q8K(a)) => kk.dot_q6_k(w, a),
-            _ => unreachable!("quantize made the activations for this format"),
+        match self.kind {
+            KFormat::Q5_0 => kk.dot_q5_0(w, a.q8_0()),
+            KFormat::Q4_K => kk.dot_q4_k(w, a.q8_k()),
+            KFormat::Q6_K => kk.dot_q6_k(w, a.q8_k()),
         }
     }
 
@@ -134,35 +181,10 @@ impl KMatrix {
     /// block unpacked once.
     pub fn dot4(&self, kk: &dyn ManyTokens, r: usize, a: [&KActs; 4]) -> [f32; 4] {
         let w = self.row_bytes(r);
-        match (self.format, a) {
-            (
-                Format::Q5_0,
-                [
-                    KActs::Q8_0(a0),
-                    KActs::Q8_0(a1),
-                    KActs::Q8_0(a2),
-                    KActs::Q8_0(a3),
-                ],
-            ) => kk.tokens4_q5_0(w, [a0, a1, a2, a3]),
-            (
-                Format::Q4_K,
-                [
-                    KActs::Q8K(a0),
-                    KActs::Q8K(a1),
-                    KActs::Q8K(a2),
-                    KActs::Q8K(a3),
-                ],
-            ) => kk.tokens4_q4_k(w, [a0, a1, a2, a3]),
-            (
-                Format::Q6_K,
-                [
-                    KActs::Q8K(a0),
-                    KActs::Q8K(a1),
-                    KActs::Q8K(a2),
-                    KActs::Q8K(a3),
-                ],
-            ) => kk.tokens4_q6_k(w, [a0, a1, a2, a3]),
-            _ => unreachable!("quantize made the activations for this format"),
+        match self.kind {
+            KFormat::Q5_0 => kk.tokens4_q5_0(w, a.map(KActs::q8_0)),
+            KFormat::Q4_K => kk.tokens4_q4_k(w, a.map(KActs::q8_k)),
+            KFormat::Q6_K => kk.tokens4_q6_k(w, a.map(KActs::q8_k)),
         }
     }
 
@@ -174,11 +196,10 @@ impl KMatrix {
     /// Rows `r..r + 4` against one token: four `dot`s, bit for bit.
     pub fn rows4(&self, kk: &dyn ManyTokens, r: usize, a: &KActs) -> [f32; 4] {
         let w: [&[u8]; 4] = std::array::from_fn(|i| self.row_bytes(r + i));
-        match (self.format, a) {
-            (Format::Q5_0, KActs::Q8_0(a)) => kk.rows4_q5_0(w, a),
-            (Format::Q4_K, KActs::Q8K(a)) => kk.rows4_q4_k(w, a),
-            (Format::Q6_K, KActs::Q8K(a)) => kk.rows4_q6_k(w, a),
-            _ => unreachable!("quantize made the activations for this format"),
+        match self.kind {
+            KFormat::Q5_0 => kk.rows4_q5_0(w, a.q8_0()),
+            KFormat::Q4_K => kk.rows4_q4_k(w, a.q8_k()),
+            KFormat::Q6_K => kk.rows4_q6_k(w, a.q8_k()),
         }
     }
 
@@ -202,10 +223,10 @@ impl KMatrix {
             .collect();
         let q8_0 = |t: usize| acts[t].q8_0();
         let q8k = |t: usize| acts[t].q8_k();
-        if self.format == Format::Q5_0 && crate::matrix::policy::use_eights(kk) {
+        if self.kind == KFormat::Q5_0 && crate::matrix::policy::use_eights(kk) {
             return prefill::prefill32(
                 kk,
-                Format::Q5_0,
+                Q32::Q5_0,
                 out,
                 rows,
                 seq,
@@ -215,10 +236,8 @@ impl KMatrix {
                 |r, t| self.dot(kk, r, &acts[t]),
             );
         }
-        if let (Some(kquant), true) = (
-            KQuant::of(self.format),
-            crate::matrix::policy::use_eights(kk),
-        ) {
+        if let (Some(kquant), true) = (self.format.kquant(), crate::matrix::policy::use_eights(kk))
+        {
             return prefill::prefill(
                 out,
                 rows,
@@ -241,25 +260,18 @@ impl KMatrix {
             seq,
             // on a kernel that wants them, four tokens' activations interleaved once for
             // all the rows
-            |t| match self.format {
-                Format::Q5_0 if wants => {
+            |t| match self.kind {
+                KFormat::Q5_0 if wants => {
                     Some(Interleaved::Q8_0(ActQuads::new(std::array::from_fn(|j| {
                         q8_0(t + j)
                     }))))
                 }
-                Format::Q4_K if wants => {
+                KFormat::Q4_K if wants => {
                     Some(Interleaved::Q8K(KQuads::new(std::array::from_fn(|j| {
                         q8k(t + j)
                     }))))
                 }
-                Format::F32
-                | Format::Int8
-                | Format::Q8_0
-                | Format::Q4_0
-                | Format::Q4_1
-                | Format::Q5_0
-                | Format::Q4_K
-                | Format::Q6_K => None,
+                KFormat::Q5_0 | KFormat::Q4_K | KFormat::Q6_K => None,
             },
             |r, t, q| {
                 let w = self.row_bytes(r);

@@ -5,15 +5,15 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
-use ch06_quantization::matrix::{Activations, Format};
+use ch06_quantization::matrix::{Activations, Format, Q32};
 use ch06_quantization::{Kernels, QMatrix};
 use ch07_simd_parallel::kernels::ManyTokens;
 use ch07_simd_parallel::layout::eights::{Eights, Rows32};
 use ch07_simd_parallel::layout::eights_k::{EightsK, RowsK};
-use ch07_simd_parallel::layout::kquant::{self, KQuant};
+use ch07_simd_parallel::layout::kquant::KQuant;
 use ch07_simd_parallel::layout::quads::ActQuads;
 
-use super::{Acts, Matrix, Packed, matmul_group, prefill_bands};
+use super::bands::prefill_bands;
 
 // ANCHOR: prefill
 /// `out (seq, rows)` of a matrix in a prefill, on a kernel that wants eight tokens a row
@@ -121,7 +121,7 @@ pub fn tile_rows(bytes: usize) -> usize {
 #[allow(clippy::too_many_arguments)]
 pub fn prefill32<'w>(
     kk: &dyn ManyTokens,
-    format: Format,
+    format: Q32,
     out: &mut [f32],
     rows: usize,
     seq: usize,
@@ -130,7 +130,7 @@ pub fn prefill32<'w>(
     dot4: impl Fn(usize, usize) -> [f32; 4] + Sync,
     dot: impl Fn(usize, usize) -> f32 + Sync,
 ) {
-    let blocks = row_bytes(0).len() / format.block_bytes();
+    let blocks = row_bytes(0).len() / format.format().block_bytes();
     let unpack = |rs: Range<usize>, u: &mut Rows32| {
         let rs: Vec<&[u8]> = rs.map(&row_bytes).collect();
         kk.unpack_rows32(format, &rs, u);
@@ -152,7 +152,7 @@ pub fn prefill32<'w>(
 #[allow(clippy::too_many_arguments)]
 pub fn prefill_unpacked32(
     kk: &dyn ManyTokens,
-    format: Format,
+    format: Q32,
     out: &mut [f32],
     (rows, seq, blocks): (usize, usize, usize),
     unpack: impl Fn(Range<usize>, &mut Rows32) + Sync,
@@ -259,7 +259,7 @@ pub(super) fn q4_prefill(
         ),
         Activations::Q8_0(a) => prefill32(
             kk,
-            Format::Q4_0,
+            Q32::Q4_0,
             out,
             m.rows(),
             seq,
@@ -270,7 +270,7 @@ pub(super) fn q4_prefill(
         ),
         Activations::Q8_1(a) if crate::matrix::policy::use_eights(kk) => prefill32(
             kk,
-            Format::Q4_1,
+            Q32::Q4_1,
             out,
             m.rows(),
             seq,
@@ -296,91 +296,6 @@ pub(super) fn q4_prefill(
         ),
     }
 }
-
-// ANCHOR: packed_prefill
-/// A packed matrix in a prefill: chapter 8's eight-token prefill ([`eights`]) for as many
-/// tokens as give every thread whole eights, its tiles of rows taken out of the groups as
-/// they are unpacked; the last few tokens split by rows ([`matmul_group`]).
-pub(super) fn packed_prefill(
-    m: &Matrix,
-    p: &Packed,
-    k: &dyn Kernels,
-    kk: &dyn ManyTokens,
-    out: &mut [f32],
-    x: &[f32],
-    seq: usize,
-) {
-    let (rows, cols) = (p.rows, p.cols);
-    let eights = 8 * rayon::current_num_threads();
-    let main = seq / eights * eights;
-    let every_band_whole = |_, _| -> [f32; 4] { unreachable!("every band is whole eights") };
-    let whole = |_, _| -> f32 { unreachable!("every band is whole eights") };
-    if main > 0 {
-        let acts = m.quantize(k, &x[..main * cols]);
-        match KQuant::of(p.format) {
-            Some(kquant) => {
-                // a K-quant: the rows' blocks unpacked as a KMatrix's are (KMatrix::matmul)
-                let q8k = |t: usize| match &acts {
-                    Acts::K(a) => a[t].q8_k(),
-                    Acts::Q(_) | Acts::Sums(..) => {
-                        unreachable!("quantize made the activations for this matrix")
-                    }
-                };
-                prefill(
-                    &mut out[..main * rows],
-                    rows,
-                    main,
-                    tile_rows(cols / kquant::QK_K * 280),
-                    |t| EightsK::new(std::array::from_fn(|j| q8k(t + j))),
-                    |rs, u: &mut RowsK| {
-                        let mut tile = Vec::new();
-                        kk.unpack_rows_k(kquant, &p.tile(rs, &mut tile), u);
-                    },
-                    |u, i, a, out| dot16_k(kk, kquant, u, i, a, out),
-                    every_band_whole,
-                    whole,
-                );
-            }
-            None => {
-                let format = p.format; // Q4_0, Q4_1 or Q5_0: blocks of 32
-                let nb = cols / 32;
-                let eights = |t: usize| match &acts {
-                    Acts::Sums(a, _) => {
-                        Eights::from_q8_0_blocks(std::array::from_fn(|j| &a[(t + j) * nb..][..nb]))
-                    }
-                    Acts::Q(Activations::Q8_1(a)) => {
-                        Eights::from_q8_1(std::array::from_fn(|j| &a[(t + j) * nb..][..nb]))
-                    }
-                    Acts::K(a) => Eights::from_q8_0(std::array::from_fn(|j| a[t + j].q8_0())),
-                    _ => unreachable!("quantize made the activations for this matrix"),
-                };
-                let unpack = |rs: std::ops::Range<usize>, u: &mut Rows32| p.unpack_rows32(rs, u);
-                prefill_unpacked32(
-                    kk,
-                    format,
-                    &mut out[..main * rows],
-                    (rows, main, nb),
-                    unpack,
-                    eights,
-                    every_band_whole,
-                    whole,
-                );
-            }
-        }
-    }
-    if main < seq {
-        // fewer than eight tokens a thread: split by rows (by_rows)
-        matmul_group(
-            k,
-            kk,
-            &[m],
-            &mut [&mut out[main * rows..]],
-            &x[main * cols..],
-            seq - main,
-        );
-    }
-}
-// ANCHOR_END: packed_prefill
 
 /// Rows `i..i + out.len()` (one or four) of a tile of unpacked Q4_K or Q6_K rows against
 /// one or two eights of tokens ([`prefill`]'s `dot16`).
