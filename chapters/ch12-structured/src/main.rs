@@ -221,27 +221,23 @@ fn main() -> ExitCode {
     }
     let command = std::env::args_os().nth(1).unwrap_or_default();
     if !["generate", "masks", "bench"].iter().any(|c| command == *c) {
-        let result = match serve_options() {
-            Ok(Some(o)) => serve(&o),
-            Ok(None) => {
-                println!("{USAGE}");
-                return ExitCode::SUCCESS;
-            }
-            Err(e) => {
-                eprintln!("error: {e}\n\n{USAGE}");
-                return ExitCode::from(2);
-            }
-        };
-        return match result {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::FAILURE
-            }
-        };
+        return run(serve_options(), serve);
     }
-    let args = match parse_args() {
-        Ok(Some(a)) => a,
+    run(parse_args(), |args| match args.command.as_str() {
+        "generate" => commands::generate(args),
+        "masks" => commands::masks(args),
+        _ => commands::bench(args),
+    })
+}
+
+/// Parsed flags to an exit code: `--help` prints the usage, a bad flag is a usage error
+/// (2), a failed command an error (1).
+fn run<T, E: std::fmt::Display, F: std::fmt::Display>(
+    parsed: Result<Option<T>, E>,
+    go: impl FnOnce(&T) -> Result<(), F>,
+) -> ExitCode {
+    let options = match parsed {
+        Ok(Some(o)) => o,
         Ok(None) => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -251,12 +247,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let result = match args.command.as_str() {
-        "generate" => commands::generate(&args),
-        "masks" => commands::masks(&args),
-        _ => commands::bench(&args),
-    };
-    match result {
+    match go(&options) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
