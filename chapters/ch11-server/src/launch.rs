@@ -51,7 +51,11 @@ impl Default for ServeOptions {
     }
 }
 
-fn number<T: std::str::FromStr>(p: &mut lexopt::Parser, flag: &str) -> Result<T, lexopt::Error> {
+/// The value of `flag` as a number, or an error that names the flag and what was given.
+pub fn number<T: std::str::FromStr>(
+    p: &mut lexopt::Parser,
+    flag: &str,
+) -> Result<T, lexopt::Error> {
     use lexopt::ValueExt;
     let v = p.value()?.string()?;
     v.parse()

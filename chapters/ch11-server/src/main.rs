@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use ch01_tensors::models;
-use ch11_server::launch::{self, ServeOptions};
+use ch11_server::launch::{self, ServeOptions, number};
 use ch11_server::loadtest::{self, LoadOptions};
 
 const USAGE: &str = "\
@@ -47,13 +47,6 @@ pub struct Args {
     pub serve: ServeOptions,
     pub load: LoadOptions,
     pub compare: bool,
-}
-
-fn number<T: std::str::FromStr>(p: &mut lexopt::Parser, flag: &str) -> Result<T, lexopt::Error> {
-    use lexopt::ValueExt;
-    let v = p.value()?.string()?;
-    v.parse()
-        .map_err(|_| format!("{flag}: {v:?} is not a valid number").into())
 }
 
 fn parse_args() -> Result<Option<Args>, lexopt::Error> {

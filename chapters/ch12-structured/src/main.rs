@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use ch01_tensors::models;
+use ch11_server::launch::number;
 
 mod commands;
 
@@ -49,13 +50,6 @@ pub struct Args {
     pub rounds: usize,
     pub threads: usize,
     pub json: bool,
-}
-
-fn number<T: std::str::FromStr>(p: &mut lexopt::Parser, flag: &str) -> Result<T, lexopt::Error> {
-    use lexopt::ValueExt;
-    let v = p.value()?.string()?;
-    v.parse()
-        .map_err(|_| format!("{flag}: {v:?} is not a valid number").into())
 }
 
 fn parse_args() -> Result<Option<Args>, lexopt::Error> {
