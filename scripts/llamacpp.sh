@@ -6,6 +6,13 @@
 #
 #   bash scripts/llamacpp.sh          # build (or say where the existing build is)
 #   bash scripts/llamacpp.sh --path   # print the binary's path if it is built, else fail
+#   bash scripts/llamacpp.sh --vulkan [--path]
+#                                     # llama-bench with the Vulkan backend (GGML_VULKAN), for
+#                                     # chapter 13's race on a GPU: Debian's glslc,
+#                                     # libvulkan-dev and spirv-headers must be installed
+#                                     # (apt-get install ...); built into .llamacpp/build-vulkan/ with
+#                                     # libstdc++ linked in and no OpenMP, so that the binary
+#                                     # runs on a machine with only libc and a Vulkan loader
 #
 # The source is the copy of llama.cpp vendored inside the `llama-cpp-python` source
 # package (the fixtures' pinned version), fetched with `pip download`; cmake and ninja come
@@ -27,9 +34,19 @@ LLAMA_CPP_PYTHON="0.3.36" # must match scripts/make_fixtures.py and fixtures/ref
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dest="${LLM_BOOK_LLAMACPP:-$root/.llamacpp}"
 venv="${LLM_BOOK_VENV:-$root/.venv}"
-bin="$dest/build/bin/llama-bench"
+vulkan=no
+if [[ "${1:-}" == "--vulkan" ]]; then
+    vulkan=yes
+    shift
+fi
+build="$dest/build"
 tools=(llama-bench llama-completion llama-batched-bench llama-server)
-stamp="$dest/build/.built-from"
+if [[ $vulkan == yes ]]; then
+    build="$dest/build-vulkan"
+    tools=(llama-bench)
+fi
+bin="$build/bin/llama-bench"
+stamp="$build/.built-from"
 
 # ggml's options for this CPU's x86 features (AMX off), or the native build elsewhere.
 cpu_options() {
@@ -53,6 +70,14 @@ cpu_options() {
 }
 options="$(cpu_options)"
 want="llama-cpp-python==$LLAMA_CPP_PYTHON $options"
+extra=(-DLLAMA_BUILD_SERVER=ON)
+if [[ $vulkan == yes ]]; then
+    extra=(-DGGML_VULKAN=ON -DGGML_OPENMP=OFF -DLLAMA_BUILD_SERVER=OFF
+        -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc")
+    want+=" ${extra[*]}"
+fi
+again="bash scripts/llamacpp.sh"
+[[ $vulkan == yes ]] && again+=" --vulkan"
 
 if [[ "${1:-}" == "--path" ]]; then
     if [[ -x "$bin" && "$(cat "$stamp" 2>/dev/null)" == "$want" ]]; then
@@ -60,20 +85,20 @@ if [[ "${1:-}" == "--path" ]]; then
         exit 0
     fi
     if [[ -x "$bin" ]]; then
-        echo "error: llama-bench was built for another CPU or version; run: bash scripts/llamacpp.sh" >&2
+        echo "error: llama-bench was built for another CPU or version; run: $again" >&2
     else
-        echo "error: llama-bench is not built; run: bash scripts/llamacpp.sh" >&2
+        echo "error: llama-bench is not built; run: $again" >&2
     fi
     exit 1
 elif [[ $# -gt 0 ]]; then
-    echo "usage: bash scripts/llamacpp.sh [--path]" >&2
+    echo "usage: bash scripts/llamacpp.sh [--vulkan] [--path]" >&2
     exit 2
 fi
 
 built=yes
-for t in "${tools[@]}"; do [[ -x "$dest/build/bin/$t" ]] || built=no; done
+for t in "${tools[@]}"; do [[ -x "$build/bin/$t" ]] || built=no; done
 if [[ $built == yes && "$(cat "$stamp" 2>/dev/null)" == "$want" ]]; then
-    echo "${tools[*]} are already built in $dest/build/bin"
+    echo "${tools[*]} are already built in $build/bin"
     exit 0
 fi
 if [[ -e "$dest" && ! -d "$dest" ]]; then
@@ -114,10 +139,10 @@ echo "==> configuring llama.cpp (vendored in llama-cpp-python $LLAMA_CPP_PYTHON)
 export PATH="$venv/bin:$PATH"
 echo "    $options"
 # shellcheck disable=SC2086 # the options are words
-cmake -S "$src/vendor/llama.cpp" -B "$dest/build" -G Ninja \
-    -DCMAKE_BUILD_TYPE=Release $options -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
-    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DBUILD_SHARED_LIBS=OFF >/dev/null
+cmake -S "$src/vendor/llama.cpp" -B "$build" -G Ninja \
+    -DCMAKE_BUILD_TYPE=Release $options "${extra[@]}" -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+    -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF >/dev/null
 echo "==> building ${tools[*]} (about 15-20 minutes on 2 cores)"
-cmake --build "$dest/build" --target "${tools[@]}" -j "$(nproc)"
+cmake --build "$build" --target "${tools[@]}" -j "$(nproc)"
 echo "$want" >"$stamp"
 echo "built: $bin"

@@ -20,8 +20,9 @@
 //! then the table (the file the program wrote at `{out}`, or, without `{out}`, what it
 //! printed). Pages include these files, so a table and the machine it describes never part.
 //! `book` checks that every listed file exists with its header and that nothing else sits in
-//! `book/src/measured/` (but the kinds' folders below, and `scale-16/`, which
-//! `scripts/cpu-scale.sh` fills on a 16-core machine, each file with the same header);
+//! `book/src/measured/` (but the kinds' folders below, `scale-16/`, which
+//! `scripts/cpu-scale.sh` fills on a 16-core machine, and `gpu/`, which
+//! `scripts/gpu-race.sh` fills on a lent GPU, each file with the same header);
 //! `book-output --check` leaves them alone, as it does every number.
 //!
 //! A page that compares machine kinds takes a second copy of some tables from a machine of
@@ -530,8 +531,10 @@ pub fn check(problems: &mut Vec<String>) {
             let name = f.file_name().to_string_lossy().into_owned();
             if KINDS.contains(&name.as_str()) && f.path().is_dir() {
                 check_kind(&all, &name, &f.path(), problems);
-            } else if name == SCALE && f.path().is_dir() {
-                check_scale(&f.path(), problems);
+            } else if let Some(&(_, script)) = SCRIPTS.iter().find(|(d, _)| *d == name)
+                && f.path().is_dir()
+            {
+                check_script_folder(&f.path(), script, problems);
             } else if !all.iter().any(|e| e.name == name) {
                 problems.push(format!(
                     "{DIR}/{name}: no chapter's perf.txt makes it; list its command or remove it"
@@ -595,27 +598,33 @@ pub fn note_commits() {
     }
 }
 
-/// The folder `scripts/cpu-scale.sh` fills on a machine with more cores than this one's:
-/// one table per shape (`smollm2.md`, `1b.md`, `7b.md`), made by the script, not by `perf`.
-const SCALE: &str = "scale-16";
+/// The folders that scripts fill on machines this one is not, and their scripts:
+/// `scripts/cpu-scale.sh` on a machine with more cores (one table per shape: `smollm2.md`,
+/// `1b.md`, `7b.md`), `scripts/gpu-race.sh` on a lent GPU (`kernels.md`, `decode.md`).
+/// Their files are made by the script, not by `perf`.
+const SCRIPTS: [(&str, &str); 2] = [
+    ("scale-16", "scripts/cpu-scale.sh"),
+    ("gpu", "scripts/gpu-race.sh"),
+];
 
-/// `measured/scale-16/`: each file a Markdown table that begins with the header and is not
-/// a dry run's (whose numbers mean nothing).
-fn check_scale(dir: &std::path::Path, problems: &mut Vec<String>) {
+/// A script's folder: each file a Markdown table that begins with the header and is not a
+/// dry run's (whose numbers mean nothing).
+fn check_script_folder(dir: &std::path::Path, script: &str, problems: &mut Vec<String>) {
+    let folder = dir.file_name().unwrap_or_default().to_string_lossy();
     let Ok(files) = std::fs::read_dir(dir) else {
-        return problems.push(format!("{DIR}/{SCALE}: cannot be read"));
+        return problems.push(format!("{DIR}/{folder}: cannot be read"));
     };
     for f in files.filter_map(Result::ok) {
         let name = f.file_name().to_string_lossy().into_owned();
         let text = std::fs::read_to_string(f.path()).unwrap_or_default();
         if !name.ends_with(".md") || !text.trim_start_matches('*').starts_with(HEADER) {
             problems.push(format!(
-                "{DIR}/{SCALE}/{name}: not a table `bash scripts/cpu-scale.sh` wrote (a .md \
-                 file beginning with its header); remake it with the script or remove it"
+                "{DIR}/{folder}/{name}: not a table `bash {script}` wrote (a .md file \
+                 beginning with its header); remake it with the script or remove it"
             ));
         } else if text.contains("Dry run") {
             problems.push(format!(
-                "{DIR}/{SCALE}/{name}: a dry run's table, whose numbers mean nothing; remove it"
+                "{DIR}/{folder}/{name}: a dry run's table, whose numbers mean nothing; remove it"
             ));
         }
     }
@@ -723,7 +732,7 @@ mod tests {
         for (name, text, want) in cases {
             std::fs::write(dir.join(name), text).unwrap();
             let mut problems = Vec::new();
-            check_scale(&dir, &mut problems);
+            check_script_folder(&dir, "scripts/cpu-scale.sh", &mut problems);
             std::fs::remove_file(dir.join(name)).unwrap();
             assert_eq!(problems.len(), want, "{name}: {problems:?}");
         }

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Make the folder that `scripts/gpu-race.sh` needs on a GPU machine that has no Rust, no
+# network and no pip. Run here, once; then carry the folder (git-ignored) to the GPU.
+#
+#   bash scripts/gpu-race-build.sh [DIR]    # default DIR: .gpu/ at the repository root
+#
+# DIR gets:
+#   bin/ch13-gpu               cargo build --release -p ch13-gpu
+#   bin/llama-bench-vulkan.xz  llama.cpp's llama-bench with its Vulkan backend, at the fixtures'
+#                              pinned version (`bash scripts/llamacpp.sh --vulkan` builds it;
+#                              run that first), compressed: its shaders make it large
+#   wheels/                    the gguf package and PyYAML, what make_synthetic_gguf.py imports
+#   smollm2-vocab.gguf         SmolLM2-135M-Instruct's tokenizer metadata, no tensors
+#   debs/                      Debian's Vulkan loader (libvulkan1) and the GL dispatch libraries
+#                              (libglvnd0 and friends), for a machine whose GPU driver brings its
+#                              Vulkan driver but no loader: unpack them there by hand
+#   built-from                 the commit bin/ch13-gpu was built from (the tables say it)
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="${1:-$root/.gpu}"
+target="${CARGO_TARGET_DIR:-$root/target}"
+venv="${LLM_BOOK_VENV:-$root/.venv}"
+models="${LLM_BOOK_MODELS:-$root/models}"
+smollm2="$models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+llama="$(bash "$root/scripts/llamacpp.sh" --vulkan --path)" || exit 1
+if [[ ! -f "$smollm2" ]]; then
+    echo "error: $smollm2 is missing; run: bash scripts/models.sh smollm2" >&2
+    exit 1
+fi
+if [[ -e "$out" && ! -e "$out/.gpu-race" ]] && [[ -n "$(ls -A "$out" 2>/dev/null)" ]]; then
+    echo "error: $out is not empty and was not made by this script" >&2
+    exit 1
+fi
+mkdir -p "$out/bin" "$out/wheels" "$out/debs"
+touch "$out/.gpu-race"
+
+echo "==> ch13-gpu (release)"
+cargo build --release --quiet -p ch13-gpu --manifest-path "$root/Cargo.toml"
+cp "$target/release/ch13-gpu" "$out/bin/ch13-gpu"
+strip "$out/bin/ch13-gpu"
+
+echo "==> llama-bench (Vulkan), compressed"
+rm -f "$out/bin/llama-bench-vulkan.xz" # made by this script (the folder is marked .gpu-race)
+strip -o "$out/bin/llama-bench-vulkan" "$llama"
+xz -9 "$out/bin/llama-bench-vulkan"
+
+echo "==> the gguf wheel"
+rm -f "$out"/wheels/*.whl
+"$venv/bin/python" -m pip download --quiet --no-deps "gguf==0.19.0" -d "$out/wheels"
+"$venv/bin/python" -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
+    --platform manylinux2014_x86_64 "pyyaml==6.0.2" -d "$out/wheels"
+
+echo "==> SmolLM2's vocabulary"
+rm -f "$out/smollm2-vocab.gguf"
+"$venv/bin/python" "$root/scripts/make_synthetic_gguf.py" --vocab-only --tokenizer-from "$smollm2" \
+    --out "$out/smollm2-vocab.gguf"
+
+echo "==> Debian's Vulkan loader and GL dispatch libraries (apt-get download, amd64)"
+rm -f "$out"/debs/*.deb
+lists="$(mktemp -d)"
+trap 'rm -rf "$lists"' EXIT
+mkdir -p "$lists/partial"
+o=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 "-oDir::State::Lists=$lists")
+apt-get "${o[@]}" update >/dev/null
+(cd "$out/debs" && apt-get "${o[@]}" download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 2>/dev/null)
+
+commit="$(git -C "$root" rev-parse --short HEAD)"
+if [[ -n "$(git -C "$root" status --porcelain --untracked-files=no chapters)" ]]; then
+    commit="$commit with uncommitted changes to chapters/"
+fi
+echo "$commit" >"$out/built-from"
+du -ah "$out"

@@ -1,0 +1,270 @@
+#!/usr/bin/env bash
+# Chapter 13 on a real GPU: our shaders and llama.cpp's Vulkan backend on the same adapter, in
+# one run, on a machine that has the GPU but no Rust, no network and no pip.
+#
+#   bash scripts/gpu-race.sh --out DIR [--carried .gpu] [--shapes smollm2,7b] [--rounds 2]
+#        [--budget 420] [--dry-run]
+#
+# It builds nothing: it runs what `scripts/gpu-race-build.sh` put in the carried folder
+# (default .gpu/, git-ignored): bin/ch13-gpu, bin/llama-bench-vulkan.xz (llama.cpp's
+# llama-bench with GGML_VULKAN at the fixtures' pinned version, compressed to travel), the
+# gguf wheel (and PyYAML's) and smollm2-vocab.gguf. It needs python3 with numpy, xz, and a
+# Vulkan loader (libvulkan.so.1) with the GPU's driver: without a loader it says so and stops.
+# (On a lent machine with the driver but no loader, unpack Debian's libvulkan1 first, as the
+# device notes say: the carried folder's debs/, made by the build script, hold it.)
+#
+# 1. The log ($OUT/gpu-race.log) begins with the machine: the GPU and its driver
+#    (nvidia-smi, if there), the CPU, memory, and every adapter `ch13-gpu info` sees.
+# 2. `ch13-gpu kernels --json`: our matrix-vector shaders at a 7B's and SmolLM2's shapes,
+#    and a device-to-device copy, the bandwidth ceiling: $OUT/gpu/kernels.md.
+# 3. The synthetic files (scripts/make_synthetic_gguf.py, random Q4_0 weights, Q8_0
+#    embedding, in a temporary folder removed at the end), then rounds: each round runs
+#    llama-bench (`-ngl 99 -p 512 -n 128 -r 1`) on every file, and ours where ours can
+#    generate (`ch13-gpu bench`, once chapter 13 has its forward pass), alternating, so a
+#    slow minute falls on both. $OUT/gpu/decode.md: medians, and llama.cpp's decode as a
+#    share of the copy rate (the file's tensor bytes a token, read once).
+# 4. A watchdog: every command runs under `timeout`, within what is left of --budget seconds
+#    (default 420, counted from the start); what runs past it is killed and recorded, and
+#    what is not started in time is recorded as not run.
+#
+# With --dry-run the headers say the numbers mean nothing (a rehearsal, e.g. on lavapipe).
+# The tables are headed like every measured file ("Measured on <GPU> (driver ...), ...,
+# date, commit"); `cargo xtask book` accepts files in book/src/measured/gpu/ that begin so.
+set -euo pipefail
+export LC_ALL=C
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out=""
+carried="$root/.gpu"
+shapes="smollm2,7b"
+rounds=2
+budget=420
+dry=no
+python="${SCALE_PYTHON:-python3}"
+
+usage() {
+    sed -n '2,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    exit 2
+}
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+    --out) out="${2:?--out needs a folder}"; shift 2 ;;
+    --carried) carried="${2:?--carried needs a folder}"; shift 2 ;;
+    --shapes) shapes="${2:?--shapes needs a list}"; shift 2 ;;
+    --rounds) rounds="${2:?--rounds needs a number}"; shift 2 ;;
+    --budget) budget="${2:?--budget needs seconds}"; shift 2 ;;
+    --dry-run) dry=yes; shift ;;
+    -h | --help) usage ;;
+    *) echo "error: unknown argument $1" >&2; usage ;;
+    esac
+done
+[[ -n "$out" ]] || { echo "error: --out DIR is required" >&2; usage; }
+[[ "$rounds" =~ ^[0-9]+$ ]] && ((rounds >= 1 && rounds <= 20)) || { echo "error: --rounds must be 1 to 20" >&2; exit 2; }
+[[ "$budget" =~ ^[0-9]+$ ]] && ((budget >= 30 && budget <= 3600)) || { echo "error: --budget must be 30 to 3600 seconds" >&2; exit 2; }
+IFS=, read -r -a shape_list <<<"$shapes"
+for s in "${shape_list[@]}"; do
+    case "$s" in smollm2 | 1b | 7b) ;; *) echo "error: --shapes: $s is not smollm2, 1b or 7b" >&2; exit 2 ;; esac
+done
+
+ours="$carried/bin/ch13-gpu"
+wheels=("$carried"/wheels/*.whl)
+vocab="$carried/smollm2-vocab.gguf"
+for f in "$ours" "$carried/bin/llama-bench-vulkan.xz" "$vocab" "${wheels[0]}"; do
+    [[ -e "$f" ]] || { echo "error: $f is missing; make the folder with: bash scripts/gpu-race-build.sh" >&2; exit 1; }
+done
+if ! ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1'; then
+    echo "error: no Vulkan loader (libvulkan.so.1) on this machine: install Debian's libvulkan1, or unpack $carried/debs/libvulkan1_*.deb (see this script's header)" >&2
+    exit 1
+fi
+
+mkdir -p "$out/gpu"
+for f in gpu/kernels.md gpu/decode.md gpu-race.log rounds.tsv; do
+    [[ ! -e "$out/$f" ]] || { echo "error: $out/$f exists; this script never overwrites a file" >&2; exit 1; }
+done
+log="$out/gpu-race.log"
+tsv="$out/rounds.tsv"
+work="$(mktemp -d "${TMPDIR:-/tmp}/gpu-race-XXXXXX")"
+trap 'rm -rf "$work"' EXIT # this run's own files
+say() { echo "[$(printf '%4d' "$SECONDS")s] $*" | tee -a "$log" >&2; }
+
+# run SECONDS CMD...: CMD under the watchdog, within what is left of the budget; its status,
+# 124 when killed for time, 125 when no time was left to start it.
+run() {
+    local cap=$1 left=$((budget - SECONDS))
+    shift
+    ((left > cap)) && left=$cap
+    ((left >= 5)) || return 125
+    local rc=0
+    timeout --kill-after=5 "$left" "$@" || rc=$?
+    ((rc == 137)) && rc=124
+    return $rc
+}
+
+xz -dc "$carried/bin/llama-bench-vulkan.xz" >"$work/llama-bench"
+chmod +x "$work/llama-bench"
+llama="$work/llama-bench"
+
+{
+    echo "== gpu-race.sh, $(date -u '+%Y-%m-%d %H:%M:%S UTC'), budget ${budget}s, dry run: $dry"
+    echo "== shapes ${shape_list[*]}; rounds $rounds"
+    echo "== uname -a"; uname -a
+    echo "== nvidia-smi"; nvidia-smi 2>&1 || echo "(none)"
+    echo "== nproc"; nproc
+    echo "== lscpu"; lscpu 2>&1 || grep -m1 'model name' /proc/cpuinfo
+    echo "== memory"; free -g 2>&1 || head -3 /proc/meminfo
+    echo "== load"; cat /proc/loadavg
+    echo "== Vulkan loader"; ldconfig -p | grep 'libvulkan\.so' || true
+    echo "== VK_DRIVER_FILES=${VK_DRIVER_FILES:-} VK_ICD_FILENAMES=${VK_ICD_FILENAMES:-}"
+    echo "== ours: $ours (built from $(cat "$carried/built-from" 2>/dev/null || echo 'an unknown commit'))"
+    echo "== python: $("$python" --version 2>&1)"
+} >>"$log" 2>&1
+
+say "ch13-gpu info"
+rc=0
+run 60 "$ours" info >>"$log" 2>&1 || rc=$?
+((rc == 0)) || say "ch13-gpu info failed (status $rc): no adapter? see the log"
+run 60 "$ours" info --json >"$work/info.json" 2>>"$log" || true
+
+cat >"$work/race.py" <<'EOF'
+import json, statistics, sys
+def llama(path):
+    v = json.load(open(path))
+    pick = lambda p, g: next(t["avg_ts"] for t in v if t["n_prompt"] == p and t["n_gen"] == g)
+    print(pick(512, 0), pick(0, 128))
+def adapter(path):
+    # the adapter ch13-gpu used: the first of `info --json`'s list that is a GPU, else the first
+    try:
+        v = json.load(open(path))
+    except Exception:
+        print("an unknown adapter"); return
+    items = v.get("adapters", v) if isinstance(v, dict) else v
+    pick = next((a for a in items if "Gpu" in str(a.get("device_type", ""))), items[0] if items else {})
+    print(f'{pick.get("name", "?")} ({pick.get("backend", "?")}, driver {pick.get("driver", "?")} {pick.get("driver_info", "")})'.strip())
+def kernels(path, head, outfile):
+    v = json.load(open(path))
+    lines = [head, "", KERNELS_INTRO, ""]
+    lines += render_kernels(v)
+    open(outfile, "x").write("\n".join(lines) + "\n")
+KERNELS_INTRO = ("Our matrix-vector shaders (`ch13-gpu kernels`): random blocks, many products "
+                 "recorded in one submission; GB/s counts the weight bytes each product reads.")
+def render_kernels(v):
+    # filled in once the kernels bench's JSON is settled (see ch13-gpu's bench.rs)
+    return ["```", json.dumps(v, indent=1), "```"]
+def tables(tsv, outfile, head, shapes, bytes_json, copy_gbs):
+    rows = [l.rstrip("\n").split("\t") for l in open(tsv)][1:]
+    sizes = json.loads(bytes_json)
+    copy = float(copy_gbs) if copy_gbs else None
+    def ok(shape, engine):
+        return [r for r in rows if r[0] == shape and r[2] == engine and r[5] == "ok"]
+    lines = [head, "",
+             "Synthetic Llama files (random Q4_0 weights, Q8_0 embedding), every layer on the GPU; "
+             "llama-bench `-ngl 99 -p 512 -n 128 -r 1`, medians of the rounds. Decode reads every "
+             "weight once a token: its GB/s is the file's tensor bytes times tok/s"
+             + (", its share that over the copy rate." if copy else "."), "",
+             "| shape | engine | rounds | pp512 | tg128 | decode GB/s |" + (" of the copy rate |" if copy else ""),
+             "|---|---|---:|---:|---:|---:|" + ("---:|" if copy else "")]
+    for shape in shapes.split(","):
+        for engine in ("llama.cpp", "ours"):
+            mine = ok(shape, engine)
+            if not mine:
+                continue
+            pp = statistics.median(float(r[3]) for r in mine)
+            tg = statistics.median(float(r[4]) for r in mine)
+            gbs = sizes[shape] * tg / 1e9
+            share = f" {100 * gbs / copy:.0f}% |" if copy else ""
+            lines.append(f"| {NAMES[shape]} | {engine} | {len(mine)} | {pp:.0f} tok/s | {tg:.1f} tok/s | {gbs:.0f} GB/s |{share}")
+    open(outfile, "x").write("\n".join(lines) + "\n")
+def tensor_bytes(*paths):
+    import gguf
+    out = {}
+    for p in paths:
+        r = gguf.GGUFReader(p)
+        out[p.rsplit("/", 1)[1].removesuffix(".gguf")] = sum(int(t.n_bytes) for t in r.tensors)
+    print(json.dumps(out))
+NAMES = {"smollm2": "SmolLM2-135M", "1b": "Llama-3.2-1B", "7b": "Llama-2-7B"}
+cmd = sys.argv[1]
+if cmd == "llama": llama(sys.argv[2])
+elif cmd == "adapter": adapter(sys.argv[2])
+elif cmd == "kernels": kernels(*sys.argv[2:])
+elif cmd == "bytes": tensor_bytes(*sys.argv[2:])
+else: tables(*sys.argv[2:])
+EOF
+
+gpu="$("$python" "$work/race.py" adapter "$work/info.json" 2>>"$log")"
+cpu="$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+commit="$(cat "$carried/built-from" 2>/dev/null || echo unknown)"
+head="*Measured on $gpu, host $cpu, $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg) at the start, $(date -u +%Y-%m-%d), commit $commit: \`bash scripts/gpu-race.sh\`*"
+if [[ $dry == yes ]]; then
+    head="$head"$'\n\n'"**Dry run: these numbers mean nothing.**"
+fi
+
+say "our kernels (ch13-gpu kernels)"
+copy=""
+rc=0
+run 120 "$ours" kernels --json >"$work/kernels.json" 2>>"$log" || rc=$?
+if ((rc == 0)); then
+    "$python" "$work/race.py" kernels "$work/kernels.json" "$head" "$out/gpu/kernels.md" 2>>"$log" ||
+        say "the kernels' JSON could not be read (see the log)"
+    copy="$("$python" -c 'import json,sys; print(json.load(open(sys.argv[1])).get("copy_gb_s", ""))' "$work/kernels.json" 2>>"$log" || true)"
+    cat "$work/kernels.json" >>"$log"
+else
+    say "ch13-gpu kernels failed (status $rc; 124: out of time)"
+fi
+
+export PYTHONPATH="$(IFS=:; echo "${wheels[*]}")${PYTHONPATH:+:$PYTHONPATH}"
+if ! "$python" -c "import gguf, numpy; print('== gguf from', gguf.__file__, '; numpy', numpy.__version__)" >>"$log" 2>&1; then
+    say "error: $python cannot import gguf and numpy (see the log); set SCALE_PYTHON to one that has numpy"
+    exit 1
+fi
+say "making the files in $work"
+made=()
+for s in "${shape_list[@]}"; do
+    rc=0
+    run 200 "$python" "$root/scripts/make_synthetic_gguf.py" --shape "$s" --mix q4_0 \
+        --tokenizer-from "$vocab" --out "$work/$s.gguf" >>"$log" 2>"$work/make.err" || rc=$?
+    tr '\r' '\n' <"$work/make.err" | grep -v '^ *[0-9]*/[0-9]* tensors' >>"$log" || true
+    if ((rc == 0)); then
+        made+=("$s")
+        say "made $s.gguf ($(du -m "$work/$s.gguf" | cut -f1) MB)"
+    else
+        say "making $s.gguf failed (status $rc; 124: out of time); it is not raced"
+    fi
+done
+((${#made[@]} > 0)) || { say "error: no file was made; nothing was raced"; exit 1; }
+sizes="$("$python" "$work/race.py" bytes $(for s in "${made[@]}"; do echo "$work/$s.gguf"; done) 2>>"$log")"
+
+# does our binary generate yet? (chapter 13's forward pass)
+ours_bench=no
+"$ours" bench --help >/dev/null 2>&1 && ours_bench=yes
+say "ours generates: $ours_bench"
+
+printf 'shape\tround\tengine\tpp512\ttg128\tstatus\n' >"$tsv"
+record() { printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$tsv"; }
+for ((r = 1; r <= rounds; r++)); do
+    for s in "${made[@]}"; do
+        f="$work/$s.gguf"
+        rc=0
+        run 240 "$llama" -m "$f" -ngl 99 -p 512 -n 128 -r 1 -o json >"$work/l.json" 2>>"$log" || rc=$?
+        if ((rc == 0)) && read -r p g < <("$python" "$work/race.py" llama "$work/l.json" 2>>"$log"); then
+            record "$s" "$r" llama.cpp "$p" "$g" ok
+            say "$(printf 'round %s, %s: llama.cpp pp512 %.1f tg128 %.1f tok/s' "$r" "$s" "$p" "$g")"
+        else
+            record "$s" "$r" llama.cpp "" "" "failed $rc"
+            say "round $r, $s: llama.cpp failed (status $rc; 124: out of time, 125: not run)"
+        fi
+        if [[ $ours_bench == yes ]]; then
+            rc=0
+            run 240 "$ours" bench -m "$f" --json >"$work/o.json" 2>>"$log" || rc=$?
+            if ((rc == 0)) && read -r p g < <("$python" -c 'import json,sys; v=json.load(open(sys.argv[1])); print(v["pp512_tok_s"], v["tg128_tok_s"])' "$work/o.json" 2>>"$log"); then
+                record "$s" "$r" ours "$p" "$g" ok
+                say "$(printf 'round %s, %s: ours pp512 %.1f tg128 %.1f tok/s' "$r" "$s" "$p" "$g")"
+            else
+                record "$s" "$r" ours "" "" "failed $rc"
+                say "round $r, $s: ours failed (status $rc)"
+            fi
+        fi
+    done
+done
+"$python" "$work/race.py" tables "$tsv" "$out/gpu/decode.md" "$head" "$(IFS=,; echo "${made[*]}")" "$sizes" "$copy"
+say "wrote $out/gpu/; $((budget - SECONDS))s of the budget left"
+cat "$out/gpu/decode.md" | tee -a "$log"
