@@ -14,7 +14,7 @@
 //!
 //! - [`huge`]: memory on 2 MiB pages, for weights a program copies and streams;
 //! - [`pool`]: the threads a program's products run on, and [`team`]: the threads a decode
-//!   step's small regions run on;
+//!   step's small regions run on, and [`regions`]: what one region costs on each;
 //! - [`bench`]: kernel throughput, the machine's memory bandwidth, and end-to-end prefill
 //!   (pp512) and decode (tg128) in llama-bench's terms.
 
@@ -31,6 +31,7 @@ pub mod kernels;
 pub mod layout;
 pub mod pool;
 pub mod profile;
+pub mod regions;
 pub mod roofline;
 pub mod stats;
 pub mod team;

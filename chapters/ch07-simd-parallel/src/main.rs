@@ -5,6 +5,7 @@
 //! ch07-simd-parallel bench [--e2e] [--json]    bandwidth, kernel GB/s, pp512 and tg128
 //! ch07-simd-parallel compare [--rounds N]      ours vs llama-bench, alternating, medians, ratios
 //! ch07-simd-parallel generate --prompt TEXT -n N
+//! ch07-simd-parallel regions [--threads N]     what one parallel region costs, team and rayon
 //! ```
 
 use std::process::ExitCode;
@@ -26,11 +27,13 @@ commands:
   profile    where one decode step (after 64 positions) and one 512-token prefill spend
              their time, op by op, against the whole step timed alone
   generate   greedy generation with the chosen kernels, streamed
+  regions    what one parallel region costs over its tasks' own time, on the team and on
+             rayon, at 1, 2, 4, ... threads up to --threads (no model needed)
 
 options:
   --threads N     threads (default: the machine's physical cores)
   --e2e           bench: only the end-to-end part (pp512_tok_s, tg128_tok_s)
-  --runs N        bench, profile: runs per measurement (default 3)
+  --runs N        bench, profile, regions: runs per measurement (default 3)
   --rounds N      compare: rounds (default 5)
   --prompt TEXT   generate: the prompt (default \"The capital of France is\")
   -n N            generate: tokens to generate (default 32)
@@ -114,9 +117,10 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         "compare" => &["--threads", "--rounds", "--json", "--markdown"],
         "profile" => &["--threads", "--runs", "--json", "--markdown"],
         "generate" => &["--threads", "--prompt", "-n", "--json"],
+        "regions" => &["--threads", "--runs", "--json"],
         other => {
             return Err(format!(
-                "unknown command {other:?} (levels, bench, compare, profile or generate)"
+                "unknown command {other:?} (levels, bench, compare, profile, generate or regions)"
             )
             .into());
         }
@@ -153,6 +157,7 @@ fn main() -> ExitCode {
         "bench" => measure::bench(&args),
         "compare" => measure::compare(&args),
         "profile" => measure::profile(&args),
+        "regions" => measure::regions(&args),
         _ => commands::generate(&args),
     };
     match result {

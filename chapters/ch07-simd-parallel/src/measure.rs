@@ -296,3 +296,28 @@ pub fn profile(a: &Args) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// `regions`: what one parallel region costs, on the team and on rayon.
+pub fn regions(a: &Args) -> Result<(), String> {
+    let costs = ch07_simd_parallel::regions::region_costs(a.threads, a.runs)?;
+    if a.json {
+        let out = serde_json::json!({"cpu": ch05_kv_cache::bench::machine(), "runs": a.runs,
+            "task_us": ch07_simd_parallel::regions::TASK.as_micros(), "regions": costs});
+        println!("{out:#}");
+        return Ok(());
+    }
+    println!(
+        "What one region costs over its tasks' {} µs, one task a thread ({}), median of {} runs:\n",
+        ch07_simd_parallel::regions::TASK.as_micros(),
+        ch05_kv_cache::bench::machine(),
+        a.runs
+    );
+    println!("| threads | team | rayon |\n|---:|---:|---:|");
+    for c in &costs {
+        println!(
+            "| {} | {:.2} µs | {:.2} µs |",
+            c.threads, c.team_us, c.rayon_us
+        );
+    }
+    Ok(())
+}

@@ -60,11 +60,25 @@ pub fn runner() -> Runner {
 /// Runs `f(0)`, `f(1)`, …, `f(tasks - 1)`, each once, on the calling thread and at most
 /// `tasks - 1` other threads of its pool's size, and returns when all have finished.
 pub fn for_each_task(tasks: usize, f: impl Fn(usize) + Sync) {
+    for_each_task_on(runner(), tasks, f)
+}
+
+/// [`for_each_task`] on the runner given, not the one `LLM_BOOK_POOL` picked (to compare).
+pub fn for_each_task_on(runner: Runner, tasks: usize, f: impl Fn(usize) + Sync) {
+    if tasks > 1 {
+        REGIONS.fetch_add(1, Ordering::Relaxed);
+        if RECORDING.load(Ordering::Relaxed) {
+            let mut log = LOG.lock().unwrap_or_else(|e| e.into_inner());
+            if log.len() < MAX_LOG {
+                log.push(tasks);
+            }
+        }
+    }
     if tasks <= 1 || rayon::current_num_threads() == 1 {
         (0..tasks).for_each(f);
         return;
     }
-    if runner() == Runner::Rayon {
+    if runner == Runner::Rayon {
         use rayon::prelude::*;
         (0..tasks).into_par_iter().for_each(&f);
         return;
@@ -84,6 +98,31 @@ pub fn for_each_task(tasks: usize, f: impl Fn(usize) + Sync) {
     });
 }
 // ANCHOR_END: for_each_task
+
+/// How many regions of more than one task this process has run (on any thread, whether
+/// or not they ran in parallel): how a program counts a decode step's regions.
+pub fn regions() -> u64 {
+    REGIONS.load(Ordering::Relaxed)
+}
+
+static REGIONS: AtomicU64 = AtomicU64::new(0);
+
+/// Runs `f` and returns, with its result, the number of tasks of each region it ran (at
+/// most the first [`MAX_LOG`]; regions other threads run meanwhile are in it too): how a
+/// program sees how many threads each piece of a decode step gets.
+pub fn record_regions<T>(f: impl FnOnce() -> T) -> (T, Vec<usize>) {
+    LOG.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    RECORDING.store(true, Ordering::SeqCst);
+    let out = f();
+    RECORDING.store(false, Ordering::SeqCst);
+    let log = std::mem::take(&mut *LOG.lock().unwrap_or_else(|e| e.into_inner()));
+    (out, log)
+}
+
+static RECORDING: AtomicBool = AtomicBool::new(false);
+static LOG: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+/// The most regions [`record_regions`] keeps.
+pub const MAX_LOG: usize = 1 << 16;
 
 /// [`for_each_task`] over `items`, each handed to `f` once (a task's `&mut` output, say).
 pub fn for_each_item<T: Send>(items: Vec<T>, f: impl Fn(T) + Sync) {
@@ -226,7 +265,9 @@ impl Team {
         for slot in &s.slots[..tasks] {
             wait(|| slot.0.load(Ordering::Acquire) == 2 * region + 1);
         }
-        if s.panicked.swap(false, Ordering::Relaxed) {
+        // read before writing: a write to the line the helpers are spinning on would cost
+        // each of them a cache miss every region
+        if s.panicked.load(Ordering::Relaxed) && s.panicked.swap(false, Ordering::Relaxed) {
             panic!("a task of a parallel region panicked");
         }
     }
@@ -348,6 +389,34 @@ mod tests {
             assert!(out.iter().all(|&v| v == 2), "after the team slept: {out:?}");
         })
         .unwrap();
+    }
+
+    #[test]
+    fn recorded_regions_list_their_tasks() {
+        let (sum, log) = in_pool(3, || {
+            record_regions(|| {
+                let n = AtomicUsize::new(0);
+                for tasks in [5, 1, 7] {
+                    for_each_task(tasks, |_| {
+                        n.fetch_add(1, Ordering::Relaxed);
+                    });
+                }
+                n.load(Ordering::Relaxed)
+            })
+        })
+        .unwrap();
+        assert_eq!(sum, 13, "every task ran once");
+        // other tests' regions may land in the log too (they share the process)
+        let five = log.iter().position(|&t| t == 5);
+        let seven = log.iter().rposition(|&t| t == 7);
+        assert!(
+            matches!((five, seven), (Some(a), Some(b)) if a < b),
+            "the regions of 5 and then 7 tasks are recorded (one task is no region): {log:?}"
+        );
+        assert!(
+            !RECORDING.load(Ordering::Relaxed),
+            "recording stops afterwards"
+        );
     }
 
     #[test]

@@ -14,12 +14,14 @@ use crate::Args;
 
 mod levels;
 mod model;
+mod regions;
 mod run;
 mod speed;
 pub mod synth;
 
 pub use levels::levels;
 use model::model_path;
+pub use regions::regions;
 pub use run::{generate, load, logits};
 pub use speed::{bench, compare, depth, profile};
 

@@ -11,6 +11,7 @@
 //! ch08-gguf profile [-m FILE] [--json]               where a decode step and a prefill spend their time
 //! ch08-gguf compare [-m FILE] [--rounds N]           ours vs llama-bench on the same file
 //! ch08-gguf depth [-m FILE] [--depth N]              the same for tg128 after N cached tokens
+//! ch08-gguf regions [-m FILE] [--threads N]          a decode step's parallel regions and their threads
 //! ch08-gguf synth --arch A --seed N --weights W --out FILE   a small file with random weights
 //! ```
 //!
@@ -44,6 +45,8 @@ commands:
                    CPU runs, alternating rounds (exit 1 if the best decodes below 0.98 of one)
   depth            tg128 after --depth tokens already in the cache, ours and
                    llama-bench -d, alternating rounds; medians and the ratio
+  regions          one decode step's parallel regions at 1, 2, 4, ... threads up to --threads:
+                   how many, how many tasks (threads) each gets, and what they cost here
   synth            a small model file of one architecture with random weights
                    (ch08-gguf synth --help)
 
@@ -186,6 +189,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         "load" => &["--model", "--cold", "--access", "--json", "--threads"],
         "bench" => &["--model", "--runs", "--json", "--threads"],
         "profile" => &["--model", "--runs", "--json", "--threads"],
+        "regions" => &["--model", "--json", "--threads"],
         "compare" => &["--model", "--rounds", "--markdown", "--json", "--threads"],
         "levels" => &["--model", "--rounds", "--markdown", "--json", "--threads"],
         "depth" => &[
@@ -198,7 +202,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         ],
         other => {
             return Err(format!(
-                "unknown command {other:?} (inspect, hex, tokenize, logits, generate, load, bench, profile, compare, levels or depth)"
+                "unknown command {other:?} (inspect, hex, tokenize, logits, generate, load, bench, profile, compare, levels, depth, regions or synth)"
             )
             .into());
         }
@@ -276,6 +280,7 @@ fn main() -> ExitCode {
         "generate" => commands::generate(&args),
         "bench" => commands::bench(&args),
         "profile" => commands::profile(&args),
+        "regions" => commands::regions(&args),
         "compare" => commands::compare(&args),
         "levels" => commands::levels(&args),
         "depth" => commands::depth(&args),
