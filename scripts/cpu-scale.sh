@@ -6,6 +6,7 @@
 #   bash scripts/cpu-scale.sh --out DIR [--threads 2,4,8,16] [--threads SHAPE=LIST]
 #        [--shapes smollm2,1b,7b] [--rounds 3] [--budget 450] [--carried .scale]
 #        [--ours NAME=PATH[@VAR=VALUE]]... [--no-llama] [--tag TAG] [--llama-bench PATH] [--dry-run]
+#   bash scripts/cpu-scale.sh --regions --out DIR [--threads 16] [--carried DIR]
 #
 # It builds nothing: it runs what `scripts/cpu-scale-build.sh` put in the carried folder
 # (default .scale/, git-ignored): bin/ch08-gguf, bin/llama-bench (AVX-512) or
@@ -18,6 +19,11 @@
 # others get a second table (the same rounds, alternating with the rest); without --ours,
 # one build, bin/ch08-gguf. --no-llama leaves llama-bench out; --tag TAG names the files
 # <shape>-TAG.md, cpu-scale-TAG.log and rounds-TAG.tsv, so two runs can share a folder.
+# --regions races nothing: it writes $OUT/scale-16/regions.md, what one parallel region
+# costs at 1, 2, 4, ... threads up to the highest of --threads (`ch07-simd-parallel
+# regions`, team and rayon) and how a decode step of the SmolLM2-shaped file is cut into
+# regions (`ch08-gguf regions`); it needs bin/ch07-simd-parallel beside bin/ch08-gguf and
+# no llama-bench.
 #
 # 1. The log ($OUT/cpu-scale.log) begins with the machine: lscpu, nproc, memory, load.
 # 2. The files are made into a temporary folder (removed at the end) by
@@ -61,6 +67,7 @@ python="${SCALE_PYTHON:-python3}"
 declare -A shape_threads=()
 ours_specs=()
 with_llama=yes
+regions=no
 tag=""
 
 usage() {
@@ -78,6 +85,7 @@ while [[ $# -gt 0 ]]; do
         shift 2 ;;
     --ours) ours_specs+=("${2:?--ours needs NAME=PATH}"); shift 2 ;;
     --no-llama) with_llama=no; shift ;;
+    --regions) regions=yes; with_llama=no; shift ;;
     --tag) tag="${2:?--tag needs a name}"; shift 2 ;;
     --shapes) shapes="${2:?--shapes needs a list}"; shift 2 ;;
     --rounds) rounds="${2:?--rounds needs a number}"; shift 2 ;;
@@ -120,7 +128,15 @@ for spec in "${ours_specs[@]}"; do
 done
 wheels=("$carried"/wheels/*.whl)
 vocab="$carried/smollm2-vocab.gguf"
-for f in "$carried/bin/llama-bench" "$carried/bin/llama-bench-avx2" "$vocab" "${wheels[0]}"; do
+needed=("$vocab" "${wheels[0]}")
+if [[ $with_llama == yes ]]; then
+    needed+=("$carried/bin/llama-bench" "$carried/bin/llama-bench-avx2")
+fi
+if [[ $regions == yes ]]; then
+    needed+=("$carried/bin/ch07-simd-parallel")
+    shape_list=(smollm2)
+fi
+for f in "${needed[@]}"; do
     [[ -e "$f" ]] || { echo "error: $f is missing; make the folder with: bash scripts/cpu-scale-build.sh" >&2; exit 1; }
 done
 flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
@@ -139,7 +155,9 @@ done
 
 mkdir -p "$out/scale-16"
 suffix="${tag:+-$tag}"
-for s in "${shape_list[@]}"; do
+targets=("${shape_list[@]}")
+[[ $regions == yes ]] && targets=(regions)
+for s in "${targets[@]}"; do
     [[ ! -e "$out/scale-16/$s$suffix.md" ]] || { echo "error: $out/scale-16/$s$suffix.md exists; this script never overwrites a file" >&2; exit 1; }
 done
 for f in "cpu-scale$suffix.log" "rounds$suffix.tsv"; do
@@ -260,6 +278,34 @@ for s in "${shape_list[@]}"; do
         say "making $s.gguf failed (status $rc; 124: out of time); it is not raced"
     fi
 done
+
+# --regions: what a region costs, and how the SmolLM2-shaped file's decode step is cut
+if [[ $regions == yes ]]; then
+    [[ " ${made[*]} " == *" smollm2 "* ]] || { say "error: the SmolLM2-shaped file was not made"; exit 1; }
+    most="$(threads_of smollm2 | head -1)"
+    md="$work/regions.md"
+    rc=0
+    run 120 "$carried/bin/ch07-simd-parallel" regions --threads "$most" --runs 3 >"$work/r7.md" 2>>"$log" || rc=$?
+    ((rc == 0)) || { say "ch07-simd-parallel regions failed (status $rc)"; exit 1; }
+    run 120 "${ours_bins[0]}" regions -m "$work/smollm2.gguf" --threads "$most" >"$work/r8.md" 2>>"$log" || rc=$?
+    ((rc == 0)) || { say "ch08-gguf regions failed (status $rc)"; exit 1; }
+    cpu="$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+    family="$(grep -m1 '^cpu family' /proc/cpuinfo | cut -d: -f2 | xargs)"
+    model="$(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | cut -d: -f2 | xargs)"
+    {
+        echo "*Measured on $cpu (family $family, model $model), $(nproc) cores, 1 to $most threads, load $load at the start, $(date -u +%Y-%m-%d), commit $(cat "$carried/built-from" 2>/dev/null || echo unknown): \`bash scripts/cpu-scale.sh --regions\`*"
+        [[ $dry == yes ]] && printf '\n**Dry run on a shared machine: these numbers mean nothing.**\n'
+        echo
+        cat "$work/r7.md"
+        echo
+        # the file name printed is the temporary one: say what it is instead
+        sed "s|$work/smollm2.gguf|A SmolLM2-shaped file (random Q4_0 weights)|" "$work/r8.md"
+    } >"$md"
+    cp "$md" "$out/scale-16/regions$suffix.md"
+    tee -a "$log" <"$md"
+    say "wrote $out/scale-16/regions$suffix.md"
+    exit 0
+fi
 
 printf 'shape\tthreads\tround\tengine\tpp512\ttg128\tstatus\n' >"$tsv"
 level=""

@@ -12,7 +12,12 @@
 #                                     # libvulkan-dev and spirv-headers must be installed
 #                                     # (apt-get install ...); built into .llamacpp/build-vulkan/ with
 #                                     # libstdc++ linked in and no OpenMP, so that the binary
-#                                     # runs on a machine with only libc and a Vulkan loader
+#                                     # runs on a machine with only libc and a Vulkan loader.
+#                                     # The backend needs Vulkan headers 1.3.261 or newer
+#                                     # (Debian 12's are 1.3.239): LLM_BOOK_VULKAN_INCLUDE
+#                                     # names a folder with newer ones (vulkan/vulkan.hpp),
+#                                     # e.g. usr/include of Debian 13's libvulkan-dev unpacked
+#                                     # with dpkg -x
 #
 # The source is the copy of llama.cpp vendored inside the `llama-cpp-python` source
 # package (the fixtures' pinned version), fetched with `pip download`; cmake and ninja come
@@ -74,6 +79,19 @@ extra=(-DLLAMA_BUILD_SERVER=ON)
 if [[ $vulkan == yes ]]; then
     extra=(-DGGML_VULKAN=ON -DGGML_OPENMP=OFF -DLLAMA_BUILD_SERVER=OFF
         -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc")
+    include="${LLM_BOOK_VULKAN_INCLUDE:-/usr/include}"
+    core="$include/vulkan/vulkan_core.h"
+    if [[ ! -f "$core" || ! -f "$include/vulkan/vulkan.hpp" ]]; then
+        echo "error: no Vulkan headers in $include (vulkan/vulkan_core.h, vulkan/vulkan.hpp): apt-get install libvulkan-dev, or set LLM_BOOK_VULKAN_INCLUDE" >&2
+        exit 1
+    fi
+    minor="$(sed -n 's/^#define VK_HEADER_VERSION_COMPLETE VK_MAKE_API_VERSION(0, *1, *\([0-9]*\),.*/\1/p' "$core")"
+    patch="$(sed -n 's/^#define VK_HEADER_VERSION \([0-9]*\).*/\1/p' "$core")"
+    if [[ -z "$minor" || -z "$patch" ]] || ((minor < 3 || (minor == 3 && patch < 261))); then
+        echo "error: the Vulkan headers in $include are 1.${minor:-?}.${patch:-?}; llama.cpp's Vulkan backend needs 1.3.261 or newer: set LLM_BOOK_VULKAN_INCLUDE to newer ones (see this script's header)" >&2
+        exit 1
+    fi
+    extra+=(-DVulkan_INCLUDE_DIR="$include")
     want+=" ${extra[*]}"
 fi
 again="bash scripts/llamacpp.sh"
