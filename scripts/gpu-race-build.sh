@@ -6,9 +6,13 @@
 #
 # DIR gets:
 #   bin/ch13-gpu               cargo build --release -p ch13-gpu
+#   bin/ch07-simd-parallel, bin/ch08-gguf
+#                              the same build's, so that the GPU machine's many cores can
+#                              also run `bash scripts/cpu-scale.sh --regions --carried .gpu`
 #   bin/llama-bench-vulkan.xz  llama.cpp's llama-bench with its Vulkan backend, at the fixtures'
 #                              pinned version (`bash scripts/llamacpp.sh --vulkan` builds it;
-#                              run that first), compressed: its shaders make it large
+#                              run that first, with the same LLM_BOOK_VULKAN_INCLUDE),
+#                              compressed: its shaders make it large
 #   wheels/                    the gguf package and PyYAML, what make_synthetic_gguf.py imports
 #   smollm2-vocab.gguf         SmolLM2-135M-Instruct's tokenizer metadata, no tensors
 #   debs/                      Debian's Vulkan loader (libvulkan1) and the GL dispatch libraries
@@ -36,10 +40,12 @@ fi
 mkdir -p "$out/bin" "$out/wheels" "$out/debs"
 touch "$out/.gpu-race"
 
-echo "==> ch13-gpu (release)"
-cargo build --release --quiet -p ch13-gpu --manifest-path "$root/Cargo.toml"
-cp "$target/release/ch13-gpu" "$out/bin/ch13-gpu"
-strip "$out/bin/ch13-gpu"
+echo "==> ch13-gpu, ch07-simd-parallel and ch08-gguf (release)"
+cargo build --release --quiet -p ch13-gpu -p ch07-simd-parallel -p ch08-gguf --manifest-path "$root/Cargo.toml"
+for b in ch13-gpu ch07-simd-parallel ch08-gguf; do
+    cp "$target/release/$b" "$out/bin/$b"
+    strip "$out/bin/$b"
+done
 
 echo "==> llama-bench (Vulkan), compressed"
 rm -f "$out/bin/llama-bench-vulkan.xz" # made by this script (the folder is marked .gpu-race)
