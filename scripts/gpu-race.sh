@@ -155,15 +155,17 @@ KERNELS_INTRO = ("Our matrix-vector shaders (`ch13-gpu kernels`): random blocks,
 def render_kernels(v):
     copy = v["copy"]["gbps_read_plus_write"]
     lines = [f"A device-to-device copy of {v['copy']['bytes'] / 2**20:.0f} MiB moves {copy:.0f} GB/s "
-             "(bytes read plus bytes written): the ceiling a shader that reads its weights once can approach.", "",
-             "| format | rows × cols | weights | one submission for all: µs a product | GB/s | of the copy rate "
-             "| one submission each: µs a product | GB/s |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+             "(bytes read plus bytes written): the ceiling for a shader that reads its weights once. "
+             "The reduction adds a row's lane sums: in subgroups (registers) or in workgroup memory.", "",
+             "| format | rows × cols | weights | reduction | all in one submission: µs a product | GB/s "
+             "| of the copy rate | one submission each: µs a product |",
+             "|---|---|---:|---|---:|---:|---:|---:|"]
     for k in v["kernels"]:
         b, e = k["batched"], k["one_submission_each"]
         lines.append(f"| {k['format']} | {k['rows']} × {k['cols']} | {k['weight_bytes'] / 2**20:.1f} MiB "
+                     f"| {k.get('reduction', v.get('reduction', '?'))} "
                      f"| {b['us_per_product']:.1f} | {b['gbps']:.0f} | {100 * b['gbps'] / copy:.0f}% "
-                     f"| {e['us_per_product']:.1f} | {e['gbps']:.0f} |")
+                     f"| {e['us_per_product']:.1f} |")
     return lines
 def tables(tsv, outfile, head, shapes, bytes_json, copy_gbs):
     rows = [l.rstrip("\n").split("\t") for l in open(tsv)][1:]
