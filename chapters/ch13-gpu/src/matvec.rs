@@ -1,0 +1,335 @@
+//! The decode product `y = W · x` on the GPU: a weight matrix uploaded as the file's raw
+//! blocks ([`GpuMatrix`]), the shaders that multiply it by one quantized vector
+//! ([`MatVec`]), and a [`Product`] that binds one matrix, one input and one output so it
+//! can be recorded into a command encoder as many times as wanted.
+
+use ch06_quantization::Format;
+use ch08_gguf::TensorInfo;
+use wgpu::util::DeviceExt;
+
+use crate::acts::{self, BLOCK_WORDS};
+use crate::gpu::{Error, Gpu, Result};
+
+/// Rows one workgroup takes, and invocations per row: `@workgroup_size(32, 4)` in
+/// `shaders/matvec.wgsl`.
+pub const ROWS_PER_GROUP: u32 = 4;
+
+// ANCHOR: sources
+/// The WGSL of a format's product: its `block_dot`, then the shared bindings, byte readers
+/// and reduction. `None` for a format with no shader yet.
+pub fn source(format: Format) -> Option<String> {
+    let block = match format {
+        Format::Q4_0 => include_str!("../shaders/q4_0.wgsl"),
+        Format::Q8_0 => include_str!("../shaders/q8_0.wgsl"),
+        Format::Q4_1 => include_str!("../shaders/q4_1.wgsl"),
+        _ => return None,
+    };
+    Some(format!(
+        "{block}\n{}",
+        include_str!("../shaders/matvec.wgsl")
+    ))
+}
+// ANCHOR_END: sources
+
+/// The formats with a product shader.
+pub const FORMATS: [Format; 3] = [Format::Q4_0, Format::Q8_0, Format::Q4_1];
+
+/// A weight matrix on the GPU: the file's blocks, row after row, as they were.
+pub struct GpuMatrix {
+    pub format: Format,
+    pub rows: usize,
+    pub cols: usize,
+    /// Bytes of weights (without the padding).
+    pub bytes: usize,
+    pub buffer: wgpu::Buffer,
+}
+
+impl GpuMatrix {
+    // ANCHOR: upload
+    /// Uploads `rows × cols` weights of `format` held as raw blocks in `blocks`: checked
+    /// against the shape and the device's limits, padded to whole words plus one (the shader
+    /// reads a word past an unaligned last block's end), and copied once, as they are.
+    pub fn from_blocks(
+        gpu: &Gpu,
+        format: Format,
+        rows: usize,
+        cols: usize,
+        blocks: &[u8],
+    ) -> Result<GpuMatrix> {
+        if source(format).is_none() {
+            return Err(Error::Input(format!("no GPU shader for {}", format.name())));
+        }
+        if rows == 0 || cols == 0 || !cols.is_multiple_of(format.block_values()) {
+            return Err(Error::Input(format!(
+                "a {rows}x{cols} matrix is not whole {} blocks",
+                format.name()
+            )));
+        }
+        let want = rows.checked_mul(format.row_bytes(cols));
+        if want != Some(blocks.len()) {
+            return Err(Error::Input(format!(
+                "a {rows}x{cols} {} matrix takes {} bytes, not {}",
+                format.name(),
+                want.map_or("too many".to_string(), |w| w.to_string()),
+                blocks.len()
+            )));
+        }
+        let padded = (blocks.len().div_ceil(4) + 1) * 4;
+        let limit = gpu
+            .limits
+            .max_storage_buffer_binding_size
+            .min(gpu.limits.max_buffer_size);
+        if padded as u64 > limit {
+            return Err(Error::Input(format!(
+                "{padded} bytes of weights exceed this GPU's largest storage binding ({limit})"
+            )));
+        }
+        let mut words = blocks.to_vec();
+        words.resize(padded, 0);
+        let buffer = gpu
+            .device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some("weights"),
+                contents: &words,
+                usage: wgpu::BufferUsages::STORAGE,
+            });
+        Ok(GpuMatrix {
+            format,
+            rows,
+            cols,
+            bytes: blocks.len(),
+            buffer,
+        })
+    }
+    // ANCHOR_END: upload
+
+    /// Uploads a tensor of chapter 8's file: `info` from its header, `data` its bytes
+    /// (`GgufFile::data`).
+    pub fn from_tensor(gpu: &Gpu, info: &TensorInfo, data: &[u8]) -> Result<GpuMatrix> {
+        let [cols, rows] = info.dims[..] else {
+            return Err(Error::Input(format!(
+                "{} has {} dimensions, not 2",
+                info.name,
+                info.dims.len()
+            )));
+        };
+        let format = info.ty.format().ok_or_else(|| {
+            Error::Input(format!(
+                "{}: type {} has no format",
+                info.name,
+                info.ty.name()
+            ))
+        })?;
+        let (Ok(rows), Ok(cols)) = (usize::try_from(rows), usize::try_from(cols)) else {
+            return Err(Error::Input(format!("{}: shape too large", info.name)));
+        };
+        GpuMatrix::from_blocks(gpu, format, rows, cols, data)
+            .map_err(|e| Error::Input(format!("{}: {e}", info.name)))
+    }
+}
+
+/// The compiled product pipelines, one per format in [`FORMATS`]: made once.
+pub struct MatVec {
+    pipelines: Vec<(Format, wgpu::ComputePipeline)>,
+}
+
+impl MatVec {
+    /// Compiles every format's shader; an error names the format and says what failed.
+    pub fn new(gpu: &Gpu) -> Result<MatVec> {
+        let mut pipelines = Vec::new();
+        for format in FORMATS {
+            let wgsl = source(format).expect("FORMATS have shaders");
+            let pipeline = gpu.checked(&format!("the {} shader", format.name()), || {
+                let module = gpu
+                    .device
+                    .create_shader_module(wgpu::ShaderModuleDescriptor {
+                        label: Some(format.name()),
+                        source: wgpu::ShaderSource::Wgsl(wgsl.into()),
+                    });
+                gpu.device
+                    .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                        label: Some(format.name()),
+                        layout: None,
+                        module: &module,
+                        entry_point: Some("main"),
+                        compilation_options: Default::default(),
+                        cache: None,
+                    })
+            })?;
+            pipelines.push((format, pipeline));
+        }
+        Ok(MatVec { pipelines })
+    }
+
+    fn pipeline(&self, format: Format) -> Result<&wgpu::ComputePipeline> {
+        self.pipelines
+            .iter()
+            .find(|(f, _)| *f == format)
+            .map(|(_, p)| p)
+            .ok_or_else(|| Error::Input(format!("no GPU shader for {}", format.name())))
+    }
+}
+
+// ANCHOR: product
+/// One product bound and ready to record: `out[0..rows] = W · acts`, where `acts` holds the
+/// quantized input ([`acts::quantize`], written with [`Product::write_input`]).
+pub struct Product {
+    pub acts: wgpu::Buffer, // (cols / 32) blocks × BLOCK_WORDS words
+    pub out: wgpu::Buffer,  // (rows) f32
+    bind_group: wgpu::BindGroup,
+    pipeline: wgpu::ComputePipeline,
+    groups: (u32, u32),
+    rows: usize,
+    blocks: usize,
+}
+
+impl Product {
+    /// Binds `m` to a new input and a new output buffer.
+    pub fn new(gpu: &Gpu, shaders: &MatVec, m: &GpuMatrix) -> Result<Product> {
+        let pipeline = shaders.pipeline(m.format)?.clone();
+        let blocks = m.cols / 32;
+        let rows = u32::try_from(m.rows).map_err(|_| Error::Input("too many rows".into()))?;
+        // A grid of ceil(rows / 4) workgroups, folded into 2-D past the per-dimension limit.
+        let total = rows.div_ceil(ROWS_PER_GROUP);
+        let max = gpu.limits.max_compute_workgroups_per_dimension.max(1);
+        let groups = (total.min(max), total.div_ceil(max));
+        let params = [rows, blocks as u32, groups.0, 0];
+        let device = &gpu.device;
+        let storage = |label, size: usize, extra| {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size: size as u64,
+                usage: wgpu::BufferUsages::STORAGE | extra,
+                mapped_at_creation: false,
+            })
+        };
+        let acts = storage(
+            "acts",
+            blocks * BLOCK_WORDS * 4,
+            wgpu::BufferUsages::COPY_DST,
+        );
+        let out = storage("out", m.rows * 4, wgpu::BufferUsages::COPY_SRC);
+        let uniform = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some("params"),
+            contents: &words_to_bytes(&params),
+            usage: wgpu::BufferUsages::UNIFORM,
+        });
+        let bind_group = gpu.checked("binding a product", || {
+            device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("matvec"),
+                layout: &pipeline.get_bind_group_layout(0),
+                entries: &[
+                    entry(0, &m.buffer),
+                    entry(1, &acts),
+                    entry(2, &out),
+                    entry(3, &uniform),
+                ],
+            })
+        })?;
+        Ok(Product {
+            acts,
+            out,
+            bind_group,
+            pipeline,
+            groups,
+            rows: m.rows,
+            blocks,
+        })
+    }
+
+    /// Queues the quantized input (`acts::quantize`'s words) for the next submission.
+    pub fn write_input(&self, gpu: &Gpu, words: &[u32]) -> Result<()> {
+        if words.len() != self.blocks * BLOCK_WORDS {
+            return Err(Error::Input(format!(
+                "the input has {} blocks, the matrix's rows {}",
+                words.len() / BLOCK_WORDS,
+                self.blocks
+            )));
+        }
+        gpu.queue
+            .write_buffer(&self.acts, 0, &words_to_bytes(words));
+        Ok(())
+    }
+
+    /// Records the product into `pass`: one pipeline, one bind group, one dispatch. A decode
+    /// step records many of these into one pass and submits once.
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
+        pass.set_pipeline(&self.pipeline);
+        pass.set_bind_group(0, &self.bind_group, &[]);
+        pass.dispatch_workgroups(self.groups.0, self.groups.1, 1);
+    }
+}
+// ANCHOR_END: product
+
+fn entry(binding: u32, buffer: &wgpu::Buffer) -> wgpu::BindGroupEntry<'_> {
+    wgpu::BindGroupEntry {
+        binding,
+        resource: buffer.as_entire_binding(),
+    }
+}
+
+fn words_to_bytes(words: &[u32]) -> Vec<u8> {
+    words.iter().flat_map(|w| w.to_le_bytes()).collect()
+}
+
+/// Copies `n` f32 from `buffer` (made with `COPY_SRC`) back to the host.
+pub fn read_f32(gpu: &Gpu, buffer: &wgpu::Buffer, n: usize) -> Result<Vec<f32>> {
+    let size = (n * 4) as u64;
+    let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("readback"),
+        size,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, size);
+    gpu.queue.submit([encoder.finish()]);
+    let (tx, rx) = std::sync::mpsc::channel();
+    staging
+        .slice(..)
+        .map_async(wgpu::MapMode::Read, move |r| drop(tx.send(r)));
+    gpu.wait()?;
+    match rx.recv() {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(Error::Gpu(format!("reading back: {e}"))),
+        Err(_) => return Err(Error::Gpu("reading back: the map never finished".into())),
+    }
+    let view = staging
+        .slice(..)
+        .get_mapped_range()
+        .map_err(|e| Error::Gpu(format!("reading back: {e}")))?;
+    let out = view
+        .as_chunks::<4>()
+        .0
+        .iter()
+        .map(|b| f32::from_le_bytes(*b))
+        .collect();
+    drop(view);
+    staging.unmap();
+    Ok(out)
+}
+
+// ANCHOR: matvec
+/// `W · x` for one vector, start to finish: quantize `x` as the CPU engine would, upload it,
+/// one dispatch, read the rows back. For tests and one-off products; a decode step keeps
+/// its [`Product`]s and records them all into one submission.
+pub fn matvec(gpu: &Gpu, shaders: &MatVec, m: &GpuMatrix, x: &[f32]) -> Result<Vec<f32>> {
+    if x.len() != m.cols {
+        return Err(Error::Input(format!(
+            "a vector of {} values for a matrix of {} columns",
+            x.len(),
+            m.cols
+        )));
+    }
+    let activation = m.format.activation().expect("block formats have one");
+    let product = Product::new(gpu, shaders, m)?;
+    product.write_input(gpu, &acts::quantize(activation, x)?)?;
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    {
+        let mut pass = encoder.begin_compute_pass(&Default::default());
+        product.record(&mut pass);
+    }
+    gpu.checked("the product", || gpu.queue.submit([encoder.finish()]))?;
+    read_f32(gpu, &product.out, product.rows)
+}
+// ANCHOR_END: matvec
