@@ -164,6 +164,129 @@ impl Gpu {
             Some(e) => Err(Error::Gpu(format!("{what}: {e}"))),
         }
     }
+
+    /// Compiles `wgsl` and makes a compute pipeline of its `main`, its bindings taken from
+    /// the shader itself.
+    pub fn pipeline(&self, label: &str, wgsl: &str) -> Result<wgpu::ComputePipeline> {
+        self.checked(&format!("the {label} shader"), || {
+            let module = self
+                .device
+                .create_shader_module(wgpu::ShaderModuleDescriptor {
+                    label: Some(label),
+                    source: wgpu::ShaderSource::Wgsl(wgsl.into()),
+                });
+            self.device
+                .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                    label: Some(label),
+                    layout: None,
+                    module: &module,
+                    entry_point: Some("main"),
+                    compilation_options: Default::default(),
+                    cache: None,
+                })
+        })
+    }
+
+    /// A storage buffer of `bytes` bytes, with `extra` usages (copies in or out).
+    pub fn storage(&self, label: &str, bytes: usize, extra: wgpu::BufferUsages) -> wgpu::Buffer {
+        self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: bytes as u64,
+            usage: wgpu::BufferUsages::STORAGE | extra,
+            mapped_at_creation: false,
+        })
+    }
+
+    /// A uniform buffer holding `words` (a shader's `Params`).
+    pub fn uniform(&self, words: &[u32]) -> wgpu::Buffer {
+        use wgpu::util::DeviceExt;
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        self.device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some("params"),
+                contents: &bytes,
+                usage: wgpu::BufferUsages::UNIFORM,
+            })
+    }
+
+    /// A bind group for `pipeline`'s group 0: `buffers[i]` at binding `i`.
+    pub fn bind(
+        &self,
+        pipeline: &wgpu::ComputePipeline,
+        buffers: &[&wgpu::Buffer],
+    ) -> Result<wgpu::BindGroup> {
+        let entries: Vec<_> = (0u32..)
+            .zip(buffers)
+            .map(|(binding, b)| wgpu::BindGroupEntry {
+                binding,
+                resource: b.as_entire_binding(),
+            })
+            .collect();
+        self.checked("binding buffers to a shader", || {
+            self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: None,
+                layout: &pipeline.get_bind_group_layout(0),
+                entries: &entries,
+            })
+        })
+    }
+
+    /// Copies `n` f32 from `buffer` (made with `COPY_SRC`) back to the host.
+    pub fn read_f32(&self, buffer: &wgpu::Buffer, n: usize) -> Result<Vec<f32>> {
+        let gpu = self;
+        let size = (n * 4) as u64;
+        let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("readback"),
+            size,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, size);
+        gpu.queue.submit([encoder.finish()]);
+        let (tx, rx) = std::sync::mpsc::channel();
+        staging
+            .slice(..)
+            .map_async(wgpu::MapMode::Read, move |r| drop(tx.send(r)));
+        gpu.wait()?;
+        match rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(Error::Gpu(format!("reading back: {e}"))),
+            Err(_) => return Err(Error::Gpu("reading back: the map never finished".into())),
+        }
+        let view = staging
+            .slice(..)
+            .get_mapped_range()
+            .map_err(|e| Error::Gpu(format!("reading back: {e}")))?;
+        let out = view
+            .as_chunks::<4>()
+            .0
+            .iter()
+            .map(|b| f32::from_le_bytes(*b))
+            .collect();
+        drop(view);
+        staging.unmap();
+        Ok(out)
+    }
+
+    /// A buffer holding `data`, for shaders to read (and copies, with `extra`).
+    pub fn upload_f32(&self, label: &str, data: &[f32], extra: wgpu::BufferUsages) -> wgpu::Buffer {
+        use wgpu::util::DeviceExt;
+        let bytes: Vec<u8> = data.iter().flat_map(|v| v.to_le_bytes()).collect();
+        self.device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some(label),
+                contents: &bytes,
+                usage: wgpu::BufferUsages::STORAGE | extra,
+            })
+    }
+
+    /// `total` workgroups as a grid `(x, y)` whose x stays within the device's limit per
+    /// dimension; a shader numbers its group `y · x_count + x` and skips those past `total`.
+    pub fn grid(&self, total: u32) -> (u32, u32) {
+        let max = self.limits.max_compute_workgroups_per_dimension.max(1);
+        (total.min(max), total.div_ceil(max))
+    }
 }
 
 #[cfg(test)]

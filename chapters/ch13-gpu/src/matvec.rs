@@ -139,24 +139,7 @@ impl MatVec {
         let mut pipelines = Vec::new();
         for format in FORMATS {
             let wgsl = source(format).expect("FORMATS have shaders");
-            let pipeline = gpu.checked(&format!("the {} shader", format.name()), || {
-                let module = gpu
-                    .device
-                    .create_shader_module(wgpu::ShaderModuleDescriptor {
-                        label: Some(format.name()),
-                        source: wgpu::ShaderSource::Wgsl(wgsl.into()),
-                    });
-                gpu.device
-                    .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                        label: Some(format.name()),
-                        layout: None,
-                        module: &module,
-                        entry_point: Some("main"),
-                        compilation_options: Default::default(),
-                        cache: None,
-                    })
-            })?;
-            pipelines.push((format, pipeline));
+            pipelines.push((format, gpu.pipeline(format.name(), &wgsl)?));
         }
         Ok(MatVec { pipelines })
     }
@@ -189,43 +172,16 @@ impl Product {
         let pipeline = shaders.pipeline(m.format)?.clone();
         let blocks = m.cols / 32;
         let rows = u32::try_from(m.rows).map_err(|_| Error::Input("too many rows".into()))?;
-        // A grid of ceil(rows / 4) workgroups, folded into 2-D past the per-dimension limit.
-        let total = rows.div_ceil(ROWS_PER_GROUP);
-        let max = gpu.limits.max_compute_workgroups_per_dimension.max(1);
-        let groups = (total.min(max), total.div_ceil(max));
-        let params = [rows, blocks as u32, groups.0, 0];
-        let device = &gpu.device;
-        let storage = |label, size: usize, extra| {
-            device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some(label),
-                size: size as u64,
-                usage: wgpu::BufferUsages::STORAGE | extra,
-                mapped_at_creation: false,
-            })
-        };
-        let acts = storage(
+        // ceil(rows / 4) workgroups, folded into 2-D past the per-dimension limit.
+        let groups = gpu.grid(rows.div_ceil(ROWS_PER_GROUP));
+        let uniform = gpu.uniform(&[rows, blocks as u32, groups.0, 0]);
+        let acts = gpu.storage(
             "acts",
             blocks * BLOCK_WORDS * 4,
             wgpu::BufferUsages::COPY_DST,
         );
-        let out = storage("out", m.rows * 4, wgpu::BufferUsages::COPY_SRC);
-        let uniform = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-            label: Some("params"),
-            contents: &words_to_bytes(&params),
-            usage: wgpu::BufferUsages::UNIFORM,
-        });
-        let bind_group = gpu.checked("binding a product", || {
-            device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some("matvec"),
-                layout: &pipeline.get_bind_group_layout(0),
-                entries: &[
-                    entry(0, &m.buffer),
-                    entry(1, &acts),
-                    entry(2, &out),
-                    entry(3, &uniform),
-                ],
-            })
-        })?;
+        let out = gpu.storage("out", m.rows * 4, wgpu::BufferUsages::COPY_SRC);
+        let bind_group = gpu.bind(&pipeline, &[&m.buffer, &acts, &out, &uniform])?;
         Ok(Product {
             acts,
             out,
@@ -261,52 +217,8 @@ impl Product {
 }
 // ANCHOR_END: product
 
-fn entry(binding: u32, buffer: &wgpu::Buffer) -> wgpu::BindGroupEntry<'_> {
-    wgpu::BindGroupEntry {
-        binding,
-        resource: buffer.as_entire_binding(),
-    }
-}
-
 fn words_to_bytes(words: &[u32]) -> Vec<u8> {
     words.iter().flat_map(|w| w.to_le_bytes()).collect()
-}
-
-/// Copies `n` f32 from `buffer` (made with `COPY_SRC`) back to the host.
-pub fn read_f32(gpu: &Gpu, buffer: &wgpu::Buffer, n: usize) -> Result<Vec<f32>> {
-    let size = (n * 4) as u64;
-    let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
-        label: Some("readback"),
-        size,
-        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-        mapped_at_creation: false,
-    });
-    let mut encoder = gpu.device.create_command_encoder(&Default::default());
-    encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, size);
-    gpu.queue.submit([encoder.finish()]);
-    let (tx, rx) = std::sync::mpsc::channel();
-    staging
-        .slice(..)
-        .map_async(wgpu::MapMode::Read, move |r| drop(tx.send(r)));
-    gpu.wait()?;
-    match rx.recv() {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => return Err(Error::Gpu(format!("reading back: {e}"))),
-        Err(_) => return Err(Error::Gpu("reading back: the map never finished".into())),
-    }
-    let view = staging
-        .slice(..)
-        .get_mapped_range()
-        .map_err(|e| Error::Gpu(format!("reading back: {e}")))?;
-    let out = view
-        .as_chunks::<4>()
-        .0
-        .iter()
-        .map(|b| f32::from_le_bytes(*b))
-        .collect();
-    drop(view);
-    staging.unmap();
-    Ok(out)
 }
 
 // ANCHOR: matvec
@@ -330,6 +242,6 @@ pub fn matvec(gpu: &Gpu, shaders: &MatVec, m: &GpuMatrix, x: &[f32]) -> Result<V
         product.record(&mut pass);
     }
     gpu.checked("the product", || gpu.queue.submit([encoder.finish()]))?;
-    read_f32(gpu, &product.out, product.rows)
+    gpu.read_f32(&product.out, product.rows)
 }
 // ANCHOR_END: matvec
