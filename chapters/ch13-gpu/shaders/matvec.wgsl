@@ -1,10 +1,13 @@
 // The matrix-vector product `out = W · x` for one token (decode), shared by every weight format.
-// The format's file (q4_0.wgsl, …) is put in front of this one and brings `block_dot`.
+// The format's file (q4_0.wgsl, …) brings `block_dot`; a reduction file (reduce_workgroup.wgsl
+// or reduce_subgroup.wgsl) brings `main`, which adds the lanes' sums of each row.
 //
 // Layout: one workgroup takes ROWS rows; in each row, LANES invocations share the row's blocks
 // (lane l takes blocks l, l + LANES, l + 2·LANES, …), each keeps its own f32 sum, and a tree
 // in workgroup memory adds the LANES sums. Neighbouring lanes read neighbouring blocks, so
 // one pass over a row reads it from start to end.
+// The workgroup is @workgroup_size(128), LANES × ROWS: invocation i works on row i / 32 of
+// the workgroup's four, as lane i % 32.
 
 // ANCHOR: bindings
 // The weights as the file holds them: raw blocks, one row after another, padded to whole words.
@@ -55,33 +58,23 @@ fn i8_at(word: u32, k: u32) -> i32 {
 }
 // ANCHOR_END: bytes
 
-// ANCHOR: reduce
+// ANCHOR: lane_sum
 const LANES: u32 = 32u;
 const ROWS: u32 = 4u;
-var<workgroup> partial: array<f32, 128>; // LANES * ROWS
 
-@compute @workgroup_size(32, 4)
-fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_id) me: vec3<u32>) {
-    let row = (group.y * params.groups_x + group.x) * ROWS + me.y;
-    let lane = me.x;
+// The row invocation `i` of a workgroup works on (past `params.rows` in the last workgroup).
+fn row_of(group: vec3<u32>, i: u32) -> u32 {
+    return (group.y * params.groups_x + group.x) * ROWS + i / LANES;
+}
+
+// One lane's share of its row: blocks lane, lane + LANES, lane + 2·LANES, …
+fn lane_sum(row: u32, lane: u32) -> f32 {
     var sum = 0.0;
     if row < params.rows {
         for (var b = lane; b < params.blocks; b += LANES) {
             sum += block_dot(row, b);
         }
     }
-    let slot = me.y * LANES + lane;
-    partial[slot] = sum;
-    workgroupBarrier();
-    // Halve the number of sums each step: 32 → 16 → … → 1.
-    for (var width = LANES / 2u; width > 0u; width /= 2u) {
-        if lane < width {
-            partial[slot] += partial[slot + width];
-        }
-        workgroupBarrier();
-    }
-    if lane == 0u && row < params.rows {
-        out[row] = partial[slot];
-    }
+    return sum;
 }
-// ANCHOR_END: reduce
+// ANCHOR_END: lane_sum

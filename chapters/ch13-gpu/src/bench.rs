@@ -187,6 +187,7 @@ pub fn run(gpu: &Gpu, secs: f64, mut progress: impl FnMut(&str)) -> Result<Value
             "driver": gpu.info.driver,
             "driver_info": gpu.info.driver_info,
         },
+        "reduction": shaders.reduction.name(),
         "secs_per_measurement": secs,
         "copy": { "bytes": copy_bytes, "gbps_read_plus_write": copy_bps / 1e9 },
         "kernels": kernels,
@@ -206,6 +207,11 @@ pub fn text(r: &Value) -> String {
         s(&a["device_type"]),
         s(&a["driver"]),
         s(&a["driver_info"])
+    );
+    out += &format!(
+        "products add their lanes with the {} reduction ({}=workgroup forces that one)\n",
+        s(&r["reduction"]),
+        crate::matvec::REDUCTION_VAR
     );
     out += &format!(
         "copy_buffer_to_buffer of {} MiB: {:.1} GB/s read + written (the ceiling)\n\n",

@@ -10,24 +10,61 @@ use wgpu::util::DeviceExt;
 use crate::acts::{self, BLOCK_WORDS};
 use crate::gpu::{Error, Gpu, Result};
 
-/// Rows one workgroup takes, and invocations per row: `@workgroup_size(32, 4)` in
-/// `shaders/matvec.wgsl`.
+/// Rows one workgroup takes (`ROWS` in `shaders/matvec.wgsl`, 32 invocations each).
 pub const ROWS_PER_GROUP: u32 = 4;
 
+/// How a workgroup adds its lanes' sums: through workgroup memory, which every adapter has,
+/// or with subgroup operations, where the adapter has them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reduction {
+    Workgroup,
+    Subgroup,
+}
+
+/// The environment variable that forces the workgroup-memory reduction: `workgroup`.
+pub const REDUCTION_VAR: &str = "LLM_BOOK_GPU_REDUCTION";
+
+impl Reduction {
+    /// Subgroups if the device has them (in subgroups of at least 4, which the shader's
+    /// table of subgroup totals assumes), unless `LLM_BOOK_GPU_REDUCTION=workgroup`.
+    pub fn for_gpu(gpu: &Gpu) -> Reduction {
+        let forced = std::env::var(REDUCTION_VAR).is_ok_and(|v| v == "workgroup");
+        if gpu.found.subgroups && gpu.info.subgroup_min_size >= 4 && !forced {
+            Reduction::Subgroup
+        } else {
+            Reduction::Workgroup
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Reduction::Workgroup => "workgroup",
+            Reduction::Subgroup => "subgroup",
+        }
+    }
+}
+
 // ANCHOR: sources
-/// The WGSL of a format's product: its `block_dot`, then the shared bindings, byte readers
-/// and reduction. `None` for a format with no shader yet.
-pub fn source(format: Format) -> Option<String> {
+/// The WGSL of a format's product: its `block_dot`, the shared bindings, byte readers and
+/// lane sums, and the reduction's `main`. `None` for a format with no shader yet.
+pub fn source(format: Format, reduction: Reduction) -> Option<String> {
     let block = match format {
         Format::Q4_0 => include_str!("../shaders/q4_0.wgsl"),
         Format::Q8_0 => include_str!("../shaders/q8_0.wgsl"),
         Format::Q4_1 => include_str!("../shaders/q4_1.wgsl"),
         _ => return None,
     };
-    Some(format!(
-        "{block}\n{}",
-        include_str!("../shaders/matvec.wgsl")
-    ))
+    let common = include_str!("../shaders/matvec.wgsl");
+    Some(match reduction {
+        Reduction::Workgroup => {
+            let reduce = include_str!("../shaders/reduce_workgroup.wgsl");
+            format!("{block}\n{common}\n{reduce}")
+        }
+        Reduction::Subgroup => {
+            let reduce = include_str!("../shaders/reduce_subgroup.wgsl");
+            format!("{block}\n{common}\n{reduce}")
+        }
+    })
 }
 // ANCHOR_END: sources
 
@@ -56,7 +93,7 @@ impl GpuMatrix {
         cols: usize,
         blocks: &[u8],
     ) -> Result<GpuMatrix> {
-        if source(format).is_none() {
+        if !FORMATS.contains(&format) {
             return Err(Error::Input(format!("no GPU shader for {}", format.name())));
         }
         if rows == 0 || cols == 0 || !cols.is_multiple_of(format.block_values()) {
@@ -130,18 +167,35 @@ impl GpuMatrix {
 
 /// The compiled product pipelines, one per format in [`FORMATS`]: made once.
 pub struct MatVec {
+    pub reduction: Reduction,
     pipelines: Vec<(Format, wgpu::ComputePipeline)>,
 }
 
 impl MatVec {
-    /// Compiles every format's shader; an error names the format and says what failed.
+    /// Compiles every format's shader with the reduction [`Reduction::for_gpu`] picks.
     pub fn new(gpu: &Gpu) -> Result<MatVec> {
+        MatVec::with(gpu, Reduction::for_gpu(gpu))
+    }
+
+    /// Compiles every format's shader with `reduction`; an error names the format and says
+    /// what failed.
+    pub fn with(gpu: &Gpu, reduction: Reduction) -> Result<MatVec> {
+        if reduction == Reduction::Subgroup && !gpu.found.subgroups {
+            return Err(Error::Input(format!(
+                "{} has no subgroup operations",
+                gpu.info.name
+            )));
+        }
         let mut pipelines = Vec::new();
         for format in FORMATS {
-            let wgsl = source(format).expect("FORMATS have shaders");
-            pipelines.push((format, gpu.pipeline(format.name(), &wgsl)?));
+            let wgsl = source(format, reduction).expect("FORMATS have shaders");
+            let label = format!("{} ({} reduction)", format.name(), reduction.name());
+            pipelines.push((format, gpu.pipeline(&label, &wgsl)?));
         }
-        Ok(MatVec { pipelines })
+        Ok(MatVec {
+            reduction,
+            pipelines,
+        })
     }
 
     fn pipeline(&self, format: Format) -> Result<&wgpu::ComputePipeline> {

@@ -23,6 +23,7 @@ use ch06_quantization::Format;
 use ch06_quantization::blocks::{BlockQ4_1, BlockQ8_0, BlockQ8_1, QK};
 use ch06_quantization::dot::{dot_q4_0_q8_0, dot_q4_1_q8_1, dot_q8_0_q8_0};
 use ch06_quantization::quantize::{quantize_q4_0, quantize_q4_1, quantize_q8_0, quantize_q8_1};
+use ch13_gpu::matvec::Reduction;
 use ch13_gpu::random::{self, Rng};
 use ch13_gpu::{Error, Gpu, GpuMatrix, MatVec, matvec};
 
@@ -121,6 +122,13 @@ fn quantized(format: Format, rows: usize, cols: usize, rng: &mut Rng) -> Vec<u8>
     out
 }
 
+/// The product shaders with each reduction: workgroup memory, and subgroups (lavapipe has
+/// them; an adapter without them fails here, saying so).
+fn both(gpu: &Gpu) -> [MatVec; 2] {
+    [Reduction::Workgroup, Reduction::Subgroup]
+        .map(|r| MatVec::with(gpu, r).unwrap_or_else(|e| panic!("the {} reduction: {e}", r.name())))
+}
+
 /// Shapes that miss every multiple: rows not a multiple of 4 (the rows a workgroup takes),
 /// blocks a row not a multiple of 32 (the lanes that share a row), one block, one row.
 const SHAPES: [(usize, usize); 6] = [
@@ -135,21 +143,17 @@ const SHAPES: [(usize, usize); 6] = [
 #[test]
 fn every_shader_matches_the_cpu_on_quantized_random_rows() {
     let gpu = gpu();
-    let shaders = MatVec::new(&gpu).unwrap_or_else(|e| panic!("{e}"));
     let mut rng = Rng::new(60);
-    for format in ch13_gpu::matvec::FORMATS {
-        for (rows, cols) in SHAPES {
-            let blocks = quantized(format, rows, cols, &mut rng);
-            let x: Vec<f32> = (0..cols).map(|_| 3.0 * rng.signed()).collect();
-            let m = GpuMatrix::from_blocks(&gpu, format, rows, cols, &blocks).unwrap();
-            check(
-                &gpu,
-                &shaders,
-                &format!("{} {rows}x{cols}", format.name()),
-                &m,
-                &blocks,
-                &x,
-            );
+    for shaders in both(&gpu) {
+        let reduction = shaders.reduction.name();
+        for format in ch13_gpu::matvec::FORMATS {
+            for (rows, cols) in SHAPES {
+                let blocks = quantized(format, rows, cols, &mut rng);
+                let x: Vec<f32> = (0..cols).map(|_| 3.0 * rng.signed()).collect();
+                let m = GpuMatrix::from_blocks(&gpu, format, rows, cols, &blocks).unwrap();
+                let what = format!("{} {rows}x{cols}, {reduction} reduction", format.name());
+                check(&gpu, &shaders, &what, &m, &blocks, &x);
+            }
         }
     }
 }
@@ -159,21 +163,17 @@ fn every_shader_matches_the_cpu_on_raw_random_blocks() {
     // Every quant byte random (Q8_0's −128 too, which quantizing never makes), scales
     // of both signs for Q4_1's minimum: the shader reads what is there, not what it expects.
     let gpu = gpu();
-    let shaders = MatVec::new(&gpu).unwrap_or_else(|e| panic!("{e}"));
     let mut rng = Rng::new(13);
-    for format in ch13_gpu::matvec::FORMATS {
-        for (rows, cols) in [(9, 32 * 47), (33, 32 * 3)] {
-            let blocks = random::blocks(format, rows, cols, &mut rng);
-            let x: Vec<f32> = (0..cols).map(|_| rng.signed()).collect();
-            let m = GpuMatrix::from_blocks(&gpu, format, rows, cols, &blocks).unwrap();
-            check(
-                &gpu,
-                &shaders,
-                &format!("raw {} {rows}x{cols}", format.name()),
-                &m,
-                &blocks,
-                &x,
-            );
+    for shaders in both(&gpu) {
+        let reduction = shaders.reduction.name();
+        for format in ch13_gpu::matvec::FORMATS {
+            for (rows, cols) in [(9, 32 * 47), (33, 32 * 3)] {
+                let blocks = random::blocks(format, rows, cols, &mut rng);
+                let x: Vec<f32> = (0..cols).map(|_| rng.signed()).collect();
+                let m = GpuMatrix::from_blocks(&gpu, format, rows, cols, &blocks).unwrap();
+                let what = format!("raw {} {rows}x{cols}, {reduction} reduction", format.name());
+                check(&gpu, &shaders, &what, &m, &blocks, &x);
+            }
         }
     }
 }
