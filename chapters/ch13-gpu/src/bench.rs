@@ -8,6 +8,9 @@
 //! - **one submission each**: submit, wait, repeat. The difference is what a submission and
 //!   its round trip cost, paid once per dispatch by an engine that does not batch.
 //!
+//! Where the adapter has subgroups, every product is timed with both reductions (subgroup,
+//! then workgroup memory), the matrices uploaded again for each.
+//!
 //! A matrix read over and over would sit in the GPU's last-level cache (tens of MB on a
 //! datacenter GPU), so each shape is uploaded as several copies, [`WORKING_SET`] bytes in
 //! all, and the products cycle through them: every product reads its weights from memory.
@@ -19,7 +22,7 @@ use serde_json::{Value, json};
 
 use crate::acts;
 use crate::gpu::{Error, Gpu, Result};
-use crate::matvec::{FORMATS, GpuMatrix, MatVec, Product};
+use crate::matvec::{FORMATS, GpuMatrix, MatVec, Product, Reduction};
 use crate::random::{self, Rng};
 
 /// Bytes of weights the products of one shape cycle through: several times any GPU's cache.
@@ -166,19 +169,29 @@ pub fn product(
 /// the time each measurement runs for.
 pub fn run(gpu: &Gpu, secs: f64, mut progress: impl FnMut(&str)) -> Result<Value> {
     let started = Instant::now();
+    // The reduction this adapter gets, and the workgroup one beside it when that is not it.
     let shaders = MatVec::new(gpu)?;
+    let mut all = vec![shaders];
+    if all[0].reduction != Reduction::Workgroup {
+        all.push(MatVec::with(gpu, Reduction::Workgroup)?);
+    }
     progress("copy");
     let (copy_bytes, copy_bps) = copy_rate(gpu, secs)?;
     let mut kernels = Vec::new();
     for format in FORMATS {
         for shape in SHAPES {
-            progress(&format!("{} {}x{}", format.name(), shape.0, shape.1));
-            let mut k = product(gpu, &shaders, format, shape, secs)?;
-            let gbps = k["batched"]["gbps"].as_f64().unwrap_or(0.0);
-            k["fraction_of_copy"] = json!(gbps * 1e9 / copy_bps);
-            kernels.push(k);
+            for shaders in &all {
+                let r = shaders.reduction.name();
+                progress(&format!("{} {}x{} ({r})", format.name(), shape.0, shape.1));
+                let mut k = product(gpu, shaders, format, shape, secs)?;
+                let gbps = k["batched"]["gbps"].as_f64().unwrap_or(0.0);
+                k["fraction_of_copy"] = json!(gbps * 1e9 / copy_bps);
+                k["reduction"] = json!(r);
+                kernels.push(k);
+            }
         }
     }
+    let shaders = &all[0];
     Ok(json!({
         "adapter": {
             "name": gpu.info.name,
@@ -209,7 +222,7 @@ pub fn text(r: &Value) -> String {
         s(&a["driver_info"])
     );
     out += &format!(
-        "products add their lanes with the {} reduction ({}=workgroup forces that one)\n",
+        "the default reduction here: {} ({}=workgroup forces workgroup memory)\n",
         s(&r["reduction"]),
         crate::matvec::REDUCTION_VAR
     );
@@ -218,13 +231,14 @@ pub fn text(r: &Value) -> String {
         r["copy"]["bytes"].as_u64().unwrap_or(0) >> 20,
         f(&r["copy"]["gbps_read_plus_write"])
     );
-    out += "format  rows x cols    weights MB   batched µs  GB/s  of copy   one submission each µs  GB/s\n";
+    out += "format  rows x cols    reduction  weights MB   batched µs    GB/s  of copy   one submission each µs    GB/s\n";
     for k in r["kernels"].as_array().into_iter().flatten() {
         out += &format!(
-            "{:<6}  {:>5} x {:<5}  {:>10.2}  {:>11.1}  {:>5.1}  {:>6.1}%  {:>22.1}  {:>5.1}\n",
+            "{:<6}  {:>5} x {:<5}  {:<9}  {:>10.2}  {:>11.1}  {:>6.1}  {:>6.1}%  {:>22.1}  {:>6.1}\n",
             s(&k["format"]),
             k["rows"].as_u64().unwrap_or(0),
             k["cols"].as_u64().unwrap_or(0),
+            s(&k["reduction"]),
             f(&k["weight_bytes"]) / 1e6,
             f(&k["batched"]["us_per_product"]),
             f(&k["batched"]["gbps"]),

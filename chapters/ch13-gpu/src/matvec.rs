@@ -52,6 +52,7 @@ pub fn source(format: Format, reduction: Reduction) -> Option<String> {
         Format::Q4_0 => include_str!("../shaders/q4_0.wgsl"),
         Format::Q8_0 => include_str!("../shaders/q8_0.wgsl"),
         Format::Q4_1 => include_str!("../shaders/q4_1.wgsl"),
+        Format::Q5_0 => include_str!("../shaders/q5_0.wgsl"),
         _ => return None,
     };
     let common = include_str!("../shaders/matvec.wgsl");
@@ -69,7 +70,7 @@ pub fn source(format: Format, reduction: Reduction) -> Option<String> {
 // ANCHOR_END: sources
 
 /// The formats with a product shader.
-pub const FORMATS: [Format; 3] = [Format::Q4_0, Format::Q8_0, Format::Q4_1];
+pub const FORMATS: [Format; 4] = [Format::Q4_0, Format::Q8_0, Format::Q4_1, Format::Q5_0];
 
 /// A weight matrix on the GPU: the file's blocks, row after row, as they were.
 pub struct GpuMatrix {

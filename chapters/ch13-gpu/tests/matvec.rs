@@ -23,6 +23,7 @@ use ch06_quantization::Format;
 use ch06_quantization::blocks::{BlockQ4_1, BlockQ8_0, BlockQ8_1, QK};
 use ch06_quantization::dot::{dot_q4_0_q8_0, dot_q4_1_q8_1, dot_q8_0_q8_0};
 use ch06_quantization::quantize::{quantize_q4_0, quantize_q4_1, quantize_q8_0, quantize_q8_1};
+use ch07_simd_parallel::layout::kquant::{Q8_0Wide, dot_q5_0_q8_0};
 use ch13_gpu::matvec::Reduction;
 use ch13_gpu::random::{self, Rng};
 use ch13_gpu::{Error, Gpu, GpuMatrix, MatVec, matvec};
@@ -61,6 +62,19 @@ fn cpu_row(format: Format, row: &[u8], x: &[f32]) -> (f32, f64) {
                 mag += f64::from((t - ms).abs()) + f64::from(ms.abs());
             }
             dot_q4_1_q8_1(row, &a)
+        }
+        Format::Q5_0 => {
+            // chapter 7's scalar Q5_0 block dot, added left to right as chapter 6's dots add
+            let mut sum = 0.0f32;
+            for (b, x) in xs.iter().enumerate().take(nb) {
+                let t = dot_q5_0_q8_0(
+                    &row[b * bb..(b + 1) * bb],
+                    &Q8_0Wide::from(&quantize_q8_0(x)),
+                );
+                mag += f64::from(t.abs());
+                sum += t;
+            }
+            sum
         }
         _ => unreachable!("no shader for {format:?}"),
     };
@@ -102,7 +116,11 @@ fn check(gpu: &Gpu, shaders: &MatVec, what: &str, m: &GpuMatrix, blocks: &[u8], 
 }
 
 /// `rows × cols` random weights quantized to `format` by chapter 6, as raw blocks.
+/// Q5_0 has no quantizer in this book (its files come quantized): random raw blocks.
 fn quantized(format: Format, rows: usize, cols: usize, rng: &mut Rng) -> Vec<u8> {
+    if format == Format::Q5_0 {
+        return random::blocks(format, rows, cols, rng);
+    }
     let mut out = vec![0u8; rows * format.row_bytes(cols)];
     let values: Vec<f32> = (0..rows * cols).map(|_| rng.signed()).collect();
     let bb = format.block_bytes();
@@ -178,22 +196,15 @@ fn every_shader_matches_the_cpu_on_raw_random_blocks() {
     }
 }
 
-#[test]
-fn smollm2_tensors_match_the_cpu() {
-    // The Q4_1 file's products, and its Q8_0 embedding (the tied output matrix).
-    let path = models::require(&models::smollm2_gguf()).unwrap_or_else(|e| panic!("{e}"));
+/// Tensors `names` of the file at `path`, each against the CPU; the formats they held.
+fn check_tensors(path: &std::path::Path, names: &[&str], seed: u64) -> Vec<Format> {
+    let path = models::require(path).unwrap_or_else(|e| panic!("{e}"));
     let file = ch08_gguf::GgufFile::open(&path).unwrap_or_else(|e| panic!("{e}"));
     let gpu = gpu();
     let shaders = MatVec::new(&gpu).unwrap_or_else(|e| panic!("{e}"));
-    let mut rng = Rng::new(135);
+    let mut rng = Rng::new(seed);
     let mut formats = Vec::new();
-    for name in [
-        "blk.0.attn_q.weight",
-        "blk.0.attn_k.weight",
-        "blk.3.ffn_down.weight",
-        "blk.29.ffn_up.weight",
-        "token_embd.weight",
-    ] {
+    for name in names {
         let info = file.info(name).unwrap_or_else(|e| panic!("{e}"));
         let data = file.data(info);
         let m = GpuMatrix::from_tensor(&gpu, info, data).unwrap_or_else(|e| panic!("{e}"));
@@ -201,9 +212,37 @@ fn smollm2_tensors_match_the_cpu() {
         let x: Vec<f32> = (0..m.cols).map(|_| rng.signed()).collect();
         check(&gpu, &shaders, name, &m, data, &x);
     }
+    formats
+}
+
+#[test]
+fn smollm2_tensors_match_the_cpu() {
+    // The Q4_1 file's products, and its Q8_0 embedding (the tied output matrix).
+    let names = [
+        "blk.0.attn_q.weight",
+        "blk.0.attn_k.weight",
+        "blk.3.ffn_down.weight",
+        "blk.29.ffn_up.weight",
+        "token_embd.weight",
+    ];
+    let formats = check_tensors(&models::smollm2_gguf(), &names, 135);
     assert!(
         formats.contains(&Format::Q4_1) && formats.contains(&Format::Q8_0),
         "SmolLM2's file should hold Q4_1 and Q8_0 tensors; it held {formats:?}"
+    );
+}
+
+#[test]
+fn gemma3_q5_0_tensors_match_the_cpu() {
+    let names = [
+        "blk.0.attn_q.weight",
+        "blk.0.attn_k.weight",
+        "blk.5.ffn_up.weight",
+    ];
+    let formats = check_tensors(&models::gemma3_gguf(), &names, 270);
+    assert!(
+        formats.iter().all(|&f| f == Format::Q5_0),
+        "these Gemma-3 tensors should be Q5_0; they were {formats:?}"
     );
 }
 
@@ -225,10 +264,9 @@ fn bad_shapes_and_formats_are_errors() {
         GpuMatrix::from_blocks(&gpu, Format::Q4_0, 2, 48, &blocks),
         "half a block",
     );
-    input(
-        GpuMatrix::from_blocks(&gpu, Format::Q5_0, 2, 64, &blocks),
-        "no Q5_0 shader",
-    );
+    let k_blocks = vec![0u8; 2 * Format::Q6_K.row_bytes(256)];
+    let no_shader = GpuMatrix::from_blocks(&gpu, Format::Q6_K, 2, 256, &k_blocks);
+    input(no_shader, "no Q6_K shader");
     input(
         GpuMatrix::from_blocks(&gpu, Format::Q4_0, usize::MAX, 64, &blocks),
         "huge",
