@@ -155,12 +155,13 @@ fn fetch_models(which: &str) -> Result<(), String> {
 fn test_all() -> Result<(), String> {
     let ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false");
     fetch_models("all")?;
-    // chapter 11's real clients: the openai package (into the venv) and Debian's chromium
+    // chapter 11's real clients: the openai package (into the venv) and Debian's chromium;
+    // chapter 13's Vulkan driver on the CPU, lavapipe (Debian's mesa-vulkan-drivers)
     let mut deps = Command::new("bash");
     deps.current_dir(root()).arg("scripts/test-deps.sh");
     run_visible(
         &mut deps,
-        "install chapter 11's test clients (scripts/test-deps.sh)",
+        "install chapter 11's test clients and chapter 13's lavapipe (scripts/test-deps.sh)",
     )?;
     run_visible(
         cargo().args(["test", "--workspace", "--release", "--locked"]),

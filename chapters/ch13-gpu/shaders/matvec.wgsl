@@ -1,0 +1,80 @@
+// The matrix-vector product `out = W · x` for one token (decode), shared by every weight format.
+// The format's file (q4_0.wgsl, …) brings `block_dot`; a reduction file (reduce_workgroup.wgsl
+// or reduce_subgroup.wgsl) brings `main`, which adds the lanes' sums of each row.
+//
+// Layout: one workgroup takes ROWS rows; in each row, LANES invocations share the row's blocks
+// (lane l takes blocks l, l + LANES, l + 2·LANES, …), each keeps its own f32 sum, and a tree
+// in workgroup memory adds the LANES sums. Neighbouring lanes read neighbouring blocks, so
+// one pass over a row reads it from start to end.
+// The workgroup is @workgroup_size(128), LANES × ROWS: invocation i works on row i / 32 of
+// the workgroup's four, as lane i % 32.
+
+// ANCHOR: bindings
+// The weights as the file holds them: raw blocks, one row after another, padded to whole words.
+@group(0) @binding(0) var<storage, read> weights: array<u32>;
+
+// The input vector, quantized by the host to the format the weights want (Q8_0 or Q8_1),
+// one entry per block of 32: its scale, its sum `s = d·Σq` (Q8_1; 0 for Q8_0), and the
+// 32 quants as i8, four to a word, element 4i + k in byte k of word i.
+struct ActBlock {
+    d: f32,
+    s: f32,
+    qs: array<u32, 8>,
+}
+@group(0) @binding(1) var<storage, read> acts: array<ActBlock>;
+
+// One f32 per row.
+@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+
+struct Params {
+    rows: u32,     // rows of W
+    blocks: u32,   // blocks in a row: cols / 32
+    groups_x: u32, // workgroups along x in the dispatch (a grid can be 2-D when rows are many)
+    _pad: u32,
+}
+@group(0) @binding(3) var<uniform> params: Params;
+// ANCHOR_END: bindings
+
+// ANCHOR: bytes
+// The 4 bytes that start at byte `at` of the weights, little-endian, wherever they start:
+// a block of 18 or 34 bytes begins on every other half-word, not on a word.
+fn word_at(at: u32) -> u32 {
+    let i = at / 4u;
+    let shift = (at % 4u) * 8u;
+    if shift == 0u {
+        return weights[i];
+    }
+    return (weights[i] >> shift) | (weights[i + 1u] << (32u - shift));
+}
+
+// The f16 at byte `at`, widened to f32 (exactly: every f16 is an f32).
+fn half_at(at: u32) -> f32 {
+    return unpack2x16float(word_at(at)).x;
+}
+
+// Byte k (0..4) of a word read as an i8, sign-extended.
+fn i8_at(word: u32, k: u32) -> i32 {
+    return extractBits(i32(word), 8u * k, 8u);
+}
+// ANCHOR_END: bytes
+
+// ANCHOR: lane_sum
+const LANES: u32 = 32u;
+const ROWS: u32 = 4u;
+
+// The row invocation `i` of a workgroup works on (past `params.rows` in the last workgroup).
+fn row_of(group: vec3<u32>, i: u32) -> u32 {
+    return (group.y * params.groups_x + group.x) * ROWS + i / LANES;
+}
+
+// One lane's share of its row: blocks lane, lane + LANES, lane + 2·LANES, …
+fn lane_sum(row: u32, lane: u32) -> f32 {
+    var sum = 0.0;
+    if row < params.rows {
+        for (var b = lane; b < params.blocks; b += LANES) {
+            sum += block_dot(row, b);
+        }
+    }
+    return sum;
+}
+// ANCHOR_END: lane_sum

@@ -1,0 +1,64 @@
+//! The input vector of a product, quantized on the host to the block format its weights
+//! meet on the CPU (chapter 6's `Format::spec` activation column: Q8_0 for Q4_0 and Q8_0,
+//! Q8_1 for Q4_1), then laid out for the shader as whole words.
+//!
+//! Quantizing with chapter 6's own functions means the GPU multiplies exactly the blocks the
+//! CPU engine does: each block's integer dot is the same, and only the order in which the
+//! f32 block sums are added differs (the bound in `tests/matvec.rs`).
+
+use ch06_quantization::blocks::QK;
+use ch06_quantization::matrix::ActFormat;
+use ch06_quantization::quantize::{quantize_q8_0, quantize_q8_1};
+
+use crate::gpu::{Error, Result};
+
+/// Words per activation block in the shader's `ActBlock`: `d`, `s`, 8 words of quants.
+pub const BLOCK_WORDS: usize = 10;
+
+// ANCHOR: act_block
+/// One block as the shader's `struct ActBlock { d: f32, s: f32, qs: array<u32, 8> }` reads
+/// it: the f16 scale and sum widened to f32 (exactly), the 32 i8 quants four to a word,
+/// element `4i + k` in byte `k` of word `i`.
+fn push_block(out: &mut Vec<u32>, d: f32, s: f32, qs: &[i8; QK]) {
+    out.push(d.to_bits());
+    out.push(s.to_bits());
+    for four in qs.chunks_exact(4) {
+        out.push(u32::from_le_bytes([
+            four[0] as u8,
+            four[1] as u8,
+            four[2] as u8,
+            four[3] as u8,
+        ]));
+    }
+}
+// ANCHOR_END: act_block
+
+/// `x` quantized to `format`, [`BLOCK_WORDS`] words per block of 32.
+pub fn quantize(format: ActFormat, x: &[f32]) -> Result<Vec<u32>> {
+    let (blocks, rest) = x.as_chunks::<QK>();
+    if !rest.is_empty() {
+        return Err(Error::Input(format!(
+            "a vector of {} values is not whole blocks of {QK}",
+            x.len()
+        )));
+    }
+    let mut out = Vec::with_capacity(blocks.len() * BLOCK_WORDS);
+    for b in blocks {
+        match format {
+            ActFormat::Q8_0 => {
+                let q = quantize_q8_0(b);
+                push_block(&mut out, q.scale(), 0.0, &q.qs);
+            }
+            ActFormat::Q8_1 => {
+                let q = quantize_q8_1(b);
+                push_block(&mut out, q.scale(), q.sum(), &q.qs);
+            }
+            ActFormat::Q8_K => {
+                return Err(Error::Input(
+                    "Q8_K activations (the K-quants') have no shader yet".into(),
+                ));
+            }
+        }
+    }
+    Ok(out)
+}

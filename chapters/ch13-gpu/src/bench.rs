@@ -1,0 +1,260 @@
+//! `ch13-gpu kernels`: how fast each product shader reads its weights, beside the fastest
+//! the GPU moves bytes at all (a device-to-device copy). Needs no model: the blocks are
+//! random ([`crate::random`]).
+//!
+//! Each product is timed two ways:
+//! - **batched**: many products recorded into one submission, then one wait. This is what a
+//!   decode step does, and what the shader alone costs.
+//! - **one submission each**: submit, wait, repeat. The difference is what a submission and
+//!   its round trip cost, paid once per dispatch by an engine that does not batch.
+//!
+//! Where the adapter has subgroups, every product is timed with both reductions (subgroup,
+//! then workgroup memory), the matrices uploaded again for each.
+//!
+//! A matrix read over and over would sit in the GPU's last-level cache (tens of MB on a
+//! datacenter GPU), so each shape is uploaded as several copies, [`WORKING_SET`] bytes in
+//! all, and the products cycle through them: every product reads its weights from memory.
+
+use std::time::{Duration, Instant};
+
+use ch06_quantization::Format;
+use serde_json::{Value, json};
+
+use crate::acts;
+use crate::gpu::{Error, Gpu, Result};
+use crate::matvec::{FORMATS, GpuMatrix, MatVec, Product, Reduction};
+use crate::random::{self, Rng};
+
+/// Bytes of weights the products of one shape cycle through: several times any GPU's cache.
+pub const WORKING_SET: usize = 256 << 20;
+
+/// The shapes timed, `(rows, cols)`: a 7B's attention and FFN products, and SmolLM2's
+/// FFN down-projection.
+pub const SHAPES: [(usize, usize); 3] = [(4096, 4096), (11008, 4096), (576, 1536)];
+
+/// The most pieces of work one timed run records: enough for a product of a few µs to run
+/// for a fraction of a second, few enough that the recorded commands stay small.
+const MOST: usize = 1 << 17;
+
+/// Calls `step(n)`, which records `n` pieces of work, runs them and returns the seconds the
+/// running took (not the recording), with `n` growing until one run takes at least `secs`;
+/// returns that run's `n` and seconds.
+fn time_until(secs: f64, mut step: impl FnMut(usize) -> Result<f64>) -> Result<(usize, f64)> {
+    let mut n = 1;
+    loop {
+        let took = step(n)?;
+        if took >= secs || n >= MOST {
+            return Ok((n, took));
+        }
+        // Aim straight for the target once a run is long enough to trust.
+        n = if took > 0.01 {
+            ((n as f64 * secs / took * 1.1) as usize).max(n + 1)
+        } else {
+            n * 4
+        }
+        .min(MOST);
+    }
+}
+
+/// Submits `buffers` one after another and waits for the last; the seconds that took.
+fn submit_timed(gpu: &Gpu, buffers: Vec<wgpu::CommandBuffer>, wait_each: bool) -> Result<f64> {
+    let t = Instant::now();
+    for b in buffers {
+        gpu.queue.submit([b]);
+        if wait_each {
+            gpu.wait()?;
+        }
+    }
+    gpu.wait()?;
+    Ok(t.elapsed().as_secs_f64())
+}
+
+/// The copy's rate, bytes read plus bytes written per second: the ceiling a shader that
+/// reads its weights once can approach.
+pub fn copy_rate(gpu: &Gpu, secs: f64) -> Result<(u64, f64)> {
+    let size = (WORKING_SET as u64).min(gpu.limits.max_buffer_size) / 4 * 4;
+    let make = |usage| {
+        gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("copy"),
+            size,
+            usage,
+            mapped_at_creation: false,
+        })
+    };
+    let src = make(wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST);
+    let dst = make(wgpu::BufferUsages::COPY_DST);
+    let run = |n: usize| {
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        for _ in 0..n {
+            encoder.copy_buffer_to_buffer(&src, 0, &dst, 0, size);
+        }
+        submit_timed(gpu, vec![encoder.finish()], false)
+    };
+    run(1)?; // first touch: the driver may allocate lazily
+    let (n, took) = time_until(secs, run)?;
+    Ok((size, 2.0 * size as f64 * n as f64 / took))
+}
+
+/// One shape of one format, timed both ways; a JSON object.
+pub fn product(
+    gpu: &Gpu,
+    shaders: &MatVec,
+    format: Format,
+    shape: (usize, usize),
+    secs: f64,
+) -> Result<Value> {
+    let (rows, cols) = shape;
+    let mut rng = Rng::new(0x13 + rows as u64 * 7 + cols as u64);
+    let blocks = random::blocks(format, rows, cols, &mut rng);
+    let copies = WORKING_SET.div_ceil(blocks.len()).clamp(1, 512);
+    let matrices = (0..copies)
+        .map(|_| GpuMatrix::from_blocks(gpu, format, rows, cols, &blocks))
+        .collect::<Result<Vec<_>>>()?;
+    let products = matrices
+        .iter()
+        .map(|m| Product::new(gpu, shaders, m))
+        .collect::<Result<Vec<_>>>()?;
+    let x: Vec<f32> = (0..cols).map(|_| rng.signed()).collect();
+    let words = acts::quantize(format.activation().expect("a block format"), &x)?;
+    for p in &products {
+        p.write_input(gpu, &words)?;
+    }
+    // `n` products recorded into one pass, or into one command buffer each.
+    let record = |products: &mut dyn Iterator<Item = &Product>| {
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            for p in products {
+                p.record(&mut pass);
+            }
+        }
+        encoder.finish()
+    };
+    let batched = |n: usize| {
+        let one = record(&mut products.iter().cycle().take(n));
+        submit_timed(gpu, vec![one], false)
+    };
+    let each = |n: usize| {
+        let buffers = products
+            .iter()
+            .cycle()
+            .take(n)
+            .map(|p| record(&mut std::iter::once(p)))
+            .collect();
+        submit_timed(gpu, buffers, true)
+    };
+    gpu.checked("the warm-up products", || batched(copies))??;
+    let (n_batched, t_batched) = time_until(secs, batched)?;
+    let (n_each, t_each) = time_until(secs, each)?;
+    let bytes = blocks.len() as f64;
+    let per = |n: usize, t: f64| {
+        json!({
+            "products": n,
+            "us_per_product": t / n as f64 * 1e6,
+            "gbps": bytes * n as f64 / t / 1e9,
+        })
+    };
+    Ok(json!({
+        "format": format.name(),
+        "rows": rows,
+        "cols": cols,
+        "weight_bytes": blocks.len(),
+        "copies": copies,
+        "batched": per(n_batched, t_batched),
+        "one_submission_each": per(n_each, t_each),
+    }))
+}
+
+/// The whole bench: the adapter, the copy ceiling, every format at every shape. `secs` is
+/// the time each measurement runs for.
+pub fn run(gpu: &Gpu, secs: f64, mut progress: impl FnMut(&str)) -> Result<Value> {
+    let started = Instant::now();
+    // The reduction this adapter gets, and the workgroup one beside it when that is not it.
+    let shaders = MatVec::new(gpu)?;
+    let mut all = vec![shaders];
+    if all[0].reduction != Reduction::Workgroup {
+        all.push(MatVec::with(gpu, Reduction::Workgroup)?);
+    }
+    progress("copy");
+    let (copy_bytes, copy_bps) = copy_rate(gpu, secs)?;
+    let mut kernels = Vec::new();
+    for format in FORMATS {
+        for shape in SHAPES {
+            for shaders in &all {
+                let r = shaders.reduction.name();
+                progress(&format!("{} {}x{} ({r})", format.name(), shape.0, shape.1));
+                let mut k = product(gpu, shaders, format, shape, secs)?;
+                let gbps = k["batched"]["gbps"].as_f64().unwrap_or(0.0);
+                k["fraction_of_copy"] = json!(gbps * 1e9 / copy_bps);
+                k["reduction"] = json!(r);
+                kernels.push(k);
+            }
+        }
+    }
+    let shaders = &all[0];
+    Ok(json!({
+        "adapter": {
+            "name": gpu.info.name,
+            "backend": gpu.info.backend.to_str(),
+            "device_type": format!("{:?}", gpu.info.device_type),
+            "driver": gpu.info.driver,
+            "driver_info": gpu.info.driver_info,
+        },
+        "reduction": shaders.reduction.name(),
+        "secs_per_measurement": secs,
+        "copy": { "bytes": copy_bytes, "gbps_read_plus_write": copy_bps / 1e9 },
+        "kernels": kernels,
+        "wall_secs": started.elapsed().as_secs_f64(),
+    }))
+}
+
+/// The bench's JSON as a table.
+pub fn text(r: &Value) -> String {
+    let a = &r["adapter"];
+    let s = |v: &Value| v.as_str().unwrap_or("").to_string();
+    let f = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
+    let mut out = format!(
+        "adapter: {} ({}, {}; driver {} {})\n",
+        s(&a["name"]),
+        s(&a["backend"]),
+        s(&a["device_type"]),
+        s(&a["driver"]),
+        s(&a["driver_info"])
+    );
+    out += &format!(
+        "the default reduction here: {} ({}=workgroup forces workgroup memory)\n",
+        s(&r["reduction"]),
+        crate::matvec::REDUCTION_VAR
+    );
+    out += &format!(
+        "copy_buffer_to_buffer of {} MiB: {:.1} GB/s read + written (the ceiling)\n\n",
+        r["copy"]["bytes"].as_u64().unwrap_or(0) >> 20,
+        f(&r["copy"]["gbps_read_plus_write"])
+    );
+    out += "format  rows x cols    reduction  weights MB   batched µs    GB/s  of copy   one submission each µs    GB/s\n";
+    for k in r["kernels"].as_array().into_iter().flatten() {
+        out += &format!(
+            "{:<6}  {:>5} x {:<5}  {:<9}  {:>10.2}  {:>11.1}  {:>6.1}  {:>6.1}%  {:>22.1}  {:>6.1}\n",
+            s(&k["format"]),
+            k["rows"].as_u64().unwrap_or(0),
+            k["cols"].as_u64().unwrap_or(0),
+            s(&k["reduction"]),
+            f(&k["weight_bytes"]) / 1e6,
+            f(&k["batched"]["us_per_product"]),
+            f(&k["batched"]["gbps"]),
+            100.0 * f(&k["fraction_of_copy"]),
+            f(&k["one_submission_each"]["us_per_product"]),
+            f(&k["one_submission_each"]["gbps"]),
+        );
+    }
+    out += &format!("\n{:.1} s in all\n", f(&r["wall_secs"]));
+    out
+}
+
+/// Checks `--secs`: a measurement long enough to mean something, short enough to finish.
+pub fn check_secs(secs: f64) -> Result<Duration> {
+    if !(0.01..=10.0).contains(&secs) {
+        return Err(Error::Input(format!("--secs {secs}: give 0.01 to 10")));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}

@@ -1,0 +1,22 @@
+//! Chapter 13: the GPU. The same quantized blocks chapter 8 maps from a GGUF file, uploaded
+//! as they are and multiplied by WGSL compute shaders through wgpu, so one program runs on
+//! Vulkan, Metal and DX12 and every machine can test it (Mesa's lavapipe is a Vulkan driver
+//! on the CPU).
+//!
+//! - [`gpu`]: the adapter, the device and queue, the features found.
+//! - [`acts`]: the input vector quantized as the CPU engine quantizes it.
+//! - [`matvec`]: a matrix on the GPU and the decode product `W · x`.
+//! - [`quantize`], [`rmsnorm`]: the input quantized on the GPU, and RMSNorm.
+//! - [`info`], [`bench`]: the binary's `info` and `kernels` commands.
+
+pub mod acts;
+pub mod bench;
+pub mod gpu;
+pub mod info;
+pub mod matvec;
+pub mod quantize;
+pub mod random;
+pub mod rmsnorm;
+
+pub use gpu::{Error, Gpu, Result};
+pub use matvec::{GpuMatrix, MatVec, Product, matvec};

@@ -1,0 +1,302 @@
+//! The decode product `y = W · x` on the GPU: a weight matrix uploaded as the file's raw
+//! blocks ([`GpuMatrix`]), the shaders that multiply it by one quantized vector
+//! ([`MatVec`]), and a [`Product`] that binds one matrix, one input and one output so it
+//! can be recorded into a command encoder as many times as wanted.
+
+use ch06_quantization::Format;
+use ch08_gguf::TensorInfo;
+use wgpu::util::DeviceExt;
+
+use crate::acts::{self, BLOCK_WORDS};
+use crate::gpu::{Error, Gpu, Result};
+
+/// Rows one workgroup takes (`ROWS` in `shaders/matvec.wgsl`, 32 invocations each).
+pub const ROWS_PER_GROUP: u32 = 4;
+
+/// How a workgroup adds its lanes' sums: through workgroup memory, which every adapter has,
+/// or with subgroup operations, where the adapter has them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reduction {
+    Workgroup,
+    Subgroup,
+}
+
+/// The environment variable that forces the workgroup-memory reduction: `workgroup`.
+pub const REDUCTION_VAR: &str = "LLM_BOOK_GPU_REDUCTION";
+
+impl Reduction {
+    /// Subgroups if the device has them (in subgroups of at least 4, which the shader's
+    /// table of subgroup totals assumes), unless `LLM_BOOK_GPU_REDUCTION=workgroup`.
+    pub fn for_gpu(gpu: &Gpu) -> Reduction {
+        let forced = std::env::var(REDUCTION_VAR).is_ok_and(|v| v == "workgroup");
+        if gpu.found.subgroups && gpu.info.subgroup_min_size >= 4 && !forced {
+            Reduction::Subgroup
+        } else {
+            Reduction::Workgroup
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Reduction::Workgroup => "workgroup",
+            Reduction::Subgroup => "subgroup",
+        }
+    }
+}
+
+// ANCHOR: sources
+/// The WGSL of a format's product: its `block_dot`, the shared bindings, byte readers and
+/// lane sums, and the reduction's `main`. `None` for a format with no shader yet.
+pub fn source(format: Format, reduction: Reduction) -> Option<String> {
+    let block = match format {
+        Format::Q4_0 => include_str!("../shaders/q4_0.wgsl"),
+        Format::Q8_0 => include_str!("../shaders/q8_0.wgsl"),
+        Format::Q4_1 => include_str!("../shaders/q4_1.wgsl"),
+        Format::Q5_0 => include_str!("../shaders/q5_0.wgsl"),
+        _ => return None,
+    };
+    let common = include_str!("../shaders/matvec.wgsl");
+    Some(match reduction {
+        Reduction::Workgroup => {
+            let reduce = include_str!("../shaders/reduce_workgroup.wgsl");
+            format!("{block}\n{common}\n{reduce}")
+        }
+        Reduction::Subgroup => {
+            let reduce = include_str!("../shaders/reduce_subgroup.wgsl");
+            format!("{block}\n{common}\n{reduce}")
+        }
+    })
+}
+// ANCHOR_END: sources
+
+/// The formats with a product shader.
+pub const FORMATS: [Format; 4] = [Format::Q4_0, Format::Q8_0, Format::Q4_1, Format::Q5_0];
+
+/// A weight matrix on the GPU: the file's blocks, row after row, as they were.
+pub struct GpuMatrix {
+    pub format: Format,
+    pub rows: usize,
+    pub cols: usize,
+    /// Bytes of weights (without the padding).
+    pub bytes: usize,
+    pub buffer: wgpu::Buffer,
+}
+
+impl GpuMatrix {
+    // ANCHOR: upload
+    /// Uploads `rows × cols` weights of `format` held as raw blocks in `blocks`: checked
+    /// against the shape and the device's limits, padded to whole words plus one (the shader
+    /// reads a word past an unaligned last block's end), and copied once, as they are.
+    pub fn from_blocks(
+        gpu: &Gpu,
+        format: Format,
+        rows: usize,
+        cols: usize,
+        blocks: &[u8],
+    ) -> Result<GpuMatrix> {
+        if !FORMATS.contains(&format) {
+            return Err(Error::Input(format!("no GPU shader for {}", format.name())));
+        }
+        if rows == 0 || cols == 0 || !cols.is_multiple_of(format.block_values()) {
+            return Err(Error::Input(format!(
+                "a {rows}x{cols} matrix is not whole {} blocks",
+                format.name()
+            )));
+        }
+        let want = rows.checked_mul(format.row_bytes(cols));
+        if want != Some(blocks.len()) {
+            return Err(Error::Input(format!(
+                "a {rows}x{cols} {} matrix takes {} bytes, not {}",
+                format.name(),
+                want.map_or("too many".to_string(), |w| w.to_string()),
+                blocks.len()
+            )));
+        }
+        let padded = (blocks.len().div_ceil(4) + 1) * 4;
+        let limit = gpu
+            .limits
+            .max_storage_buffer_binding_size
+            .min(gpu.limits.max_buffer_size);
+        if padded as u64 > limit {
+            return Err(Error::Input(format!(
+                "{padded} bytes of weights exceed this GPU's largest storage binding ({limit})"
+            )));
+        }
+        let mut words = blocks.to_vec();
+        words.resize(padded, 0);
+        let buffer = gpu
+            .device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some("weights"),
+                contents: &words,
+                usage: wgpu::BufferUsages::STORAGE,
+            });
+        Ok(GpuMatrix {
+            format,
+            rows,
+            cols,
+            bytes: blocks.len(),
+            buffer,
+        })
+    }
+    // ANCHOR_END: upload
+
+    /// Uploads a tensor of chapter 8's file: `info` from its header, `data` its bytes
+    /// (`GgufFile::data`).
+    pub fn from_tensor(gpu: &Gpu, info: &TensorInfo, data: &[u8]) -> Result<GpuMatrix> {
+        let [cols, rows] = info.dims[..] else {
+            return Err(Error::Input(format!(
+                "{} has {} dimensions, not 2",
+                info.name,
+                info.dims.len()
+            )));
+        };
+        let format = info.ty.format().ok_or_else(|| {
+            Error::Input(format!(
+                "{}: type {} has no format",
+                info.name,
+                info.ty.name()
+            ))
+        })?;
+        let (Ok(rows), Ok(cols)) = (usize::try_from(rows), usize::try_from(cols)) else {
+            return Err(Error::Input(format!("{}: shape too large", info.name)));
+        };
+        GpuMatrix::from_blocks(gpu, format, rows, cols, data)
+            .map_err(|e| Error::Input(format!("{}: {e}", info.name)))
+    }
+}
+
+/// The compiled product pipelines, one per format in [`FORMATS`]: made once.
+pub struct MatVec {
+    pub reduction: Reduction,
+    pipelines: Vec<(Format, wgpu::ComputePipeline)>,
+}
+
+impl MatVec {
+    /// Compiles every format's shader with the reduction [`Reduction::for_gpu`] picks.
+    pub fn new(gpu: &Gpu) -> Result<MatVec> {
+        MatVec::with(gpu, Reduction::for_gpu(gpu))
+    }
+
+    /// Compiles every format's shader with `reduction`; an error names the format and says
+    /// what failed.
+    pub fn with(gpu: &Gpu, reduction: Reduction) -> Result<MatVec> {
+        if reduction == Reduction::Subgroup && !gpu.found.subgroups {
+            return Err(Error::Input(format!(
+                "{} has no subgroup operations",
+                gpu.info.name
+            )));
+        }
+        let mut pipelines = Vec::new();
+        for format in FORMATS {
+            let wgsl = source(format, reduction).expect("FORMATS have shaders");
+            let label = format!("{} ({} reduction)", format.name(), reduction.name());
+            pipelines.push((format, gpu.pipeline(&label, &wgsl)?));
+        }
+        Ok(MatVec {
+            reduction,
+            pipelines,
+        })
+    }
+
+    fn pipeline(&self, format: Format) -> Result<&wgpu::ComputePipeline> {
+        self.pipelines
+            .iter()
+            .find(|(f, _)| *f == format)
+            .map(|(_, p)| p)
+            .ok_or_else(|| Error::Input(format!("no GPU shader for {}", format.name())))
+    }
+}
+
+// ANCHOR: product
+/// One product bound and ready to record: `out[0..rows] = W · acts`, where `acts` holds the
+/// quantized input ([`acts::quantize`], written with [`Product::write_input`]).
+pub struct Product {
+    pub acts: wgpu::Buffer, // (cols / 32) blocks × BLOCK_WORDS words
+    pub out: wgpu::Buffer,  // (rows) f32
+    bind_group: wgpu::BindGroup,
+    pipeline: wgpu::ComputePipeline,
+    groups: (u32, u32),
+    rows: usize,
+    blocks: usize,
+}
+
+impl Product {
+    /// Binds `m` to a new input and a new output buffer.
+    pub fn new(gpu: &Gpu, shaders: &MatVec, m: &GpuMatrix) -> Result<Product> {
+        let pipeline = shaders.pipeline(m.format)?.clone();
+        let blocks = m.cols / 32;
+        let rows = u32::try_from(m.rows).map_err(|_| Error::Input("too many rows".into()))?;
+        // ceil(rows / 4) workgroups, folded into 2-D past the per-dimension limit.
+        let groups = gpu.grid(rows.div_ceil(ROWS_PER_GROUP));
+        let uniform = gpu.uniform(&[rows, blocks as u32, groups.0, 0]);
+        let acts = gpu.storage(
+            "acts",
+            blocks * BLOCK_WORDS * 4,
+            wgpu::BufferUsages::COPY_DST,
+        );
+        let out = gpu.storage("out", m.rows * 4, wgpu::BufferUsages::COPY_SRC);
+        let bind_group = gpu.bind(&pipeline, &[&m.buffer, &acts, &out, &uniform])?;
+        Ok(Product {
+            acts,
+            out,
+            bind_group,
+            pipeline,
+            groups,
+            rows: m.rows,
+            blocks,
+        })
+    }
+
+    /// Queues the quantized input (`acts::quantize`'s words) for the next submission.
+    pub fn write_input(&self, gpu: &Gpu, words: &[u32]) -> Result<()> {
+        if words.len() != self.blocks * BLOCK_WORDS {
+            return Err(Error::Input(format!(
+                "the input has {} blocks, the matrix's rows {}",
+                words.len() / BLOCK_WORDS,
+                self.blocks
+            )));
+        }
+        gpu.queue
+            .write_buffer(&self.acts, 0, &words_to_bytes(words));
+        Ok(())
+    }
+
+    /// Records the product into `pass`: one pipeline, one bind group, one dispatch. A decode
+    /// step records many of these into one pass and submits once.
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
+        pass.set_pipeline(&self.pipeline);
+        pass.set_bind_group(0, &self.bind_group, &[]);
+        pass.dispatch_workgroups(self.groups.0, self.groups.1, 1);
+    }
+}
+// ANCHOR_END: product
+
+fn words_to_bytes(words: &[u32]) -> Vec<u8> {
+    words.iter().flat_map(|w| w.to_le_bytes()).collect()
+}
+
+// ANCHOR: matvec
+/// `W · x` for one vector, start to finish: quantize `x` as the CPU engine would, upload it,
+/// one dispatch, read the rows back. For tests and one-off products; a decode step keeps
+/// its [`Product`]s and records them all into one submission.
+pub fn matvec(gpu: &Gpu, shaders: &MatVec, m: &GpuMatrix, x: &[f32]) -> Result<Vec<f32>> {
+    if x.len() != m.cols {
+        return Err(Error::Input(format!(
+            "a vector of {} values for a matrix of {} columns",
+            x.len(),
+            m.cols
+        )));
+    }
+    let activation = m.format.activation().expect("block formats have one");
+    let product = Product::new(gpu, shaders, m)?;
+    product.write_input(gpu, &acts::quantize(activation, x)?)?;
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    {
+        let mut pass = encoder.begin_compute_pass(&Default::default());
+        product.record(&mut pass);
+    }
+    gpu.checked("the product", || gpu.queue.submit([encoder.finish()]))?;
+    gpu.read_f32(&product.out, product.rows)
+}
+// ANCHOR_END: matvec

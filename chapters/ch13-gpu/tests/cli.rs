@@ -1,0 +1,99 @@
+//! The binary's exits: help, a bad flag (2), no adapter at all (1, one line saying what to
+//! install), and `info` on the adapter this machine has.
+
+use std::process::{Command, Output};
+
+fn ch13(args: &[&str], no_driver: bool) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ch13-gpu"));
+    cmd.args(args);
+    if no_driver {
+        // The Vulkan loader finds no driver: the machine has no adapter at all.
+        cmd.env("VK_ICD_FILENAMES", "/nonexistent.json")
+            .env("VK_DRIVER_FILES", "/nonexistent.json")
+            .env("WGPU_BACKEND", "vulkan");
+    }
+    cmd.output().expect("the ch13-gpu binary runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn help_and_bad_flags() {
+    let help = ch13(&["--help"], false);
+    assert!(help.status.success(), "--help exits 0");
+    assert!(
+        text(&help.stdout).contains("ch13-gpu kernels"),
+        "--help shows the usage"
+    );
+    for bad in [
+        &["info", "--bogus"][..],
+        &["dance"],
+        &[],
+        &["kernels", "--secs", "x"],
+    ] {
+        let out = ch13(bad, false);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{bad:?} is a usage error: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stderr).starts_with("error: "),
+            "{bad:?} says what is wrong"
+        );
+    }
+    let out = ch13(&["kernels", "--secs", "0"], false);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "--secs 0: {}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn no_adapter_is_one_line_and_exit_1() {
+    for cmd in [&["info"][..], &["kernels"]] {
+        let out = ch13(cmd, true);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{cmd:?} with no driver: {err}");
+        let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error")).collect();
+        assert_eq!(lines.len(), 1, "{cmd:?}: one error line, got {err:?}");
+        assert!(
+            lines[0].contains("no GPU adapter") && lines[0].contains("scripts/test-deps.sh"),
+            "{cmd:?}: the line says what is missing and how to get it: {err:?}"
+        );
+    }
+}
+
+#[test]
+fn info_lists_the_adapter_as_json() {
+    let out = ch13(&["info", "--json"], false);
+    assert!(
+        out.status.success(),
+        "info --json failed (run bash scripts/test-deps.sh for lavapipe): {}",
+        text(&out.stderr)
+    );
+    let all: serde_json::Value = serde_json::from_slice(&out.stdout).expect("info --json is JSON");
+    let first = &all[0];
+    for key in [
+        "name",
+        "backend",
+        "device_type",
+        "driver",
+        "limits",
+        "features",
+    ] {
+        assert!(!first[key].is_null(), "info --json gives {key}: {first}");
+    }
+    assert!(
+        first["limits"]["max_storage_buffer_binding_size"]
+            .as_u64()
+            .unwrap_or(0)
+            > 0,
+        "the storage binding limit is reported: {first}"
+    );
+}

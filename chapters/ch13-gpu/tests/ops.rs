@@ -1,0 +1,207 @@
+//! The shaders around the products: the input quantized on the GPU, and RMSNorm, each
+//! against the CPU code of chapters 1 and 6.
+
+use ch01_tensors::models;
+use ch01_tensors::ops::rmsnorm;
+use ch06_quantization::matrix::ActFormat;
+use ch13_gpu::acts::{self, BLOCK_WORDS};
+use ch13_gpu::matvec::FORMATS;
+use ch13_gpu::quantize::{Quantize, QuantizeStep};
+use ch13_gpu::random::{self, Rng};
+use ch13_gpu::rmsnorm::{NormStep, RmsNorm};
+use ch13_gpu::{Gpu, GpuMatrix, MatVec, Product, matvec};
+
+fn gpu() -> Gpu {
+    Gpu::open().unwrap_or_else(|e| {
+        panic!("{e}\nthe GPU tests need a Vulkan adapter; run: bash scripts/test-deps.sh")
+    })
+}
+
+/// Runs `record` in one pass of one submission.
+fn run(gpu: &Gpu, record: impl FnOnce(&mut wgpu::ComputePass<'_>)) {
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    {
+        let mut pass = encoder.begin_compute_pass(&Default::default());
+        record(&mut pass);
+    }
+    gpu.queue.submit([encoder.finish()]);
+}
+
+/// Vectors that test the quantizer's corners: random values, a block of zeros (scale 0),
+/// a block whose max is 127 so that the scale is 1 and ±0.5, ±1.5, ±2.5 are exact halves
+/// (rounded away from zero, not to even), and one tiny block (subnormal f16 scale).
+fn vectors(rng: &mut Rng) -> Vec<Vec<f32>> {
+    let mut halves = vec![0.0f32; 32];
+    halves[0] = 127.0;
+    for (j, v) in [0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 126.5, -3.5]
+        .iter()
+        .enumerate()
+    {
+        halves[j + 1] = *v;
+    }
+    let tiny: Vec<f32> = (0..32).map(|_| rng.signed() * 1e-6).collect();
+    let mut mixed: Vec<f32> = (0..32 * 45).map(|_| 4.0 * rng.signed()).collect();
+    mixed[32 * 7..32 * 8].fill(0.0);
+    mixed[32 * 9..32 * 10].copy_from_slice(&halves);
+    mixed[32 * 11..32 * 12].copy_from_slice(&tiny);
+    vec![halves, (0..32 * 100).map(|_| rng.signed()).collect(), mixed]
+}
+
+#[test]
+fn the_gpu_quantizes_as_chapter_6_does() {
+    let gpu = gpu();
+    let shader = Quantize::new(&gpu).unwrap_or_else(|e| panic!("{e}"));
+    let mut rng = Rng::new(8);
+    for x in vectors(&mut rng) {
+        let blocks = x.len() / 32;
+        for format in [ActFormat::Q8_0, ActFormat::Q8_1] {
+            let input = gpu.upload_f32("x", &x, wgpu::BufferUsages::empty());
+            let out = gpu.storage(
+                "acts",
+                blocks * BLOCK_WORDS * 4,
+                wgpu::BufferUsages::COPY_SRC,
+            );
+            let step = QuantizeStep::new(&gpu, &shader, format, &input, &out, blocks).unwrap();
+            run(&gpu, |pass| step.record(pass));
+            let got: Vec<u32> = gpu
+                .read_f32(&out, blocks * BLOCK_WORDS)
+                .unwrap()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect();
+            let want = acts::quantize(format, &x).unwrap();
+            for (b, (g, w)) in got
+                .chunks(BLOCK_WORDS)
+                .zip(want.chunks(BLOCK_WORDS))
+                .enumerate()
+            {
+                assert_eq!(
+                    g,
+                    w,
+                    "{format:?}, block {b} of {blocks}: the GPU's block (d, s, quants as words) \
+                     differs from chapter 6's; input {:?}",
+                    &x[b * 32..b * 32 + 32]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_product_fed_by_the_gpus_quantizer_equals_one_fed_by_the_host() {
+    // Quantize then multiply in one submission, nothing read back between: the same bits
+    // as `matvec`, which quantizes on the host.
+    let gpu = gpu();
+    let (shaders, quantize) = (MatVec::new(&gpu).unwrap(), Quantize::new(&gpu).unwrap());
+    let mut rng = Rng::new(9);
+    for format in FORMATS {
+        let (rows, cols) = (37, 32 * 41);
+        let blocks = random::blocks(format, rows, cols, &mut rng);
+        let m = GpuMatrix::from_blocks(&gpu, format, rows, cols, &blocks).unwrap();
+        let x: Vec<f32> = (0..cols).map(|_| rng.signed()).collect();
+        let input = gpu.upload_f32("x", &x, wgpu::BufferUsages::empty());
+        let product = Product::new(&gpu, &shaders, &m).unwrap();
+        let activation = format.activation().unwrap();
+        let step = QuantizeStep::new(
+            &gpu,
+            &quantize,
+            activation,
+            &input,
+            &product.acts,
+            cols / 32,
+        )
+        .unwrap();
+        run(&gpu, |pass| {
+            step.record(pass);
+            product.record(pass);
+        });
+        let on_gpu = gpu.read_f32(&product.out, rows).unwrap();
+        let on_host = matvec(&gpu, &shaders, &m, &x).unwrap();
+        for (r, (g, h)) in on_gpu.iter().zip(&on_host).enumerate() {
+            assert_eq!(
+                g.to_bits(),
+                h.to_bits(),
+                "{}: row {r}: quantized on the GPU {g}, on the host {h}",
+                format.name()
+            );
+        }
+    }
+}
+
+/// The tolerance, derived: the CPU sums the squares in f64 (exact to f32's eyes), the GPU in
+/// f32, `n` squares and `n − 1` additions of positive terms: relative error at most
+/// `γ(n) ≈ n·u`. The scale is `(mean + eps)^(−1/2)`: the division by `n` and the `+ eps`
+/// add a rounding each, the square root halves the relative error, and Vulkan allows
+/// `inverseSqrt` 2 ulp (≤ 4u relative). Then two products on each side, two roundings each.
+/// In all `(n/2 + 1 + 4 + 4)·u` of `|out|`, plus 1% for γ's denominator.
+fn norm_bound(n: usize, want: f32) -> f64 {
+    let u = f64::from(f32::EPSILON) / 2.0;
+    (n as f64 / 2.0 + 9.0) * u * f64::from(want.abs()) * 1.01
+}
+
+fn check_norm(gpu: &Gpu, shader: &RmsNorm, what: &str, x: &[f32], weight: &[f32], eps: f32) {
+    let n = weight.len();
+    let rows = x.len() / n;
+    let xb = gpu.upload_f32("x", x, wgpu::BufferUsages::empty());
+    let wb = gpu.upload_f32("weight", weight, wgpu::BufferUsages::empty());
+    let out = gpu.storage("out", x.len() * 4, wgpu::BufferUsages::COPY_SRC);
+    let step = NormStep::new(gpu, shader, &xb, &wb, &out, n, rows, eps).unwrap();
+    run(gpu, |pass| step.record(pass));
+    let got = gpu.read_f32(&out, x.len()).unwrap();
+    let mut want = vec![0.0f32; x.len()];
+    for (o, xr) in want.chunks_mut(n).zip(x.chunks(n)) {
+        rmsnorm(o, xr, weight, eps);
+    }
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        let allowed = norm_bound(n, *w);
+        let diff = (f64::from(*g) - f64::from(*w)).abs();
+        assert!(
+            diff <= allowed,
+            "{what}: value {} of row {}: the GPU gives {g}, chapter 1's rmsnorm {w} \
+             (off by {diff:e}, more than {allowed:e})",
+            i % n,
+            i / n
+        );
+    }
+}
+
+#[test]
+fn rmsnorm_matches_chapter_1() {
+    let gpu = gpu();
+    let shader = RmsNorm::new(&gpu).unwrap_or_else(|e| panic!("{e}"));
+    let mut rng = Rng::new(1);
+    // lengths below, at and past the 256 lanes, not multiples of them; one row and several
+    for (n, rows) in [(32, 1), (256, 2), (1000, 3), (2048, 1)] {
+        let x: Vec<f32> = (0..n * rows).map(|_| 3.0 * rng.signed()).collect();
+        let weight: Vec<f32> = (0..n).map(|_| 1.0 + rng.signed()).collect();
+        check_norm(&gpu, &shader, &format!("{rows}x{n}"), &x, &weight, 1e-5);
+    }
+    // SmolLM2's first norm weights, from its file
+    let path = models::require(&models::smollm2_gguf()).unwrap_or_else(|e| panic!("{e}"));
+    let file = ch08_gguf::GgufFile::open(&path).unwrap_or_else(|e| panic!("{e}"));
+    let info = file.info("blk.0.attn_norm.weight").unwrap();
+    let weight = file.f32s(info).unwrap();
+    let x: Vec<f32> = (0..weight.len()).map(|_| rng.signed()).collect();
+    check_norm(
+        &gpu,
+        &shader,
+        "SmolLM2's blk.0.attn_norm",
+        &x,
+        &weight,
+        1e-5,
+    );
+}
+
+#[test]
+fn steps_refuse_buffers_too_small() {
+    let gpu = gpu();
+    let (quantize, norm) = (Quantize::new(&gpu).unwrap(), RmsNorm::new(&gpu).unwrap());
+    let small = gpu.storage("small", 64, wgpu::BufferUsages::empty());
+    let big = gpu.storage("big", 1 << 16, wgpu::BufferUsages::empty());
+    assert!(QuantizeStep::new(&gpu, &quantize, ActFormat::Q8_0, &small, &big, 4).is_err());
+    assert!(QuantizeStep::new(&gpu, &quantize, ActFormat::Q8_0, &big, &small, 4).is_err());
+    assert!(QuantizeStep::new(&gpu, &quantize, ActFormat::Q8_K, &big, &big, 4).is_err());
+    assert!(NormStep::new(&gpu, &norm, &big, &small, &big, 576, 1, 1e-5).is_err());
+    assert!(NormStep::new(&gpu, &norm, &small, &big, &big, 576, 1, 1e-5).is_err());
+    assert!(NormStep::new(&gpu, &norm, &big, &big, &big, 0, 1, 1e-5).is_err());
+}
