@@ -9,6 +9,10 @@
 //! - [`quantize`], [`rmsnorm`]: the input quantized on the GPU, and RMSNorm.
 //! - [`info`], [`bench`]: the binary's `info` and `kernels` commands.
 
+// A match over a format names every format (as in chapters 6 to 8), so that a new format
+// makes the compiler list the places that must handle it.
+#![deny(clippy::wildcard_enum_match_arm)]
+
 pub mod acts;
 pub mod bench;
 pub mod gpu;

@@ -53,7 +53,7 @@ pub fn source(format: Format, reduction: Reduction) -> Option<String> {
         Format::Q8_0 => include_str!("../shaders/q8_0.wgsl"),
         Format::Q4_1 => include_str!("../shaders/q4_1.wgsl"),
         Format::Q5_0 => include_str!("../shaders/q5_0.wgsl"),
-        _ => return None,
+        Format::F32 | Format::Int8 | Format::Q4_K | Format::Q6_K => return None,
     };
     let common = include_str!("../shaders/matvec.wgsl");
     Some(match reduction {

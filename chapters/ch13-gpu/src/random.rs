@@ -46,9 +46,11 @@ pub fn blocks(format: Format, rows: usize, cols: usize, rng: &mut Rng) -> Vec<u8
         out.extend_from_slice(&rng.next_u64().to_le_bytes());
     }
     out.truncate(size);
+    // the f16 scales at a block's start: d, and m (Q4_K: dmin) where there is one
     let halves = match format {
-        Format::Q4_1 => 2, // d, m
-        _ => 1,            // d
+        Format::Q4_1 | Format::Q4_K => 2,
+        Format::Q8_0 | Format::Q4_0 | Format::Q5_0 => 1,
+        Format::F32 | Format::Int8 | Format::Q6_K => 0, // no f16 scale first
     };
     for block in out.chunks_exact_mut(format.block_bytes()) {
         for h in 0..halves {
