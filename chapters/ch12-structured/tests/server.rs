@@ -8,15 +8,16 @@ use std::process::{Child, Command, Stdio};
 
 use ch01_tensors::models;
 
-/// `ch12-structured` serving SmolLM2 on a free loopback port; killed when dropped.
+/// `ch12-structured` serving a model on a free loopback port; killed when dropped.
 struct Server {
     child: Child,
     url: String,
 }
 
 impl Server {
-    fn start() -> Server {
-        let model = models::require(&models::smollm2_gguf()).unwrap_or_else(|e| panic!("{e}"));
+    /// Serves `model`, or fails saying how to fetch it.
+    fn start(model: PathBuf) -> Server {
+        let model = models::require(&model).unwrap_or_else(|e| panic!("{e}"));
         let mut child = Command::new(env!("CARGO_BIN_EXE_ch12-structured"))
             .arg("-m")
             .arg(model)
@@ -74,30 +75,44 @@ fn python_with(module: &str) -> PathBuf {
     py
 }
 
-#[test]
-fn the_openai_client_gets_documents_and_tool_calls() {
+/// Runs `tests/clients/structured_client.py` against `model` served by this chapter's binary;
+/// the server names the model by its file's stem.
+fn openai_client_against(model: PathBuf) {
     let py = python_with("openai");
-    let s = Server::start();
+    let s = Server::start(model.clone());
+    let name = model.file_stem().unwrap().to_string_lossy().into_owned();
     let script =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/structured_client.py");
     let out = Command::new(py)
         .arg(script)
-        .args([&s.url, "SmolLM2-135M-Instruct.Q4_1"])
+        .args([&s.url, &name])
         .output()
         .expect("python runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
     println!("{stdout}");
     assert!(
         out.status.success() && stdout.contains("all passed"),
-        "the openai client failed:\n{stdout}\n{}",
+        "the openai client failed on {name}:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
 }
 
 #[test]
+fn the_openai_client_gets_documents_and_tool_calls() {
+    openai_client_against(models::smollm2_gguf());
+}
+
+/// The same client, unchanged, on the second model: Gemma-3's 262k vocabulary and its own
+/// chat template.
+#[test]
+fn the_openai_client_gets_documents_and_tool_calls_from_gemma3() {
+    openai_client_against(models::gemma3_gguf());
+}
+
+#[test]
 fn curl_streams_a_document_of_the_schema() {
     let curl = which("curl");
-    let s = Server::start();
+    let s = Server::start(models::smollm2_gguf());
     let body = r#"{"messages":[{"role":"user","content":"Name three colours."}],
         "max_tokens":40,"temperature":0,"stream":true,
         "response_format":{"type":"json_schema","json_schema":{"name":"colours","schema":
