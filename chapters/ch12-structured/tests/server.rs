@@ -1,6 +1,7 @@
 //! Chapter 11's server with this chapter's grammar plugged in, through real clients: the
 //! official `openai` Python package (response_format, pydantic models, tools, streamed and
-//! whole) and `curl -N`. A missing client fails the test with how to install it.
+//! whole), `curl -N`, and chapter 11's chat page in headless Chromium. A missing client fails
+//! the test with how to install it.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -188,5 +189,74 @@ fn bad_serve_flags_and_a_missing_model_are_clear_errors() {
     assert!(
         code == Some(1) && err.contains("/nonexistent/model.gguf"),
         "{code:?} {err}"
+    );
+}
+
+/// `curl -s URL`'s body, or a failure naming the URL.
+fn curl_get(url: &str) -> String {
+    let out = Command::new(which("curl"))
+        .args(["-sS", "--max-time", "10", url])
+        .output()
+        .expect("curl runs");
+    assert!(out.status.success(), "GET {url} failed: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The value of an unlabelled metric on `/metrics`.
+fn metric(url: &str, name: &str) -> Option<f64> {
+    curl_get(&format!("{url}/metrics"))
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// Chapter 11's chat page, unchanged, in headless Chromium against this chapter's binary,
+/// driven by chapter 11's own script (called by its path, not copied): a plain chat still
+/// streams through the server that now also takes grammars, and Stop still cancels it.
+#[test]
+fn chapter_11s_chat_page_streams_through_this_server() {
+    let chromium = which("chromium");
+    let py = python_with("json"); // the driver needs only the standard library
+    let s = Server::start(models::smollm2_gguf());
+    let page = curl_get(&format!("{}/", s.url));
+    assert!(
+        page.contains("<script>") && page.contains(r#"id="send""#),
+        "the server serves chapter 11's chat page at /:\n{page}"
+    );
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../ch11-server/tests/clients/chat_page.py");
+    let out = Command::new(py)
+        .arg(script)
+        .arg(chromium)
+        .arg(format!("{}/", s.url))
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "driving the page failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: serde_json::Value =
+        serde_json::from_str(stdout.trim()).expect("the driver prints JSON");
+    assert_eq!(seen["model"], "SmolLM2-135M-Instruct.Q4_1", "{seen}");
+    assert!(
+        seen["streamed"].as_str().is_some_and(|t| t.len() > 20),
+        "the reply streamed into the page: {seen}"
+    );
+    assert_eq!(seen["status"], "stopped", "{seen}");
+    assert_eq!(seen["send_enabled"], true, "{seen}");
+    // Stop closed the connection: the server cancelled the sequence.
+    let mut running = metric(&s.url, "llm_running_sequences");
+    for _ in 0..100 {
+        if running == Some(0.0) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        running = metric(&s.url, "llm_running_sequences");
+    }
+    assert_eq!(
+        running,
+        Some(0.0),
+        "the stopped reply still runs on the server"
     );
 }
