@@ -1,6 +1,7 @@
 //! Chapter 11's server with this chapter's grammar plugged in, through real clients: the
 //! official `openai` Python package (response_format, pydantic models, tools, streamed and
-//! whole) and `curl -N`. A missing client fails the test with how to install it.
+//! whole), `curl -N`, and chapter 11's chat page in headless Chromium. A missing client fails
+//! the test with how to install it.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -8,15 +9,16 @@ use std::process::{Child, Command, Stdio};
 
 use ch01_tensors::models;
 
-/// `ch12-structured` serving SmolLM2 on a free loopback port; killed when dropped.
+/// `ch12-structured` serving a model on a free loopback port; killed when dropped.
 struct Server {
     child: Child,
     url: String,
 }
 
 impl Server {
-    fn start() -> Server {
-        let model = models::require(&models::smollm2_gguf()).unwrap_or_else(|e| panic!("{e}"));
+    /// Serves `model`, or fails saying how to fetch it.
+    fn start(model: PathBuf) -> Server {
+        let model = models::require(&model).unwrap_or_else(|e| panic!("{e}"));
         let mut child = Command::new(env!("CARGO_BIN_EXE_ch12-structured"))
             .arg("-m")
             .arg(model)
@@ -74,30 +76,44 @@ fn python_with(module: &str) -> PathBuf {
     py
 }
 
-#[test]
-fn the_openai_client_gets_documents_and_tool_calls() {
+/// Runs `tests/clients/structured_client.py` against `model` served by this chapter's binary;
+/// the server names the model by its file's stem.
+fn openai_client_against(model: PathBuf) {
     let py = python_with("openai");
-    let s = Server::start();
+    let s = Server::start(model.clone());
+    let name = model.file_stem().unwrap().to_string_lossy().into_owned();
     let script =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/structured_client.py");
     let out = Command::new(py)
         .arg(script)
-        .args([&s.url, "SmolLM2-135M-Instruct.Q4_1"])
+        .args([&s.url, &name])
         .output()
         .expect("python runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
     println!("{stdout}");
     assert!(
         out.status.success() && stdout.contains("all passed"),
-        "the openai client failed:\n{stdout}\n{}",
+        "the openai client failed on {name}:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
 }
 
 #[test]
+fn the_openai_client_gets_documents_and_tool_calls() {
+    openai_client_against(models::smollm2_gguf());
+}
+
+/// The same client, unchanged, on the second model: Gemma-3's 262k vocabulary and its own
+/// chat template.
+#[test]
+fn the_openai_client_gets_documents_and_tool_calls_from_gemma3() {
+    openai_client_against(models::gemma3_gguf());
+}
+
+#[test]
 fn curl_streams_a_document_of_the_schema() {
     let curl = which("curl");
-    let s = Server::start();
+    let s = Server::start(models::smollm2_gguf());
     let body = r#"{"messages":[{"role":"user","content":"Name three colours."}],
         "max_tokens":40,"temperature":0,"stream":true,
         "response_format":{"type":"json_schema","json_schema":{"name":"colours","schema":
@@ -173,5 +189,74 @@ fn bad_serve_flags_and_a_missing_model_are_clear_errors() {
     assert!(
         code == Some(1) && err.contains("/nonexistent/model.gguf"),
         "{code:?} {err}"
+    );
+}
+
+/// `curl -s URL`'s body, or a failure naming the URL.
+fn curl_get(url: &str) -> String {
+    let out = Command::new(which("curl"))
+        .args(["-sS", "--max-time", "10", url])
+        .output()
+        .expect("curl runs");
+    assert!(out.status.success(), "GET {url} failed: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The value of an unlabelled metric on `/metrics`.
+fn metric(url: &str, name: &str) -> Option<f64> {
+    curl_get(&format!("{url}/metrics"))
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// Chapter 11's chat page, unchanged, in headless Chromium against this chapter's binary,
+/// driven by chapter 11's own script (called by its path, not copied): a plain chat still
+/// streams through the server that now also takes grammars, and Stop still cancels it.
+#[test]
+fn chapter_11s_chat_page_streams_through_this_server() {
+    let chromium = which("chromium");
+    let py = python_with("json"); // the driver needs only the standard library
+    let s = Server::start(models::smollm2_gguf());
+    let page = curl_get(&format!("{}/", s.url));
+    assert!(
+        page.contains("<script>") && page.contains(r#"id="send""#),
+        "the server serves chapter 11's chat page at /:\n{page}"
+    );
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../ch11-server/tests/clients/chat_page.py");
+    let out = Command::new(py)
+        .arg(script)
+        .arg(chromium)
+        .arg(format!("{}/", s.url))
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "driving the page failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: serde_json::Value =
+        serde_json::from_str(stdout.trim()).expect("the driver prints JSON");
+    assert_eq!(seen["model"], "SmolLM2-135M-Instruct.Q4_1", "{seen}");
+    assert!(
+        seen["streamed"].as_str().is_some_and(|t| t.len() > 20),
+        "the reply streamed into the page: {seen}"
+    );
+    assert_eq!(seen["status"], "stopped", "{seen}");
+    assert_eq!(seen["send_enabled"], true, "{seen}");
+    // Stop closed the connection: the server cancelled the sequence.
+    let mut running = metric(&s.url, "llm_running_sequences");
+    for _ in 0..100 {
+        if running == Some(0.0) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        running = metric(&s.url, "llm_running_sequences");
+    }
+    assert_eq!(
+        running,
+        Some(0.0),
+        "the stopped reply still runs on the server"
     );
 }
