@@ -2,7 +2,7 @@
 # Chapter 13 on a real GPU: our shaders and llama.cpp's Vulkan backend on the same adapter, in
 # one run, on a machine that has the GPU but no Rust, no network and no pip.
 #
-#   bash scripts/gpu-race.sh --out DIR [--carried .gpu] [--shapes smollm2,7b] [--rounds 2]
+#   bash scripts/gpu-race.sh --out DIR [--carried .gpu] [--shapes smollm2,7b] [--rounds 3]
 #        [--budget 420] [--dry-run]
 #
 # It builds nothing: it runs what `scripts/gpu-race-build.sh` put in the carried folder
@@ -18,7 +18,8 @@
 # 2. `ch13-gpu kernels --json`: our matrix-vector shaders at a 7B's and SmolLM2's shapes,
 #    and a device-to-device copy, the bandwidth ceiling: $OUT/gpu/kernels.md.
 # 3. The synthetic files (scripts/make_synthetic_gguf.py, random Q4_0 weights, Q8_0
-#    embedding, in a temporary folder removed at the end), then rounds: each round runs
+#    embedding, in a temporary folder removed at the end), one unmeasured run on each (the
+#    driver compiles llama.cpp's pipelines on first use), then rounds: each round runs
 #    llama-bench (`-ngl 99 -p 512 -n 128 -r 1`) on every file, and ours where ours can
 #    generate (`ch13-gpu bench`, once chapter 13 has its forward pass), alternating, so a
 #    slow minute falls on both. $OUT/gpu/decode.md: medians, and llama.cpp's decode as a
@@ -37,7 +38,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out=""
 carried="$root/.gpu"
 shapes="smollm2,7b"
-rounds=2
+rounds=3
 budget=420
 dry=no
 python="${SCALE_PYTHON:-python3}"
@@ -72,7 +73,9 @@ vocab="$carried/smollm2-vocab.gguf"
 for f in "$ours" "$carried/bin/llama-bench-vulkan.xz" "$vocab" "${wheels[0]}"; do
     [[ -e "$f" ]] || { echo "error: $f is missing; make the folder with: bash scripts/gpu-race-build.sh" >&2; exit 1; }
 done
-if ! ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1'; then
+# (read whole first: `grep -q` would close the pipe early, and pipefail would see SIGPIPE)
+loaders="$(ldconfig -p 2>/dev/null || true)"
+if [[ "$loaders" != *libvulkan.so.1* ]]; then
     echo "error: no Vulkan loader (libvulkan.so.1) on this machine: install Debian's libvulkan1, or unpack $carried/debs/libvulkan1_*.deb (see this script's header)" >&2
     exit 1
 fi
@@ -251,8 +254,16 @@ sizes="$("$python" "$work/race.py" bytes $(for s in "${made[@]}"; do echo "$work
 
 # does our binary generate yet? (chapter 13's forward pass)
 ours_bench=no
-"$ours" bench --help >/dev/null 2>&1 && ours_bench=yes
+"$ours" --help 2>/dev/null | grep -q 'ch13-gpu bench' && ours_bench=yes
 say "ours generates: $ours_bench"
+
+# one unmeasured run a file: the driver compiles llama.cpp's pipelines on first use (a first
+# pp512 can take several times as long as the next), and the file enters the page cache
+for s in "${made[@]}"; do
+    run 120 "$llama" -m "$work/$s.gguf" -ngl 99 -p 64 -n 16 -r 1 -o json >/dev/null 2>>"$log" ||
+        say "the warm-up run on $s.gguf failed (see the log)"
+done
+say "warmed up"
 
 printf 'shape\tround\tengine\tpp512\ttg128\tstatus\n' >"$tsv"
 record() { printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$tsv"; }
