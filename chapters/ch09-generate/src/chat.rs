@@ -17,72 +17,18 @@
 pub mod environment;
 pub mod guard;
 pub mod pyjson;
+pub mod render;
 pub mod sandbox;
 pub mod strftime;
-
-use std::io::{self, Write};
+pub mod template;
 
 use ch02_tokenizer::special::SpecialToken;
 use ch08_gguf::{GgufTokenizer, Loaded};
-use minijinja::ErrorKind;
 
 pub use environment::Vars;
+pub use render::{render, render_with};
 use sandbox::Sandbox;
-
-/// The most steps of work (minijinja's fuel: about one per instruction) one rendering may take.
-/// SmolLM2's template takes a few dozen per message, so this is thousands of turns, far more than
-/// any context holds; two nested `range(100000)` loops would take ten billion.
-pub const MAX_TEMPLATE_STEPS: u64 = 1_000_000;
-
-/// How much text a template may add to the messages' own: a template wraps each turn in its
-/// markers (tens of bytes), it does not write megabytes.
-pub const MAX_TEMPLATE_EXTRA_BYTES: usize = 1 << 20;
-
-/// One turn.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Message {
-    pub role: String,
-    pub content: String,
-}
-
-impl Message {
-    pub fn new(role: &str, content: &str) -> Message {
-        Message {
-            role: role.into(),
-            content: content.into(),
-        }
-    }
-}
-
-/// How a model's conversation becomes text.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ChatTemplate {
-    /// `tokenizer.chat_template`, a Jinja template.
-    Jinja(String),
-    /// Gemma's turns, for a file without a template (llama.cpp's built-in `gemma` format).
-    Gemma,
-}
-
-impl ChatTemplate {
-    /// The template in `g`, or the family's built-in one; an error if there is neither.
-    pub fn from_gguf(g: &ch08_gguf::Gguf) -> Result<ChatTemplate, String> {
-        if let Some(t) = g
-            .opt_str("tokenizer.chat_template")
-            .map_err(|e| e.to_string())?
-        {
-            return Ok(ChatTemplate::Jinja(t.to_string()));
-        }
-        match g
-            .opt_str("general.architecture")
-            .map_err(|e| e.to_string())?
-        {
-            Some("gemma3") => Ok(ChatTemplate::Gemma),
-            other => Err(format!(
-                "the file has no tokenizer.chat_template, and no built-in one is known for {other:?}"
-            )),
-        }
-    }
-}
+pub use template::{ChatTemplate, MAX_TEMPLATE_EXTRA_BYTES, MAX_TEMPLATE_STEPS, Message};
 
 // ANCHOR: chat
 /// What turns a conversation into a prompt: the model's template, where it runs, and its
@@ -201,55 +147,6 @@ impl Chat {
 }
 // ANCHOR_END: chat
 
-/// [`render_with`] without special tokens, the clock at this moment.
-pub fn render(
-    template: &ChatTemplate,
-    messages: &[Message],
-    add_generation_prompt: bool,
-) -> Result<String, String> {
-    render_with(template, messages, add_generation_prompt, &Vars::now())
-}
-
-// ANCHOR: render
-/// The text of `messages` in the model's format, ending with the start of the assistant's
-/// turn when `add_generation_prompt`.
-pub fn render_with(
-    template: &ChatTemplate,
-    messages: &[Message],
-    add_generation_prompt: bool,
-    vars: &Vars,
-) -> Result<String, String> {
-    match template {
-        ChatTemplate::Jinja(source) => {
-            // The template comes from the file: a budget of work (the environment's fuel),
-            // and of output below.
-            let env = environment::environment(vars.now);
-            let t = env
-                .template_from_str(source)
-                .map_err(|e| format!("the chat template does not parse: {e}"))?;
-            let tools_bytes = vars.tools.as_ref().map_or(0, |t| t.to_string().len());
-            let text_bytes = tools_bytes + messages.iter().map(|m| m.content.len()).sum::<usize>();
-            let mut out = BoundedText::new(text_bytes + MAX_TEMPLATE_EXTRA_BYTES);
-            let ctx = environment::variables(messages, add_generation_prompt, vars);
-            match t.render_captured_to(ctx, &mut out) {
-                Ok(_) => String::from_utf8(out.bytes)
-                    .map_err(|_| "the chat template wrote text that is not UTF-8".to_string()),
-                Err(_) if out.overflowed => Err(format!(
-                    "the model's chat template (tokenizer.chat_template) wrote more than \
-                     {MAX_TEMPLATE_EXTRA_BYTES} bytes besides the messages: refusing it"
-                )),
-                Err(e) if e.kind() == ErrorKind::OutOfFuel => Err(format!(
-                    "the model's chat template (tokenizer.chat_template) used more than \
-                     {MAX_TEMPLATE_STEPS} steps of work: refusing it"
-                )),
-                Err(e) => Err(format!("the chat template refused the conversation: {e}")),
-            }
-        }
-        ChatTemplate::Gemma => Ok(render_gemma(messages, add_generation_prompt)),
-    }
-}
-// ANCHOR_END: render
-
 /// Writes to `out` a copy of the model file `model` whose chat template is `template`, put
 /// in place of the file's own and padded with spaces to its length, so nothing else in the
 /// file moves: how the tests make a hostile model file. `template` must not be longer.
@@ -281,93 +178,4 @@ pub fn copy_with_template(
     let padded = format!("{template:<width$}", width = original.len());
     bytes[at..at + original.len()].copy_from_slice(padded.as_bytes());
     std::fs::write(out, &bytes).map_err(|e| format!("{}: {e}", out.display()))
-}
-
-/// The rendered text, refusing to grow past a limit.
-struct BoundedText {
-    bytes: Vec<u8>,
-    limit: usize,
-    overflowed: bool,
-}
-
-impl BoundedText {
-    fn new(limit: usize) -> BoundedText {
-        BoundedText {
-            bytes: Vec::new(),
-            limit,
-            overflowed: false,
-        }
-    }
-}
-
-impl Write for BoundedText {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if self.bytes.len() + buf.len() > self.limit {
-            self.overflowed = true;
-            return Err(io::Error::other("the rendered text is too long"));
-        }
-        self.bytes.extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-/// Gemma's turns: `model` for the assistant, a system message merged into the next user
-/// turn (Gemma has no system role), contents trimmed.
-fn render_gemma(messages: &[Message], add_generation_prompt: bool) -> String {
-    let mut out = String::new();
-    let mut system = String::new();
-    for m in messages {
-        if m.role == "system" {
-            system.push_str(m.content.trim());
-            continue;
-        }
-        let role = if m.role == "assistant" {
-            "model"
-        } else {
-            m.role.as_str()
-        };
-        out.push_str(&format!("<start_of_turn>{role}\n"));
-        if !system.is_empty() && role != "model" {
-            out.push_str(&system);
-            out.push_str("\n\n");
-            system.clear();
-        }
-        out.push_str(m.content.trim());
-        out.push_str("<end_of_turn>\n");
-    }
-    if add_generation_prompt {
-        out.push_str("<start_of_turn>model\n");
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn gemma_turns() {
-        let m = [
-            Message::new("system", "Be brief."),
-            Message::new("user", "Hi"),
-            Message::new("assistant", "Hello."),
-            Message::new("user", "Bye"),
-        ];
-        assert_eq!(
-            render(&ChatTemplate::Gemma, &m, true).unwrap(),
-            "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n\
-             <start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n"
-        );
-    }
-
-    #[test]
-    fn raise_exception_is_an_error() {
-        let t = ChatTemplate::Jinja("{{ raise_exception('no system role') }}".into());
-        let e = render(&t, &[], true).unwrap_err();
-        assert!(e.contains("no system role"), "{e}");
-    }
 }

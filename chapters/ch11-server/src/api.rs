@@ -7,7 +7,6 @@
 //! leaves fields we do not know alone, so a client that sends a field of a newer version of
 //! the API still gets an answer.
 
-use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use ch09_generate::SamplerConfig;
@@ -16,8 +15,11 @@ use ch09_generate::chat::Message;
 use crate::error::ApiError;
 use crate::structure::{MakeSteer, Shape, Structurer};
 
+mod fields;
 mod messages;
 
+pub use fields::field;
+use fields::range;
 use messages::{messages, prompt};
 
 /// Which endpoint a body was sent to.
@@ -202,30 +204,6 @@ fn with_system(turns: &mut Vec<Message>, extra: &str) {
             first.content = format!("{}\n\n{extra}", first.content);
         }
         _ => turns.insert(0, Message::new("system", extra)),
-    }
-}
-
-/// Field `name` as a `T`, `None` when absent or `null`; a wrong type is a 400 naming it.
-pub fn field<T: DeserializeOwned>(
-    obj: &Map<String, Value>,
-    name: &str,
-) -> Result<Option<T>, ApiError> {
-    match obj.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => T::deserialize(v)
-            .map(Some)
-            .map_err(|e| ApiError::invalid(name, format!("'{name}': {e}"))),
-    }
-}
-
-/// A number field that must lie in `lo..=hi`.
-fn range(obj: &Map<String, Value>, name: &str, lo: f32, hi: f32) -> Result<Option<f32>, ApiError> {
-    match field::<f32>(obj, name)? {
-        Some(x) if !(lo..=hi).contains(&x) => Err(ApiError::invalid(
-            name,
-            format!("'{name}' must be from {lo} to {hi}, not {x}"),
-        )),
-        x => Ok(x),
     }
 }
 

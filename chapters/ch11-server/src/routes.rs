@@ -83,7 +83,7 @@ pub fn router(app: App, limits: HttpLimits) -> Router {
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/completions", post(completions))
         .route("/v1/models", get(models))
-        .route_layer(middleware::from_fn_with_state(app.clone(), require_key));
+        .route_layer(middleware::from_fn_with_state(app.key, require_key));
     let router = Router::new()
         .merge(api)
         .route("/", get(page))

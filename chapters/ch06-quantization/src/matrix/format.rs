@@ -286,3 +286,41 @@ impl Format {
         self.spec().activation
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Format;
+
+    /// The variants named once, as the patterns of a `match` (which the compiler checks
+    /// names every variant) and as the values of an array (which the test compares).
+    macro_rules! variants {
+        ($($v:ident),* $(,)?) => {{
+            fn named_exhaustively(f: Format) {
+                match f {
+                    $(Format::$v)|* => {}
+                }
+            }
+            let _ = named_exhaustively;
+            [$(Format::$v),*]
+        }};
+    }
+
+    #[test]
+    fn every_lists_each_variant_once_in_the_enums_order() {
+        // a new variant fails to compile here until it is named, then fails the test until
+        // EVERY holds it in the same place
+        let all = variants!(F32, Int8, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K);
+        assert_eq!(
+            Format::EVERY,
+            all,
+            "Format::EVERY is not every variant in order"
+        );
+        for (i, f) in all.iter().enumerate() {
+            assert_eq!(
+                *f as usize, i,
+                "{f:?} is variant {} of the enum, not {i}",
+                *f as usize
+            );
+        }
+    }
+}

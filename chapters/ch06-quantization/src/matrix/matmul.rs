@@ -39,20 +39,34 @@ impl QMatrix {
     pub fn dot_row(&self, k: &dyn Kernels, r: usize, acts: &Activations, t: usize) -> f32 {
         let nb = self.cols / QK; // blocks per row
         let w = self.row_bytes(r);
-        match (&self.data, acts) {
-            (Data::Int8 { scales, .. }, Activations::Q8_0(a)) => {
+        match (self.format, &self.data, acts) {
+            (Format::Int8, Data::Int8 { scales, .. }, Activations::Q8_0(a)) => {
                 k.dot_int8_q8_0(w, scales[r], &a[t * nb..(t + 1) * nb])
             }
-            (Data::Blocks(_), Activations::Q8_0(a)) if self.format == Format::Q8_0 => {
+            (Format::Q8_0, Data::Blocks(_), Activations::Q8_0(a)) => {
                 k.dot_q8_0_q8_0(w, &a[t * nb..(t + 1) * nb])
             }
-            (Data::Blocks(_), Activations::Q8_0(a)) if self.format == Format::Q4_0 => {
+            (Format::Q4_0, Data::Blocks(_), Activations::Q8_0(a)) => {
                 k.dot_q4_0_q8_0(w, &a[t * nb..(t + 1) * nb])
             }
-            (Data::Blocks(_), Activations::Q8_1(a)) if self.format == Format::Q4_1 => {
+            (Format::Q4_1, Data::Blocks(_), Activations::Q8_1(a)) => {
                 k.dot_q4_1_q8_1(w, &a[t * nb..(t + 1) * nb])
             }
-            _ => panic!(
+            // f32 weights (chapter 4's `linear`), chapter 8's formats, and activations that
+            // `quantize_activations` does not make for these weights: every triple named, so
+            // that a new format, layout or kind of activations must be placed here
+            (
+                Format::F32
+                | Format::Int8
+                | Format::Q8_0
+                | Format::Q4_0
+                | Format::Q4_1
+                | Format::Q5_0
+                | Format::Q4_K
+                | Format::Q6_K,
+                Data::F32(_) | Data::Int8 { .. } | Data::Blocks(_),
+                Activations::Q8_0(_) | Activations::Q8_1(_),
+            ) => panic!(
                 "{} weights cannot meet these activations",
                 self.format.name()
             ),
@@ -70,20 +84,32 @@ impl QMatrix {
         t: [usize; 4],
     ) -> [f32; 4] {
         let nb = self.cols / QK;
-        match (&self.data, acts, self.format) {
-            (Data::Blocks(_), Activations::Q8_1(a), Format::Q4_1) => k.dot4_q4_1_q8_1(
+        match (self.format, &self.data, acts) {
+            (Format::Q4_1, Data::Blocks(_), Activations::Q8_1(a)) => k.dot4_q4_1_q8_1(
                 r.map(|r| self.row_bytes(r)),
                 t.map(|t| &a[t * nb..(t + 1) * nb]),
             ),
-            (Data::Blocks(_), Activations::Q8_0(a), Format::Q8_0) => k.dot4_q8_0_q8_0(
+            (Format::Q8_0, Data::Blocks(_), Activations::Q8_0(a)) => k.dot4_q8_0_q8_0(
                 r.map(|r| self.row_bytes(r)),
                 t.map(|t| &a[t * nb..(t + 1) * nb]),
             ),
-            (Data::Blocks(_), Activations::Q8_0(a), Format::Q4_0) => k.dot4_q4_0_q8_0(
+            (Format::Q4_0, Data::Blocks(_), Activations::Q8_0(a)) => k.dot4_q4_0_q8_0(
                 r.map(|r| self.row_bytes(r)),
                 t.map(|t| &a[t * nb..(t + 1) * nb]),
             ),
-            _ => std::array::from_fn(|i| self.dot_row(k, r[i], acts, t[i])),
+            // no four-row kernel (INT8), or a pairing `dot_row` refuses: one row at a time
+            (
+                Format::F32
+                | Format::Int8
+                | Format::Q8_0
+                | Format::Q4_0
+                | Format::Q4_1
+                | Format::Q5_0
+                | Format::Q4_K
+                | Format::Q6_K,
+                Data::F32(_) | Data::Int8 { .. } | Data::Blocks(_),
+                Activations::Q8_0(_) | Activations::Q8_1(_),
+            ) => std::array::from_fn(|i| self.dot_row(k, r[i], acts, t[i])),
         }
     }
 

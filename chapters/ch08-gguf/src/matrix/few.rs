@@ -177,7 +177,9 @@ impl Matrix {
             ),
             (EightKernel::K(_), Acts::Q(_)) => unreachable!("K-quants take K activations"),
             (EightKernel::Q8_0, Acts::K(_)) => unreachable!("Q8_0 takes chapter 6's activations"),
-            (_, Acts::Sums(..)) => unreachable!("only a packed matrix takes sums"),
+            (EightKernel::Q32(_) | EightKernel::Q8_0 | EightKernel::K(_), Acts::Sums(..)) => {
+                unreachable!("only a packed matrix takes sums")
+            }
         })
     }
 
@@ -236,7 +238,11 @@ impl Matrix {
                     }
                 }
             }
-            _ => unreachable!("eights were built for this matrix's kernel"),
+            (None, TokenEights::Q32(_) | TokenEights::K(_))
+            | (Some(EightKernel::Q32(_) | EightKernel::Q8_0), TokenEights::K(_))
+            | (Some(EightKernel::K(_)), TokenEights::Q32(_)) => {
+                unreachable!("eights were built for this matrix's kernel")
+            }
         }
     }
 
@@ -284,8 +290,13 @@ impl Matrix {
                     (Matrix::Q(m), Acts::Q(a)) => {
                         m.dot_rows4(k, [r; 4], a, [t, t + 1, t + 2, t + 3])
                     }
-                    (Matrix::P(_), _) => unreachable!("packed rows returned above"),
-                    _ => unreachable!("quantize made the activations for this matrix"),
+                    (Matrix::P(_), Acts::Q(_) | Acts::K(_) | Acts::Sums(..)) => {
+                        unreachable!("packed rows returned above")
+                    }
+                    (Matrix::K(_), Acts::Q(_) | Acts::Sums(..))
+                    | (Matrix::Q(_), Acts::K(_) | Acts::Sums(..)) => {
+                        unreachable!("quantize made the activations for this matrix")
+                    }
                 };
                 for (j, v) in v.into_iter().enumerate() {
                     out[t + j][i] = v;
@@ -312,8 +323,13 @@ impl Matrix {
         let (m, a) = match (self, acts) {
             (Matrix::K(m), Acts::K(a)) => return m.rows_into(kk, &a[t], r0, out),
             (Matrix::Q(m), Acts::Q(a)) => (m, a),
-            (Matrix::P(p), _) => return packed_rows(p, kk, acts, t, r0, &mut [out]),
-            _ => unreachable!("quantize made the activations for this matrix"),
+            (Matrix::P(p), Acts::Q(_) | Acts::K(_) | Acts::Sums(..)) => {
+                return packed_rows(p, kk, acts, t, r0, &mut [out]);
+            }
+            (Matrix::K(_), Acts::Q(_) | Acts::Sums(..))
+            | (Matrix::Q(_), Acts::K(_) | Acts::Sums(..)) => {
+                unreachable!("quantize made the activations for this matrix")
+            }
         };
         // eight rows at a time where the format has an eight-row kernel
         let (nb, eights) = (m.cols() / 32, out.len() / 8 * 8);
@@ -333,7 +349,13 @@ impl Matrix {
             (Format::Q4_0, Activations::Q8_0(a)) => {
                 by_eights(&|w| kk.rows8_q4_0(w, &a[t * nb..(t + 1) * nb]))
             }
-            _ => 0,
+            // no eight-row kernel for this format (or these activations): four rows at a time
+            (
+                Format::F32 | Format::Int8 | Format::Q5_0 | Format::Q4_K | Format::Q6_K,
+                Activations::Q8_0(_) | Activations::Q8_1(_),
+            )
+            | (Format::Q8_0 | Format::Q4_0, Activations::Q8_1(_))
+            | (Format::Q4_1, Activations::Q8_0(_)) => 0,
         };
         let (r0, out) = (r0 + done, &mut out[done..]);
         rows_in_fours(
@@ -366,7 +388,9 @@ pub(super) fn packed_rows(
             Acts::Sums(a, s) => PackedToken::Q4_0(&a[t * nb..][..nb], &s[t * nb..][..nb]),
             Acts::Q(Activations::Q8_1(a)) => PackedToken::Q4_1(&a[t * nb..][..nb]),
             Acts::K(a) => a[t].packed(p.layout),
-            _ => unreachable!("quantize made the activations for this matrix"),
+            Acts::Q(Activations::Q8_0(_)) => {
+                unreachable!("quantize made the activations for this matrix")
+            }
         })
         .collect();
     let mut sums = vec![[0.0f32; 8]; tokens.len()];

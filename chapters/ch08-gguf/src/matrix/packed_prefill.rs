@@ -67,7 +67,9 @@ pub(super) fn packed_prefill(
                         Eights::from_q8_1(std::array::from_fn(|j| &a[(t + j) * nb..][..nb]))
                     }
                     Acts::K(a) => Eights::from_q8_0(std::array::from_fn(|j| a[t + j].q8_0())),
-                    _ => unreachable!("quantize made the activations for this matrix"),
+                    Acts::Q(Activations::Q8_0(_)) => {
+                        unreachable!("quantize made the activations for this matrix")
+                    }
                 };
                 let unpack = |rs: std::ops::Range<usize>, u: &mut Rows32| p.unpack_rows32(rs, u);
                 prefill_unpacked32(

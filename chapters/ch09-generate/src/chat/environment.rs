@@ -14,7 +14,8 @@ use std::sync::Arc;
 use minijinja::value::{Enumerator, Object};
 use minijinja::{Environment, Error, ErrorKind, Value};
 
-use super::{MAX_TEMPLATE_STEPS, Message, pyjson, strftime};
+use super::template::{MAX_TEMPLATE_STEPS, Message};
+use super::{pyjson, strftime};
 
 /// What a template is given besides the conversation.
 #[derive(Clone, Debug, Default, PartialEq)]

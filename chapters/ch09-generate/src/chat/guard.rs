@@ -13,7 +13,7 @@ use ch02_tokenizer::special::{Fragment, SpecialToken, partition};
 use ch02_tokenizer::tokenizer::Tokenizer;
 use ch08_gguf::tokenizer::GgufTokenizer;
 
-use super::Message;
+use super::template::Message;
 
 /// The control tokens of `tokenizer` (those only parsed when asked), as the guard searches
 /// for them: longest first, and without the strip flags, which would eat a message's spaces.

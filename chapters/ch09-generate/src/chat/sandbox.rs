@@ -1,9 +1,9 @@
 //! A chat template runs in a child process whose memory the kernel bounds.
 //!
-//! Fuel bounds a template's steps and [`super::render`] bounds what it writes, but nothing
-//! inside the interpreter bounds what it builds in between: `{% set ns.s = ns.s ~ ns.s %}`
-//! forty times is a few hundred steps and a terabyte of string, and an allocation that fails
-//! ends the whole process. So a template from a model file renders in a child: this same
+//! Fuel bounds a template's steps and [`super::render::render_with`] bounds what it writes,
+//! but nothing inside the interpreter bounds what it builds in between:
+//! `{% set ns.s = ns.s ~ ns.s %}` forty times is a few hundred steps and a terabyte of string,
+//! and an allocation that fails ends the whole process. So a template from a model file renders in a child: this same
 //! program, started with [`CHILD_FLAG`], which lowers its own data limit (`RLIMIT_DATA`: heap
 //! and anonymous mappings) and CPU limit before it reads the conversation from standard input,
 //! and writes the text to standard output. A template over either limit ends the child; the
@@ -15,7 +15,9 @@ use std::process::{Command, ExitCode, ExitStatus, Stdio};
 
 use serde_json::json;
 
-use super::{ChatTemplate, Message, Vars, render_with};
+use super::environment::Vars;
+use super::render::render_with;
+use super::template::{ChatTemplate, Message};
 
 /// The hidden first argument that makes a binary a template child (see [`child_main`]).
 pub const CHILD_FLAG: &str = "--render-chat-template";

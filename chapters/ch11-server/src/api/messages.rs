@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 
 use ch09_generate::chat::Message;
 
-use super::field;
+use super::fields::field;
 use crate::error::ApiError;
 
 /// A chat message as clients send it: `content` a string, or a list of parts.

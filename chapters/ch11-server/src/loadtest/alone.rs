@@ -7,8 +7,9 @@ use std::path::Path;
 
 use ch09_generate::{Sampler, SamplerConfig};
 
+use super::client::{get_json, one, streamed_tok_s};
 use super::mix::{Planned, plan};
-use super::{LoadOptions, TEMPERATURE, TOP_P, get_json, one, streamed_tok_s};
+use super::options::{LoadOptions, TEMPERATURE, TOP_P};
 
 /// Decode tok/s of one client's streams from the server at `addr` and of chapter 9's
 /// generator, over the requests of the mix that run to their end, taken in turn (request 1

@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{LoadOptions, get_json, run, runtime};
+use super::alone;
+use super::client::{get_json, runtime};
+use super::load::run;
+use super::options::LoadOptions;
 
 /// A server started for `--compare`; stopped (SIGTERM, then waited for) when dropped.
 pub(crate) struct Started(pub(crate) Child);
@@ -111,9 +114,7 @@ pub fn compare(
         // one client: its stream against chapter 9's generator, request by request in turn
         if which == "ch11-server" && o.clients == 1 {
             eprintln!("one client's stream and chapter 9's generator, in turn ...");
-            alone = Some(super::alone::stream_and_generator(
-                &rt, addr, o, model, threads,
-            )?);
+            alone = Some(alone::stream_and_generator(&rt, addr, o, model, threads)?);
         }
         drop(started);
         reports.push(report);

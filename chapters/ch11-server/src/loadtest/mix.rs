@@ -3,7 +3,7 @@
 
 use ch09_generate::rng::Rng;
 
-use super::LoadOptions;
+use super::options::LoadOptions;
 
 /// One request of the mix.
 #[derive(Clone, Debug)]
