@@ -248,6 +248,8 @@ impl Product {
         })
     }
 
+    // ANCHOR_END: product
+
     /// Queues the quantized input (`acts::quantize`'s words) for the next submission.
     pub fn write_input(&self, gpu: &Gpu, words: &[u32]) -> Result<()> {
         if words.len() != self.blocks * BLOCK_WORDS {
@@ -262,6 +264,7 @@ impl Product {
         Ok(())
     }
 
+    // ANCHOR: record
     /// Records the product into `pass`: one pipeline, one bind group, one dispatch. A decode
     /// step records many of these into one pass and submits once.
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
@@ -269,8 +272,8 @@ impl Product {
         pass.set_bind_group(0, &self.bind_group, &[]);
         pass.dispatch_workgroups(self.groups.0, self.groups.1, 1);
     }
+    // ANCHOR_END: record
 }
-// ANCHOR_END: product
 
 fn words_to_bytes(words: &[u32]) -> Vec<u8> {
     words.iter().flat_map(|w| w.to_le_bytes()).collect()
