@@ -167,20 +167,8 @@ log="$out/cpu-scale$suffix.log"
 tsv="$out/rounds$suffix.tsv"
 work="$(mktemp -d "${TMPDIR:-/tmp}/cpu-scale-XXXXXX")"
 trap 'rm -rf "$work"' EXIT # this run's own files
-say() { echo "[$(printf '%4d' "$SECONDS")s] $*" | tee -a "$log" >&2; }
-
-# run SECONDS CMD...: CMD under the watchdog, within what is left of the budget; its status,
-# 124 when killed for time, 125 when no time was left to start it.
-run() {
-    local cap=$1 left=$((budget - SECONDS))
-    shift
-    ((left > cap)) && left=$cap
-    ((left >= 5)) || return 125
-    local rc=0
-    timeout --kill-after=5 "$left" "$@" || rc=$?
-    ((rc == 137)) && rc=124
-    return $rc
-}
+# say and run (the watchdog): scripts/race-lib.sh
+source "$root/scripts/race-lib.sh"
 
 {
     echo "== cpu-scale.sh, $(date -u '+%Y-%m-%d %H:%M:%S UTC'), budget ${budget}s, dry run: $dry"
