@@ -300,16 +300,17 @@ pub fn profile(a: &Args) -> Result<(), String> {
 /// `regions`: what one parallel region costs, on the team and on rayon.
 pub fn regions(a: &Args) -> Result<(), String> {
     let costs = ch07_simd_parallel::regions::region_costs(a.threads, a.runs)?;
+    let (machine, task_us) = (
+        ch05_kv_cache::bench::machine(),
+        ch07_simd_parallel::regions::TASK.as_micros(),
+    );
     if a.json {
-        let out = serde_json::json!({"cpu": ch05_kv_cache::bench::machine(), "runs": a.runs,
-            "task_us": ch07_simd_parallel::regions::TASK.as_micros(), "regions": costs});
+        let out = json!({"cpu": machine, "runs": a.runs, "task_us": task_us, "regions": costs});
         println!("{out:#}");
         return Ok(());
     }
     println!(
-        "What one region costs over its tasks' {} µs, one task a thread ({}), median of {} runs:\n",
-        ch07_simd_parallel::regions::TASK.as_micros(),
-        ch05_kv_cache::bench::machine(),
+        "What one region costs over its tasks' {task_us} µs, one task a thread ({machine}), median of {} runs:\n",
         a.runs
     );
     println!("| threads | team | rayon |\n|---:|---:|---:|");

@@ -57,13 +57,19 @@ pub fn region_cost(runner: Runner, threads: usize, runs: usize) -> Result<f64, S
 }
 // ANCHOR_END: region_cost
 
-/// [`region_cost`] on both runners at 1, 2, 4, … threads up to `most` (and `most` itself).
-pub fn region_costs(most: usize, runs: usize) -> Result<Vec<RegionCost>, String> {
+/// 1, 2, 4, … threads below `most`, then `most` itself (at least 1): the counts a region is
+/// measured at.
+pub fn thread_counts(most: usize) -> Vec<usize> {
     let mut counts: Vec<usize> = std::iter::successors(Some(1usize), |t| t.checked_mul(2))
         .take_while(|&t| t < most)
         .collect();
     counts.push(most.max(1));
     counts
+}
+
+/// [`region_cost`] on both runners at each of [`thread_counts`]`(most)`.
+pub fn region_costs(most: usize, runs: usize) -> Result<Vec<RegionCost>, String> {
+    thread_counts(most)
         .into_iter()
         .map(|threads| {
             Ok(RegionCost {
@@ -78,12 +84,19 @@ pub fn region_costs(most: usize, runs: usize) -> Result<Vec<RegionCost>, String>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::team::regions;
+    use crate::team::record_regions;
 
     #[test]
-    fn every_region_is_counted_and_timed() {
-        let before = regions();
-        let costs = region_costs(2, 1).unwrap();
+    fn thread_counts_double_up_to_the_most() {
+        assert_eq!(thread_counts(1), [1]);
+        assert_eq!(thread_counts(2), [1, 2]);
+        assert_eq!(thread_counts(6), [1, 2, 4, 6]);
+        assert_eq!(thread_counts(16), [1, 2, 4, 8, 16]);
+    }
+
+    #[test]
+    fn every_region_is_timed_and_recorded() {
+        let (costs, log) = record_regions(|| region_costs(2, 1).unwrap());
         assert_eq!(
             costs.iter().map(|c| c.threads).collect::<Vec<_>>(),
             [1, 2],
@@ -93,11 +106,11 @@ mod tests {
             costs.iter().all(|c| c.team_us > -0.5 && c.rayon_us > -0.5),
             "a region takes at least its task's time (within the clock's reading): {costs:?}"
         );
-        // 2 runners x 2 thread counts x (warm-up + 1 run) regions, those at 1 thread with
-        // one task, not counted
+        // 2 runners x (warm-up + 1 run) regions of two tasks at 2 threads; those at 1 thread
+        // have one task, no region (other tests' regions may land in the log too)
         assert!(
-            regions() - before >= 2 * 2 * REGIONS_PER_RUN as u64,
-            "the regions of two threads are counted"
+            log.iter().filter(|&&t| t == 2).count() >= 2 * 2 * REGIONS_PER_RUN,
+            "the regions of two threads are recorded"
         );
     }
 }

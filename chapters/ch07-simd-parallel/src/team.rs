@@ -65,13 +65,10 @@ pub fn for_each_task(tasks: usize, f: impl Fn(usize) + Sync) {
 
 /// [`for_each_task`] on the runner given, not the one `LLM_BOOK_POOL` picked (to compare).
 pub fn for_each_task_on(runner: Runner, tasks: usize, f: impl Fn(usize) + Sync) {
-    if tasks > 1 {
-        REGIONS.fetch_add(1, Ordering::Relaxed);
-        if RECORDING.load(Ordering::Relaxed) {
-            let mut log = LOG.lock().unwrap_or_else(|e| e.into_inner());
-            if log.len() < MAX_LOG {
-                log.push(tasks);
-            }
+    if tasks > 1 && RECORDING.load(Ordering::Relaxed) {
+        let mut log = LOG.lock().unwrap_or_else(|e| e.into_inner());
+        if log.len() < MAX_LOG {
+            log.push(tasks);
         }
     }
     if tasks <= 1 || rayon::current_num_threads() == 1 {
@@ -99,18 +96,13 @@ pub fn for_each_task_on(runner: Runner, tasks: usize, f: impl Fn(usize) + Sync) 
 }
 // ANCHOR_END: for_each_task
 
-/// How many regions of more than one task this process has run (on any thread, whether
-/// or not they ran in parallel): how a program counts a decode step's regions.
-pub fn regions() -> u64 {
-    REGIONS.load(Ordering::Relaxed)
-}
-
-static REGIONS: AtomicU64 = AtomicU64::new(0);
-
 /// Runs `f` and returns, with its result, the number of tasks of each region it ran (at
 /// most the first [`MAX_LOG`]; regions other threads run meanwhile are in it too): how a
-/// program sees how many threads each piece of a decode step gets.
+/// program sees how many threads each piece of a decode step gets. One recording at a time:
+/// a second caller waits for the first to finish (so `f` must not record in turn).
 pub fn record_regions<T>(f: impl FnOnce() -> T) -> (T, Vec<usize>) {
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     LOG.lock().unwrap_or_else(|e| e.into_inner()).clear();
     RECORDING.store(true, Ordering::SeqCst);
     let out = f();

@@ -55,7 +55,7 @@ pub fn tg128(engine: &Engine, threads: usize) -> Result<f64, String> {
 
 /// The token ids a benchmark prompt of `n` tokens is made of: spread over the vocabulary,
 /// the same on every run.
-fn bench_prompt(engine: &Engine, n: usize) -> Vec<u32> {
+pub fn bench_prompt(engine: &Engine, n: usize) -> Vec<u32> {
     let vocab = engine.model.config.vocab_size as u64;
     (0..n as u64)
         .map(|i| ((i * 7919 + 13) % vocab) as u32)

@@ -14,8 +14,8 @@ use ch07_simd_parallel::pool::in_pool;
 use ch07_simd_parallel::team::record_regions;
 
 /// The tasks of each region of one decode step, after a prompt of four tokens and one
-/// unrecorded step, in a pool of `threads`. One test records at a time: the log is the
-/// process's, and the tests of this file run side by side.
+/// unrecorded step, in a pool of `threads`. One test runs here at a time: the log is the
+/// process's, and the other test's unrecorded steps must not land in it.
 fn step_regions(threads: usize) -> Vec<usize> {
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());

@@ -9,7 +9,7 @@
 
 use ch01_tensors::models;
 use ch07_simd_parallel::pool::in_pool;
-use ch07_simd_parallel::regions::region_cost;
+use ch07_simd_parallel::regions::{region_cost, thread_counts};
 use ch07_simd_parallel::team::{Runner, record_regions};
 use serde_json::json;
 
@@ -34,14 +34,9 @@ struct Step {
 pub fn regions(a: &Args) -> Result<(), String> {
     let m = open_model(a)?;
     let engine = m.engine()?;
-    let vocab = engine.model.config.vocab_size as u64;
-    let prompt: Vec<u32> = (0..PROMPT as u64)
-        .map(|i| ((i * 7919 + 13) % vocab) as u32)
-        .collect();
+    let prompt = ch08_gguf::bench::bench_prompt(&engine, PROMPT);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let counts = std::iter::successors(Some(1usize), |t| t.checked_mul(2))
-        .take_while(|&t| t < a.threads)
-        .chain([a.threads]);
+    let counts = thread_counts(a.threads);
     let err = |e: ch08_gguf::Error| e.to_string();
     let mut steps = Vec::new();
     for threads in counts {
