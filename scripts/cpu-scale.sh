@@ -167,7 +167,7 @@ log="$out/cpu-scale$suffix.log"
 tsv="$out/rounds$suffix.tsv"
 work="$(mktemp -d "${TMPDIR:-/tmp}/cpu-scale-XXXXXX")"
 trap 'rm -rf "$work"' EXIT # this run's own files
-# say and run (the watchdog): scripts/race-lib.sh
+# say, run (the watchdog) and make_files: scripts/race-lib.sh
 source "$root/scripts/race-lib.sh"
 
 {
@@ -246,26 +246,12 @@ elif cmd == "ours": ours(sys.argv[2])
 else: tables(*sys.argv[2:])
 EOF
 
-export PYTHONPATH="$(IFS=:; echo "${wheels[*]}")${PYTHONPATH:+:$PYTHONPATH}"
-if ! "$python" -c "import gguf, numpy; print('== gguf from', gguf.__file__, '; numpy', numpy.__version__)" >>"$log" 2>&1; then
-    say "error: $python cannot import gguf and numpy (see the log); set SCALE_PYTHON to one that has numpy"
-    exit 1
-fi
+make_files "${shape_list[@]}"
 
-say "making the files in $work"
-made=()
-for s in "${shape_list[@]}"; do
-    rc=0
-    run 200 "$python" "$root/scripts/make_synthetic_gguf.py" --shape "$s" --mix q4_0 \
-        --tokenizer-from "$vocab" --out "$work/$s.gguf" >>"$log" 2>"$work/make.err" || rc=$?
-    tr '\r' '\n' <"$work/make.err" | grep -v '^ *[0-9]*/[0-9]* tensors' >>"$log" || true # not the progress
-    if ((rc == 0)); then
-        made+=("$s")
-        say "made $s.gguf ($(du -m "$work/$s.gguf" | cut -f1) MB)"
-    else
-        say "making $s.gguf failed (status $rc; 124: out of time); it is not raced"
-    fi
-done
+# the machine, for the tables' headers
+cpu="$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+family="$(grep -m1 '^cpu family' /proc/cpuinfo | cut -d: -f2 | xargs)"
+model="$(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | cut -d: -f2 | xargs)"
 
 # --regions: what a region costs, and how the SmolLM2-shaped file's decode step is cut
 if [[ $regions == yes ]]; then
@@ -277,9 +263,6 @@ if [[ $regions == yes ]]; then
     ((rc == 0)) || { say "ch07-simd-parallel regions failed (status $rc)"; exit 1; }
     run 120 "${ours_bins[0]}" regions -m "$work/smollm2.gguf" --threads "$most" >"$work/r8.md" 2>>"$log" || rc=$?
     ((rc == 0)) || { say "ch08-gguf regions failed (status $rc)"; exit 1; }
-    cpu="$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-    family="$(grep -m1 '^cpu family' /proc/cpuinfo | cut -d: -f2 | xargs)"
-    model="$(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | cut -d: -f2 | xargs)"
     {
         echo "*Measured on $cpu (family $family, model $model), $(nproc) cores, 1 to $most threads, load $load at the start, $(date -u +%Y-%m-%d), commit $(cat "$carried/built-from" 2>/dev/null || echo unknown): \`bash scripts/cpu-scale.sh --regions\`*"
         [[ $dry == yes ]] && printf '\n**Dry run on a shared machine: these numbers mean nothing.**\n'
@@ -346,9 +329,6 @@ if ((${#made[@]} == 0)); then
     say "error: no file was made; nothing was raced"
     exit 1
 fi
-cpu="$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-family="$(grep -m1 '^cpu family' /proc/cpuinfo | cut -d: -f2 | xargs)"
-model="$(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | cut -d: -f2 | xargs)"
 list="$(for s in "${made[@]}"; do threads_of "$s"; done | sort -n | uniq | paste -sd, -)"
 shown="${list//,/, }"
 [[ "$shown" == *", "* ]] && shown="${shown%, *} and ${shown##*, }"

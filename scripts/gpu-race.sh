@@ -88,7 +88,7 @@ log="$out/gpu-race.log"
 tsv="$out/rounds.tsv"
 work="$(mktemp -d "${TMPDIR:-/tmp}/gpu-race-XXXXXX")"
 trap 'rm -rf "$work"' EXIT # this run's own files
-# say and run (the watchdog): scripts/race-lib.sh
+# say, run (the watchdog) and make_files: scripts/race-lib.sh
 source "$root/scripts/race-lib.sh"
 
 xz -dc "$carried/bin/llama-bench-vulkan.xz" >"$work/llama-bench"
@@ -218,25 +218,7 @@ if ((rc == 0)); then
     copy="$("$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["copy"]["gbps_read_plus_write"])' "$work/kernels.json" 2>>"$log" || true)"
 fi
 
-export PYTHONPATH="$(IFS=:; echo "${wheels[*]}")${PYTHONPATH:+:$PYTHONPATH}"
-if ! "$python" -c "import gguf, numpy; print('== gguf from', gguf.__file__, '; numpy', numpy.__version__)" >>"$log" 2>&1; then
-    say "error: $python cannot import gguf and numpy (see the log); set SCALE_PYTHON to one that has numpy"
-    exit 1
-fi
-say "making the files in $work"
-made=()
-for s in "${shape_list[@]}"; do
-    rc=0
-    run 200 "$python" "$root/scripts/make_synthetic_gguf.py" --shape "$s" --mix q4_0 \
-        --tokenizer-from "$vocab" --out "$work/$s.gguf" >>"$log" 2>"$work/make.err" || rc=$?
-    tr '\r' '\n' <"$work/make.err" | grep -v '^ *[0-9]*/[0-9]* tensors' >>"$log" || true
-    if ((rc == 0)); then
-        made+=("$s")
-        say "made $s.gguf ($(du -m "$work/$s.gguf" | cut -f1) MB)"
-    else
-        say "making $s.gguf failed (status $rc; 124: out of time); it is not raced"
-    fi
-done
+make_files "${shape_list[@]}"
 ((${#made[@]} > 0)) || { say "error: no file was made; nothing was raced"; exit 1; }
 sizes="$("$python" "$work/race.py" bytes $(for s in "${made[@]}"; do echo "$work/$s.gguf"; done) 2>>"$log")"
 

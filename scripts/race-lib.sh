@@ -1,6 +1,7 @@
 # What scripts/cpu-scale.sh and scripts/gpu-race.sh share (sourced by both, not run): a log
-# line, and the watchdog every command of a race runs under. Both expect $log (the log
-# file) and $budget (seconds, counted from the script's start by bash's $SECONDS).
+# line, the watchdog every command of a race runs under, and the synthetic files raced.
+# Both expect $log (the log file) and $budget (seconds, counted from the script's start by
+# bash's $SECONDS).
 
 # say TEXT: TEXT on standard error and in the log, after the seconds since the start.
 say() { echo "[$(printf '%4d' "$SECONDS")s] $*" | tee -a "$log" >&2; }
@@ -16,4 +17,32 @@ run() {
     timeout --kill-after=5 "$left" "$@" || rc=$?
     ((rc == 137)) && rc=124
     return $rc
+}
+
+# make_files SHAPE...: a synthetic Llama file of each shape (random Q4_0 weights, Q8_0
+# embedding, $vocab's tokenizer) made in $work by scripts/make_synthetic_gguf.py with
+# $python and the carried $wheels, each under the watchdog; the shapes made are left in the
+# array `made`. Stops the script when $python cannot import gguf and numpy. Also expects
+# $root.
+make_files() {
+    export PYTHONPATH="$(IFS=:; echo "${wheels[*]}")${PYTHONPATH:+:$PYTHONPATH}"
+    if ! "$python" -c "import gguf, numpy; print('== gguf from', gguf.__file__, '; numpy', numpy.__version__)" >>"$log" 2>&1; then
+        say "error: $python cannot import gguf and numpy (see the log); set SCALE_PYTHON to one that has numpy"
+        exit 1
+    fi
+    say "making the files in $work"
+    made=()
+    local s rc
+    for s in "$@"; do
+        rc=0
+        run 200 "$python" "$root/scripts/make_synthetic_gguf.py" --shape "$s" --mix q4_0 \
+            --tokenizer-from "$vocab" --out "$work/$s.gguf" >>"$log" 2>"$work/make.err" || rc=$?
+        tr '\r' '\n' <"$work/make.err" | grep -v '^ *[0-9]*/[0-9]* tensors' >>"$log" || true # not the progress
+        if ((rc == 0)); then
+            made+=("$s")
+            say "made $s.gguf ($(du -m "$work/$s.gguf" | cut -f1) MB)"
+        else
+            say "making $s.gguf failed (status $rc; 124: out of time); it is not raced"
+        fi
+    done
 }
