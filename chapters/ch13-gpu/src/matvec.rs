@@ -5,7 +5,6 @@
 
 use ch06_quantization::Format;
 use ch08_gguf::TensorInfo;
-use wgpu::util::DeviceExt;
 
 use crate::acts::{self, BLOCK_WORDS};
 use crate::gpu::{Error, Gpu, Result};
@@ -86,7 +85,8 @@ impl GpuMatrix {
     // ANCHOR: upload
     /// Uploads `rows × cols` weights of `format` held as raw blocks in `blocks`: checked
     /// against the shape and the device's limits, padded to whole words plus one (the shader
-    /// reads a word past an unaligned last block's end), and copied once, as they are.
+    /// reads a word past an unaligned last block's end), and copied once, as they are, into
+    /// the buffer's memory.
     pub fn from_blocks(
         gpu: &Gpu,
         format: Format,
@@ -122,15 +122,25 @@ impl GpuMatrix {
                 "{padded} bytes of weights exceed this GPU's largest storage binding ({limit})"
             )));
         }
-        let mut words = blocks.to_vec();
-        words.resize(padded, 0);
-        let buffer = gpu
-            .device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some("weights"),
-                contents: &words,
-                usage: wgpu::BufferUsages::STORAGE,
-            });
+        // written straight into the new buffer's mapping: no padded copy on the host first
+        let buffer = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("weights"),
+            size: padded as u64,
+            usage: wgpu::BufferUsages::STORAGE,
+            mapped_at_creation: true,
+        });
+        {
+            let mut mapped = buffer
+                .slice(..)
+                .get_mapped_range_mut()
+                .map_err(|e| Error::Gpu(format!("mapping the weights' buffer: {e}")))?;
+            mapped.slice(..blocks.len()).copy_from_slice(blocks);
+            let tail = padded - blocks.len(); // 4 to 7 bytes
+            mapped
+                .slice(blocks.len()..)
+                .copy_from_slice(&[0; 8][..tail]);
+        }
+        buffer.unmap();
         Ok(GpuMatrix {
             format,
             rows,
