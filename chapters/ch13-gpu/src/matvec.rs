@@ -82,7 +82,6 @@ pub struct GpuMatrix {
 }
 
 impl GpuMatrix {
-    // ANCHOR: upload
     /// Uploads `rows × cols` weights of `format` held as raw blocks in `blocks`: checked
     /// against the shape and the device's limits, padded to whole words plus one (the shader
     /// reads a word past an unaligned last block's end), and copied once, as they are, into
@@ -112,6 +111,7 @@ impl GpuMatrix {
                 blocks.len()
             )));
         }
+        // ANCHOR: upload
         let padded = (blocks.len().div_ceil(4) + 1) * 4;
         let limit = gpu
             .limits
