@@ -9,6 +9,7 @@
 //! - [`safetensors`]: reading model files through `mmap`, zero-copy, refusing bad files;
 //! - [`files`]: opening files strangers name: regular files only, size-capped;
 //! - [`models`]: where the book's models live on disk and how to fetch them;
+//! - [`pipe`]: a binary piped into `head` stops quietly instead of panicking;
 //! - [`random`]: deterministic pseudo-random numbers for demos, tests and benches;
 //! - [`stopwatch`]: the best of repeated timed runs, for the chapters' speed tables.
 
@@ -17,6 +18,7 @@ pub mod files;
 pub mod half;
 pub mod models;
 pub mod ops;
+pub mod pipe;
 pub mod random;
 pub mod safetensors;
 pub mod stopwatch;

@@ -99,6 +99,7 @@ fn parse_size(s: &str) -> Result<usize, lexopt::Error> {
 }
 
 fn main() -> ExitCode {
+    ch01_tensors::pipe::quiet_when_closed();
     let args = match parse_args() {
         Ok(args) => args,
         Err(e) => {

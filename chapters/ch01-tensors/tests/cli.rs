@@ -25,3 +25,27 @@ fn a_tensor_with_zero_rows_does_not_panic_the_demo() {
     );
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// `ch01-tensors --help | head -0`: the reader of the pipe is gone before the first line is
+/// written. The program must stop quietly, killed by `SIGPIPE` as `cat` would be, not panic
+/// with "failed printing to stdout".
+#[cfg(unix)]
+#[test]
+fn a_closed_pipe_stops_the_binary_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_ch01-tensors"))
+        .arg("--help")
+        .stdout(writer)
+        .output()
+        .expect("run ch01-tensors");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "it panicked: {stderr}");
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGPIPE),
+        "expected SIGPIPE to end it, got {:?}: {stderr}",
+        out.status
+    );
+}

@@ -108,6 +108,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
 }
 
 fn main() -> ExitCode {
+    ch01_tensors::pipe::quiet_when_closed();
     let args = match parse_args() {
         Ok(args) => args,
         Err(e) => {

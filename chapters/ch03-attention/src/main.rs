@@ -206,6 +206,7 @@ fn write_file(path: &Path, text: &str) -> Result<(), Error> {
 }
 
 fn main() -> ExitCode {
+    ch01_tensors::pipe::quiet_when_closed();
     let args = match parse_args() {
         Ok(Some(args)) => args,
         Ok(None) => {

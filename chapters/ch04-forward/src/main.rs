@@ -277,6 +277,7 @@ fn cmd_bench(a: &Args) -> Result<(), String> {
 // ANCHOR_END: cmd_bench
 
 fn main() -> ExitCode {
+    ch01_tensors::pipe::quiet_when_closed();
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {

@@ -134,6 +134,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
     Ok(Some(a))
 }
 fn main() -> ExitCode {
+    ch01_tensors::pipe::quiet_when_closed();
     let args = match parse_args() {
         Ok(Some(a)) => a,
         Ok(None) => {

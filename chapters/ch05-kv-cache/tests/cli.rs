@@ -71,3 +71,29 @@ fn a_report_with_zero_rates_is_drawn_in_bounded_time() {
     assert!(took < Duration::from_secs(20), "drawing took {took:?}");
     assert!(drawn.ends_with("</svg>\n"), "the chart was not written");
 }
+
+/// `ch05-kv-cache --help | head -1` panicked ("failed printing to stdout: Broken pipe") when
+/// `head` had gone before the usage was written. Now a closed pipe ends it as it ends `cat`.
+#[cfg(unix)]
+#[test]
+fn a_closed_pipe_stops_the_binary_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let o = Command::new(env!("CARGO_BIN_EXE_ch05-kv-cache"))
+        .arg("--help")
+        .stdout(writer)
+        .output()
+        .expect("run ch05-kv-cache");
+    assert!(
+        !stderr(&o).contains("panicked"),
+        "it panicked: {}",
+        stderr(&o)
+    );
+    assert_eq!(
+        o.status.signal(),
+        Some(13),
+        "expected SIGPIPE (13): {:?}",
+        o.status
+    );
+}

@@ -147,6 +147,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
 }
 
 fn main() -> ExitCode {
+    ch01_tensors::pipe::quiet_when_closed();
     let args = match parse_args() {
         Ok(Some(a)) => a,
         Ok(None) => {

@@ -257,6 +257,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
 }
 
 fn main() -> ExitCode {
+    ch01_tensors::pipe::quiet_when_closed();
     // `synth` has flags of its own
     if std::env::args_os().nth(1).is_some_and(|a| a == "synth") {
         return commands::synth::main();

@@ -23,6 +23,7 @@ mod scale;
 use cli::{USAGE, parse_args};
 
 fn main() -> ExitCode {
+    ch01_tensors::pipe::quiet_when_closed();
     let process_start = std::time::Instant::now();
     // A chat template renders in a child of this program (see `chat::sandbox`).
     if let Some(code) = ch09_generate::chat::sandbox::child_main() {

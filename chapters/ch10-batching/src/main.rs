@@ -205,6 +205,7 @@ pub fn model_path(a: &Args) -> Result<PathBuf, String> {
 }
 
 fn main() -> ExitCode {
+    ch01_tensors::pipe::quiet_when_closed();
     let args = match parse_args() {
         Ok(Some(a)) => a,
         Ok(None) => {
