@@ -89,8 +89,6 @@ fn curl_sees_raw_server_sent_events() {
 
 #[test]
 fn the_chat_page_streams_and_its_stop_button_cancels() {
-    let chromium = require_program("chromium");
-    let py = venv_python();
     let s = Server::start(&[]);
     let page = get(s.addr, "/");
     assert_eq!(page.status, 200);
@@ -100,33 +98,8 @@ fn the_chat_page_streams_and_its_stop_button_cancels() {
             && !page.body.contains("https://"),
         "the page fetches nothing from elsewhere"
     );
-    let out = Command::new(py)
-        .arg(scripts().join("chat_page.py"))
-        .arg(chromium)
-        .arg(format!("{}/", s.url()))
-        .output()
-        .expect("python runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "driving the page failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let seen: serde_json::Value =
-        serde_json::from_str(stdout.trim()).expect("the driver prints JSON");
-    assert_eq!(seen["model"], MODEL, "{seen}");
-    assert!(
-        seen["streamed"].as_str().is_some_and(|t| t.len() > 20),
-        "{seen}"
-    );
-    assert_eq!(seen["status"], "stopped", "{seen}");
-    assert_eq!(seen["send_enabled"], true, "{seen}");
-    // Stop closed the connection: the server cancelled the sequence and freed its blocks.
-    assert_eq!(
-        s.wait_metric("llm_running_sequences", 0.0, 5),
-        0.0,
-        "the stopped reply still runs on the server"
-    );
+    chat_page_streams_and_stops(&s, MODEL);
+    // The cancelled sequence's blocks are free again.
     assert_eq!(s.wait_metric("llm_kv_blocks_used", 0.0, 5), 0.0);
     let m = get(s.addr, "/metrics").body;
     assert!(

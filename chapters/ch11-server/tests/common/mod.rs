@@ -15,7 +15,16 @@ pub fn model() -> PathBuf {
     models::require(&models::smollm2_gguf()).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// A running `ch11-server`; stopped with SIGTERM when dropped.
+/// The server under test: chapter 11's binary, or chapter 12's when chapter 12's tests
+/// include this module by its path (Cargo names only the tested package's binaries, so
+/// exactly one of the two is set).
+fn binary() -> &'static str {
+    option_env!("CARGO_BIN_EXE_ch12-structured")
+        .or(option_env!("CARGO_BIN_EXE_ch11-server"))
+        .expect("this module is compiled into chapter 11's or chapter 12's tests")
+}
+
+/// A running server binary; killed when dropped.
 pub struct Server {
     pub child: Child,
     pub addr: SocketAddr,
@@ -35,7 +44,7 @@ impl Server {
 
     /// The server on another model file.
     pub fn start_model(model: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Server {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ch11-server"));
+        let mut cmd = Command::new(binary());
         cmd.arg("-m").arg(model).args(["--port", "0"]).args(args);
         for (k, v) in env {
             cmd.env(k, v);
@@ -285,6 +294,45 @@ pub fn require_program(name: &str) -> PathBuf {
     found.unwrap_or_else(|| {
         panic!("'{name}' is not installed: install what chapter 11's tests need with\n    bash scripts/test-deps.sh")
     })
+}
+
+/// Chapter 11's chat page in headless Chromium, driven by `tests/clients/chat_page.py`: a
+/// message streams into the page, Stop cancels it, and the server stops the sequence.
+/// What the driver saw, for the caller's own checks.
+pub fn chat_page_streams_and_stops(s: &Server, model: &str) -> serde_json::Value {
+    let chromium = require_program("chromium");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../ch11-server/tests/clients/chat_page.py"
+    );
+    let out = Command::new(venv_python())
+        .arg(script)
+        .arg(chromium)
+        .arg(format!("{}/", s.url()))
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "driving the page failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: serde_json::Value =
+        serde_json::from_str(stdout.trim()).expect("the driver prints JSON");
+    assert_eq!(seen["model"], model, "{seen}");
+    assert!(
+        seen["streamed"].as_str().is_some_and(|t| t.len() > 20),
+        "the reply streamed into the page: {seen}"
+    );
+    assert_eq!(seen["status"], "stopped", "{seen}");
+    assert_eq!(seen["send_enabled"], true, "{seen}");
+    // Stop closed the connection: the server cancelled the sequence.
+    assert_eq!(
+        s.wait_metric("llm_running_sequences", 0.0, 5),
+        0.0,
+        "the stopped reply still runs on the server"
+    );
+    seen
 }
 
 /// The directory of the Python client scripts.
