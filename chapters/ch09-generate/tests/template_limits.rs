@@ -171,8 +171,8 @@ fn a_template_that_builds_gigabytes_is_refused_with_memory_flat() {
         e.contains("tokenizer.chat_template") && e.contains("MiB of memory"),
         "{e}"
     );
-    // Through the binary, in both chat modes: refused within a second, its own memory that
-    // of the model file, not of the string.
+    // Through the binary, in both chat modes: refused (in bounded time, as every hostile
+    // template here), its own memory that of the model file, not of the string.
     let path = smollm2_with_template(BYTE_BOMB, "bytes");
     let file = path.to_str().unwrap();
     let one_turn = run_binary(&["-m", file, "--chat", "-p", "Hi", "-n", "4"], "");
@@ -184,10 +184,7 @@ fn a_template_that_builds_gigabytes_is_refused_with_memory_flat() {
             stderr.contains("needed more than") && stderr.contains("MiB of memory"),
             "{mode}: {stderr}"
         );
-        assert!(
-            took < Duration::from_secs(1),
-            "{mode} took {took:?} to refuse"
-        );
+        assert!(took < QUICKLY, "{mode} took {took:?} to refuse");
         assert!(
             peak_mib < 400.0,
             "{mode}: the binary grew to {peak_mib:.0} MiB while refusing the template"
