@@ -102,17 +102,21 @@ pub mod x86_dispatch;
 pub mod x86_helpers;
 
 #[cfg(target_arch = "aarch64")]
-pub mod arm_products;
+pub mod arm_dispatch;
 #[cfg(target_arch = "aarch64")]
-pub mod neon;
+pub mod arm_helpers;
 #[cfg(target_arch = "aarch64")]
-pub mod neon_eights;
+pub mod neon_eights_all;
 #[cfg(target_arch = "aarch64")]
-pub mod neon_f32;
+pub mod neon_many_f32;
 #[cfg(target_arch = "aarch64")]
-pub mod neon_helpers;
+pub mod neon_one_f32;
 #[cfg(target_arch = "aarch64")]
-pub mod neon_kquants;
+pub mod neon_one_q4_q8;
+#[cfg(target_arch = "aarch64")]
+pub mod neon_one_q5_0_k;
+#[cfg(target_arch = "aarch64")]
+pub mod neon_quantize;
 
 // ANCHOR: dispatch
 /// The kernels for `isa`, or `None` if this CPU cannot run them.
@@ -292,62 +296,62 @@ impl<const DOTPROD: bool> Kernels for Arm<DOTPROD> {
     fn dot_q8_0_q8_0(&self, w: &[u8], a: &[BlockQ8_0]) -> f32 {
         unsafe {
             if DOTPROD {
-                neon::dot_q8_0_q8_0_sdot(w, a)
+                neon_one_q4_q8::dot_q8_0_q8_0_sdot(w, a)
             } else {
-                neon::dot_q8_0_q8_0(w, a)
+                neon_one_q4_q8::dot_q8_0_q8_0(w, a)
             }
         }
     }
     fn dot_q4_0_q8_0(&self, w: &[u8], a: &[BlockQ8_0]) -> f32 {
         unsafe {
             if DOTPROD {
-                neon::dot_q4_0_q8_0_sdot(w, a)
+                neon_one_q4_q8::dot_q4_0_q8_0_sdot(w, a)
             } else {
-                neon::dot_q4_0_q8_0(w, a)
+                neon_one_q4_q8::dot_q4_0_q8_0(w, a)
             }
         }
     }
     fn dot_q4_1_q8_1(&self, w: &[u8], a: &[BlockQ8_1]) -> f32 {
         unsafe {
             if DOTPROD {
-                neon::dot_q4_1_q8_1_sdot(w, a)
+                neon_one_q4_q8::dot_q4_1_q8_1_sdot(w, a)
             } else {
-                neon::dot_q4_1_q8_1(w, a)
+                neon_one_q4_q8::dot_q4_1_q8_1(w, a)
             }
         }
     }
     fn dot_int8_q8_0(&self, w: &[u8], scale: f32, a: &[BlockQ8_0]) -> f32 {
         unsafe {
             if DOTPROD {
-                neon::dot_int8_q8_0_sdot(w, scale, a)
+                neon_one_q4_q8::dot_int8_q8_0_sdot(w, scale, a)
             } else {
-                neon::dot_int8_q8_0(w, scale, a)
+                neon_one_q4_q8::dot_int8_q8_0(w, scale, a)
             }
         }
     }
     fn quantize_q8_0(&self, x: &[f32], out: &mut Vec<BlockQ8_0>) {
-        unsafe { neon::quantize_q8_0(x, out) }
+        unsafe { neon_quantize::quantize_q8_0(x, out) }
     }
     fn quantize_q8_1(&self, x: &[f32], out: &mut Vec<BlockQ8_1>) {
-        unsafe { neon::quantize_q8_1(x, out) }
+        unsafe { neon_quantize::quantize_q8_1(x, out) }
     }
     fn dot_f32(&self, a: &[f32], b: &[f32]) -> f32 {
-        unsafe { neon_f32::dot_f32(a, b) }
+        unsafe { neon_one_f32::dot_f32(a, b) }
     }
     fn axpy(&self, y: &mut [f32], a: f32, x: &[f32]) {
-        unsafe { neon_f32::axpy(y, a, x) }
+        unsafe { neon_one_f32::axpy(y, a, x) }
     }
     fn dot_f32_rows(&self, q: &[f32], rows: &[f32], out: &mut [f32]) {
-        unsafe { neon_f32::dot_f32_rows(q, rows, out) }
+        unsafe { neon_one_f32::dot_f32_rows(q, rows, out) }
     }
     fn axpy_rows(&self, y: &mut [f32], w: &[f32], rows: &[f32]) {
-        unsafe { neon_f32::axpy_rows(y, w, rows) }
+        unsafe { neon_one_f32::axpy_rows(y, w, rows) }
     }
     fn dot_f32_rows_many(&self, qs: &[f32], d: usize, rows: &[f32], out: &mut [f32]) {
-        unsafe { neon_f32::dot_f32_rows_many(qs, d, rows, out) }
+        unsafe { neon_many_f32::dot_f32_rows_many(qs, d, rows, out) }
     }
     fn f16_to_f32s(&self, src: &[u16], dst: &mut [f32]) {
-        unsafe { neon_f32::f16_to_f32s(src, dst) }
+        unsafe { neon_one_f32::f16_to_f32s(src, dst) }
     }
     // dot_f32_many, axpy_many and the dot4_* products: chapter 6's defaults, which call the
     // NEON dot_f32, axpy and one-row products above (the same bits, less register reuse).

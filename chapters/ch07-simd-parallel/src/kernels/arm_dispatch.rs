@@ -12,8 +12,8 @@
 //! does not use (no `has_quads`; chapter 8 packs only for AVX2).
 
 use super::Arm;
-use super::neon_eights as e;
-use super::neon_kquants as k;
+use super::neon_eights_all as e;
+use super::neon_one_q5_0_k as k;
 use super::products::{ManyTokens, OneToken};
 use ch06_quantization::Kernels;
 use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
