@@ -23,8 +23,8 @@ fn check(blocks: [usize; 4], a: &Eights) {
     );
 }
 
-/// The float step of one row's block, as [`super::avx2_eights_q32_k`]'s: `(dw · da) · dot` less the
-/// offset (Q4_0, Q5_0), or plus `m · s` (Q4_1), added to the row's lanes.
+/// The float step of one row's block, as [`super::avx2_eights_q32_k`]'s: `(dw · da) · dot`
+/// less the offset (Q4_0, Q5_0), or plus `m · s` (Q4_1), added to the row's lanes.
 #[inline]
 #[target_feature(enable = "avx2")]
 fn block_step<const Q4_1: bool>(

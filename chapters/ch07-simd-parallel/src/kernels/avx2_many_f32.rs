@@ -5,7 +5,7 @@
 //! output is computed by the same operations in the same order as [`super::avx2_one_f32::dot_f32`]
 //! and [`super::avx2_one_f32::axpy`] give it one at a time: the same bits.
 
-// As in `avx2`: each function's only requirement is the CPU features it names.
+// As in `avx2_one_q4_q8.rs`: each function's only requirement is the CPU features it names.
 #![allow(clippy::missing_safety_doc)]
 
 use std::arch::x86_64::*;

@@ -33,15 +33,11 @@
 //! [`ManyTokens`]) whose default methods are the scalar reference, and this one, the sets and
 //! the one place that picks a set ([`for_isa`]).
 //!
-//! Each set implements chapter 6's [`Kernels`] trait, so chapter 6's matrix product and
-//! forward pass run them unchanged, and chapter 8's [`ManyTokens`] on top. A SIMD set can
-//! only be made by [`for_isa`], which asks the CPU first; that check is what makes the
-//! `unsafe` calls below sound.
-
-#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-use ch06_quantization::Kernels;
-#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
+//! Each set implements chapter 6's [`Kernels`](ch06_quantization::Kernels) trait, so chapter
+//! 6's matrix product and forward pass run them unchanged, and chapter 8's [`ManyTokens`] on
+//! top (in `x86_dispatch.rs` and `arm_dispatch.rs`). A SIMD set can only be made by
+//! [`for_isa`], which asks the CPU first; that check is what makes those files' `unsafe`
+//! calls sound.
 
 use crate::isa::Isa;
 
@@ -170,99 +166,6 @@ static AVX2: Avx2 = X86(());
 #[cfg(target_arch = "x86_64")]
 static AVX512: Avx512 = X86(());
 
-// SAFETY (for every call below): a value of `X86<VNNI>` exists only if [`for_isa`] found
-// the features those functions enable on this CPU (with `VNNI`, AVX-512 F/BW/VL/VNNI too).
-#[cfg(target_arch = "x86_64")]
-impl<const VNNI: bool> Kernels for X86<VNNI> {
-    fn name(&self) -> &'static str {
-        if VNNI { "avx512" } else { "avx2" }
-    }
-    fn dot_q8_0_q8_0(&self, w: &[u8], a: &[BlockQ8_0]) -> f32 {
-        unsafe {
-            if VNNI {
-                avx2_one_q4_q8::dot_q8_0_q8_0_vnni(w, a)
-            } else {
-                avx2_one_q4_q8::dot_q8_0_q8_0(w, a)
-            }
-        }
-    }
-    fn dot_q4_0_q8_0(&self, w: &[u8], a: &[BlockQ8_0]) -> f32 {
-        unsafe {
-            if VNNI {
-                avx2_one_q4_q8::dot_q4_0_q8_0_vnni(w, a)
-            } else {
-                avx2_one_q4_q8::dot_q4_0_q8_0(w, a)
-            }
-        }
-    }
-    fn dot_q4_1_q8_1(&self, w: &[u8], a: &[BlockQ8_1]) -> f32 {
-        unsafe {
-            if VNNI {
-                avx2_one_q4_q8::dot_q4_1_q8_1_vnni(w, a)
-            } else {
-                avx2_one_q4_q8::dot_q4_1_q8_1(w, a)
-            }
-        }
-    }
-    fn dot_int8_q8_0(&self, w: &[u8], scale: f32, a: &[BlockQ8_0]) -> f32 {
-        unsafe {
-            if VNNI {
-                avx2_one_q4_q8::dot_int8_q8_0_vnni(w, scale, a)
-            } else {
-                avx2_one_q4_q8::dot_int8_q8_0(w, scale, a)
-            }
-        }
-    }
-    fn quantize_q8_0(&self, x: &[f32], out: &mut Vec<BlockQ8_0>) {
-        unsafe { avx2_quantize::quantize_q8_0(x, out) }
-    }
-    fn quantize_q8_1(&self, x: &[f32], out: &mut Vec<BlockQ8_1>) {
-        unsafe { avx2_quantize::quantize_q8_1(x, out) }
-    }
-    fn dot4_q4_1_q8_1(&self, w: [&[u8]; 4], a: [&[BlockQ8_1]; 4]) -> [f32; 4] {
-        unsafe { avx2_rows4_q4_q8::dot4_q4_1_q8_1(w, a) }
-    }
-    fn dot4_q8_0_q8_0(&self, w: [&[u8]; 4], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
-        unsafe { avx2_rows4_q4_q8::dot4_q8_0_q8_0(w, a) }
-    }
-    fn dot4_q4_0_q8_0(&self, w: [&[u8]; 4], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
-        unsafe { avx2_rows4_q4_q8::dot4_q4_0_q8_0(w, a) }
-    }
-    fn dot_f32(&self, a: &[f32], b: &[f32]) -> f32 {
-        unsafe { avx2_one_f32::dot_f32(a, b) }
-    }
-    fn axpy(&self, y: &mut [f32], a: f32, x: &[f32]) {
-        unsafe { avx2_one_f32::axpy(y, a, x) }
-    }
-    fn dot_f32_rows(&self, q: &[f32], rows: &[f32], out: &mut [f32]) {
-        unsafe { avx2_one_f32::dot_f32_rows(q, rows, out) }
-    }
-    fn axpy_rows(&self, y: &mut [f32], w: &[f32], rows: &[f32]) {
-        unsafe { avx2_one_f32::axpy_rows(y, w, rows) }
-    }
-    fn dot_f32_many(&self, qs: &[&[f32]], rows: &[&[f32]], out: &mut [f32]) {
-        unsafe { avx2_many_f32::dot_f32_many(qs, rows, out) }
-    }
-    fn dot_f32_rows_many(&self, qs: &[f32], d: usize, rows: &[f32], out: &mut [f32]) {
-        unsafe { avx2_many_f32::dot_f32_rows_many(qs, d, rows, out) }
-    }
-    fn axpy_many(&self, ys: &mut [f32], w: &[f32], rows: &[&[f32]]) {
-        unsafe { avx2_many_f32::axpy_many(ys, w, rows) }
-    }
-    fn f16_to_f32s(&self, src: &[u16], dst: &mut [f32]) {
-        unsafe { avx2_one_f32::f16_to_f32s(src, dst) }
-    }
-    fn exp_inplace(&self, x: &mut [f32]) {
-        unsafe {
-            if VNNI {
-                avx512_exp::exp_inplace(x)
-            } else {
-                avx2_exp::exp_inplace(x)
-            }
-        }
-    }
-}
-
 // ANCHOR: arm
 /// The 64-bit ARM kernel sets: `Arm<false>` is [`Neon`], which every AArch64 CPU has;
 /// `Arm<true>` is [`Dotprod`], the same kernels with `sdot` where they multiply bytes
@@ -284,75 +187,3 @@ pub type Dotprod = Arm<true>;
 static NEON: Neon = Arm(());
 #[cfg(target_arch = "aarch64")]
 static DOTPROD: Dotprod = Arm(());
-
-// SAFETY (for every call below): a value of `Arm<DOTPROD>` exists only if [`for_isa`] found
-// NEON on this CPU (with `DOTPROD`, the dot-product instructions too): what those functions
-// enable.
-#[cfg(target_arch = "aarch64")]
-impl<const DOTPROD: bool> Kernels for Arm<DOTPROD> {
-    fn name(&self) -> &'static str {
-        if DOTPROD { "dotprod" } else { "neon" }
-    }
-    fn dot_q8_0_q8_0(&self, w: &[u8], a: &[BlockQ8_0]) -> f32 {
-        unsafe {
-            if DOTPROD {
-                neon_one_q4_q8::dot_q8_0_q8_0_sdot(w, a)
-            } else {
-                neon_one_q4_q8::dot_q8_0_q8_0(w, a)
-            }
-        }
-    }
-    fn dot_q4_0_q8_0(&self, w: &[u8], a: &[BlockQ8_0]) -> f32 {
-        unsafe {
-            if DOTPROD {
-                neon_one_q4_q8::dot_q4_0_q8_0_sdot(w, a)
-            } else {
-                neon_one_q4_q8::dot_q4_0_q8_0(w, a)
-            }
-        }
-    }
-    fn dot_q4_1_q8_1(&self, w: &[u8], a: &[BlockQ8_1]) -> f32 {
-        unsafe {
-            if DOTPROD {
-                neon_one_q4_q8::dot_q4_1_q8_1_sdot(w, a)
-            } else {
-                neon_one_q4_q8::dot_q4_1_q8_1(w, a)
-            }
-        }
-    }
-    fn dot_int8_q8_0(&self, w: &[u8], scale: f32, a: &[BlockQ8_0]) -> f32 {
-        unsafe {
-            if DOTPROD {
-                neon_one_q4_q8::dot_int8_q8_0_sdot(w, scale, a)
-            } else {
-                neon_one_q4_q8::dot_int8_q8_0(w, scale, a)
-            }
-        }
-    }
-    fn quantize_q8_0(&self, x: &[f32], out: &mut Vec<BlockQ8_0>) {
-        unsafe { neon_quantize::quantize_q8_0(x, out) }
-    }
-    fn quantize_q8_1(&self, x: &[f32], out: &mut Vec<BlockQ8_1>) {
-        unsafe { neon_quantize::quantize_q8_1(x, out) }
-    }
-    fn dot_f32(&self, a: &[f32], b: &[f32]) -> f32 {
-        unsafe { neon_one_f32::dot_f32(a, b) }
-    }
-    fn axpy(&self, y: &mut [f32], a: f32, x: &[f32]) {
-        unsafe { neon_one_f32::axpy(y, a, x) }
-    }
-    fn dot_f32_rows(&self, q: &[f32], rows: &[f32], out: &mut [f32]) {
-        unsafe { neon_one_f32::dot_f32_rows(q, rows, out) }
-    }
-    fn axpy_rows(&self, y: &mut [f32], w: &[f32], rows: &[f32]) {
-        unsafe { neon_one_f32::axpy_rows(y, w, rows) }
-    }
-    fn dot_f32_rows_many(&self, qs: &[f32], d: usize, rows: &[f32], out: &mut [f32]) {
-        unsafe { neon_many_f32::dot_f32_rows_many(qs, d, rows, out) }
-    }
-    fn f16_to_f32s(&self, src: &[u16], dst: &mut [f32]) {
-        unsafe { neon_one_f32::f16_to_f32s(src, dst) }
-    }
-    // dot_f32_many, axpy_many and the dot4_* products: chapter 6's defaults, which call the
-    // NEON dot_f32, axpy and one-row products above (the same bits, less register reuse).
-}

@@ -33,8 +33,8 @@ pub fn dot_f32_rows_many(qs: &[f32], d: usize, rows: &[f32], out: &mut [f32]) {
     }
 }
 
-/// [`dot_f32_rows_many`] for `G` queries and `d` a multiple of 8: [`super::neon_one_f32::dot_f32`]'s sums of each
-/// query and row.
+/// [`dot_f32_rows_many`] for `G` queries and `d` a multiple of 8: the sums of
+/// [`super::neon_one_f32::dot_f32`] for each query and row.
 #[inline]
 #[target_feature(enable = "neon")]
 fn rows_side_by_side<const G: usize>(qs: &[f32], d: usize, rows: &[f32], out: &mut [f32]) {

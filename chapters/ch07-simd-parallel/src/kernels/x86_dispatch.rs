@@ -1,5 +1,5 @@
-//! The x86 levels' kernels for [`OneToken`] and [`ManyTokens`]: which function serves which
-//! shape on AVX2 and on AVX-512 VNNI. The kernels are in the files beside this one.
+//! The x86 levels' kernels for chapter 6's [`Kernels`], [`OneToken`] and [`ManyTokens`]: which
+//! function serves which shape on AVX2 and on AVX-512 VNNI. The kernels are in the files beside this one.
 //!
 //! AVX2 versions. `vpmaddubsw` needs one unsigned operand: the K-quants' 4- and 6-bit
 //! quants are unsigned before their offset, so they go in as they are and the offset is
@@ -8,11 +8,14 @@
 //! so a whole super-block needs one horizontal sum per token, not one per sub-block.
 use super::X86;
 use super::products::{ByToken, ManyTokens, OneToken, q8_0_rows_with_half};
+use super::{avx2_exp, avx2_many_f32, avx2_one_f32, avx2_one_q4_q8, avx2_quantize};
+use super::{avx2_rows4_q4_q8, avx512_exp};
 use crate::layout::eights::{Block32, Eights, Rows32};
 use crate::layout::eights_k::{EightsK, RowsK};
 use crate::layout::kquant::{BlockQ8K, KQuant, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide};
 use crate::layout::packed_dot::PackedToken;
 use crate::layout::quads::{ActQuads, KQuads};
+use ch06_quantization::Kernels;
 use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
 use ch06_quantization::matrix::Q32;
 
@@ -38,6 +41,98 @@ fn check_blocks<A>(w: &[&[u8]], bytes: usize, a: &[&[A]]) {
 fn check_quads<A>(w: &[u8], bytes: usize, groups: usize, a: [&[A]; 4]) {
     check_blocks(&[w], bytes, &a);
     assert_eq!(groups, a[0].len() / 4, "the quads are these activations'");
+}
+
+// SAFETY (for every call below): a value of `X86<VNNI>` exists only if [`for_isa`] found
+// the features those functions enable on this CPU (with `VNNI`, AVX-512 F/BW/VL/VNNI too).
+impl<const VNNI: bool> Kernels for X86<VNNI> {
+    fn name(&self) -> &'static str {
+        if VNNI { "avx512" } else { "avx2" }
+    }
+    fn dot_q8_0_q8_0(&self, w: &[u8], a: &[BlockQ8_0]) -> f32 {
+        unsafe {
+            if VNNI {
+                avx2_one_q4_q8::dot_q8_0_q8_0_vnni(w, a)
+            } else {
+                avx2_one_q4_q8::dot_q8_0_q8_0(w, a)
+            }
+        }
+    }
+    fn dot_q4_0_q8_0(&self, w: &[u8], a: &[BlockQ8_0]) -> f32 {
+        unsafe {
+            if VNNI {
+                avx2_one_q4_q8::dot_q4_0_q8_0_vnni(w, a)
+            } else {
+                avx2_one_q4_q8::dot_q4_0_q8_0(w, a)
+            }
+        }
+    }
+    fn dot_q4_1_q8_1(&self, w: &[u8], a: &[BlockQ8_1]) -> f32 {
+        unsafe {
+            if VNNI {
+                avx2_one_q4_q8::dot_q4_1_q8_1_vnni(w, a)
+            } else {
+                avx2_one_q4_q8::dot_q4_1_q8_1(w, a)
+            }
+        }
+    }
+    fn dot_int8_q8_0(&self, w: &[u8], scale: f32, a: &[BlockQ8_0]) -> f32 {
+        unsafe {
+            if VNNI {
+                avx2_one_q4_q8::dot_int8_q8_0_vnni(w, scale, a)
+            } else {
+                avx2_one_q4_q8::dot_int8_q8_0(w, scale, a)
+            }
+        }
+    }
+    fn quantize_q8_0(&self, x: &[f32], out: &mut Vec<BlockQ8_0>) {
+        unsafe { avx2_quantize::quantize_q8_0(x, out) }
+    }
+    fn quantize_q8_1(&self, x: &[f32], out: &mut Vec<BlockQ8_1>) {
+        unsafe { avx2_quantize::quantize_q8_1(x, out) }
+    }
+    fn dot4_q4_1_q8_1(&self, w: [&[u8]; 4], a: [&[BlockQ8_1]; 4]) -> [f32; 4] {
+        unsafe { avx2_rows4_q4_q8::dot4_q4_1_q8_1(w, a) }
+    }
+    fn dot4_q8_0_q8_0(&self, w: [&[u8]; 4], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
+        unsafe { avx2_rows4_q4_q8::dot4_q8_0_q8_0(w, a) }
+    }
+    fn dot4_q4_0_q8_0(&self, w: [&[u8]; 4], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
+        unsafe { avx2_rows4_q4_q8::dot4_q4_0_q8_0(w, a) }
+    }
+    fn dot_f32(&self, a: &[f32], b: &[f32]) -> f32 {
+        unsafe { avx2_one_f32::dot_f32(a, b) }
+    }
+    fn axpy(&self, y: &mut [f32], a: f32, x: &[f32]) {
+        unsafe { avx2_one_f32::axpy(y, a, x) }
+    }
+    fn dot_f32_rows(&self, q: &[f32], rows: &[f32], out: &mut [f32]) {
+        unsafe { avx2_one_f32::dot_f32_rows(q, rows, out) }
+    }
+    fn axpy_rows(&self, y: &mut [f32], w: &[f32], rows: &[f32]) {
+        unsafe { avx2_one_f32::axpy_rows(y, w, rows) }
+    }
+    fn dot_f32_many(&self, qs: &[&[f32]], rows: &[&[f32]], out: &mut [f32]) {
+        unsafe { avx2_many_f32::dot_f32_many(qs, rows, out) }
+    }
+    fn dot_f32_rows_many(&self, qs: &[f32], d: usize, rows: &[f32], out: &mut [f32]) {
+        unsafe { avx2_many_f32::dot_f32_rows_many(qs, d, rows, out) }
+    }
+    fn axpy_many(&self, ys: &mut [f32], w: &[f32], rows: &[&[f32]]) {
+        unsafe { avx2_many_f32::axpy_many(ys, w, rows) }
+    }
+    fn f16_to_f32s(&self, src: &[u16], dst: &mut [f32]) {
+        unsafe { avx2_one_f32::f16_to_f32s(src, dst) }
+    }
+    fn exp_inplace(&self, x: &mut [f32]) {
+        unsafe {
+            if VNNI {
+                avx512_exp::exp_inplace(x)
+            } else {
+                avx2_exp::exp_inplace(x)
+            }
+        }
+    }
 }
 
 // ANCHOR: x86_one_token
