@@ -1,12 +1,12 @@
 //! Four unpacked Q4_K or Q6_K rows against the same eight tokens: the eight-token kernels
-//! of [`super::avx2_eights`] with each step's activations, and each sub-block's sums, loaded
-//! once for the four rows (see [`super::avx2_eights4`] for why). Each row's integer sums are
+//! of [`super::avx2_eights_q32_k`] with each step's activations, and each sub-block's sums, loaded
+//! once for the four rows (see [`super::avx2_eights4_q32`] for why). Each row's integer sums are
 //! the one-row kernel's (exact, whatever the order they are added in) and its float step
 //! is the same, lane for lane: the same bits.
 
 use std::arch::x86_64::*;
 
-use super::avx2_eights4::lanes;
+use super::avx2_eights4_q32::lanes;
 use crate::layout::eights_k::{BlockK, EightsK, RowsK};
 
 /// Rows `i..i + 4` of `rows`, checked to have one block per activation block.
@@ -52,7 +52,7 @@ unsafe fn load<const K: usize>(x: *const i8) -> [__m256i; K] {
 }
 
 /// Rows `i..i + 4` of unpacked Q4_K rows against eight tokens: row `r`'s lanes are
-/// [`super::avx2_eights::dot8_q4_k`]`(rows, i + r, a)`'s. Per half sub-block, four steps'
+/// [`super::avx2_eights_q32_k::dot8_q4_k`]`(rows, i + r, a)`'s. Per half sub-block, four steps'
 /// activations are loaded once; each row sums its four products in 16 bits and widens
 /// them with its scale (`vpmaddwd`).
 ///
@@ -105,7 +105,7 @@ pub(super) unsafe fn dot8x4_q4_k(rows: &RowsK, i: usize, a: &EightsK) -> [[f32; 
 }
 
 /// Rows `i..i + 4` of unpacked Q6_K rows against eight tokens: row `r`'s lanes are
-/// [`super::avx2_eights::dot8_q6_k`]`(rows, i + r, a)`'s. Per group of 16 quants, its four
+/// [`super::avx2_eights_q32_k::dot8_q6_k`]`(rows, i + r, a)`'s. Per group of 16 quants, its four
 /// steps' activations and its sums are loaded once for the four rows.
 ///
 /// # Safety

@@ -1,9 +1,9 @@
 //! The packed eight-row products on AVX2 by format: a product's tokens, four at a time,
-//! through [`super::avx2_packed`]'s kernels (Q4_0, Q4_1, Q5_0) or [`super::avx2_packed_k`]'s
+//! through [`super::avx2_packed_q32`]'s kernels (Q4_0, Q4_1, Q5_0) or [`super::avx2_packed_k`]'s
 //! (Q4_K, Q6_K).
 
-use super::avx2_packed::{packed8_q4_0, packed8_q4_1, packed8_q5_0};
 use super::avx2_packed_k::{packed8_q4_k, packed8_q6_k};
+use super::avx2_packed_q32::{packed8_q4_0, packed8_q4_1, packed8_q5_0};
 use crate::layout::kquant::KQuant;
 use crate::layout::packed_dot::PackedToken;
 

@@ -1,10 +1,10 @@
 //! The packed eight-row kernels of the K-quants on AVX2 (groups of [`crate::layout::packed`]):
 //! Q4_K's and Q6_K's super-blocks, eight rows a lane each, against one to four tokens. The
-//! helpers they share with the 32-value formats' are in [`super::avx2_packed_shared`].
+//! helpers they share with the 32-value formats' are in [`super::avx2_packed_helpers`].
 
 use std::arch::x86_64::*;
 
-use super::avx2_packed_shared::{blocks, fetch_ahead, lanes};
+use super::avx2_packed_helpers::{blocks, fetch_ahead, lanes};
 use crate::layout::kquant::BlockQ8K;
 use ch06_quantization::Format;
 
@@ -37,7 +37,7 @@ fn lane_bytes(i: i8, pair: bool, signed: bool) -> __m256i {
 /// # Safety
 /// None beyond the CPU's (AVX2 and F16C): the lengths are checked here.
 ///
-/// [`scales_and_mins`]: super::avx2_kquants
+/// [`scales_and_mins`]: super::avx2_grid_k
 #[target_feature(enable = "avx2,f16c")]
 #[allow(clippy::needless_range_loop)] // `b` indexes every token's blocks
 pub(super) unsafe fn packed8_q4_k<const N: usize>(w: &[u8], a: [&[BlockQ8K]; N]) -> [[f32; 8]; N] {
@@ -143,7 +143,7 @@ fn high_bytes_signed(v: __m256i) -> __m256i {
 /// Q6_K row product of row `r` and token `t`, bit for bit. A group's block holds the eight
 /// `d`, then 52 chunks of four bytes a row: 32 of `ql`, 16 of `qh`, 4 of the 16 signed
 /// scales. Chunk `k` of a half's `ql` and chunk `k` of its `qh` make four runs of quants
-/// 0..63 ([`super::avx2_kquants::q6_k_runs`]), two chunks' pairs add in 16 bits
+/// 0..63 ([`super::avx2_grid_k::q6_k_runs`]), two chunks' pairs add in 16 bits
 /// (at most 2 · 2 · 63 · 128), and each group of 16 meets its row's scale in `vpmaddwd`;
 /// the offset of 32 comes off at the end as `32 · Σ scale · (the group's Σ a)`.
 ///
@@ -181,7 +181,7 @@ pub(super) unsafe fn packed8_q6_k<const N: usize>(w: &[u8], a: [&[BlockQ8K]; N])
                     // ql bytes 64h + 4k.., 64h + 32 + 4k.., qh bytes 32h + 4k..
                     let at = 4 + 24 * h + 3 * k;
                     let (qa, qb, qh) = (chunk(at), chunk(at + 1), chunk(at + 2));
-                    let runs = super::avx2_kquants::q6_k_runs(qa, qb, qh);
+                    let runs = super::avx2_grid_k::q6_k_runs(qa, qb, qh);
                     for t in 0..N {
                         let qs = a[t][b].qs.as_ptr().cast::<i32>();
                         for (run, q) in runs.iter().enumerate() {

@@ -3,7 +3,7 @@
 
 use std::arch::x86_64::*;
 
-use crate::kernels::helpers::prefetch_next_rows;
+use crate::kernels::x86_helpers::prefetch_next_rows;
 
 use crate::layout::kquant::{Q5_0_BYTES, Q8_0Wide};
 

@@ -1,27 +1,43 @@
 //! The middle level of the kernel layer: every product of every format, one kernel set per
 //! instruction-set level, and the one place that picks among them.
 //!
+//! Every file here is named by one rule, level, then shape, then format, so that "Q4_K, eight
+//! tokens a register, on AVX2" is found by its name (`avx2_eights_q32_k.rs`):
+//!
 //! ```text
-//! kernels/products.rs     the contract, by shape: OneToken, ManyTokens (scalar defaults)
-//! kernels/helpers.rs      the x86 helpers every kernel shares
-//! kernels/avx2*.rs        AVX2 kernels (one file per format or shape), most of them also
-//!                         compiled with AVX-512 VNNI where `VNNI` picks vpdpbusd
-//! kernels/avx512*.rs      kernels with no AVX2 twin (VNNI only)
-//! kernels/x86_products.rs which kernel serves which shape on each x86 level
-//! kernels/neon_helpers.rs the AArch64 helpers (the byte dot of both ARM levels, sdot)
-//! kernels/neon*.rs        NEON kernels, each compiled for plain NEON and with sdot
-//! kernels/arm_products.rs which kernel serves which shape on each ARM level
+//! <level>_<shape>_<formats>.rs  kernels: products of one shape
+//! <level>_<operation>.rs        kernels that are not products: exp, quantize
+//! <arch>_helpers.rs             what the kernels of an architecture share (imports no kernel)
+//! <arch>_dispatch.rs            which kernel serves which shape, on each level of the arch
+//! <level>_<shape>_helpers.rs    the same two for one shape's own files
+//! <level>_<shape>_dispatch.rs
+//!
+//! level    avx2     AVX2, FMA, F16C; most also compiled with VNNI (`VNNI` picks vpdpbusd)
+//!          avx512   AVX-512 VNNI only
+//!          neon     NEON; each also compiled with the dot product (`DOTPROD` picks sdot)
+//! arch     x86 (avx2 and avx512), arm (neon and dotprod)
+//! shape    one      one row against one token (a decode step), or one query (attention)
+//!          grid     R rows against T tokens, R·T small (1×1, 4×1, 1×4), a sum per pair
+//!          rows4    four rows against one token (chapter 6's dot4: or one row, four tokens)
+//!          rows8    eight rows, a row per 32-bit lane (one token; on AVX-512, eight tokens)
+//!          eights   one row against eight tokens, a token per 32-bit lane (eights4: four rows)
+//!          sixteens the same with sixteen tokens in 512 bits (sixteens4: four rows)
+//!          quads    one row against four interleaved tokens, a (block, token) pair per lane
+//!          packed   eight rows interleaved at load, a row per lane, one to four tokens
+//!          many     several query heads at once (attention)
+//! formats  one name, or several joined by _; q4 = Q4_0 and Q4_1, q8 = Q8_0 and INT8,
+//!          q32 = Q4_0, Q4_1 and Q5_0 (chapter 6's `Q32`), k = Q4_K and Q6_K, all = every one
 //! ```
 //!
-//! Each set implements chapter 6's [`Kernels`] trait, so chapter 6's matrix product and
-//! forward pass run them unchanged, and chapter 8's [`ManyTokens`] on top. A SIMD set can
-//! only be made by [`for_isa`], which asks the CPU first; that check is what makes the
-//! `unsafe` calls below sound.
-
-#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-use ch06_quantization::Kernels;
-#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
+//! Two files have no level: `products.rs`, the contract by shape ([`OneToken`],
+//! [`ManyTokens`]) whose default methods are the scalar reference, and this one, the sets and
+//! the one place that picks a set ([`for_isa`]).
+//!
+//! Each set implements chapter 6's [`Kernels`](ch06_quantization::Kernels) trait, so chapter
+//! 6's matrix product and forward pass run them unchanged, and chapter 8's [`ManyTokens`] on
+//! top (in `x86_dispatch.rs` and `arm_dispatch.rs`). A SIMD set can only be made by
+//! [`for_isa`], which asks the CPU first; that check is what makes those files' `unsafe`
+//! calls sound.
 
 use crate::isa::Isa;
 
@@ -29,66 +45,74 @@ pub mod products;
 pub use products::{ByToken, ManyTokens, OneToken};
 
 #[cfg(target_arch = "x86_64")]
-pub mod avx2;
-#[cfg(target_arch = "x86_64")]
-pub mod avx2_eights;
-#[cfg(target_arch = "x86_64")]
-pub mod avx2_eights4;
-#[cfg(target_arch = "x86_64")]
 pub mod avx2_eights4_k;
+#[cfg(target_arch = "x86_64")]
+pub mod avx2_eights4_q32;
+#[cfg(target_arch = "x86_64")]
+pub mod avx2_eights_q32_k;
+#[cfg(target_arch = "x86_64")]
+pub mod avx2_eights_q8_0;
 #[cfg(target_arch = "x86_64")]
 pub mod avx2_exp;
 #[cfg(target_arch = "x86_64")]
-pub mod avx2_f32;
+pub mod avx2_grid_k;
 #[cfg(target_arch = "x86_64")]
-pub mod avx2_kquants;
+pub mod avx2_grid_q5_0;
 #[cfg(target_arch = "x86_64")]
-pub mod avx2_many;
+pub mod avx2_many_f32;
 #[cfg(target_arch = "x86_64")]
-pub mod avx2_packed;
+pub mod avx2_one_f32;
+#[cfg(target_arch = "x86_64")]
+pub mod avx2_one_q4_q8;
 #[cfg(target_arch = "x86_64")]
 pub mod avx2_packed_dispatch;
 #[cfg(target_arch = "x86_64")]
+pub mod avx2_packed_helpers;
+#[cfg(target_arch = "x86_64")]
 pub mod avx2_packed_k;
 #[cfg(target_arch = "x86_64")]
-pub mod avx2_packed_shared;
+pub mod avx2_packed_q32;
 #[cfg(target_arch = "x86_64")]
-pub mod avx2_q5_0;
+pub mod avx2_quantize;
 #[cfg(target_arch = "x86_64")]
-pub mod avx2_q8_0;
-#[cfg(target_arch = "x86_64")]
-pub mod avx2_rows4;
+pub mod avx2_rows4_q4_q8;
 #[cfg(target_arch = "x86_64")]
 pub mod avx2_rows4_q5_0;
 #[cfg(target_arch = "x86_64")]
-pub mod avx2_rows8;
+pub mod avx2_rows8_q4_q8;
 #[cfg(target_arch = "x86_64")]
 pub mod avx512_exp;
 #[cfg(target_arch = "x86_64")]
-pub mod avx512_q8_0;
+pub mod avx512_grid_q5_0;
 #[cfg(target_arch = "x86_64")]
-pub mod avx512_q8_0_rows8;
+pub mod avx512_quads_q4_1_q5_0_q4_k;
 #[cfg(target_arch = "x86_64")]
-pub mod avx512_quads;
+pub mod avx512_rows8_q8_0;
 #[cfg(target_arch = "x86_64")]
-pub mod avx512_sixteens;
+pub mod avx512_sixteens4_q32_k;
 #[cfg(target_arch = "x86_64")]
-pub mod helpers;
+pub mod avx512_sixteens_q8_0;
 #[cfg(target_arch = "x86_64")]
-pub mod x86_products;
+pub mod x86_dispatch;
+#[cfg(target_arch = "x86_64")]
+pub mod x86_helpers;
 
 #[cfg(target_arch = "aarch64")]
-pub mod arm_products;
+pub mod arm_dispatch;
 #[cfg(target_arch = "aarch64")]
-pub mod neon;
+pub mod arm_helpers;
 #[cfg(target_arch = "aarch64")]
-pub mod neon_eights;
+pub mod neon_eights_all;
 #[cfg(target_arch = "aarch64")]
-pub mod neon_f32;
+pub mod neon_many_f32;
 #[cfg(target_arch = "aarch64")]
-pub mod neon_helpers;
+pub mod neon_one_f32;
 #[cfg(target_arch = "aarch64")]
-pub mod neon_kquants;
+pub mod neon_one_q4_q8;
+#[cfg(target_arch = "aarch64")]
+pub mod neon_one_q5_0_k;
+#[cfg(target_arch = "aarch64")]
+pub mod neon_quantize;
 
 // ANCHOR: dispatch
 /// The kernels for `isa`, or `None` if this CPU cannot run them.
@@ -142,99 +166,6 @@ static AVX2: Avx2 = X86(());
 #[cfg(target_arch = "x86_64")]
 static AVX512: Avx512 = X86(());
 
-// SAFETY (for every call below): a value of `X86<VNNI>` exists only if [`for_isa`] found
-// the features those functions enable on this CPU (with `VNNI`, AVX-512 F/BW/VL/VNNI too).
-#[cfg(target_arch = "x86_64")]
-impl<const VNNI: bool> Kernels for X86<VNNI> {
-    fn name(&self) -> &'static str {
-        if VNNI { "avx512" } else { "avx2" }
-    }
-    fn dot_q8_0_q8_0(&self, w: &[u8], a: &[BlockQ8_0]) -> f32 {
-        unsafe {
-            if VNNI {
-                avx2::dot_q8_0_q8_0_vnni(w, a)
-            } else {
-                avx2::dot_q8_0_q8_0(w, a)
-            }
-        }
-    }
-    fn dot_q4_0_q8_0(&self, w: &[u8], a: &[BlockQ8_0]) -> f32 {
-        unsafe {
-            if VNNI {
-                avx2::dot_q4_0_q8_0_vnni(w, a)
-            } else {
-                avx2::dot_q4_0_q8_0(w, a)
-            }
-        }
-    }
-    fn dot_q4_1_q8_1(&self, w: &[u8], a: &[BlockQ8_1]) -> f32 {
-        unsafe {
-            if VNNI {
-                avx2::dot_q4_1_q8_1_vnni(w, a)
-            } else {
-                avx2::dot_q4_1_q8_1(w, a)
-            }
-        }
-    }
-    fn dot_int8_q8_0(&self, w: &[u8], scale: f32, a: &[BlockQ8_0]) -> f32 {
-        unsafe {
-            if VNNI {
-                avx2::dot_int8_q8_0_vnni(w, scale, a)
-            } else {
-                avx2::dot_int8_q8_0(w, scale, a)
-            }
-        }
-    }
-    fn quantize_q8_0(&self, x: &[f32], out: &mut Vec<BlockQ8_0>) {
-        unsafe { avx2::quantize_q8_0(x, out) }
-    }
-    fn quantize_q8_1(&self, x: &[f32], out: &mut Vec<BlockQ8_1>) {
-        unsafe { avx2::quantize_q8_1(x, out) }
-    }
-    fn dot4_q4_1_q8_1(&self, w: [&[u8]; 4], a: [&[BlockQ8_1]; 4]) -> [f32; 4] {
-        unsafe { avx2_rows4::dot4_q4_1_q8_1(w, a) }
-    }
-    fn dot4_q8_0_q8_0(&self, w: [&[u8]; 4], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
-        unsafe { avx2_rows4::dot4_q8_0_q8_0(w, a) }
-    }
-    fn dot4_q4_0_q8_0(&self, w: [&[u8]; 4], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
-        unsafe { avx2_rows4::dot4_q4_0_q8_0(w, a) }
-    }
-    fn dot_f32(&self, a: &[f32], b: &[f32]) -> f32 {
-        unsafe { avx2_f32::dot_f32(a, b) }
-    }
-    fn axpy(&self, y: &mut [f32], a: f32, x: &[f32]) {
-        unsafe { avx2_f32::axpy(y, a, x) }
-    }
-    fn dot_f32_rows(&self, q: &[f32], rows: &[f32], out: &mut [f32]) {
-        unsafe { avx2_f32::dot_f32_rows(q, rows, out) }
-    }
-    fn axpy_rows(&self, y: &mut [f32], w: &[f32], rows: &[f32]) {
-        unsafe { avx2_f32::axpy_rows(y, w, rows) }
-    }
-    fn dot_f32_many(&self, qs: &[&[f32]], rows: &[&[f32]], out: &mut [f32]) {
-        unsafe { avx2_many::dot_f32_many(qs, rows, out) }
-    }
-    fn dot_f32_rows_many(&self, qs: &[f32], d: usize, rows: &[f32], out: &mut [f32]) {
-        unsafe { avx2_many::dot_f32_rows_many(qs, d, rows, out) }
-    }
-    fn axpy_many(&self, ys: &mut [f32], w: &[f32], rows: &[&[f32]]) {
-        unsafe { avx2_many::axpy_many(ys, w, rows) }
-    }
-    fn f16_to_f32s(&self, src: &[u16], dst: &mut [f32]) {
-        unsafe { avx2_f32::f16_to_f32s(src, dst) }
-    }
-    fn exp_inplace(&self, x: &mut [f32]) {
-        unsafe {
-            if VNNI {
-                avx512_exp::exp_inplace(x)
-            } else {
-                avx2_exp::exp_inplace(x)
-            }
-        }
-    }
-}
-
 // ANCHOR: arm
 /// The 64-bit ARM kernel sets: `Arm<false>` is [`Neon`], which every AArch64 CPU has;
 /// `Arm<true>` is [`Dotprod`], the same kernels with `sdot` where they multiply bytes
@@ -256,75 +187,3 @@ pub type Dotprod = Arm<true>;
 static NEON: Neon = Arm(());
 #[cfg(target_arch = "aarch64")]
 static DOTPROD: Dotprod = Arm(());
-
-// SAFETY (for every call below): a value of `Arm<DOTPROD>` exists only if [`for_isa`] found
-// NEON on this CPU (with `DOTPROD`, the dot-product instructions too): what those functions
-// enable.
-#[cfg(target_arch = "aarch64")]
-impl<const DOTPROD: bool> Kernels for Arm<DOTPROD> {
-    fn name(&self) -> &'static str {
-        if DOTPROD { "dotprod" } else { "neon" }
-    }
-    fn dot_q8_0_q8_0(&self, w: &[u8], a: &[BlockQ8_0]) -> f32 {
-        unsafe {
-            if DOTPROD {
-                neon::dot_q8_0_q8_0_sdot(w, a)
-            } else {
-                neon::dot_q8_0_q8_0(w, a)
-            }
-        }
-    }
-    fn dot_q4_0_q8_0(&self, w: &[u8], a: &[BlockQ8_0]) -> f32 {
-        unsafe {
-            if DOTPROD {
-                neon::dot_q4_0_q8_0_sdot(w, a)
-            } else {
-                neon::dot_q4_0_q8_0(w, a)
-            }
-        }
-    }
-    fn dot_q4_1_q8_1(&self, w: &[u8], a: &[BlockQ8_1]) -> f32 {
-        unsafe {
-            if DOTPROD {
-                neon::dot_q4_1_q8_1_sdot(w, a)
-            } else {
-                neon::dot_q4_1_q8_1(w, a)
-            }
-        }
-    }
-    fn dot_int8_q8_0(&self, w: &[u8], scale: f32, a: &[BlockQ8_0]) -> f32 {
-        unsafe {
-            if DOTPROD {
-                neon::dot_int8_q8_0_sdot(w, scale, a)
-            } else {
-                neon::dot_int8_q8_0(w, scale, a)
-            }
-        }
-    }
-    fn quantize_q8_0(&self, x: &[f32], out: &mut Vec<BlockQ8_0>) {
-        unsafe { neon::quantize_q8_0(x, out) }
-    }
-    fn quantize_q8_1(&self, x: &[f32], out: &mut Vec<BlockQ8_1>) {
-        unsafe { neon::quantize_q8_1(x, out) }
-    }
-    fn dot_f32(&self, a: &[f32], b: &[f32]) -> f32 {
-        unsafe { neon_f32::dot_f32(a, b) }
-    }
-    fn axpy(&self, y: &mut [f32], a: f32, x: &[f32]) {
-        unsafe { neon_f32::axpy(y, a, x) }
-    }
-    fn dot_f32_rows(&self, q: &[f32], rows: &[f32], out: &mut [f32]) {
-        unsafe { neon_f32::dot_f32_rows(q, rows, out) }
-    }
-    fn axpy_rows(&self, y: &mut [f32], w: &[f32], rows: &[f32]) {
-        unsafe { neon_f32::axpy_rows(y, w, rows) }
-    }
-    fn dot_f32_rows_many(&self, qs: &[f32], d: usize, rows: &[f32], out: &mut [f32]) {
-        unsafe { neon_f32::dot_f32_rows_many(qs, d, rows, out) }
-    }
-    fn f16_to_f32s(&self, src: &[u16], dst: &mut [f32]) {
-        unsafe { neon_f32::f16_to_f32s(src, dst) }
-    }
-    // dot_f32_many, axpy_many and the dot4_* products: chapter 6's defaults, which call the
-    // NEON dot_f32, axpy and one-row products above (the same bits, less register reuse).
-}

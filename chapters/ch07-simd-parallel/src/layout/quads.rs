@@ -1,5 +1,5 @@
 //! Four tokens' activations interleaved for the AVX-512 VNNI prefill kernels of
-//! `kernels/avx512_quads.rs` (`LLM_BOOK_PREFILL=quads`): one 32-bit lane follows one (block, token)
+//! `kernels/avx512_quads_q4_1_q5_0_q4_k.rs` (`LLM_BOOK_PREFILL=quads`): one 32-bit lane follows one (block, token)
 //! pair, so a block's integer dot is never summed across lanes. The eight-token layout of
 //! [`crate::layout::eights`] is the default; this one stays for comparison.
 

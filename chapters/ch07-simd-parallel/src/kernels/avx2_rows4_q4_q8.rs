@@ -4,14 +4,14 @@
 //! bit for bit.
 
 #![cfg(target_arch = "x86_64")]
-// The module's one safety condition, as in `avx2.rs`: the CPU has the features named.
+// The module's one safety condition, as in `avx2_one_q4_q8.rs`: the CPU has the features named.
 #![allow(clippy::missing_safety_doc)]
 
 use std::arch::x86_64::*;
 
 use ch06_quantization::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
 
-use super::helpers::{
+use super::x86_helpers::{
     halves, load32, prefetch_next_rows, q8_0_scale, q8_1_scales, qs_bytes, unpack_nibbles_at,
 };
 

@@ -14,8 +14,8 @@
 use ch06_quantization::matrix::Q32;
 use std::arch::x86_64::*;
 
-use super::avx2_kquants::scales_and_mins;
-use super::helpers::{f16, splat_f16};
+use super::avx2_grid_k::scales_and_mins;
+use super::x86_helpers::{f16, splat_f16};
 use crate::layout::eights::{Block32, Eights};
 use crate::layout::eights_k::{BlockK, EightsK, RowsK};
 use crate::layout::kquant::{Q4_K_BYTES, Q6_K_BYTES, QK_K};
@@ -263,7 +263,7 @@ pub(super) unsafe fn dot8_q4_k(rows: &RowsK, i: usize, a: &EightsK) -> [f32; 8] 
 
 /// One Q6_K block unpacked as [`crate::layout::eights_k::unpack_q6_k`] does: per half of 128 quants,
 /// four runs of 32, each a nibble of `ql` and two bits of `qh` put together by masks and
-/// shifts (as [`super::avx2_kquants`]'s Q6_K kernel does); the scale by F16C.
+/// shifts (as [`super::avx2_grid_k`]'s Q6_K kernel does); the scale by F16C.
 #[target_feature(enable = "avx2,f16c")]
 pub(super) fn unpack_q6_k(b: &[u8]) -> BlockK {
     assert!(b.len() >= Q6_K_BYTES, "a whole block");

@@ -6,8 +6,8 @@ use crate::layout::kquant::{BlockQ8K, Q4_K_BYTES, Q6_K_BYTES};
 
 use std::arch::x86_64::*;
 
-use super::helpers::{f16, grid_sums, load};
-use crate::kernels::helpers::prefetch_next_rows;
+use super::x86_helpers::{f16, grid_sums, load};
+use crate::kernels::x86_helpers::prefetch_next_rows;
 
 // ANCHOR: avx2_q4_k_scales
 /// Q4_K's eight 6-bit scales and eight 6-bit mins as sixteen bytes (scales first): the

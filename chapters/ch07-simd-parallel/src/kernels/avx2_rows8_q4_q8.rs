@@ -9,10 +9,10 @@
 
 use std::arch::x86_64::*;
 
-use crate::kernels::helpers::prefetch_next_rows;
+use crate::kernels::x86_helpers::prefetch_next_rows;
 use ch06_quantization::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
 
-use super::helpers::splat_bits;
+use super::x86_helpers::splat_bits;
 
 // ANCHOR: avx2_rows8_q8_0
 /// Eight consecutive Q8_0 rows (`w`: their bytes, `row_len` each, as in the file) against
@@ -244,7 +244,7 @@ pub(super) unsafe fn rows8_q4_0<const GATHER: bool>(w: &[u8], a: &[BlockQ8_0]) -
             let p = nibble_dots(base.add(2), row_len, y);
             // Σ a: the token's 32 quants summed (pairs, then words, then the lanes)
             let sa =
-                super::helpers::hsum(_mm256_madd_epi16(_mm256_maddubs_epi16(ones_u8, y), ones));
+                super::x86_helpers::hsum(_mm256_madd_epi16(_mm256_maddubs_epi16(ones_u8, y), ones));
             let sumi = _mm256_sub_epi32(fold8(p), _mm256_set1_epi32(8 * sa));
             let heads = eight_heads::<GATHER>(base, rows, row_len);
             acc = add_scaled(acc, sumi, heads, ab.d);

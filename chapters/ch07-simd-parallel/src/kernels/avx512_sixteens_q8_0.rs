@@ -1,14 +1,14 @@
-//! The eight-token Q8_0 kernel of [`super::avx2_q8_0`] on AVX-512 with VNNI, sixteen tokens
+//! The eight-token Q8_0 kernel of [`super::avx2_eights_q8_0`] on AVX-512 with VNNI, sixteen tokens
 //! (two eights) at a time: each 512-bit register holds both eights' activations, so one
 //! broadcast weight step meets sixteen tokens, and `vpdpbusd` multiplies and sums four byte
 //! pairs of each lane into its 32-bit total in one instruction. AVX-512 has no `vpsignb`,
 //! so the weights' signs move onto the activations with a masked subtraction from zero
 //! (the mask is the weights' sign bits). The integer sums are exact either way, and the
-//! float step is [`super::avx2_q8_0::dot8_q8_0`]'s, lane for lane: the same bits.
+//! float step is [`super::avx2_eights_q8_0::dot8_q8_0`]'s, lane for lane: the same bits.
 
 use std::arch::x86_64::*;
 
-use super::helpers::f16;
+use super::x86_helpers::f16;
 use crate::layout::eights::Eights;
 
 // ANCHOR: avx512_q8_0_sixteen

@@ -2,14 +2,14 @@
 //! against one to four tokens on AVX2: lane `r` of every vector is row `r`, so a block's eight
 //! integer sums come out of one `vpmaddwd` with nothing to fold, and its eight scales out of
 //! one 16-byte load and one conversion. The K-quants' packed kernels are in
-//! [`super::avx2_packed_k`], the helpers both use in [`super::avx2_packed_shared`], and the
+//! [`super::avx2_packed_k`], the helpers both use in [`super::avx2_packed_helpers`], and the
 //! dispatch by format in [`super::avx2_packed_dispatch`].
 
 use ch06_quantization::Format;
 use std::arch::x86_64::*;
 
-use super::avx2_packed_shared::{blocks, fetch_ahead, lanes};
-use super::helpers::splat_bits;
+use super::avx2_packed_helpers::{blocks, fetch_ahead, lanes};
+use super::x86_helpers::splat_bits;
 use crate::layout::kquant::Q8_0Wide;
 use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
 

@@ -15,8 +15,8 @@ use std::arch::aarch64::*;
 
 use ch06_quantization::f16::f16_to_f32_fast as f16;
 
-use super::neon::levels;
-use super::neon_helpers::{dot16, dot32, load_i8x32};
+use super::arm_helpers::levels;
+use super::arm_helpers::{dot16, dot32, load_i8x32};
 use crate::layout::kquant::{BlockQ8K, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide, scale_min_k4};
 
 fn half(b: &[u8], i: usize) -> f32 {

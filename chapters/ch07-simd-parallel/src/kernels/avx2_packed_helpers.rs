@@ -1,12 +1,12 @@
 //! What the packed eight-row kernels of AVX2 share, the 32-value formats'
-//! ([`super::avx2_packed`]) and the K-quants' ([`super::avx2_packed_k`]): a group's blocks
+//! ([`super::avx2_packed_q32`]) and the K-quants' ([`super::avx2_packed_k`]): a group's blocks
 //! checked against the tokens', the prefetch ahead of the block being read, and a vector's
 //! lanes.
 
 use ch06_quantization::Format;
 use std::arch::x86_64::*;
 
-use super::helpers::prefetch_lines;
+use super::x86_helpers::prefetch_lines;
 use crate::layout::packed::GROUP;
 
 /// A group's bytes per block and its blocks, after checking that `w` is whole blocks of

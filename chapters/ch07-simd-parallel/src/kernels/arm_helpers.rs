@@ -1,5 +1,6 @@
 //! The AArch64 helpers every NEON kernel shares: the byte dot product of both ARM levels,
-//! loads, nibbles unpacked, and the f16 converter. No kernel is here; every NEON kernel file
+//! loads, nibbles unpacked, the f16 converter, and the macro that compiles a kernel once per
+//! level. No kernel is here; every NEON kernel file
 //! imports from here, and this file from none of them.
 //!
 //! NEON registers are 128 bits: a block of 32 quants is two registers, where AVX2 takes one.
@@ -148,3 +149,21 @@ pub(crate) fn f16x4_to_f32(h: uint16x4_t) -> float32x4_t {
     }
     out
 }
+
+/// One target-feature wrapper per level and kernel: a kernel file's bodies (each needing NEON,
+/// and with `DOTPROD` the dot product), compiled with NEON alone, or with the dot product too.
+macro_rules! levels {
+    ($($neon:ident, $dotprod:ident = $body:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {$(
+        #[target_feature(enable = "neon")]
+        pub fn $neon($($arg: $ty),*) -> $ret {
+            // SAFETY: this function enables NEON, all the body needs without DOTPROD.
+            unsafe { $body::<false>($($arg),*) }
+        }
+        #[target_feature(enable = "neon,dotprod")]
+        pub fn $dotprod($($arg: $ty),*) -> $ret {
+            // SAFETY: this function enables NEON and the dot product, what DOTPROD needs.
+            unsafe { $body::<true>($($arg),*) }
+        }
+    )*};
+}
+pub(crate) use levels;

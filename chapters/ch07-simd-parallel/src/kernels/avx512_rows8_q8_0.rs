@@ -1,8 +1,8 @@
 //! Eight Q8_0 rows against eight tokens with the rows in the lanes: the LM head of a batch of
 //! decode rows (Gemma-3's is 262 144 rows of Q8_0).
 //!
-//! [`super::avx512_q8_0`] puts tokens in the lanes: a step broadcasts one row's four quants
-//! and moves the row's signs onto the activations, work done again for every row. Here a
+//! [`super::avx512_sixteens_q8_0`] puts tokens in the lanes: a step broadcasts one row's four
+//! quants and moves the row's signs onto the activations, work done again for every row. Here a
 //! register holds four quants of each of eight rows, read from the file as they lie and
 //! transposed once per block (an 8 × 8 transpose of 32-bit words), and each token's four
 //! activations are broadcast against it. `vpdpbusd` wants its first operand unsigned, so every
@@ -12,7 +12,7 @@
 
 use std::arch::x86_64::*;
 
-use crate::kernels::helpers::prefetch_next_rows;
+use crate::kernels::x86_helpers::prefetch_next_rows;
 
 use crate::layout::eights::Eights;
 

@@ -1,11 +1,11 @@
 //! Chapter 6's one-token products on 64-bit ARM: a block of 32 quants is two 128-bit
-//! registers and one byte dot ([`super::neon_helpers::dot32`]), each kernel written once and
+//! registers and one byte dot ([`super::arm_helpers::dot32`]), each kernel written once and
 //! compiled for both ARM levels: plain NEON (`smull` + `sadalp`) and the dot-product
 //! extension (`sdot`). NEON multiplies signed bytes by signed bytes, so unlike AVX2 no sign
 //! trick is needed: Q8_0's weights go in as they are, Q4_0's re-centred to −8..8, Q4_1's
 //! nibbles (0..16) as they are. The block's integer is exactly chapter 6's, so the float
-//! arithmetic after it, done in chapter 6's order, gives the same bits. And the activations'
-//! quantization, 4 lanes at a time.
+//! arithmetic after it, done in chapter 6's order, gives the same bits. The activations'
+//! quantization is in [`super::neon_quantize`].
 //!
 //! Every public function here enables its level's features: calling it on a CPU without them
 //! is undefined behaviour, which is why the only caller is [`super::Arm`], which exists only
@@ -18,9 +18,9 @@
 use std::arch::aarch64::*;
 
 use ch06_quantization::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1, QK};
-use ch06_quantization::f16::{f16_to_f32_fast as f16, f32_to_f16};
+use ch06_quantization::f16::f16_to_f32_fast as f16;
 
-use super::neon_helpers::{dot32, load_bytes32, load_i8x32, unpack_nibbles};
+use super::arm_helpers::{dot32, levels, load_bytes32, load_i8x32, unpack_nibbles};
 
 /// The f16 at bytes `i, i + 1` of a block.
 #[inline]
@@ -113,85 +113,9 @@ unsafe fn dot_int8<const DOTPROD: bool>(w: &[u8], scale: f32, a: &[BlockQ8_0]) -
     sum * scale
 }
 
-/// One target-feature wrapper per level and kernel: the bodies above (each needing NEON, and
-/// with `DOTPROD` the dot product), compiled with NEON alone, or with the dot product too.
-macro_rules! levels {
-    ($($neon:ident, $dotprod:ident = $body:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {$(
-        #[target_feature(enable = "neon")]
-        pub fn $neon($($arg: $ty),*) -> $ret {
-            // SAFETY: this function enables NEON, all the body needs without DOTPROD.
-            unsafe { $body::<false>($($arg),*) }
-        }
-        #[target_feature(enable = "neon,dotprod")]
-        pub fn $dotprod($($arg: $ty),*) -> $ret {
-            // SAFETY: this function enables NEON and the dot product, what DOTPROD needs.
-            unsafe { $body::<true>($($arg),*) }
-        }
-    )*};
-}
-pub(crate) use levels;
-
 levels! {
     dot_q4_1_q8_1, dot_q4_1_q8_1_sdot = dot_q4_1(w: &[u8], a: &[BlockQ8_1]) -> f32;
     dot_q4_0_q8_0, dot_q4_0_q8_0_sdot = dot_q4_0(w: &[u8], a: &[BlockQ8_0]) -> f32;
     dot_q8_0_q8_0, dot_q8_0_q8_0_sdot = dot_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32;
     dot_int8_q8_0, dot_int8_q8_0_sdot = dot_int8(w: &[u8], scale: f32, a: &[BlockQ8_0]) -> f32;
-}
-
-// ANCHOR: quantize
-/// One block of activations quantized as chapter 6's `quantize_q8_0` does, bit for bit: the
-/// largest magnitude by a vector max, then `round(x · (1/d))` 4 lanes at a time. NEON has the
-/// rounding chapter 6 wants in one instruction: `fcvtas` converts to an integer rounding
-/// halves away from zero (C's `roundf`); `fmaxnm` ignores a NaN as Rust's `f32::max` does.
-/// Returns `(d, quants, Σ quants)`.
-#[target_feature(enable = "neon")]
-fn quantize_block(x: &[f32; QK]) -> (f32, [i8; QK], i32) {
-    // SAFETY: `x` is 32 readable f32; NEON loads need no alignment.
-    let v: [float32x4_t; 8] = std::array::from_fn(|i| unsafe { vld1q_f32(x.as_ptr().add(4 * i)) });
-    let m = v
-        .iter()
-        .fold(vdupq_n_f32(0.0), |m, &vi| vmaxnmq_f32(m, vabsq_f32(vi)));
-    let amax = vmaxnmvq_f32(m); // max is exact in any order
-    let d = amax / 127.0;
-    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-    let mut qs = [0i8; QK];
-    let mut sum = vdupq_n_s32(0);
-    for (i, pair) in v.chunks_exact(2).enumerate() {
-        let q0 = vcvtaq_s32_f32(vmulq_n_f32(pair[0], id));
-        let q1 = vcvtaq_s32_f32(vmulq_n_f32(pair[1], id));
-        sum = vaddq_s32(sum, vaddq_s32(q0, q1));
-        // |q| ≤ 127; the saturating narrows are `as i8`'s saturation in any case.
-        let q8 = vqmovn_s16(vcombine_s16(vqmovn_s32(q0), vqmovn_s32(q1)));
-        // SAFETY: 8 writable bytes at 8i of `qs`.
-        unsafe { vst1_s8(qs.as_mut_ptr().add(8 * i), q8) };
-    }
-    (d, qs, vaddvq_s32(sum))
-}
-// ANCHOR_END: quantize
-
-/// Activations to Q8_0 blocks.
-#[target_feature(enable = "neon")]
-pub fn quantize_q8_0(x: &[f32], out: &mut Vec<BlockQ8_0>) {
-    out.clear();
-    for b in x.as_chunks::<QK>().0 {
-        let (d, qs, _) = quantize_block(b);
-        out.push(BlockQ8_0 {
-            d: f32_to_f16(d),
-            qs,
-        });
-    }
-}
-
-/// Activations to Q8_1 blocks (with `s = d · Σq`).
-#[target_feature(enable = "neon")]
-pub fn quantize_q8_1(x: &[f32], out: &mut Vec<BlockQ8_1>) {
-    out.clear();
-    for b in x.as_chunks::<QK>().0 {
-        let (d, qs, sum) = quantize_block(b);
-        out.push(BlockQ8_1 {
-            d: f32_to_f16(d),
-            s: f32_to_f16(sum as f32 * d),
-            qs,
-        });
-    }
 }

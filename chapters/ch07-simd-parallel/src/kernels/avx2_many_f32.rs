@@ -2,16 +2,16 @@
 //! key is loaded once for all of them and their dot products run side by side (one running
 //! sum each, where one head alone waits on its own chain of additions), and the weighted sum
 //! of values keeps a slice of every head's output in registers across all the keys. Every
-//! output is computed by the same operations in the same order as [`super::avx2_f32::dot_f32`]
-//! and [`super::avx2_f32::axpy`] give it one at a time: the same bits.
+//! output is computed by the same operations in the same order as [`super::avx2_one_f32::dot_f32`]
+//! and [`super::avx2_one_f32::axpy`] give it one at a time: the same bits.
 
-// As in `avx2`: each function's only requirement is the CPU features it names.
+// As in `avx2_one_q4_q8.rs`: each function's only requirement is the CPU features it names.
 #![allow(clippy::missing_safety_doc)]
 
 use std::arch::x86_64::*;
 
-use super::avx2_f32::{axpy, dot_f32, reduce8};
-use super::helpers::prefetch_lines;
+use super::avx2_one_f32::{axpy, dot_f32, reduce8};
+use super::x86_helpers::prefetch_lines;
 
 /// `out[g · n + j] = dot_f32(qs[g], rows[j])` for every query and each of the `n` rows (`out`:
 /// one row of `n` scores per query), four queries at a time. A list's rows may lie anywhere,
@@ -73,7 +73,7 @@ pub fn dot_f32_rows_many(qs: &[f32], d: usize, rows: &[f32], out: &mut [f32]) {
         4 if steps => rows_side_by_side::<4>(qs, d, rows, out),
         _ => {
             for (q, o) in qs.chunks_exact(d).zip(out.chunks_exact_mut(n)) {
-                super::avx2_f32::dot_f32_rows(q, rows, o);
+                super::avx2_one_f32::dot_f32_rows(q, rows, o);
             }
         }
     }

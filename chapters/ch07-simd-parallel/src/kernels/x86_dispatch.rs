@@ -1,5 +1,5 @@
-//! The x86 levels' kernels for [`OneToken`] and [`ManyTokens`]: which function serves which
-//! shape on AVX2 and on AVX-512 VNNI. The kernels are in the files beside this one.
+//! The x86 levels' kernels for chapter 6's [`Kernels`], [`OneToken`] and [`ManyTokens`]: which
+//! function serves which shape on AVX2 and on AVX-512 VNNI. The kernels are in the files beside this one.
 //!
 //! AVX2 versions. `vpmaddubsw` needs one unsigned operand: the K-quants' 4- and 6-bit
 //! quants are unsigned before their offset, so they go in as they are and the offset is
@@ -8,18 +8,21 @@
 //! so a whole super-block needs one horizontal sum per token, not one per sub-block.
 use super::X86;
 use super::products::{ByToken, ManyTokens, OneToken, q8_0_rows_with_half};
+use super::{avx2_exp, avx2_many_f32, avx2_one_f32, avx2_one_q4_q8, avx2_quantize};
+use super::{avx2_rows4_q4_q8, avx512_exp};
 use crate::layout::eights::{Block32, Eights, Rows32};
 use crate::layout::eights_k::{EightsK, RowsK};
 use crate::layout::kquant::{BlockQ8K, KQuant, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide};
 use crate::layout::packed_dot::PackedToken;
 use crate::layout::quads::{ActQuads, KQuads};
+use ch06_quantization::Kernels;
 use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
 use ch06_quantization::matrix::Q32;
 
-use crate::kernels::helpers::prefetch_lines;
+use crate::kernels::x86_helpers::prefetch_lines;
 
-use super::avx2_kquants::{q4_k, q6_k};
-use super::avx2_q5_0::q5_0;
+use super::avx2_grid_k::{q4_k, q6_k};
+use super::avx2_grid_q5_0::q5_0;
 
 /// Panics unless every row of `w` is whole blocks of `bytes`, one per block of every
 /// activation row of `a`: what the unchecked VNNI kernels rely on.
@@ -38,6 +41,98 @@ fn check_blocks<A>(w: &[&[u8]], bytes: usize, a: &[&[A]]) {
 fn check_quads<A>(w: &[u8], bytes: usize, groups: usize, a: [&[A]; 4]) {
     check_blocks(&[w], bytes, &a);
     assert_eq!(groups, a[0].len() / 4, "the quads are these activations'");
+}
+
+// SAFETY (for every call below): a value of `X86<VNNI>` exists only if [`for_isa`] found
+// the features those functions enable on this CPU (with `VNNI`, AVX-512 F/BW/VL/VNNI too).
+impl<const VNNI: bool> Kernels for X86<VNNI> {
+    fn name(&self) -> &'static str {
+        if VNNI { "avx512" } else { "avx2" }
+    }
+    fn dot_q8_0_q8_0(&self, w: &[u8], a: &[BlockQ8_0]) -> f32 {
+        unsafe {
+            if VNNI {
+                avx2_one_q4_q8::dot_q8_0_q8_0_vnni(w, a)
+            } else {
+                avx2_one_q4_q8::dot_q8_0_q8_0(w, a)
+            }
+        }
+    }
+    fn dot_q4_0_q8_0(&self, w: &[u8], a: &[BlockQ8_0]) -> f32 {
+        unsafe {
+            if VNNI {
+                avx2_one_q4_q8::dot_q4_0_q8_0_vnni(w, a)
+            } else {
+                avx2_one_q4_q8::dot_q4_0_q8_0(w, a)
+            }
+        }
+    }
+    fn dot_q4_1_q8_1(&self, w: &[u8], a: &[BlockQ8_1]) -> f32 {
+        unsafe {
+            if VNNI {
+                avx2_one_q4_q8::dot_q4_1_q8_1_vnni(w, a)
+            } else {
+                avx2_one_q4_q8::dot_q4_1_q8_1(w, a)
+            }
+        }
+    }
+    fn dot_int8_q8_0(&self, w: &[u8], scale: f32, a: &[BlockQ8_0]) -> f32 {
+        unsafe {
+            if VNNI {
+                avx2_one_q4_q8::dot_int8_q8_0_vnni(w, scale, a)
+            } else {
+                avx2_one_q4_q8::dot_int8_q8_0(w, scale, a)
+            }
+        }
+    }
+    fn quantize_q8_0(&self, x: &[f32], out: &mut Vec<BlockQ8_0>) {
+        unsafe { avx2_quantize::quantize_q8_0(x, out) }
+    }
+    fn quantize_q8_1(&self, x: &[f32], out: &mut Vec<BlockQ8_1>) {
+        unsafe { avx2_quantize::quantize_q8_1(x, out) }
+    }
+    fn dot4_q4_1_q8_1(&self, w: [&[u8]; 4], a: [&[BlockQ8_1]; 4]) -> [f32; 4] {
+        unsafe { avx2_rows4_q4_q8::dot4_q4_1_q8_1(w, a) }
+    }
+    fn dot4_q8_0_q8_0(&self, w: [&[u8]; 4], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
+        unsafe { avx2_rows4_q4_q8::dot4_q8_0_q8_0(w, a) }
+    }
+    fn dot4_q4_0_q8_0(&self, w: [&[u8]; 4], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
+        unsafe { avx2_rows4_q4_q8::dot4_q4_0_q8_0(w, a) }
+    }
+    fn dot_f32(&self, a: &[f32], b: &[f32]) -> f32 {
+        unsafe { avx2_one_f32::dot_f32(a, b) }
+    }
+    fn axpy(&self, y: &mut [f32], a: f32, x: &[f32]) {
+        unsafe { avx2_one_f32::axpy(y, a, x) }
+    }
+    fn dot_f32_rows(&self, q: &[f32], rows: &[f32], out: &mut [f32]) {
+        unsafe { avx2_one_f32::dot_f32_rows(q, rows, out) }
+    }
+    fn axpy_rows(&self, y: &mut [f32], w: &[f32], rows: &[f32]) {
+        unsafe { avx2_one_f32::axpy_rows(y, w, rows) }
+    }
+    fn dot_f32_many(&self, qs: &[&[f32]], rows: &[&[f32]], out: &mut [f32]) {
+        unsafe { avx2_many_f32::dot_f32_many(qs, rows, out) }
+    }
+    fn dot_f32_rows_many(&self, qs: &[f32], d: usize, rows: &[f32], out: &mut [f32]) {
+        unsafe { avx2_many_f32::dot_f32_rows_many(qs, d, rows, out) }
+    }
+    fn axpy_many(&self, ys: &mut [f32], w: &[f32], rows: &[&[f32]]) {
+        unsafe { avx2_many_f32::axpy_many(ys, w, rows) }
+    }
+    fn f16_to_f32s(&self, src: &[u16], dst: &mut [f32]) {
+        unsafe { avx2_one_f32::f16_to_f32s(src, dst) }
+    }
+    fn exp_inplace(&self, x: &mut [f32]) {
+        unsafe {
+            if VNNI {
+                avx512_exp::exp_inplace(x)
+            } else {
+                avx2_exp::exp_inplace(x)
+            }
+        }
+    }
 }
 
 // ANCHOR: x86_one_token
@@ -69,18 +164,18 @@ impl<const VNNI: bool> OneToken for X86<VNNI> {
         unsafe { super::avx2_rows4_q5_0::rows4_q5_0(w, a) }
     }
     // The eight rows' scales by one gather on the AVX-512 level, by eight loads with AVX2
-    // alone (see avx2_rows8.rs).
+    // alone (see avx2_rows8_q4_q8.rs).
     fn rows8_q8_0(&self, w: &[u8], a: &[BlockQ8_0]) -> [f32; 8] {
         // SAFETY: as above; the kernel checks the lengths.
-        unsafe { super::avx2_rows8::rows8_q8_0::<VNNI>(w, a) }
+        unsafe { super::avx2_rows8_q4_q8::rows8_q8_0::<VNNI>(w, a) }
     }
     fn rows8_q4_0(&self, w: &[u8], a: &[BlockQ8_0]) -> [f32; 8] {
         // SAFETY: as above; the kernel checks the lengths.
-        unsafe { super::avx2_rows8::rows8_q4_0::<VNNI>(w, a) }
+        unsafe { super::avx2_rows8_q4_q8::rows8_q4_0::<VNNI>(w, a) }
     }
     fn rows8_q4_1(&self, w: &[u8], a: &[BlockQ8_1]) -> [f32; 8] {
         // SAFETY: as above; the kernel checks the lengths.
-        unsafe { super::avx2_rows8::rows8_q4_1::<VNNI>(w, a) }
+        unsafe { super::avx2_rows8_q4_q8::rows8_q4_1::<VNNI>(w, a) }
     }
 }
 // ANCHOR_END: x86_one_token
@@ -105,7 +200,7 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
             check_blocks(&[w], Q5_0_BYTES, &a);
             // SAFETY: for_isa hands out VNNI only when the CPU has AVX-512 F/BW/VL/VNNI
             // (and F16C); the lengths are checked above.
-            return unsafe { super::avx512_quads::q5_0_pairs::<1, 4>([w], a) };
+            return unsafe { super::avx512_grid_q5_0::q5_0_pairs::<1, 4>([w], a) };
         }
         // SAFETY: as above.
         (unsafe { q5_0::<1, 4>([w], a) })[0]
@@ -114,20 +209,20 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
         // SAFETY (both): for_isa hands this out only when the CPU has AVX2 and F16C.
         match format {
             KQuant::Q4_K => out.unpack(Q4_K_BYTES, rows, |b| unsafe {
-                super::avx2_eights::unpack_q4_k(b)
+                super::avx2_eights_q32_k::unpack_q4_k(b)
             }),
             KQuant::Q6_K => out.unpack(Q6_K_BYTES, rows, |b| unsafe {
-                super::avx2_eights::unpack_q6_k(b)
+                super::avx2_eights_q32_k::unpack_q6_k(b)
             }),
         }
     }
     fn dot8_q6_k(&self, rows: &RowsK, i: usize, a: &EightsK) -> [f32; 8] {
         // SAFETY: as below; the kernel checks the lengths.
-        unsafe { super::avx2_eights::dot8_q6_k(rows, i, a) }
+        unsafe { super::avx2_eights_q32_k::dot8_q6_k(rows, i, a) }
     }
     fn dot8_q4_k(&self, rows: &RowsK, i: usize, a: &EightsK) -> [f32; 8] {
         // SAFETY: as above; the kernel checks the lengths.
-        unsafe { super::avx2_eights::dot8_q4_k(rows, i, a) }
+        unsafe { super::avx2_eights_q32_k::dot8_q4_k(rows, i, a) }
     }
     fn dot8x4_q4_k(&self, rows: &RowsK, i: usize, a: &EightsK) -> [[f32; 8]; 4] {
         // SAFETY: as in dot8_q4_k.
@@ -140,7 +235,7 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
     fn unpack_rows32(&self, format: Q32, rows: &[&[u8]], out: &mut Rows32) {
         // SAFETY: for_isa hands this out only when the CPU has AVX2 and F16C.
         out.unpack(format.format().block_bytes(), rows, |b| unsafe {
-            super::avx2_eights::unpack_block(format, b)
+            super::avx2_eights_q32_k::unpack_block(format, b)
         });
     }
     fn dot8_raw32(&self, format: Q32, w: &[u8], a: &Eights) -> [f32; 8] {
@@ -148,26 +243,26 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
         // checks the lengths.
         unsafe {
             if format.has_min() {
-                super::avx2_eights::dot8_raw32::<true>(format, w, a)
+                super::avx2_eights_q32_k::dot8_raw32::<true>(format, w, a)
             } else {
-                super::avx2_eights::dot8_raw32::<false>(format, w, a)
+                super::avx2_eights_q32_k::dot8_raw32::<false>(format, w, a)
             }
         }
     }
     fn dot8_q8_0(&self, w: &[u8], a: &Eights) -> [f32; 8] {
         // SAFETY: for_isa hands this out only when the CPU has AVX2 and F16C; the kernel
         // checks the lengths.
-        unsafe { super::avx2_q8_0::dot8_q8_0(w, a) }
+        unsafe { super::avx2_eights_q8_0::dot8_q8_0(w, a) }
     }
     fn dot16_q8_0(&self, w: &[u8], a: [&Eights; 2]) -> [f32; 16] {
         if VNNI {
             // SAFETY: for_isa hands out VNNI only when the CPU has AVX-512 F/BW/VL/VNNI
             // (and F16C); the kernel checks the lengths.
-            return unsafe { super::avx512_q8_0::dot16_q8_0(w, a) };
+            return unsafe { super::avx512_sixteens_q8_0::dot16_q8_0(w, a) };
         }
         // SAFETY: for_isa hands this out only when the CPU has AVX2 and F16C; the kernel
         // checks the lengths.
-        unsafe { super::avx2_q8_0::dot16_q8_0(w, a) }
+        unsafe { super::avx2_eights_q8_0::dot16_q8_0(w, a) }
     }
     fn q8_0_pad_from(&self) -> usize {
         // Eight rows in the lanes cost little more for eight tokens than for two, so VNNI
@@ -180,7 +275,7 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
     fn dot2x4_q8_0(&self, w: [&[u8]; 2], a: &Eights) -> [f32; 8] {
         // SAFETY: for_isa hands this out only when the CPU has AVX2 and F16C; the kernel
         // checks the lengths.
-        unsafe { super::avx2_q8_0::dot2x4_q8_0(w, a) }
+        unsafe { super::avx2_eights_q8_0::dot2x4_q8_0(w, a) }
     }
     fn q8_0_rows_by_eights(
         &self,
@@ -197,7 +292,7 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
             for (g, a) in groups.iter().enumerate() {
                 // SAFETY: for_isa hands out VNNI only when the CPU has AVX-512 F/BW/VL/VNNI
                 // (and F16C); the kernel checks the lengths.
-                let v = unsafe { super::avx512_q8_0_rows8::dot8x8_q8_0(w, a, g == 0) };
+                let v = unsafe { super::avx512_rows8_q8_0::dot8x8_q8_0(w, a, g == 0) };
                 let by_row: [[f32; 8]; 8] = std::array::from_fn(|r| v.map(|t| t[r]));
                 by_row
                     .into_iter()
@@ -218,14 +313,14 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
         // the lengths.
         unsafe {
             if format.has_min() {
-                super::avx2_eights::dot8_row32::<true>(row, a)
+                super::avx2_eights_q32_k::dot8_row32::<true>(row, a)
             } else {
-                super::avx2_eights::dot8_row32::<false>(row, a)
+                super::avx2_eights_q32_k::dot8_row32::<false>(row, a)
             }
         }
     }
     fn dot8x4_row32(&self, format: Q32, rows: [&[Block32]; 4], a: &Eights) -> [[f32; 8]; 4] {
-        use super::avx2_eights4::dot8x4_row32;
+        use super::avx2_eights4_q32::dot8x4_row32;
         // SAFETY: for_isa hands this out only when the CPU has AVX2, and VNNI only when it
         // has AVX-512 F/BW/VL and VNNI; the kernels check the lengths.
         unsafe {
@@ -237,7 +332,7 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
         }
     }
     fn dot16x4_row32(&self, format: Q32, rows: [&[Block32]; 4], a: [&Eights; 2]) -> [[f32; 16]; 4] {
-        use super::avx512_sixteens::dot16x4_row32;
+        use super::avx512_sixteens4_q32_k::dot16x4_row32;
         if !VNNI {
             return super::products::row32_by_eights(self, format, rows, a);
         }
@@ -258,7 +353,7 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
         i: usize,
         a: [&EightsK; 2],
     ) -> [[f32; 16]; 4] {
-        use super::avx512_sixteens::{dot16x4_q4_k, dot16x4_q6_k};
+        use super::avx512_sixteens4_q32_k::{dot16x4_q4_k, dot16x4_q6_k};
         if !VNNI {
             return super::products::k_by_eights(self, format, rows, i, a);
         }
@@ -276,7 +371,7 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
         }
         check_quads(w, Q5_0_BYTES, quads.qs.len(), a);
         // SAFETY: as in tokens4_q5_0.
-        unsafe { super::avx512_quads::q5_0_quads(w, quads, a) }
+        unsafe { super::avx512_quads_q4_1_q5_0_q4_k::q5_0_quads(w, quads, a) }
     }
     fn tokens4_q4_1_quads(
         &self,
@@ -294,7 +389,7 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
             a,
         );
         // SAFETY: as in tokens4_q5_0.
-        Some(unsafe { super::avx512_quads::q4_1_quads(w, quads, a) })
+        Some(unsafe { super::avx512_quads_q4_1_q5_0_q4_k::q4_1_quads(w, quads, a) })
     }
     fn tokens4_q4_k_quads(
         &self,
@@ -307,7 +402,7 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
         }
         check_quads(w, Q4_K_BYTES, quads.qs.len(), a);
         // SAFETY: as in tokens4_q5_0.
-        Some(unsafe { super::avx512_quads::q4_k_quads(w, quads, a) })
+        Some(unsafe { super::avx512_quads_q4_1_q5_0_q4_k::q4_k_quads(w, quads, a) })
     }
     fn packed8(&self, group: &[u8], tokens: &[PackedToken], out: &mut [[f32; 8]]) {
         // SAFETY: as above; the kernels check the lengths.

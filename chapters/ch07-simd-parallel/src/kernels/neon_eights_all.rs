@@ -20,8 +20,8 @@ use ch06_quantization::blocks::BlockQ8_0;
 use ch06_quantization::f16::f16_to_f32_fast as f16;
 use ch06_quantization::matrix::Q32;
 
-use super::neon::levels;
-use super::neon_helpers::dot16_by_lane;
+use super::arm_helpers::dot16_by_lane;
+use super::arm_helpers::levels;
 use crate::layout::eights::{Block32, Eights};
 use crate::layout::eights_k::{EightsK, RowsK};
 

@@ -1,6 +1,6 @@
-//! The ARM levels' kernels for [`OneToken`] and [`ManyTokens`]: which function serves which
-//! shape on plain NEON and with the dot product. The kernels are in the `neon*.rs` files
-//! beside this one.
+//! The ARM levels' kernels for chapter 6's [`Kernels`], [`OneToken`] and [`ManyTokens`]: which
+//! function serves which shape on plain NEON and with the dot product. The kernels are in the
+//! `neon_*.rs` files beside this one.
 //!
 //! One-token products of every format have NEON kernels; four- and eight-row products are
 //! made of them a row at a time (the same bits). Prefill takes the eight-token layouts
@@ -12,9 +12,10 @@
 //! does not use (no `has_quads`; chapter 8 packs only for AVX2).
 
 use super::Arm;
-use super::neon_eights as e;
-use super::neon_kquants as k;
+use super::neon_eights_all as e;
+use super::neon_one_q5_0_k as k;
 use super::products::{ManyTokens, OneToken};
+use super::{neon_many_f32, neon_one_f32, neon_one_q4_q8, neon_quantize};
 use ch06_quantization::Kernels;
 use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
 
@@ -22,6 +23,77 @@ use crate::layout::eights::{Block32, Eights, Rows32};
 use crate::layout::eights_k::{EightsK, RowsK};
 use crate::layout::kquant::{BlockQ8K, Q8_0Wide};
 use ch06_quantization::matrix::Q32;
+
+// SAFETY (for every call below): a value of `Arm<DOTPROD>` exists only if [`for_isa`] found
+// NEON on this CPU (with `DOTPROD`, the dot-product instructions too): what those functions
+// enable.
+impl<const DOTPROD: bool> Kernels for Arm<DOTPROD> {
+    fn name(&self) -> &'static str {
+        if DOTPROD { "dotprod" } else { "neon" }
+    }
+    fn dot_q8_0_q8_0(&self, w: &[u8], a: &[BlockQ8_0]) -> f32 {
+        unsafe {
+            if DOTPROD {
+                neon_one_q4_q8::dot_q8_0_q8_0_sdot(w, a)
+            } else {
+                neon_one_q4_q8::dot_q8_0_q8_0(w, a)
+            }
+        }
+    }
+    fn dot_q4_0_q8_0(&self, w: &[u8], a: &[BlockQ8_0]) -> f32 {
+        unsafe {
+            if DOTPROD {
+                neon_one_q4_q8::dot_q4_0_q8_0_sdot(w, a)
+            } else {
+                neon_one_q4_q8::dot_q4_0_q8_0(w, a)
+            }
+        }
+    }
+    fn dot_q4_1_q8_1(&self, w: &[u8], a: &[BlockQ8_1]) -> f32 {
+        unsafe {
+            if DOTPROD {
+                neon_one_q4_q8::dot_q4_1_q8_1_sdot(w, a)
+            } else {
+                neon_one_q4_q8::dot_q4_1_q8_1(w, a)
+            }
+        }
+    }
+    fn dot_int8_q8_0(&self, w: &[u8], scale: f32, a: &[BlockQ8_0]) -> f32 {
+        unsafe {
+            if DOTPROD {
+                neon_one_q4_q8::dot_int8_q8_0_sdot(w, scale, a)
+            } else {
+                neon_one_q4_q8::dot_int8_q8_0(w, scale, a)
+            }
+        }
+    }
+    fn quantize_q8_0(&self, x: &[f32], out: &mut Vec<BlockQ8_0>) {
+        unsafe { neon_quantize::quantize_q8_0(x, out) }
+    }
+    fn quantize_q8_1(&self, x: &[f32], out: &mut Vec<BlockQ8_1>) {
+        unsafe { neon_quantize::quantize_q8_1(x, out) }
+    }
+    fn dot_f32(&self, a: &[f32], b: &[f32]) -> f32 {
+        unsafe { neon_one_f32::dot_f32(a, b) }
+    }
+    fn axpy(&self, y: &mut [f32], a: f32, x: &[f32]) {
+        unsafe { neon_one_f32::axpy(y, a, x) }
+    }
+    fn dot_f32_rows(&self, q: &[f32], rows: &[f32], out: &mut [f32]) {
+        unsafe { neon_one_f32::dot_f32_rows(q, rows, out) }
+    }
+    fn axpy_rows(&self, y: &mut [f32], w: &[f32], rows: &[f32]) {
+        unsafe { neon_one_f32::axpy_rows(y, w, rows) }
+    }
+    fn dot_f32_rows_many(&self, qs: &[f32], d: usize, rows: &[f32], out: &mut [f32]) {
+        unsafe { neon_many_f32::dot_f32_rows_many(qs, d, rows, out) }
+    }
+    fn f16_to_f32s(&self, src: &[u16], dst: &mut [f32]) {
+        unsafe { neon_one_f32::f16_to_f32s(src, dst) }
+    }
+    // dot_f32_many, axpy_many and the dot4_* products: chapter 6's defaults, which call the
+    // NEON dot_f32, axpy and one-row products above (the same bits, less register reuse).
+}
 
 // ANCHOR: arm_one_token
 // SAFETY (for every call below): a value of `Arm<DOTPROD>` exists only if `for_isa` found

@@ -1,6 +1,6 @@
 //! The f32 kernels of attention on NEON: dot products and `y += a·x`, each element computed
 //! by the same operations in the same order as chapter 6's scalar loops, so the same bits;
-//! and f16 to f32 by `fcvtl`.
+//! and f16 to f32 by `fcvtl`. Several queries at once are in [`super::neon_many_f32`].
 //!
 //! Chapter 6's `dot_f32_lanes` keeps eight running sums, AVX2's register width. A NEON
 //! register holds four, so these kernels keep two, lanes 0..4 and 4..8 of the eight, and
@@ -13,7 +13,7 @@
 
 use std::arch::aarch64::*;
 
-use super::neon_helpers::f16x4_to_f32;
+use super::arm_helpers::f16x4_to_f32;
 
 /// Chapter 6's `f16_to_f32s`: four halves at a time through `fcvtl`, which converts every
 /// half exactly (a signalling NaN comes out quiet), the tail one at a time.
@@ -43,7 +43,7 @@ pub fn f16_to_f32s(src: &[u16], dst: &mut [f32]) {
 /// `p` must be readable for 8 f32.
 #[inline]
 #[target_feature(enable = "neon")]
-unsafe fn load8(p: *const f32) -> [float32x4_t; 2] {
+pub(super) unsafe fn load8(p: *const f32) -> [float32x4_t; 2] {
     // SAFETY: the caller's promise.
     unsafe { [vld1q_f32(p), vld1q_f32(p.add(4))] }
 }
@@ -51,7 +51,11 @@ unsafe fn load8(p: *const f32) -> [float32x4_t; 2] {
 /// `acc + x · y`, lane by lane, multiply then add (not fused).
 #[inline]
 #[target_feature(enable = "neon")]
-fn mul_add8(acc: [float32x4_t; 2], x: [float32x4_t; 2], y: [float32x4_t; 2]) -> [float32x4_t; 2] {
+pub(super) fn mul_add8(
+    acc: [float32x4_t; 2],
+    x: [float32x4_t; 2],
+    y: [float32x4_t; 2],
+) -> [float32x4_t; 2] {
     [
         vaddq_f32(acc[0], vmulq_f32(x[0], y[0])),
         vaddq_f32(acc[1], vmulq_f32(x[1], y[1])),
@@ -80,7 +84,7 @@ pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
 /// products added one by one.
 #[inline]
 #[target_feature(enable = "neon")]
-fn reduce8(acc: [float32x4_t; 2], a_tail: &[f32], b_tail: &[f32]) -> f32 {
+pub(super) fn reduce8(acc: [float32x4_t; 2], a_tail: &[f32], b_tail: &[f32]) -> f32 {
     let h = vaddq_f32(acc[0], acc[1]); // (s0+s4, s1+s5, s2+s6, s3+s7)
     let h = vadd_f32(vget_low_f32(h), vget_high_f32(h)); // (·0 + ·2, ·1 + ·3)
     let sum = vpadds_f32(h);
@@ -146,50 +150,5 @@ pub fn axpy_rows(y: &mut [f32], w: &[f32], rows: &[f32]) {
     for (i, a) in acc.iter().enumerate().take(lanes) {
         // SAFETY: 4 f32 at 4i < d.
         unsafe { vst1q_f32(y.as_mut_ptr().add(4 * i), *a) };
-    }
-}
-
-/// `out[g · n + j] = dot_f32(query g, row j)` for the queries side by side in `qs` (`d`
-/// floats each) and the `n` rows of `rows`: each row's eight-float steps are loaded once for
-/// up to four queries, whose running sums advance side by side (chapter 6's default makes a
-/// `dot_f32_rows` per query, reading every row once per query).
-#[target_feature(enable = "neon")]
-pub fn dot_f32_rows_many(qs: &[f32], d: usize, rows: &[f32], out: &mut [f32]) {
-    let Some((n, g)) = super::products::rows_many_shape(qs, d, rows, out) else {
-        return;
-    };
-    let steps = d.is_multiple_of(8); // whole eight-float steps, no tail
-    match g {
-        1 if steps => rows_side_by_side::<1>(qs, d, rows, out),
-        2 if steps => rows_side_by_side::<2>(qs, d, rows, out),
-        3 if steps => rows_side_by_side::<3>(qs, d, rows, out),
-        4 if steps => rows_side_by_side::<4>(qs, d, rows, out),
-        _ => {
-            for (q, o) in qs.chunks_exact(d).zip(out.chunks_exact_mut(n)) {
-                dot_f32_rows(q, rows, o);
-            }
-        }
-    }
-}
-
-/// [`dot_f32_rows_many`] for `G` queries and `d` a multiple of 8: [`dot_f32`]'s sums of each
-/// query and row.
-#[inline]
-#[target_feature(enable = "neon")]
-fn rows_side_by_side<const G: usize>(qs: &[f32], d: usize, rows: &[f32], out: &mut [f32]) {
-    let n = rows.len() / d;
-    for (j, row) in rows.chunks_exact(d).enumerate() {
-        let mut acc = [[vdupq_n_f32(0.0); 2]; G];
-        for c in (0..d).step_by(8) {
-            // SAFETY: 8 f32 at c + 8 ≤ d of the row and of each query.
-            let k = unsafe { load8(row.as_ptr().add(c)) };
-            for (g, a) in acc.iter_mut().enumerate() {
-                let q = unsafe { load8(qs.as_ptr().add(g * d + c)) };
-                *a = mul_add8(*a, q, k);
-            }
-        }
-        for (g, a) in acc.into_iter().enumerate() {
-            out[g * n + j] = reduce8(a, &[], &[]);
-        }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::arch::x86_64::*;
 
-use super::helpers::splat_f16;
+use super::x86_helpers::splat_f16;
 use crate::layout::eights::Eights;
 
 // ANCHOR: avx2_q8_0_eights

@@ -6,7 +6,7 @@
 
 use std::arch::x86_64::*;
 
-use super::helpers::{f16, grid_sums};
+use super::x86_helpers::{f16, grid_sums};
 use crate::layout::kquant::{Q5_0_BYTES, Q8_0Wide};
 
 /// `R` Q5_0 rows against `T` tokens.

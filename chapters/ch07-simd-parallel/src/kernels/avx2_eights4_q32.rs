@@ -1,5 +1,5 @@
 //! Four unpacked Q4_0, Q5_0 or Q4_1 rows against the same eight tokens: the eight-token
-//! kernel of [`super::avx2_eights`] with each step's activations loaded once for the four
+//! kernel of [`super::avx2_eights_q32_k`] with each step's activations loaded once for the four
 //! rows. One row a call loads a step's 32 activation bytes and a weight broadcast for
 //! every `vpmaddubsw`, two loads an instruction; here four rows share the first, so a
 //! block costs 8 + 32 loads for four rows instead of 64, and the activations, read from
@@ -23,8 +23,8 @@ fn check(blocks: [usize; 4], a: &Eights) {
     );
 }
 
-/// The float step of one row's block, as [`super::avx2_eights`]'s: `(dw · da) · dot` less the
-/// offset (Q4_0, Q5_0), or plus `m · s` (Q4_1), added to the row's lanes.
+/// The float step of one row's block, as [`super::avx2_eights_q32_k`]'s: `(dw · da) · dot`
+/// less the offset (Q4_0, Q5_0), or plus `m · s` (Q4_1), added to the row's lanes.
 #[inline]
 #[target_feature(enable = "avx2")]
 fn block_step<const Q4_1: bool>(
@@ -129,7 +129,7 @@ fn four_steps<const Q4_1: bool>(
 }
 
 /// Four unpacked rows ([`crate::layout::eights::Rows32`]'s) against eight tokens: row `r`'s lanes are
-/// [`super::avx2_eights::dot8_row32`]`(rows[r], a)`'s.
+/// [`super::avx2_eights_q32_k::dot8_row32`]`(rows[r], a)`'s.
 ///
 /// # Safety
 /// The CPU must have AVX2, and with `VNNI` AVX-512 VL and VNNI; the lengths are checked here.

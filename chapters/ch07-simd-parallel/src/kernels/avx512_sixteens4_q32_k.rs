@@ -1,4 +1,4 @@
-//! The four-row eight-token prefill kernels of [`super::avx2_eights4`] and
+//! The four-row eight-token prefill kernels of [`super::avx2_eights4_q32`] and
 //! [`super::avx2_eights4_k`] in 512-bit registers: two eights of tokens side by side, the
 //! first eight in lanes 0..8 and the second in lanes 8..16. One broadcast of a weight's four
 //! quants now meets sixteen tokens, and each multiply-add instruction does twice the work
@@ -63,7 +63,7 @@ unsafe fn quants(w: *const u8) -> __m512i {
 
 // ANCHOR: sixteen_row32
 /// Four unpacked Q4_0, Q5_0 or Q4_1 rows (Q4_1 with `Q4_1`) against two eights of tokens:
-/// row `r`'s lanes 0..8 are [`super::avx2_eights4::dot8x4_row32`]`(rows, a[0])[r]`, its
+/// row `r`'s lanes 0..8 are [`super::avx2_eights4_q32::dot8x4_row32`]`(rows, a[0])[r]`, its
 /// lanes 8..16 the same for `a[1]`. Per block, eight steps of one 512-bit load of both
 /// eights' activations and, for each row, a broadcast of its four quants and a `vpdpbusd`.
 ///
