@@ -24,3 +24,7 @@ pub mod rmsnorm;
 
 pub use gpu::{Error, Gpu, Result};
 pub use matvec::{GpuMatrix, MatVec, Product, matvec};
+
+/// The chapter's exercises: stubs for you to fill in (see the book's "Exercises" page).
+#[cfg_attr(feature = "solutions", path = "../solutions/exercises.rs")]
+pub mod exercises;
