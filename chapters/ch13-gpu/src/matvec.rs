@@ -52,7 +52,9 @@ pub fn source(format: Format, reduction: Reduction) -> Option<String> {
         Format::Q8_0 => include_str!("../shaders/q8_0.wgsl"),
         Format::Q4_1 => include_str!("../shaders/q4_1.wgsl"),
         Format::Q5_0 => include_str!("../shaders/q5_0.wgsl"),
-        Format::F32 | Format::Int8 | Format::Q4_K | Format::Q6_K => return None,
+        Format::Q4_K => include_str!("../shaders/q4_k.wgsl"),
+        Format::Q6_K => include_str!("../shaders/q6_k.wgsl"),
+        Format::F32 | Format::Int8 => return None,
     };
     let common = include_str!("../shaders/matvec.wgsl");
     Some(match reduction {
@@ -69,7 +71,14 @@ pub fn source(format: Format, reduction: Reduction) -> Option<String> {
 // ANCHOR_END: sources
 
 /// The formats with a product shader.
-pub const FORMATS: [Format; 4] = [Format::Q4_0, Format::Q8_0, Format::Q4_1, Format::Q5_0];
+pub const FORMATS: [Format; 6] = [
+    Format::Q4_0,
+    Format::Q8_0,
+    Format::Q4_1,
+    Format::Q5_0,
+    Format::Q4_K,
+    Format::Q6_K,
+];
 
 /// A weight matrix on the GPU: the file's blocks, row after row, as they were.
 pub struct GpuMatrix {

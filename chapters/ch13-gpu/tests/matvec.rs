@@ -17,13 +17,28 @@
 //!
 //! So `|gpu − cpu| ≤ (2·γ(n−1) + 2u)·Σ_b mag_b`, with `mag_b` the magnitudes of a term's
 //! parts; [`bound`] computes it per row, rounded up by 1% for γ's denominator.
+//!
+//! The K-quants (Q4_K, Q6_K) adapt it. The CPU (chapter 7's `dot_q4_k_q8_k`) adds a whole
+//! super-block's integers first, `Q = Σ_s scale_s·dot_s` and `Mi = Σ_s min_s·sum_s`, and
+//! rounds once per super-block: `(d·d_a)·Q − (dmin·d_a)·Mi`. The GPU takes one block of 32 (a
+//! sub-block) per step, with the same exact integers for that sub-block, so it adds the
+//! parts `D·q_s` and `−M·m_s` (`D = d·d_a`, `M = dmin·d_a`, the same f32 products on both)
+//! one sub-block at a time. Both are sums of the same exact parts `p`: the GPU's P of them
+//! (two a sub-block for Q4_K, one for Q6_K), the CPU's fewer, grouped by super-block.
+//! Each part costs at most two roundings (integer to f32, the multiply; an FMA only removes
+//! one), and at most P − 1 additions join them, so each side is within `γ(P+1)·Σ|p|` of
+//! the exact sum (Higham §3.1 and §4.2; `|D·Q| ≤ Σ_s |D·q_s|` covers the CPU's grouping):
+//! `|gpu − cpu| ≤ 2·γ(P+1)·Σ|p|`. [`cpu_row`] gets every `|p|` from the CPU's own dot on a
+//! copy of the activations with all but one sub-block (or its sums) zeroed.
 
 use ch01_tensors::models;
 use ch06_quantization::Format;
 use ch06_quantization::blocks::{BlockQ4_1, BlockQ8_0, BlockQ8_1, QK};
 use ch06_quantization::dot::{dot_q4_0_q8_0, dot_q4_1_q8_1, dot_q8_0_q8_0};
 use ch06_quantization::quantize::{quantize_q4_0, quantize_q4_1, quantize_q8_0, quantize_q8_1};
-use ch07_simd_parallel::layout::kquant::{Q8_0Wide, dot_q5_0_q8_0};
+use ch07_simd_parallel::layout::kquant::{
+    BlockQ8K, Q8_0Wide, QK_K, dot_q4_k_q8_k, dot_q5_0_q8_0, dot_q6_k_q8_k, quantize_q8_k,
+};
 use ch13_gpu::matvec::Reduction;
 use ch13_gpu::random::{self, Rng};
 use ch13_gpu::{Error, Gpu, GpuMatrix, MatVec, matvec};
@@ -76,16 +91,70 @@ fn cpu_row(format: Format, row: &[u8], x: &[f32]) -> (f32, f64) {
             }
             sum
         }
-        _ => unreachable!("no shader for {format:?}"),
+        Format::Q4_K | Format::Q6_K => {
+            let dot = if format == Format::Q4_K {
+                dot_q4_k_q8_k
+            } else {
+                dot_q6_k_q8_k
+            };
+            let a: Vec<BlockQ8K> = x.as_chunks::<QK_K>().0.iter().map(quantize_q8_k).collect();
+            // the super-blocks' terms added left to right, as chapter 7's scalar row dot does
+            let mut sum = 0.0f32;
+            for (b, a) in a.iter().enumerate() {
+                let block = &row[b * bb..(b + 1) * bb];
+                sum += dot(block, a);
+                mag += k_parts(dot, block, a, format == Format::Q4_K);
+            }
+            sum
+        }
+        Format::F32 | Format::Int8 => unreachable!("no shader for {format:?}"),
     };
     (value, mag)
 }
 
-/// The largest `|gpu − cpu|` the two orders of summation allow (the module's comment).
-fn bound(n_blocks: usize, mag: f64) -> f64 {
+/// `Σ|p|` over one K-quant super-block's parts as the GPU adds them (the module's comment):
+/// per sub-block of 32, `|D·q_s|` (the CPU's dot with every other sub-block's quants and
+/// every sum zeroed) and, for Q4_K, `|M·m_s|` (with every quant and every other sum zeroed).
+fn k_parts(dot: fn(&[u8], &BlockQ8K) -> f32, block: &[u8], a: &BlockQ8K, mins: bool) -> f64 {
+    let mut mag = 0.0f64;
+    for s in 0..8 {
+        let mut only = a.clone();
+        only.bsums = [0; 16];
+        for (l, q) in only.qs.iter_mut().enumerate() {
+            if l / 32 != s {
+                *q = 0;
+            }
+        }
+        mag += f64::from(dot(block, &only).abs());
+        if mins {
+            let mut sums = a.clone();
+            sums.qs = [0; QK_K];
+            for (g, v) in sums.bsums.iter_mut().enumerate() {
+                if g / 2 != s {
+                    *v = 0;
+                }
+            }
+            mag += f64::from(dot(block, &sums).abs());
+        }
+    }
+    mag
+}
+
+/// The largest `|gpu − cpu|` the two orders of summation allow (the module's comment), for
+/// a row of `cols` values of `format`.
+fn bound(format: Format, cols: usize, mag: f64) -> f64 {
     let u = f64::from(f32::EPSILON) / 2.0;
-    let gamma = (n_blocks.max(1) - 1) as f64 * u;
-    (2.0 * gamma + 2.0 * u) * mag * 1.01
+    let gamma = |k: usize| k as f64 * u; // γ's denominator: the 1% below
+    let blocks = cols / QK;
+    match format {
+        Format::Q4_0 | Format::Q8_0 | Format::Q4_1 | Format::Q5_0 => {
+            (2.0 * gamma(blocks.max(1) - 1) + 2.0 * u) * mag * 1.01
+        }
+        // P parts: two a sub-block of 32 (scale and min) for Q4_K, one for Q6_K
+        Format::Q4_K => 2.0 * gamma(2 * blocks + 1) * mag * 1.01,
+        Format::Q6_K => 2.0 * gamma(blocks + 1) * mag * 1.01,
+        Format::F32 | Format::Int8 => unreachable!("no shader for {format:?}"),
+    }
 }
 
 /// Runs the product on the GPU and checks every row against the CPU's, with a message
@@ -98,7 +167,7 @@ fn check(gpu: &Gpu, shaders: &MatVec, what: &str, m: &GpuMatrix, blocks: &[u8], 
     for (r, &g) in got.iter().enumerate() {
         let (want, mag) = cpu_row(m.format, &blocks[r * row_bytes..(r + 1) * row_bytes], x);
         let diff = (f64::from(g) - f64::from(want)).abs();
-        let allowed = bound(m.cols / QK, mag);
+        let allowed = bound(m.format, m.cols, mag);
         assert!(
             diff <= allowed,
             "{what}: row {r} of {}: the GPU gives {g}, the CPU {want}; they differ by {diff:e}, \
@@ -116,9 +185,10 @@ fn check(gpu: &Gpu, shaders: &MatVec, what: &str, m: &GpuMatrix, blocks: &[u8], 
 }
 
 /// `rows × cols` random weights quantized to `format` by chapter 6, as raw blocks.
-/// Q5_0 has no quantizer in this book (its files come quantized): random raw blocks.
+/// Q5_0 and the K-quants have no quantizer in this book (their files come quantized):
+/// random raw blocks.
 fn quantized(format: Format, rows: usize, cols: usize, rng: &mut Rng) -> Vec<u8> {
-    if format == Format::Q5_0 {
+    if matches!(format, Format::Q5_0 | Format::Q4_K | Format::Q6_K) {
         return random::blocks(format, rows, cols, rng);
     }
     let mut out = vec![0u8; rows * format.row_bytes(cols)];
@@ -158,6 +228,25 @@ const SHAPES: [(usize, usize); 6] = [
     (64, 32 * 17),
 ];
 
+/// The same for the K-quants, whose rows are whole super-blocks of 256 (8 blocks of 32):
+/// rows not a multiple of 4, blocks a row 8, 40, 72, 136, 256 and 24.
+const K_SHAPES: [(usize, usize); 6] = [
+    (1, 256),
+    (5, 256 * 5),
+    (7, 256 * 9),
+    (130, 256 * 17),
+    (3, 256 * 32),
+    (66, 256 * 3),
+];
+
+fn shapes(format: Format) -> [(usize, usize); 6] {
+    if format.block_values() == QK_K {
+        K_SHAPES
+    } else {
+        SHAPES
+    }
+}
+
 #[test]
 fn every_shader_matches_the_cpu_on_quantized_random_rows() {
     let gpu = gpu();
@@ -165,7 +254,7 @@ fn every_shader_matches_the_cpu_on_quantized_random_rows() {
     for shaders in both(&gpu) {
         let reduction = shaders.reduction.name();
         for format in ch13_gpu::matvec::FORMATS {
-            for (rows, cols) in SHAPES {
+            for (rows, cols) in shapes(format) {
                 let blocks = quantized(format, rows, cols, &mut rng);
                 let x: Vec<f32> = (0..cols).map(|_| 3.0 * rng.signed()).collect();
                 let m = GpuMatrix::from_blocks(&gpu, format, rows, cols, &blocks).unwrap();
@@ -185,7 +274,8 @@ fn every_shader_matches_the_cpu_on_raw_random_blocks() {
     for shaders in both(&gpu) {
         let reduction = shaders.reduction.name();
         for format in ch13_gpu::matvec::FORMATS {
-            for (rows, cols) in [(9, 32 * 47), (33, 32 * 3)] {
+            let k = format.block_values() / QK; // 8 for the K-quants
+            for (rows, cols) in [(9, 32 * 47 * k), (33, 32 * 3 * k)] {
                 let blocks = random::blocks(format, rows, cols, &mut rng);
                 let x: Vec<f32> = (0..cols).map(|_| rng.signed()).collect();
                 let m = GpuMatrix::from_blocks(&gpu, format, rows, cols, &blocks).unwrap();
@@ -247,6 +337,23 @@ fn gemma3_q5_0_tensors_match_the_cpu() {
 }
 
 #[test]
+fn gemma3_k_quant_tensors_match_the_cpu() {
+    // Q4_K_M's two K-quants: Q4_K attention outputs and FFN down-projections, Q6_K for some
+    // of the down-projections.
+    let names = [
+        "blk.0.attn_output.weight",
+        "blk.2.ffn_down.weight",
+        "blk.0.ffn_down.weight",
+    ];
+    let formats = check_tensors(&models::gemma3_gguf(), &names, 256);
+    assert_eq!(
+        formats,
+        [Format::Q4_K, Format::Q4_K, Format::Q6_K],
+        "Gemma-3's Q4_K_M file should hold these tensors as Q4_K, Q4_K, Q6_K"
+    );
+}
+
+#[test]
 fn bad_shapes_and_formats_are_errors() {
     let gpu = gpu();
     let shaders = MatVec::new(&gpu).unwrap_or_else(|e| panic!("{e}"));
@@ -264,9 +371,14 @@ fn bad_shapes_and_formats_are_errors() {
         GpuMatrix::from_blocks(&gpu, Format::Q4_0, 2, 48, &blocks),
         "half a block",
     );
-    let k_blocks = vec![0u8; 2 * Format::Q6_K.row_bytes(256)];
-    let no_shader = GpuMatrix::from_blocks(&gpu, Format::Q6_K, 2, 256, &k_blocks);
-    input(no_shader, "no Q6_K shader");
+    let int8 = vec![0u8; 2 * Format::Int8.row_bytes(256)];
+    let no_shader = GpuMatrix::from_blocks(&gpu, Format::Int8, 2, 256, &int8);
+    input(no_shader, "no Int8 shader");
+    let k_blocks = vec![0u8; 2 * Format::Q4_K.row_bytes(256)];
+    input(
+        GpuMatrix::from_blocks(&gpu, Format::Q4_K, 2, 128, &k_blocks[..144]),
+        "half a super-block",
+    );
     input(
         GpuMatrix::from_blocks(&gpu, Format::Q4_0, usize::MAX, 64, &blocks),
         "huge",

@@ -47,14 +47,49 @@ fn vectors(rng: &mut Rng) -> Vec<Vec<f32>> {
     vec![halves, (0..32 * 100).map(|_| rng.signed()).collect(), mixed]
 }
 
+/// Vectors for Q8_K, whose scale is per super-block of 256: random values; a super-block of
+/// zeros; one whose largest magnitude is 127 (so iscale is −1) with exact halves that must
+/// round to even; one whose largest magnitude comes twice with opposite signs (the first
+/// sets the scale's sign); tiny values.
+fn k_vectors(rng: &mut Rng) -> Vec<Vec<f32>> {
+    let mut halves = vec![0.0f32; 256];
+    halves[5] = 127.0;
+    for (j, v) in [0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 126.5, -3.5, 4.5]
+        .iter()
+        .enumerate()
+    {
+        halves[40 * j % 256 + 7] = *v;
+    }
+    let mut ties: Vec<f32> = (0..256).map(|_| rng.signed()).collect();
+    ties[130] = -2.0;
+    ties[200] = 2.0;
+    let mut mixed: Vec<f32> = (0..256 * 7).map(|_| 4.0 * rng.signed()).collect();
+    mixed[256..512].fill(0.0);
+    mixed[512..768].copy_from_slice(&halves);
+    mixed[768..1024].copy_from_slice(&ties);
+    mixed[1024..1280].iter_mut().for_each(|v| *v *= 1e-6);
+    vec![
+        halves,
+        ties,
+        (0..256 * 20).map(|_| rng.signed()).collect(),
+        mixed,
+    ]
+}
+
 #[test]
 fn the_gpu_quantizes_as_chapter_6_does() {
     let gpu = gpu();
     let shader = Quantize::new(&gpu).unwrap_or_else(|e| panic!("{e}"));
     let mut rng = Rng::new(8);
-    for x in vectors(&mut rng) {
+    let small = vectors(&mut rng)
+        .into_iter()
+        .map(|x| (x, [ActFormat::Q8_0, ActFormat::Q8_1]));
+    let k = k_vectors(&mut rng)
+        .into_iter()
+        .map(|x| (x, [ActFormat::Q8_K; 2]));
+    for (x, formats) in small.chain(k) {
         let blocks = x.len() / 32;
-        for format in [ActFormat::Q8_0, ActFormat::Q8_1] {
+        for format in formats {
             let input = gpu.upload_f32("x", &x, wgpu::BufferUsages::empty());
             let out = gpu.storage(
                 "acts",
@@ -79,7 +114,7 @@ fn the_gpu_quantizes_as_chapter_6_does() {
                     g,
                     w,
                     "{format:?}, block {b} of {blocks}: the GPU's block (d, s, quants as words) \
-                     differs from chapter 6's; input {:?}",
+                     differs from chapters 6 and 7's; input {:?}",
                     &x[b * 32..b * 32 + 32]
                 );
             }
@@ -95,7 +130,13 @@ fn a_product_fed_by_the_gpus_quantizer_equals_one_fed_by_the_host() {
     let (shaders, quantize) = (MatVec::new(&gpu).unwrap(), Quantize::new(&gpu).unwrap());
     let mut rng = Rng::new(9);
     for format in FORMATS {
-        let (rows, cols) = (37, 32 * 41);
+        // 41 blocks of 32; the K-quants' 5 super-blocks of 256
+        let rows = 37;
+        let cols = if format.block_values() == 256 {
+            256 * 5
+        } else {
+            32 * 41
+        };
         let blocks = random::blocks(format, rows, cols, &mut rng);
         let m = GpuMatrix::from_blocks(&gpu, format, rows, cols, &blocks).unwrap();
         let x: Vec<f32> = (0..cols).map(|_| rng.signed()).collect();
@@ -200,7 +241,10 @@ fn steps_refuse_buffers_too_small() {
     let big = gpu.storage("big", 1 << 16, wgpu::BufferUsages::empty());
     assert!(QuantizeStep::new(&gpu, &quantize, ActFormat::Q8_0, &small, &big, 4).is_err());
     assert!(QuantizeStep::new(&gpu, &quantize, ActFormat::Q8_0, &big, &small, 4).is_err());
+    // Q8_K: 4 blocks of 32 are half a super-block; 8 need 1 KiB of input
     assert!(QuantizeStep::new(&gpu, &quantize, ActFormat::Q8_K, &big, &big, 4).is_err());
+    assert!(QuantizeStep::new(&gpu, &quantize, ActFormat::Q8_K, &small, &big, 8).is_err());
+    assert!(QuantizeStep::new(&gpu, &quantize, ActFormat::Q8_K, &big, &big, 8).is_ok());
     assert!(NormStep::new(&gpu, &norm, &big, &small, &big, 576, 1, 1e-5).is_err());
     assert!(NormStep::new(&gpu, &norm, &small, &big, &big, 576, 1, 1e-5).is_err());
     assert!(NormStep::new(&gpu, &norm, &big, &big, &big, 0, 1, 1e-5).is_err());
