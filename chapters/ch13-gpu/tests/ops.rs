@@ -5,6 +5,7 @@ use ch01_tensors::models;
 use ch01_tensors::ops::rmsnorm;
 use ch06_quantization::matrix::ActFormat;
 use ch13_gpu::acts::{self, BLOCK_WORDS};
+use ch13_gpu::bench::ReadProbe;
 use ch13_gpu::matvec::FORMATS;
 use ch13_gpu::quantize::{Quantize, QuantizeStep};
 use ch13_gpu::random::{self, Rng};
@@ -248,4 +249,34 @@ fn steps_refuse_buffers_too_small() {
     assert!(NormStep::new(&gpu, &norm, &big, &small, &big, 576, 1, 1e-5).is_err());
     assert!(NormStep::new(&gpu, &norm, &small, &big, &big, 576, 1, 1e-5).is_err());
     assert!(NormStep::new(&gpu, &norm, &big, &big, &big, 0, 1, 1e-5).is_err());
+}
+
+#[test]
+fn the_read_probe_reads_every_word_once() {
+    // `kernels`' bandwidth ceiling is only a ceiling if the probe reads the whole buffer:
+    // the workgroups' totals add up to the sum of every word (wrapping), for a buffer
+    // that is not whole workgroups' shares.
+    let gpu = gpu();
+    let mut rng = Rng::new(61);
+    let words: Vec<u32> = (0..256 * 64 * 3 + 1001)
+        .map(|_| rng.next_u64() as u32)
+        .collect();
+    let bits: Vec<f32> = words.iter().map(|&w| f32::from_bits(w)).collect();
+    let data = gpu.upload_f32("data", &bits, wgpu::BufferUsages::empty());
+    let probe = ReadProbe::new(&gpu, &data).unwrap_or_else(|e| panic!("{e}"));
+    run(&gpu, |pass| probe.record(pass, 2));
+    let groups = (probe.totals.size() / 4) as usize;
+    let got = gpu
+        .read_f32(&probe.totals, groups)
+        .unwrap()
+        .iter()
+        .fold(0u32, |acc, t| acc.wrapping_add(t.to_bits()));
+    let want = words.iter().fold(0u32, |acc, &w| acc.wrapping_add(w));
+    assert_eq!(
+        got,
+        want,
+        "the read probe's {groups} workgroup totals add up to {got}, not the sum of the \
+         buffer's {} words, {want}: it missed or repeated some",
+        words.len()
+    );
 }
