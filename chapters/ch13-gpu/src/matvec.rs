@@ -243,22 +243,70 @@ pub struct Product {
 impl Product {
     /// Binds `m` to a new input and a new output buffer.
     pub fn new(gpu: &Gpu, shaders: &MatVec, m: &GpuMatrix) -> Result<Product> {
-        let pipeline = shaders.pipeline(m.format)?.clone();
         let blocks = m.cols / 32;
-        let rows = u32::try_from(m.rows).map_err(|_| Error::Input("too many rows".into()))?;
-        // ceil(rows / 4) workgroups, folded into 2-D past the per-dimension limit.
-        let groups = gpu.grid(rows.div_ceil(ROWS_PER_GROUP));
-        let uniform = gpu.uniform(&[rows, blocks as u32, groups.0, 0]);
         let acts = gpu.storage(
             "acts",
             blocks * BLOCK_WORDS * 4,
             wgpu::BufferUsages::COPY_DST,
         );
         let out = gpu.storage("out", m.rows * 4, wgpu::BufferUsages::COPY_SRC);
-        let bind_group = gpu.bind(&pipeline, &[&m.buffer, &acts, &out, &uniform])?;
+        Product::bound(gpu, shaders, m, &acts, &out, 0)
+    }
+
+    /// Binds `m` to the input `acts` and to `m.rows` f32 of `out` from byte `out_at` on
+    /// (a multiple of the device's storage offset alignment): how the parts of a
+    /// [`SplitMatrix`](crate::split::SplitMatrix) share one input and one output.
+    pub fn bound(
+        gpu: &Gpu,
+        shaders: &MatVec,
+        m: &GpuMatrix,
+        acts: &wgpu::Buffer,
+        out: &wgpu::Buffer,
+        out_at: u64,
+    ) -> Result<Product> {
+        let pipeline = shaders.pipeline(m.format)?.clone();
+        let blocks = m.cols / 32;
+        let rows = u32::try_from(m.rows).map_err(|_| Error::Input("too many rows".into()))?;
+        let out_bytes = u64::from(rows) * 4;
+        if acts.size() < (blocks * BLOCK_WORDS * 4) as u64 || out.size() < out_at + out_bytes {
+            return Err(Error::Input(format!(
+                "a {}x{} product's buffers are too small",
+                m.rows, m.cols
+            )));
+        }
+        // ceil(rows / 4) workgroups, folded into 2-D past the per-dimension limit.
+        let groups = gpu.grid(rows.div_ceil(ROWS_PER_GROUP));
+        let uniform = gpu.uniform(&[rows, blocks as u32, groups.0, 0]);
+        fn whole(binding: u32, b: &wgpu::Buffer) -> wgpu::BindGroupEntry<'_> {
+            wgpu::BindGroupEntry {
+                binding,
+                resource: b.as_entire_binding(),
+            }
+        }
+        let out_range = wgpu::BindGroupEntry {
+            binding: 2,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: out,
+                offset: out_at,
+                size: wgpu::BufferSize::new(out_bytes),
+            }),
+        };
+        let entries = [
+            whole(0, &m.buffer),
+            whole(1, acts),
+            out_range,
+            whole(3, &uniform),
+        ];
+        let bind_group = gpu.checked("binding a product's buffers", || {
+            gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: None,
+                layout: &pipeline.get_bind_group_layout(0),
+                entries: &entries,
+            })
+        })?;
         Ok(Product {
-            acts,
-            out,
+            acts: acts.clone(),
+            out: out.clone(),
             bind_group,
             pipeline,
             groups,
