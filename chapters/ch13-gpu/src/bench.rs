@@ -145,6 +145,9 @@ impl ReadProbe {
     }
 }
 
+// ANCHOR_END: read_probe
+
+// ANCHOR: read_rate
 /// The read probe's rate, bytes read per second, over one buffer as large as a binding may
 /// be (up to [`WORKING_SET`]): the ceiling a product that reads its weights once can
 /// approach.
@@ -168,7 +171,7 @@ pub fn read_rate(gpu: &Gpu, secs: f64) -> Result<(u64, f64)> {
     let (n, took) = time_until(secs, run)?;
     Ok((size, size as f64 * n as f64 / took))
 }
-// ANCHOR_END: read_probe
+// ANCHOR_END: read_rate
 
 /// One shape of one format, timed both ways with each of `all`'s reductions; a JSON object
 /// for each. `progress` is told each reduction as it starts.

@@ -243,15 +243,31 @@ pub struct Product {
 impl Product {
     /// Binds `m` to a new input and a new output buffer.
     pub fn new(gpu: &Gpu, shaders: &MatVec, m: &GpuMatrix) -> Result<Product> {
+        let pipeline = shaders.pipeline(m.format)?.clone();
         let blocks = m.cols / 32;
+        let rows = u32::try_from(m.rows).map_err(|_| Error::Input("too many rows".into()))?;
+        // ceil(rows / 4) workgroups, folded into 2-D past the per-dimension limit.
+        let groups = gpu.grid(rows.div_ceil(ROWS_PER_GROUP));
+        let uniform = gpu.uniform(&[rows, blocks as u32, groups.0, 0]);
         let acts = gpu.storage(
             "acts",
             blocks * BLOCK_WORDS * 4,
             wgpu::BufferUsages::COPY_DST,
         );
         let out = gpu.storage("out", m.rows * 4, wgpu::BufferUsages::COPY_SRC);
-        Product::bound(gpu, shaders, m, &acts, &out, 0)
+        let bind_group = gpu.bind(&pipeline, &[&m.buffer, &acts, &out, &uniform])?;
+        Ok(Product {
+            acts,
+            out,
+            bind_group,
+            pipeline,
+            groups,
+            rows: m.rows,
+            blocks,
+        })
     }
+
+    // ANCHOR_END: product
 
     /// Binds `m` to the input `acts` and to `m.rows` f32 of `out` from byte `out_at` on
     /// (a multiple of the device's storage offset alignment): how the parts of a
@@ -314,8 +330,6 @@ impl Product {
             blocks,
         })
     }
-
-    // ANCHOR_END: product
 
     /// Queues the quantized input (`acts::quantize`'s words) for the next submission.
     pub fn write_input(&self, gpu: &Gpu, words: &[u32]) -> Result<()> {
