@@ -13,9 +13,10 @@
 // The weights as the file holds them: raw blocks, one row after another, padded to whole words.
 @group(0) @binding(0) var<storage, read> weights: array<u32>;
 
-// The input vector, quantized by the host to the format the weights want (Q8_0 or Q8_1),
-// one entry per block of 32: its scale, its sum `s = d·Σq` (Q8_1; 0 for Q8_0), and the
-// 32 quants as i8, four to a word, element 4i + k in byte k of word i.
+// The input vector, quantized by the host to the format the weights want (Q8_0, Q8_1 or
+// Q8_K), one entry per block of 32: its scale (Q8_K: its super-block's), its sum `s = d·Σq`
+// (Q8_1; Q8_K: Σq; 0 for Q8_0), and the 32 quants as i8, four to a word, element 4i + k in
+// byte k of word i.
 struct ActBlock {
     d: f32,
     s: f32,

@@ -1,6 +1,6 @@
 //! The input vector of a product, quantized on the host to the block format its weights
-//! meet on the CPU (chapter 6's `Format::spec` activation column: Q8_0 for Q4_0 and Q8_0,
-//! Q8_1 for Q4_1), then laid out for the shader as whole words.
+//! meet on the CPU (chapter 6's `Format::spec` activation column: Q8_0 for Q4_0, Q5_0 and
+//! Q8_0, Q8_1 for Q4_1, Q8_K for the K-quants), then laid out for the shader as whole words.
 //!
 //! Quantizing with chapter 6's own functions means the GPU multiplies exactly the blocks the
 //! CPU engine does: each block's integer dot is the same, and only the order in which the
@@ -9,6 +9,7 @@
 use ch06_quantization::blocks::QK;
 use ch06_quantization::matrix::ActFormat;
 use ch06_quantization::quantize::{quantize_q8_0, quantize_q8_1};
+use ch07_simd_parallel::layout::kquant::{QK_K, quantize_q8_k};
 
 use crate::gpu::{Error, Result};
 
@@ -35,30 +36,48 @@ fn push_block(out: &mut Vec<u32>, d: f32, s: f32, qs: &[i8; QK]) {
 
 /// `x` quantized to `format`, [`BLOCK_WORDS`] words per block of 32.
 pub fn quantize(format: ActFormat, x: &[f32]) -> Result<Vec<u32>> {
-    let (blocks, rest) = x.as_chunks::<QK>();
-    if !rest.is_empty() {
+    let whole = match format {
+        ActFormat::Q8_0 | ActFormat::Q8_1 => QK,
+        ActFormat::Q8_K => QK_K,
+    };
+    if !x.len().is_multiple_of(whole) {
         return Err(Error::Input(format!(
-            "a vector of {} values is not whole blocks of {QK}",
+            "a vector of {} values is not whole blocks of {whole}",
             x.len()
         )));
     }
-    let mut out = Vec::with_capacity(blocks.len() * BLOCK_WORDS);
-    for b in blocks {
-        match format {
-            ActFormat::Q8_0 => {
+    let mut out = Vec::with_capacity(x.len() / QK * BLOCK_WORDS);
+    match format {
+        ActFormat::Q8_0 => {
+            for b in x.as_chunks::<QK>().0 {
                 let q = quantize_q8_0(b);
                 push_block(&mut out, q.scale(), 0.0, &q.qs);
             }
-            ActFormat::Q8_1 => {
+        }
+        ActFormat::Q8_1 => {
+            for b in x.as_chunks::<QK>().0 {
                 let q = quantize_q8_1(b);
                 push_block(&mut out, q.scale(), q.sum(), &q.qs);
             }
-            ActFormat::Q8_K => {
-                return Err(Error::Input(
-                    "Q8_K activations (the K-quants') have no shader yet".into(),
-                ));
-            }
         }
+        ActFormat::Q8_K => push_q8_k(&mut out, x),
     }
     Ok(out)
 }
+
+// ANCHOR: q8_k
+/// Q8_K's super-blocks, quantized by the CPU engine's own function (chapter 7's
+/// `quantize_q8_k`: one f32 scale per 256 values, and the sum of every 16 quants), written
+/// as eight blocks of 32 each: `d` is the super-block's scale (an f32 already, so exact),
+/// `s` the block's sum of quants `bsums[2j] + bsums[2j + 1]` (an integer of at most
+/// 32 · 127 in magnitude, exact in an f32), which Q4_K's minimums multiply.
+fn push_q8_k(out: &mut Vec<u32>, x: &[f32]) {
+    for sb in x.as_chunks::<QK_K>().0 {
+        let q = quantize_q8_k(sb);
+        for (j, qs) in q.qs.as_chunks::<QK>().0.iter().enumerate() {
+            let sum = i32::from(q.bsums[2 * j]) + i32::from(q.bsums[2 * j + 1]);
+            push_block(out, q.d, sum as f32, qs);
+        }
+    }
+}
+// ANCHOR_END: q8_k

@@ -1,6 +1,9 @@
-//! `ch13-gpu kernels`: how fast each product shader reads its weights, beside the fastest
-//! the GPU moves bytes at all (a device-to-device copy). Needs no model: the blocks are
-//! random ([`crate::random`]).
+//! `ch13-gpu kernels`: how fast each product shader reads its weights, beside two ceilings:
+//! a shader that only reads a buffer once (`shaders/read.wgsl`, [`read_rate`]), and a
+//! device-to-device copy ([`copy_rate`]). The read probe is the one a product is measured
+//! against: a driver's copy need not run at the memory's rate (on an H200 it moved fewer
+//! bytes a second than llama.cpp's decode read). Needs no model: the blocks are random
+//! ([`crate::random`]).
 //!
 //! Each product is timed two ways:
 //! - **batched**: many products recorded into one submission, then one wait. This is what a
@@ -9,7 +12,7 @@
 //!   its round trip cost, paid once per dispatch by an engine that does not batch.
 //!
 //! Where the adapter has subgroups, every product is timed with both reductions (subgroup,
-//! then workgroup memory), the matrices uploaded again for each.
+//! then workgroup memory), on the same uploaded matrices.
 //!
 //! A matrix read over and over would sit in the GPU's last-level cache (tens of MB on a
 //! datacenter GPU), so each shape is uploaded as several copies, [`WORKING_SET`] bytes in
@@ -95,14 +98,91 @@ pub fn copy_rate(gpu: &Gpu, secs: f64) -> Result<(u64, f64)> {
     Ok((size, 2.0 * size as f64 * n as f64 / took))
 }
 
-/// One shape of one format, timed both ways; a JSON object.
+/// Words of the read probe's buffer each invocation adds; the grid's other invocations
+/// read the words between them.
+const READ_WORDS_PER_INVOCATION: u32 = 64;
+
+// ANCHOR: read_probe
+/// The read probe bound to one buffer: `shaders/read.wgsl` reads each of its words once a
+/// dispatch and writes one wrapping sum a workgroup into `totals`.
+pub struct ReadProbe {
+    pub totals: wgpu::Buffer, // (workgroups) u32
+    pipeline: wgpu::ComputePipeline,
+    bind_group: wgpu::BindGroup,
+    grid: (u32, u32),
+}
+
+impl ReadProbe {
+    /// Binds `data` (a storage buffer of whole words).
+    pub fn new(gpu: &Gpu, data: &wgpu::Buffer) -> Result<ReadProbe> {
+        let words = u32::try_from(data.size() / 4)
+            .map_err(|_| Error::Input(format!("a read probe of {} bytes", data.size())))?;
+        let groups = words.div_ceil(256 * READ_WORDS_PER_INVOCATION).max(1);
+        let grid = gpu.grid(groups);
+        let pipeline = gpu.pipeline("read probe", include_str!("../shaders/read.wgsl"))?;
+        let totals = gpu.storage(
+            "read totals",
+            groups as usize * 4,
+            wgpu::BufferUsages::COPY_SRC,
+        );
+        let params = gpu.uniform(&[words, grid.0, groups, 0]);
+        let bind_group = gpu.bind(&pipeline, &[data, &totals, &params])?;
+        Ok(ReadProbe {
+            totals,
+            pipeline,
+            bind_group,
+            grid,
+        })
+    }
+
+    /// Records `n` reads of the whole buffer into `pass`.
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, n: usize) {
+        pass.set_pipeline(&self.pipeline);
+        pass.set_bind_group(0, &self.bind_group, &[]);
+        for _ in 0..n {
+            pass.dispatch_workgroups(self.grid.0, self.grid.1, 1);
+        }
+    }
+}
+
+// ANCHOR_END: read_probe
+
+// ANCHOR: read_rate
+/// The read probe's rate, bytes read per second, over one buffer as large as a binding may
+/// be (up to [`WORKING_SET`]): the ceiling a product that reads its weights once can
+/// approach.
+pub fn read_rate(gpu: &Gpu, secs: f64) -> Result<(u64, f64)> {
+    let limit = gpu
+        .limits
+        .max_storage_buffer_binding_size
+        .min(gpu.limits.max_buffer_size);
+    let size = (WORKING_SET as u64).min(limit) / 1024 * 1024;
+    let data = gpu.storage("read probe", size as usize, wgpu::BufferUsages::empty());
+    let probe = ReadProbe::new(gpu, &data)?;
+    let run = |n: usize| {
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            probe.record(&mut pass, n);
+        }
+        submit_timed(gpu, vec![encoder.finish()], false)
+    };
+    gpu.checked("the read probe", || run(1))??; // first touch: wgpu zeroes the buffer
+    let (n, took) = time_until(secs, run)?;
+    Ok((size, size as f64 * n as f64 / took))
+}
+// ANCHOR_END: read_rate
+
+/// One shape of one format, timed both ways with each of `all`'s reductions; a JSON object
+/// for each. `progress` is told each reduction as it starts.
 pub fn product(
     gpu: &Gpu,
-    shaders: &MatVec,
+    all: &[MatVec],
     format: Format,
     shape: (usize, usize),
     secs: f64,
-) -> Result<Value> {
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<Value>> {
     let (rows, cols) = shape;
     let mut rng = Rng::new(0x13 + rows as u64 * 7 + cols as u64);
     let blocks = random::blocks(format, rows, cols, &mut rng);
@@ -110,15 +190,35 @@ pub fn product(
     let matrices = (0..copies)
         .map(|_| GpuMatrix::from_blocks(gpu, format, rows, cols, &blocks))
         .collect::<Result<Vec<_>>>()?;
-    let products = matrices
-        .iter()
-        .map(|m| Product::new(gpu, shaders, m))
-        .collect::<Result<Vec<_>>>()?;
     let x: Vec<f32> = (0..cols).map(|_| rng.signed()).collect();
     let words = acts::quantize(format.activation().expect("a block format"), &x)?;
-    for p in &products {
-        p.write_input(gpu, &words)?;
+    let mut out = Vec::new();
+    for (i, shaders) in all.iter().enumerate() {
+        let r = shaders.reduction.name();
+        progress(&format!("{} {rows}x{cols} ({r})", format.name()));
+        let products = matrices
+            .iter()
+            .map(|m| Product::new(gpu, shaders, m))
+            .collect::<Result<Vec<_>>>()?;
+        for p in &products {
+            p.write_input(gpu, &words)?;
+        }
+        let mut k = timed(gpu, &products, i == 0, blocks.len() as f64, secs)?;
+        k["format"] = json!(format.name());
+        k["rows"] = json!(rows);
+        k["cols"] = json!(cols);
+        k["weight_bytes"] = json!(blocks.len());
+        k["copies"] = json!(copies);
+        k["reduction"] = json!(r);
+        out.push(k);
     }
+    Ok(out)
+}
+
+/// `products`, each reading `bytes` of weights, timed both ways (after running each once if
+/// `warm_up`: the first touch of their matrices); a JSON object.
+fn timed(gpu: &Gpu, products: &[Product], warm_up: bool, bytes: f64, secs: f64) -> Result<Value> {
+    let copies = products.len();
     // `n` products recorded into one pass, or into one command buffer each.
     let record = |products: &mut dyn Iterator<Item = &Product>| {
         let mut encoder = gpu.device.create_command_encoder(&Default::default());
@@ -143,10 +243,11 @@ pub fn product(
             .collect();
         submit_timed(gpu, buffers, true)
     };
-    gpu.checked("the warm-up products", || batched(copies))??;
+    if warm_up {
+        gpu.checked("the warm-up products", || batched(copies))??;
+    }
     let (n_batched, t_batched) = time_until(secs, batched)?;
     let (n_each, t_each) = time_until(secs, each)?;
-    let bytes = blocks.len() as f64;
     let per = |n: usize, t: f64| {
         json!({
             "products": n,
@@ -155,11 +256,6 @@ pub fn product(
         })
     };
     Ok(json!({
-        "format": format.name(),
-        "rows": rows,
-        "cols": cols,
-        "weight_bytes": blocks.len(),
-        "copies": copies,
         "batched": per(n_batched, t_batched),
         "one_submission_each": per(n_each, t_each),
     }))
@@ -175,18 +271,17 @@ pub fn run(gpu: &Gpu, secs: f64, mut progress: impl FnMut(&str)) -> Result<Value
     if all[0].reduction != Reduction::Workgroup {
         all.push(MatVec::with(gpu, Reduction::Workgroup)?);
     }
+    progress("read");
+    let (read_bytes, read_bps) = read_rate(gpu, secs)?;
     progress("copy");
     let (copy_bytes, copy_bps) = copy_rate(gpu, secs)?;
     let mut kernels = Vec::new();
     for format in FORMATS {
         for shape in SHAPES {
-            for shaders in &all {
-                let r = shaders.reduction.name();
-                progress(&format!("{} {}x{} ({r})", format.name(), shape.0, shape.1));
-                let mut k = product(gpu, shaders, format, shape, secs)?;
+            for mut k in product(gpu, &all, format, shape, secs, &mut progress)? {
                 let gbps = k["batched"]["gbps"].as_f64().unwrap_or(0.0);
+                k["fraction_of_read"] = json!(gbps * 1e9 / read_bps);
                 k["fraction_of_copy"] = json!(gbps * 1e9 / copy_bps);
-                k["reduction"] = json!(r);
                 kernels.push(k);
             }
         }
@@ -202,6 +297,7 @@ pub fn run(gpu: &Gpu, secs: f64, mut progress: impl FnMut(&str)) -> Result<Value
         },
         "reduction": shaders.reduction.name(),
         "secs_per_measurement": secs,
+        "read": { "bytes": read_bytes, "gbps": read_bps / 1e9 },
         "copy": { "bytes": copy_bytes, "gbps_read_plus_write": copy_bps / 1e9 },
         "kernels": kernels,
         "wall_secs": started.elapsed().as_secs_f64(),
@@ -227,11 +323,16 @@ pub fn text(r: &Value) -> String {
         crate::matvec::REDUCTION_VAR
     );
     out += &format!(
-        "copy_buffer_to_buffer of {} MiB: {:.1} GB/s read + written (the ceiling)\n\n",
+        "a shader reading {} MiB once: {:.1} GB/s read (the ceiling)\n",
+        r["read"]["bytes"].as_u64().unwrap_or(0) >> 20,
+        f(&r["read"]["gbps"])
+    );
+    out += &format!(
+        "copy_buffer_to_buffer of {} MiB: {:.1} GB/s read + written\n\n",
         r["copy"]["bytes"].as_u64().unwrap_or(0) >> 20,
         f(&r["copy"]["gbps_read_plus_write"])
     );
-    out += "format  rows x cols    reduction  weights MB   batched µs    GB/s  of copy   one submission each µs    GB/s\n";
+    out += "format  rows x cols    reduction  weights MB   batched µs    GB/s  of read   one submission each µs    GB/s\n";
     for k in r["kernels"].as_array().into_iter().flatten() {
         out += &format!(
             "{:<6}  {:>5} x {:<5}  {:<9}  {:>10.2}  {:>11.1}  {:>6.1}  {:>6.1}%  {:>22.1}  {:>6.1}\n",
@@ -242,7 +343,7 @@ pub fn text(r: &Value) -> String {
             f(&k["weight_bytes"]) / 1e6,
             f(&k["batched"]["us_per_product"]),
             f(&k["batched"]["gbps"]),
-            100.0 * f(&k["fraction_of_copy"]),
+            100.0 * f(&k["fraction_of_read"]),
             f(&k["one_submission_each"]["us_per_product"]),
             f(&k["one_submission_each"]["gbps"]),
         );

@@ -6,6 +6,7 @@
 //! - [`gpu`]: the adapter, the device and queue, the features found.
 //! - [`acts`]: the input vector quantized as the CPU engine quantizes it.
 //! - [`matvec`]: a matrix on the GPU and the decode product `W · x`.
+//! - [`split`]: a matrix larger than one binding, split by rows over several buffers.
 //! - [`quantize`], [`rmsnorm`]: the input quantized on the GPU, and RMSNorm.
 //! - [`info`], [`bench`]: the binary's `info` and `kernels` commands.
 
@@ -21,6 +22,7 @@ pub mod matvec;
 pub mod quantize;
 pub mod random;
 pub mod rmsnorm;
+pub mod split;
 
 pub use gpu::{Error, Gpu, Result};
 pub use matvec::{GpuMatrix, MatVec, Product, matvec};

@@ -12,8 +12,9 @@ usage: ch13-gpu info [--json]
        ch13-gpu kernels [--secs S] [--json]
            each matrix-vector shader on random blocks at a 7B's shapes (4096x4096,
            11008x4096) and SmolLM2's (576x1536): time per product and GB/s of weights,
-           many products in one submission and one submission each, beside a
-           device-to-device copy's rate; needs no model
+           many products in one submission and one submission each, beside the
+           rate of a shader that only reads (the ceiling) and a device-to-device
+           copy's; needs no model
 
 options (defaults in brackets):
   --secs S      kernels: seconds each measurement runs, 0.01 to 10 [0.25]

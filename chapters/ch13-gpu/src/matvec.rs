@@ -52,7 +52,9 @@ pub fn source(format: Format, reduction: Reduction) -> Option<String> {
         Format::Q8_0 => include_str!("../shaders/q8_0.wgsl"),
         Format::Q4_1 => include_str!("../shaders/q4_1.wgsl"),
         Format::Q5_0 => include_str!("../shaders/q5_0.wgsl"),
-        Format::F32 | Format::Int8 | Format::Q4_K | Format::Q6_K => return None,
+        Format::Q4_K => include_str!("../shaders/q4_k.wgsl"),
+        Format::Q6_K => include_str!("../shaders/q6_k.wgsl"),
+        Format::F32 | Format::Int8 => return None,
     };
     let common = include_str!("../shaders/matvec.wgsl");
     Some(match reduction {
@@ -69,7 +71,14 @@ pub fn source(format: Format, reduction: Reduction) -> Option<String> {
 // ANCHOR_END: sources
 
 /// The formats with a product shader.
-pub const FORMATS: [Format; 4] = [Format::Q4_0, Format::Q8_0, Format::Q4_1, Format::Q5_0];
+pub const FORMATS: [Format; 6] = [
+    Format::Q4_0,
+    Format::Q8_0,
+    Format::Q4_1,
+    Format::Q5_0,
+    Format::Q4_K,
+    Format::Q6_K,
+];
 
 /// A weight matrix on the GPU: the file's blocks, row after row, as they were.
 pub struct GpuMatrix {
@@ -259,6 +268,68 @@ impl Product {
     }
 
     // ANCHOR_END: product
+
+    /// Binds `m` to the input `acts` and to `m.rows` f32 of `out` from byte `out_at` on
+    /// (a multiple of the device's storage offset alignment): how the parts of a
+    /// [`SplitMatrix`](crate::split::SplitMatrix) share one input and one output.
+    pub fn bound(
+        gpu: &Gpu,
+        shaders: &MatVec,
+        m: &GpuMatrix,
+        acts: &wgpu::Buffer,
+        out: &wgpu::Buffer,
+        out_at: u64,
+    ) -> Result<Product> {
+        let pipeline = shaders.pipeline(m.format)?.clone();
+        let blocks = m.cols / 32;
+        let rows = u32::try_from(m.rows).map_err(|_| Error::Input("too many rows".into()))?;
+        let out_bytes = u64::from(rows) * 4;
+        if acts.size() < (blocks * BLOCK_WORDS * 4) as u64 || out.size() < out_at + out_bytes {
+            return Err(Error::Input(format!(
+                "a {}x{} product's buffers are too small",
+                m.rows, m.cols
+            )));
+        }
+        // ceil(rows / 4) workgroups, folded into 2-D past the per-dimension limit.
+        let groups = gpu.grid(rows.div_ceil(ROWS_PER_GROUP));
+        let uniform = gpu.uniform(&[rows, blocks as u32, groups.0, 0]);
+        fn whole(binding: u32, b: &wgpu::Buffer) -> wgpu::BindGroupEntry<'_> {
+            wgpu::BindGroupEntry {
+                binding,
+                resource: b.as_entire_binding(),
+            }
+        }
+        let out_range = wgpu::BindGroupEntry {
+            binding: 2,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: out,
+                offset: out_at,
+                size: wgpu::BufferSize::new(out_bytes),
+            }),
+        };
+        let entries = [
+            whole(0, &m.buffer),
+            whole(1, acts),
+            out_range,
+            whole(3, &uniform),
+        ];
+        let bind_group = gpu.checked("binding a product's buffers", || {
+            gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: None,
+                layout: &pipeline.get_bind_group_layout(0),
+                entries: &entries,
+            })
+        })?;
+        Ok(Product {
+            acts: acts.clone(),
+            out: out.clone(),
+            bind_group,
+            pipeline,
+            groups,
+            rows: m.rows,
+            blocks,
+        })
+    }
 
     /// Queues the quantized input (`acts::quantize`'s words) for the next submission.
     pub fn write_input(&self, gpu: &Gpu, words: &[u32]) -> Result<()> {

@@ -50,12 +50,16 @@ pub fn blocks(format: Format, rows: usize, cols: usize, rng: &mut Rng) -> Vec<u8
     let halves = match format {
         Format::Q4_1 | Format::Q4_K => 2,
         Format::Q8_0 | Format::Q4_0 | Format::Q5_0 => 1,
-        Format::F32 | Format::Int8 | Format::Q6_K => 0, // no f16 scale first
+        Format::F32 | Format::Int8 | Format::Q6_K => 0, // no f16 scale first (Q6_K's is last)
     };
     for block in out.chunks_exact_mut(format.block_bytes()) {
         for h in 0..halves {
             let bits = rng.half(h == 1);
             block[2 * h..2 * h + 2].copy_from_slice(&bits.to_le_bytes());
+        }
+        if format == Format::Q6_K {
+            // its one f16 scale is last
+            block[208..210].copy_from_slice(&rng.half(false).to_le_bytes());
         }
     }
     out

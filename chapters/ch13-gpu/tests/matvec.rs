@@ -1,124 +1,25 @@
-//! Each product shader against chapter 6's scalar dot products on the same blocks: random
-//! blocks of awkward shapes, and real tensors of SmolLM2's file. Runs on any adapter; CI's
-//! is Mesa's lavapipe (`bash scripts/test-deps.sh`).
-//!
-//! The tolerance, derived. The GPU multiplies the very blocks the CPU does: the input is
-//! quantized by chapter 6's functions on the host (`acts::quantize`), so each block's
-//! integer dot `sumi` is the same integer on both, and each block's term
-//! `t_b = sumi·(d_w·d_a)` (Q4_1: `(d_w·d_a)·sumi + m·s`) is the same few float operations.
-//! Two things differ:
-//! 1. the order the `n` terms of a row are added in (the CPU left to right, the GPU in 32
-//!    lane sums and a tree). Any order of `n − 1` additions in f32 is within
-//!    `γ(n−1)·Σ|t_b|` of the exact sum (Higham, *Accuracy and Stability of Numerical
-//!    Algorithms*, §4.2), `γ(k) = k·u/(1 − k·u)`, `u = 2⁻²⁴`; the CPU's and the GPU's
-//!    results are each that close to it, so within twice that of each other;
-//! 2. a shader compiler may fuse a multiply and an add (an FMA), which rounds once where
-//!    the CPU rounds twice: at most 2 roundings per term, `2u·|parts of t_b|`.
-//!
-//! So `|gpu − cpu| ≤ (2·γ(n−1) + 2u)·Σ_b mag_b`, with `mag_b` the magnitudes of a term's
-//! parts; [`bound`] computes it per row, rounded up by 1% for γ's denominator.
+//! Each product shader against chapters 6 and 7's scalar dot products on the same blocks:
+//! random blocks of awkward shapes, and real tensors of SmolLM2's and Gemma-3's files. Runs
+//! on any adapter; CI's is Mesa's lavapipe (`bash scripts/test-deps.sh`). The tolerance is
+//! derived in `common/mod.rs`.
+
+mod common;
 
 use ch01_tensors::models;
 use ch06_quantization::Format;
-use ch06_quantization::blocks::{BlockQ4_1, BlockQ8_0, BlockQ8_1, QK};
-use ch06_quantization::dot::{dot_q4_0_q8_0, dot_q4_1_q8_1, dot_q8_0_q8_0};
-use ch06_quantization::quantize::{quantize_q4_0, quantize_q4_1, quantize_q8_0, quantize_q8_1};
-use ch07_simd_parallel::layout::kquant::{Q8_0Wide, dot_q5_0_q8_0};
+use ch06_quantization::blocks::QK;
+use ch06_quantization::quantize::{quantize_q4_0, quantize_q4_1, quantize_q8_0};
+use ch07_simd_parallel::layout::kquant::QK_K;
 use ch13_gpu::matvec::Reduction;
 use ch13_gpu::random::{self, Rng};
 use ch13_gpu::{Error, Gpu, GpuMatrix, MatVec, matvec};
-
-fn gpu() -> Gpu {
-    Gpu::open().unwrap_or_else(|e| {
-        panic!("{e}\nthe GPU tests need a Vulkan adapter; run: bash scripts/test-deps.sh")
-    })
-}
-
-/// One row's CPU product (chapter 6's dot, left to right) and `Σ mag_b`.
-fn cpu_row(format: Format, row: &[u8], x: &[f32]) -> (f32, f64) {
-    let nb = row.len() / format.block_bytes();
-    let bb = format.block_bytes();
-    let xs = x.as_chunks::<QK>().0;
-    let mut mag = 0.0f64;
-    let value = match format {
-        Format::Q4_0 | Format::Q8_0 => {
-            let a: Vec<BlockQ8_0> = xs.iter().map(quantize_q8_0).collect();
-            let dot = if format == Format::Q4_0 {
-                dot_q4_0_q8_0
-            } else {
-                dot_q8_0_q8_0
-            };
-            for b in 0..nb {
-                mag += f64::from(dot(&row[b * bb..(b + 1) * bb], &a[b..b + 1]).abs());
-            }
-            dot(row, &a)
-        }
-        Format::Q4_1 => {
-            let a: Vec<BlockQ8_1> = xs.iter().map(quantize_q8_1).collect();
-            for b in 0..nb {
-                let block = &row[b * bb..(b + 1) * bb];
-                let t = dot_q4_1_q8_1(block, &a[b..b + 1]);
-                let ms = BlockQ4_1(block.try_into().unwrap()).min() * a[b].sum();
-                mag += f64::from((t - ms).abs()) + f64::from(ms.abs());
-            }
-            dot_q4_1_q8_1(row, &a)
-        }
-        Format::Q5_0 => {
-            // chapter 7's scalar Q5_0 block dot, added left to right as chapter 6's dots add
-            let mut sum = 0.0f32;
-            for (b, x) in xs.iter().enumerate().take(nb) {
-                let t = dot_q5_0_q8_0(
-                    &row[b * bb..(b + 1) * bb],
-                    &Q8_0Wide::from(&quantize_q8_0(x)),
-                );
-                mag += f64::from(t.abs());
-                sum += t;
-            }
-            sum
-        }
-        _ => unreachable!("no shader for {format:?}"),
-    };
-    (value, mag)
-}
-
-/// The largest `|gpu − cpu|` the two orders of summation allow (the module's comment).
-fn bound(n_blocks: usize, mag: f64) -> f64 {
-    let u = f64::from(f32::EPSILON) / 2.0;
-    let gamma = (n_blocks.max(1) - 1) as f64 * u;
-    (2.0 * gamma + 2.0 * u) * mag * 1.01
-}
-
-/// Runs the product on the GPU and checks every row against the CPU's, with a message
-/// that names the first row out of bounds.
-fn check(gpu: &Gpu, shaders: &MatVec, what: &str, m: &GpuMatrix, blocks: &[u8], x: &[f32]) {
-    let got = matvec(gpu, shaders, m, x).unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert_eq!(got.len(), m.rows, "{what}: one value per row");
-    let row_bytes = m.format.row_bytes(m.cols);
-    let mut worst = 0.0f64;
-    for (r, &g) in got.iter().enumerate() {
-        let (want, mag) = cpu_row(m.format, &blocks[r * row_bytes..(r + 1) * row_bytes], x);
-        let diff = (f64::from(g) - f64::from(want)).abs();
-        let allowed = bound(m.cols / QK, mag);
-        assert!(
-            diff <= allowed,
-            "{what}: row {r} of {}: the GPU gives {g}, the CPU {want}; they differ by {diff:e}, \
-             more than the {allowed:e} a different order of f32 additions can explain",
-            m.rows
-        );
-        if allowed > 0.0 {
-            worst = worst.max(diff / allowed);
-        }
-    }
-    eprintln!(
-        "{what}: {} rows agree, worst at {:.3} of the bound",
-        m.rows, worst
-    );
-}
+use common::{check, gpu};
 
 /// `rows × cols` random weights quantized to `format` by chapter 6, as raw blocks.
-/// Q5_0 has no quantizer in this book (its files come quantized): random raw blocks.
+/// Q5_0 and the K-quants have no quantizer in this book (their files come quantized):
+/// random raw blocks.
 fn quantized(format: Format, rows: usize, cols: usize, rng: &mut Rng) -> Vec<u8> {
-    if format == Format::Q5_0 {
+    if matches!(format, Format::Q5_0 | Format::Q4_K | Format::Q6_K) {
         return random::blocks(format, rows, cols, rng);
     }
     let mut out = vec![0u8; rows * format.row_bytes(cols)];
@@ -158,6 +59,25 @@ const SHAPES: [(usize, usize); 6] = [
     (64, 32 * 17),
 ];
 
+/// The same for the K-quants, whose rows are whole super-blocks of 256 (8 blocks of 32):
+/// rows not a multiple of 4, blocks a row 8, 40, 72, 136, 256 and 24.
+const K_SHAPES: [(usize, usize); 6] = [
+    (1, 256),
+    (5, 256 * 5),
+    (7, 256 * 9),
+    (130, 256 * 17),
+    (3, 256 * 32),
+    (66, 256 * 3),
+];
+
+fn shapes(format: Format) -> [(usize, usize); 6] {
+    if format.block_values() == QK_K {
+        K_SHAPES
+    } else {
+        SHAPES
+    }
+}
+
 #[test]
 fn every_shader_matches_the_cpu_on_quantized_random_rows() {
     let gpu = gpu();
@@ -165,7 +85,7 @@ fn every_shader_matches_the_cpu_on_quantized_random_rows() {
     for shaders in both(&gpu) {
         let reduction = shaders.reduction.name();
         for format in ch13_gpu::matvec::FORMATS {
-            for (rows, cols) in SHAPES {
+            for (rows, cols) in shapes(format) {
                 let blocks = quantized(format, rows, cols, &mut rng);
                 let x: Vec<f32> = (0..cols).map(|_| 3.0 * rng.signed()).collect();
                 let m = GpuMatrix::from_blocks(&gpu, format, rows, cols, &blocks).unwrap();
@@ -185,7 +105,8 @@ fn every_shader_matches_the_cpu_on_raw_random_blocks() {
     for shaders in both(&gpu) {
         let reduction = shaders.reduction.name();
         for format in ch13_gpu::matvec::FORMATS {
-            for (rows, cols) in [(9, 32 * 47), (33, 32 * 3)] {
+            let k = format.block_values() / QK; // 8 for the K-quants
+            for (rows, cols) in [(9, 32 * 47 * k), (33, 32 * 3 * k)] {
                 let blocks = random::blocks(format, rows, cols, &mut rng);
                 let x: Vec<f32> = (0..cols).map(|_| rng.signed()).collect();
                 let m = GpuMatrix::from_blocks(&gpu, format, rows, cols, &blocks).unwrap();
@@ -247,6 +168,23 @@ fn gemma3_q5_0_tensors_match_the_cpu() {
 }
 
 #[test]
+fn gemma3_k_quant_tensors_match_the_cpu() {
+    // Q4_K_M's two K-quants: Q4_K attention outputs and FFN down-projections, Q6_K for some
+    // of the down-projections.
+    let names = [
+        "blk.0.attn_output.weight",
+        "blk.2.ffn_down.weight",
+        "blk.0.ffn_down.weight",
+    ];
+    let formats = check_tensors(&models::gemma3_gguf(), &names, 256);
+    assert_eq!(
+        formats,
+        [Format::Q4_K, Format::Q4_K, Format::Q6_K],
+        "Gemma-3's Q4_K_M file should hold these tensors as Q4_K, Q4_K, Q6_K"
+    );
+}
+
+#[test]
 fn bad_shapes_and_formats_are_errors() {
     let gpu = gpu();
     let shaders = MatVec::new(&gpu).unwrap_or_else(|e| panic!("{e}"));
@@ -264,9 +202,14 @@ fn bad_shapes_and_formats_are_errors() {
         GpuMatrix::from_blocks(&gpu, Format::Q4_0, 2, 48, &blocks),
         "half a block",
     );
-    let k_blocks = vec![0u8; 2 * Format::Q6_K.row_bytes(256)];
-    let no_shader = GpuMatrix::from_blocks(&gpu, Format::Q6_K, 2, 256, &k_blocks);
-    input(no_shader, "no Q6_K shader");
+    let int8 = vec![0u8; 2 * Format::Int8.row_bytes(256)];
+    let no_shader = GpuMatrix::from_blocks(&gpu, Format::Int8, 2, 256, &int8);
+    input(no_shader, "no Int8 shader");
+    let k_blocks = vec![0u8; 2 * Format::Q4_K.row_bytes(256)];
+    input(
+        GpuMatrix::from_blocks(&gpu, Format::Q4_K, 2, 128, &k_blocks[..144]),
+        "half a super-block",
+    );
     input(
         GpuMatrix::from_blocks(&gpu, Format::Q4_0, usize::MAX, 64, &blocks),
         "huge",

@@ -5,6 +5,7 @@ use ch01_tensors::models;
 use ch01_tensors::ops::rmsnorm;
 use ch06_quantization::matrix::ActFormat;
 use ch13_gpu::acts::{self, BLOCK_WORDS};
+use ch13_gpu::bench::ReadProbe;
 use ch13_gpu::matvec::FORMATS;
 use ch13_gpu::quantize::{Quantize, QuantizeStep};
 use ch13_gpu::random::{self, Rng};
@@ -47,14 +48,49 @@ fn vectors(rng: &mut Rng) -> Vec<Vec<f32>> {
     vec![halves, (0..32 * 100).map(|_| rng.signed()).collect(), mixed]
 }
 
+/// Vectors for Q8_K, whose scale is per super-block of 256: random values; a super-block of
+/// zeros; one whose largest magnitude is 127 (so iscale is −1) with exact halves that must
+/// round to even; one whose largest magnitude comes twice with opposite signs (the first
+/// sets the scale's sign); tiny values.
+fn k_vectors(rng: &mut Rng) -> Vec<Vec<f32>> {
+    let mut halves = vec![0.0f32; 256];
+    halves[5] = 127.0;
+    for (j, v) in [0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 126.5, -3.5, 4.5]
+        .iter()
+        .enumerate()
+    {
+        halves[40 * j % 256 + 7] = *v;
+    }
+    let mut ties: Vec<f32> = (0..256).map(|_| rng.signed()).collect();
+    ties[130] = -2.0;
+    ties[200] = 2.0;
+    let mut mixed: Vec<f32> = (0..256 * 7).map(|_| 4.0 * rng.signed()).collect();
+    mixed[256..512].fill(0.0);
+    mixed[512..768].copy_from_slice(&halves);
+    mixed[768..1024].copy_from_slice(&ties);
+    mixed[1024..1280].iter_mut().for_each(|v| *v *= 1e-6);
+    vec![
+        halves,
+        ties,
+        (0..256 * 20).map(|_| rng.signed()).collect(),
+        mixed,
+    ]
+}
+
 #[test]
 fn the_gpu_quantizes_as_chapter_6_does() {
     let gpu = gpu();
     let shader = Quantize::new(&gpu).unwrap_or_else(|e| panic!("{e}"));
     let mut rng = Rng::new(8);
-    for x in vectors(&mut rng) {
+    let small = vectors(&mut rng)
+        .into_iter()
+        .map(|x| (x, [ActFormat::Q8_0, ActFormat::Q8_1]));
+    let k = k_vectors(&mut rng)
+        .into_iter()
+        .map(|x| (x, [ActFormat::Q8_K; 2]));
+    for (x, formats) in small.chain(k) {
         let blocks = x.len() / 32;
-        for format in [ActFormat::Q8_0, ActFormat::Q8_1] {
+        for format in formats {
             let input = gpu.upload_f32("x", &x, wgpu::BufferUsages::empty());
             let out = gpu.storage(
                 "acts",
@@ -79,7 +115,7 @@ fn the_gpu_quantizes_as_chapter_6_does() {
                     g,
                     w,
                     "{format:?}, block {b} of {blocks}: the GPU's block (d, s, quants as words) \
-                     differs from chapter 6's; input {:?}",
+                     differs from chapters 6 and 7's; input {:?}",
                     &x[b * 32..b * 32 + 32]
                 );
             }
@@ -95,7 +131,13 @@ fn a_product_fed_by_the_gpus_quantizer_equals_one_fed_by_the_host() {
     let (shaders, quantize) = (MatVec::new(&gpu).unwrap(), Quantize::new(&gpu).unwrap());
     let mut rng = Rng::new(9);
     for format in FORMATS {
-        let (rows, cols) = (37, 32 * 41);
+        // 41 blocks of 32; the K-quants' 5 super-blocks of 256
+        let rows = 37;
+        let cols = if format.block_values() == 256 {
+            256 * 5
+        } else {
+            32 * 41
+        };
         let blocks = random::blocks(format, rows, cols, &mut rng);
         let m = GpuMatrix::from_blocks(&gpu, format, rows, cols, &blocks).unwrap();
         let x: Vec<f32> = (0..cols).map(|_| rng.signed()).collect();
@@ -200,8 +242,41 @@ fn steps_refuse_buffers_too_small() {
     let big = gpu.storage("big", 1 << 16, wgpu::BufferUsages::empty());
     assert!(QuantizeStep::new(&gpu, &quantize, ActFormat::Q8_0, &small, &big, 4).is_err());
     assert!(QuantizeStep::new(&gpu, &quantize, ActFormat::Q8_0, &big, &small, 4).is_err());
+    // Q8_K: 4 blocks of 32 are half a super-block; 8 need 1 KiB of input
     assert!(QuantizeStep::new(&gpu, &quantize, ActFormat::Q8_K, &big, &big, 4).is_err());
+    assert!(QuantizeStep::new(&gpu, &quantize, ActFormat::Q8_K, &small, &big, 8).is_err());
+    assert!(QuantizeStep::new(&gpu, &quantize, ActFormat::Q8_K, &big, &big, 8).is_ok());
     assert!(NormStep::new(&gpu, &norm, &big, &small, &big, 576, 1, 1e-5).is_err());
     assert!(NormStep::new(&gpu, &norm, &small, &big, &big, 576, 1, 1e-5).is_err());
     assert!(NormStep::new(&gpu, &norm, &big, &big, &big, 0, 1, 1e-5).is_err());
+}
+
+#[test]
+fn the_read_probe_reads_every_word_once() {
+    // `kernels`' bandwidth ceiling is only a ceiling if the probe reads the whole buffer:
+    // the workgroups' totals add up to the sum of every word (wrapping), for a buffer
+    // that is not whole workgroups' shares.
+    let gpu = gpu();
+    let mut rng = Rng::new(61);
+    let words: Vec<u32> = (0..256 * 64 * 3 + 1001)
+        .map(|_| rng.next_u64() as u32)
+        .collect();
+    let bits: Vec<f32> = words.iter().map(|&w| f32::from_bits(w)).collect();
+    let data = gpu.upload_f32("data", &bits, wgpu::BufferUsages::empty());
+    let probe = ReadProbe::new(&gpu, &data).unwrap_or_else(|e| panic!("{e}"));
+    run(&gpu, |pass| probe.record(pass, 2));
+    let groups = (probe.totals.size() / 4) as usize;
+    let got = gpu
+        .read_f32(&probe.totals, groups)
+        .unwrap()
+        .iter()
+        .fold(0u32, |acc, t| acc.wrapping_add(t.to_bits()));
+    let want = words.iter().fold(0u32, |acc, &w| acc.wrapping_add(w));
+    assert_eq!(
+        got,
+        want,
+        "the read probe's {groups} workgroup totals add up to {got}, not the sum of the \
+         buffer's {} words, {want}: it missed or repeated some",
+        words.len()
+    );
 }

@@ -1,0 +1,32 @@
+// ANCHOR: q6_k
+// Q6_K: super-blocks of 256 weights in 210 bytes: 128 bytes of low nibbles (`ql`), 64 of
+// two-bit highs (`qh`), 16 signed 8-bit scales (one per 16 weights), then `d` (f16).
+// weight = d·scale_g·(q − 32), q in 0..64. Block b of a row (32 weights) is sub-block
+// s = b % 8 of its super-block, in half h = s / 4 (128 weights each); its nibbles are the
+// low (s % 4 = 0, 1) or high (2, 3) halves of 32 bytes of the half's 64 in `ql`, and its high
+// bits are bits 2·(s % 4) of the half's 32 bytes of `qh`. Its two scales are bytes 2s, 2s + 1.
+const BLOCK_BYTES: u32 = 210u;
+
+fn block_dot(row: u32, b: u32) -> f32 {
+    let at = (row * params.blocks + b) / 8u * BLOCK_BYTES; // its super-block
+    let s = b % 8u;
+    let h = s / 4u;
+    let ql = at + 64u * h + 32u * (s % 2u);
+    let qh = at + 128u + 32u * h;
+    let low_shift = 4u * ((s % 4u) / 2u);
+    let high_shift = 2u * (s % 4u);
+    var sums = array<i32, 2>(0, 0); // Σ (q − 32)·p over elements 0..16 and 16..32
+    for (var i = 0u; i < 8u; i++) {
+        let lw = word_at(ql + 4u * i); // elements 4i..4i+4 of the block
+        let hw = word_at(qh + 4u * i);
+        let a = acts[b].qs[i];
+        for (var k = 0u; k < 4u; k++) {
+            let q = extractBits(lw, 8u * k + low_shift, 4u) | (extractBits(hw, 8u * k + high_shift, 2u) << 4u);
+            sums[i / 4u] += (i32(q) - 32) * i8_at(a, k);
+        }
+    }
+    let scales = i32(word_at(at + 192u + 2u * s)); // bytes 2s and 2s + 1, as i8
+    let sumi = extractBits(scales, 0u, 8u) * sums[0] + extractBits(scales, 8u, 8u) * sums[1];
+    return (half_at(at + 208u) * acts[b].d) * f32(sumi);
+}
+// ANCHOR_END: q6_k
