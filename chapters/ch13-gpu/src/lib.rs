@@ -7,6 +7,9 @@
 //! - [`acts`]: the input vector quantized as the CPU engine quantizes it.
 //! - [`matvec`]: a matrix on the GPU and the decode product `W · x`.
 //! - [`quantize`], [`rmsnorm`]: the input quantized on the GPU, and RMSNorm.
+//! - [`model`], [`ops`], [`step`]: chapter 8's model uploaded once, the small shaders of a
+//!   decode step (embedding, RoPE, attention, SwiGLU, residual, argmax), and the step itself,
+//!   one submission a token.
 //! - [`info`], [`bench`]: the binary's `info` and `kernels` commands.
 
 // A match over a format names every format (as in chapters 6 to 8), so that a new format
@@ -18,9 +21,12 @@ pub mod bench;
 pub mod gpu;
 pub mod info;
 pub mod matvec;
+pub mod model;
+pub mod ops;
 pub mod quantize;
 pub mod random;
 pub mod rmsnorm;
+pub mod step;
 
 pub use gpu::{Error, Gpu, Result};
 pub use matvec::{GpuMatrix, MatVec, Product, matvec};
