@@ -134,6 +134,8 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_id) m
     for (var j = 0u; j <= pos; j++) {
         sum += scores[row + j];
     }
+    storageBarrier(); // every lane has added them all before any lane divides its own
+    workgroupBarrier();
     for (var j = lane; j <= pos; j += LANES) {
         scores[row + j] = scores[row + j] / sum;
     }
