@@ -10,6 +10,7 @@
 //! - [`model`], [`ops`], [`step`]: chapter 8's model uploaded once, the small shaders of a
 //!   decode step (embedding, RoPE, attention, SwiGLU, residual, argmax), and the step itself,
 //!   one submission a token.
+//! - [`generate`]: chapter 9's generation loop on that step.
 //! - [`info`], [`bench`]: the binary's `info` and `kernels` commands.
 
 // A match over a format names every format (as in chapters 6 to 8), so that a new format
@@ -18,6 +19,7 @@
 
 pub mod acts;
 pub mod bench;
+pub mod generate;
 pub mod gpu;
 pub mod info;
 pub mod matvec;
