@@ -1,4 +1,4 @@
-//! The binary's generate command: chapter 9's prompt handling (its chat template, its
+//! The binary's generate and bench commands: chapter 9's prompt handling (its chat template, its
 //! sampler, its stop strings, its `--json` fields) with the GPU's decode step.
 
 use std::io::Write;
@@ -107,5 +107,33 @@ pub fn generate(g: &Generate, json: bool) -> Result<(), ch13_gpu::Error> {
         decoder.dispatches(),
         run.stop.name()
     );
+    Ok(())
+}
+
+/// `bench`: the model's decode on the GPU (`ch13_gpu::decode_bench`).
+pub fn bench(
+    g: &Generate,
+    pp: usize,
+    tg: usize,
+    per_dispatch: bool,
+    json: bool,
+) -> Result<(), ch13_gpu::Error> {
+    use ch13_gpu::Error::Input;
+    let path = model_path(g).map_err(Input)?;
+    let m = ch08_gguf::load(&path).map_err(|e| Input(format!("{}: {e}", path.display())))?;
+    let gpu = Gpu::open()?;
+    let model = GpuModel::upload(&gpu, &m.model)?;
+    let mut report =
+        ch13_gpu::decode_bench::run(&gpu, &model, pp, tg, per_dispatch, &mut |what| {
+            if !json {
+                eprintln!("timing {what}");
+            }
+        })?;
+    report["model"] = json!(models::shown(&path));
+    if json {
+        println!("{report}");
+    } else {
+        print!("{}", ch13_gpu::decode_bench::text(&report));
+    }
     Ok(())
 }

@@ -11,7 +11,8 @@
 //!   decode step (embedding, RoPE, attention, SwiGLU, residual, argmax), and the step itself,
 //!   one submission a token.
 //! - [`generate`]: chapter 9's generation loop on that step.
-//! - [`info`], [`bench`]: the binary's `info` and `kernels` commands.
+//! - [`info`], [`bench`], [`decode_bench`]: the binary's `info`, `kernels` and `bench`
+//!   commands.
 
 // A match over a format names every format (as in chapters 6 to 8), so that a new format
 // makes the compiler list the places that must handle it.
@@ -19,6 +20,7 @@
 
 pub mod acts;
 pub mod bench;
+pub mod decode_bench;
 pub mod generate;
 pub mod gpu;
 pub mod info;

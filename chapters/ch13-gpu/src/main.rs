@@ -13,6 +13,10 @@ usage: ch13-gpu [-m FILE] -p TEXT [-n N] [sampling options] [--json]
            generates as ch09-generate does, each token one submission to the GPU (the
            prompt runs as decode steps, a token at a time); greedy (--temp 0) reads
            back the GPU's argmax, other sampling reads back the logits
+       ch13-gpu bench [-m FILE] [--pp N] [--tg N] [--per-dispatch] [--json]
+           the model's decode on the GPU: pp prompt tokens as decode steps, then tg
+           greedy tokens, one submission each, and the dispatches a token; with
+           --per-dispatch the tg tokens again with a submission per dispatch
        ch13-gpu info [--json]
            every GPU adapter wgpu sees: name, backend, driver, the limits a compute
            shader meets, subgroup sizes, features
@@ -33,6 +37,8 @@ options (defaults in brackets):
   --frequency-penalty F, --presence-penalty P, --seed S
                           chapter 9's sampling chain, with its defaults
   --stop TEXT             stop when TEXT appears (up to 16 times)
+  --pp N, --tg N          bench: prompt tokens and generated tokens, 1 to 4096 [32, 32]
+  --per-dispatch          bench: also time a submission per dispatch
   --secs S                kernels: seconds each measurement runs, 0.01 to 10 [0.25]
   --json                  one JSON object (generate: prompt_ids, generated_ids, text,
                           stop_reason, adapter, dispatches_per_token, timings)
@@ -47,6 +53,9 @@ struct Args {
     command: String,
     json: bool,
     secs: f64,
+    pp: usize,
+    tg: usize,
+    per_dispatch: bool,
     generate: commands::Generate,
 }
 
@@ -63,6 +72,9 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         command: String::new(),
         json: false,
         secs: 0.25,
+        pp: 32,
+        tg: 32,
+        per_dispatch: false,
         generate: commands::Generate {
             model: None,
             prompt: None,
@@ -80,6 +92,9 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         match arg {
             Long("json") => a.json = true,
             Long("secs") => a.secs = p.value()?.parse()?,
+            Long("pp") => a.pp = number(&mut p, "--pp")?,
+            Long("tg") => a.tg = number(&mut p, "--tg")?,
+            Long("per-dispatch") => a.per_dispatch = true,
             Short('m') | Long("model") => g.model = Some(p.value()?.into()),
             Short('p') | Long("prompt") => g.prompt = Some(p.value()?.string()?),
             Short('n') | Long("n-predict") => g.n = number(&mut p, "-n")?,
@@ -107,13 +122,17 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
     let generating = g.prompt.is_some() || g.model.is_some();
     match a.command.as_str() {
         "info" | "kernels" if !generating => {}
+        "bench" if g.prompt.is_none() => {}
+        "bench" => return Err("bench takes no -p".into()),
         "" if generating => a.command = "generate".into(),
         "" => return Err("say what to do: -p TEXT, info or kernels".into()),
         "info" | "kernels" => {
             return Err(format!("{} takes no -m or -p", a.command).into());
         }
         other => {
-            return Err(format!("unknown command {other:?}: info, kernels, or -p TEXT").into());
+            return Err(
+                format!("unknown command {other:?}: info, kernels, bench, or -p TEXT").into(),
+            );
         }
     }
     if a.command == "generate" {
@@ -168,6 +187,7 @@ fn check_generate(g: &commands::Generate) -> Result<(), lexopt::Error> {
 fn run(a: &Args) -> Result<(), Error> {
     match a.command.as_str() {
         "generate" => commands::generate(&a.generate, a.json)?,
+        "bench" => commands::bench(&a.generate, a.pp, a.tg, a.per_dispatch, a.json)?,
         "info" => {
             let adapters = gpu::adapters();
             if adapters.is_empty() {

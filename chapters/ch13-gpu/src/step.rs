@@ -389,6 +389,35 @@ impl<'g> Decoder<'g> {
         Ok((best, logits))
     }
     // ANCHOR_END: step
+
+    /// [`Decoder::step`]'s greedy token with every dispatch submitted on its own (a command
+    /// encoder, a pass and a submit each): what the one-submission design saves, measured
+    /// by `ch13-gpu bench --per-dispatch`.
+    pub fn step_per_dispatch(&self, token: u32, pos: usize) -> Result<u32> {
+        let s = self.model.shape;
+        if token as usize >= s.vocab || pos >= self.capacity {
+            return Err(Error::Input(format!(
+                "token {token} at position {pos}: the vocabulary is {}, the cache {}",
+                s.vocab, self.capacity
+            )));
+        }
+        let mut words = vec![token, pos as u32, 0, 0];
+        words.extend(self.model.rope.at(pos).iter().map(|v| v.to_bits()));
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        self.gpu.queue.write_buffer(&self.step, 0, &bytes);
+        for op in &self.ops {
+            let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
+            {
+                let mut pass = encoder.begin_compute_pass(&Default::default());
+                op.record(&mut pass);
+            }
+            self.gpu.queue.submit([encoder.finish()]);
+        }
+        let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
+        encoder.copy_buffer_to_buffer(&self.best, 0, &self.read_best, 0, 4);
+        self.gpu.queue.submit([encoder.finish()]);
+        Ok(read_words(self.gpu, &self.read_best)?[0])
+    }
 }
 
 /// Maps `buffer` (made `MAP_READ`) once the GPU is done with it, and reads its words.

@@ -155,3 +155,36 @@ fn generates_the_cpu_engine_s_greedy_tokens() {
         assert!(err.contains(says), "{bad:?} says {says:?}: {err}");
     }
 }
+
+/// `bench` on two tokens each way: the JSON has the adapter, the dispatches a token (one
+/// norm, products, … per layer: more than the layers), and positive rates for both ways
+/// of submitting.
+#[test]
+fn bench_reports_decode_and_the_dispatches_a_token() {
+    let path = ch01_tensors::models::require(&ch01_tensors::models::smollm2_gguf())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let model = path.to_str().expect("a UTF-8 path");
+    let args = [
+        "bench",
+        "-m",
+        model,
+        "--pp",
+        "2",
+        "--tg",
+        "2",
+        "--per-dispatch",
+        "--json",
+    ];
+    let out = ch13(&args, false);
+    assert!(out.status.success(), "bench failed: {}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json is JSON");
+    assert!(v["adapter"].is_string(), "the adapter: {v}");
+    let dispatches = v["dispatches_per_token"].as_u64().unwrap_or(0);
+    assert!(
+        dispatches > 30,
+        "SmolLM2's 30 layers take more dispatches than {dispatches}"
+    );
+    for key in ["pp_tok_s", "tg_tok_s", "tg_tok_s_submit_per_dispatch"] {
+        assert!(v[key].as_f64().unwrap_or(0.0) > 0.0, "{key}: {v}");
+    }
+}
