@@ -7,9 +7,9 @@
 //! - [`acts`]: the input vector quantized as the CPU engine quantizes it.
 //! - [`matvec`]: a matrix on the GPU and the decode product `W · x`.
 //! - [`quantize`], [`rmsnorm`]: the input quantized on the GPU, and RMSNorm.
-//! - [`model`], [`ops`], [`step`]: chapter 8's model uploaded once, the small shaders of a
-//!   decode step (embedding, RoPE, attention, SwiGLU, residual, argmax), and the step itself,
-//!   one submission a token.
+//! - [`model`], [`ops`], [`bind`], [`step`]: chapter 8's model uploaded once, the small
+//!   shaders of a decode step (embedding, RoPE, attention, SwiGLU, residual, argmax), each
+//!   dispatch bound once, and the step itself, one submission a token.
 //! - [`generate`]: chapter 9's generation loop on that step.
 //! - [`info`], [`bench`], [`decode_bench`]: the binary's `info`, `kernels` and `bench`
 //!   commands.
@@ -20,6 +20,7 @@
 
 pub mod acts;
 pub mod bench;
+pub mod bind;
 pub mod decode_bench;
 pub mod generate;
 pub mod gpu;
