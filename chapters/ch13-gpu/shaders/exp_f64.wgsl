@@ -1,8 +1,9 @@
 // e^x for f32 x with the bits the CPU's `f32::exp` gives: chapter 7's `avx2_exp.rs` (glibc's
-// expf, from Arm's optimized-routines) step for step in f64, rounded once to f32. The shaders' own exp() is allowed a few units in
-// the last place, and a unit in the last place of a SiLU or an attention weight can move a
-// quantized activation across a rounding boundary later in the step. For devices with f64
-// arithmetic; exp_f32.wgsl is the plain version.
+// expf, from Arm's optimized-routines) step for step in f64, rounded once to f32. The
+// shaders' own exp() is allowed a few units in the last place, and a unit in the last place
+// of a SiLU or an attention weight can move a quantized activation across a rounding
+// boundary later in the step. For devices with f64 arithmetic; exp_f32.wgsl is the plain
+// version. On lavapipe it equals the CPU's on 262 144 random inputs in [-90, 10].
 //
 //   z = x · 32/ln2,  k = round(z),  r = z − k,
 //   e^x = 2^(k div 32) · 2^((k mod 32)/32) · (1 + c2·r + c1·r² + c0·r³)
