@@ -208,7 +208,8 @@ fn steps_refuse_buffers_too_small() {
 
 /// The attention's and SwiGLU's `exp_cpu` against `f32::exp` (which chapter 7's vector exp
 /// equals): with f64 on the device, bit for bit on 65 536 values in [-90, 10], softmax's
-/// and SiLU's range; without, within the 3 units in the last place Vulkan allows exp().
+/// and SiLU's range; without, within the 3 + 2·|x| units in the last place Vulkan allows
+/// exp().
 #[test]
 fn exp_on_the_gpu_is_the_cpu_s() {
     let gpu = gpu();
@@ -234,15 +235,20 @@ fn exp_on_the_gpu_is_the_cpu_s() {
     });
     let got = gpu.read_f32(&buffer, xs.len()).unwrap();
     let ulps = |a: f32, b: f32| (a.to_bits() as i64 - b.to_bits() as i64).unsigned_abs();
-    let allowed = if gpu.found.shader_f64 { 0 } else { 3 };
+    let allowed = |x: f32| match gpu.found.shader_f64 {
+        true => 0,
+        false => 3 + 2 * x.abs().ceil() as u64,
+    };
     let worst = xs
         .iter()
         .zip(&got)
-        .map(|(x, g)| ulps(x.exp(), *g))
-        .max()
-        .unwrap_or(0);
+        .map(|(x, g)| (ulps(x.exp(), *g), allowed(*x)))
+        .max_by_key(|(d, a)| d.saturating_sub(*a))
+        .unwrap_or((0, 0));
     assert!(
-        worst <= allowed,
-        "exp on the GPU is up to {worst} units in the last place from f32::exp (allowed {allowed})"
+        worst.0 <= worst.1,
+        "exp on the GPU is {} units in the last place from f32::exp (allowed {})",
+        worst.0,
+        worst.1
     );
 }
