@@ -44,6 +44,8 @@ pub struct Found {
     pub subgroups: bool,
     /// `f16` arithmetic in shaders.
     pub shader_f16: bool,
+    /// `f64` arithmetic in shaders: RMSNorm sums its squares in f64, as the CPU does.
+    pub shader_f64: bool,
 }
 
 // ANCHOR: gpu
@@ -119,6 +121,7 @@ impl Gpu {
         let found = Found {
             subgroups: have.contains(wgpu::Features::SUBGROUP),
             shader_f16: have.contains(wgpu::Features::SHADER_F16),
+            shader_f64: have.contains(wgpu::Features::SHADER_F64),
         };
         let mut features = wgpu::Features::empty();
         if found.subgroups {
@@ -126,6 +129,9 @@ impl Gpu {
         }
         if found.shader_f16 {
             features |= wgpu::Features::SHADER_F16;
+        }
+        if found.shader_f64 {
+            features |= wgpu::Features::SHADER_F64;
         }
         let limits = adapter.limits();
         let desc = wgpu::DeviceDescriptor {

@@ -8,7 +8,12 @@
 //! - [`matvec`]: a matrix on the GPU and the decode product `W · x`.
 //! - [`split`]: a matrix larger than one binding, split by rows over several buffers.
 //! - [`quantize`], [`rmsnorm`]: the input quantized on the GPU, and RMSNorm.
-//! - [`info`], [`bench`]: the binary's `info` and `kernels` commands.
+//! - [`model`], [`ops`], [`bind`], [`step`]: chapter 8's model uploaded once, the small
+//!   shaders of a decode step (embedding, RoPE, attention, SwiGLU, residual, argmax), each
+//!   dispatch bound once, and the step itself, one submission a token.
+//! - [`generate`]: chapter 9's generation loop on that step.
+//! - [`info`], [`bench`], [`decode_bench`]: the binary's `info`, `kernels` and `bench`
+//!   commands.
 
 // A match over a format names every format (as in chapters 6 to 8), so that a new format
 // makes the compiler list the places that must handle it.
@@ -16,13 +21,19 @@
 
 pub mod acts;
 pub mod bench;
+pub mod bind;
+pub mod decode_bench;
+pub mod generate;
 pub mod gpu;
 pub mod info;
 pub mod matvec;
+pub mod model;
+pub mod ops;
 pub mod quantize;
 pub mod random;
 pub mod rmsnorm;
 pub mod split;
+pub mod step;
 
 pub use gpu::{Error, Gpu, Result};
 pub use matvec::{GpuMatrix, MatVec, Product, matvec};

@@ -1,12 +1,23 @@
-//! `ch13-gpu`: the GPU's adapters, and how fast its product shaders read their weights.
+//! `ch13-gpu`: text from a GGUF model on the GPU, the GPU's adapters, and how fast its
+//! product shaders read their weights.
 
 use std::process::ExitCode;
 
 use ch13_gpu::gpu::{self, Error, Gpu};
 use ch13_gpu::{bench, info};
 
+mod commands;
+
 const USAGE: &str = "\
-usage: ch13-gpu info [--json]
+usage: ch13-gpu [-m FILE] -p TEXT [-n N] [sampling options] [--json]
+           generates as ch09-generate does, each token one submission to the GPU (the
+           prompt runs as decode steps, a token at a time); greedy (--temp 0) reads
+           back the GPU's argmax, other sampling reads back the logits
+       ch13-gpu bench [-m FILE] [--pp N] [--tg N] [--per-dispatch] [--json]
+           the model's decode on the GPU: pp prompt tokens as decode steps, then tg
+           greedy tokens, one submission each, and the dispatches a token; with
+           --per-dispatch the tg tokens again with a submission per dispatch
+       ch13-gpu info [--json]
            every GPU adapter wgpu sees: name, backend, driver, the limits a compute
            shader meets, subgroup sizes, features
        ch13-gpu kernels [--secs S] [--json]
@@ -17,9 +28,22 @@ usage: ch13-gpu info [--json]
            copy's; needs no model
 
 options (defaults in brackets):
-  --secs S      kernels: seconds each measurement runs, 0.01 to 10 [0.25]
-  --json        one JSON object
-  -h, --help    this text
+  -m, --model FILE        the GGUF file [SmolLM2-135M-Instruct Q4_1]
+  -p, --prompt TEXT       the prompt (special tokens such as <|im_start|> are parsed)
+  -n, --n-predict N       tokens to generate at most, 1 to 65536 [128]
+  --chat                  treat the prompt as a user turn, in the model's chat template
+  --system TEXT           with --chat: a system message first
+  --temp T                temperature; 0 is greedy [0.8]
+  --top-k K, --top-p P, --min-p P, --repeat-penalty R, --repeat-last-n N,
+  --frequency-penalty F, --presence-penalty P, --seed S
+                          chapter 9's sampling chain, with its defaults
+  --stop TEXT             stop when TEXT appears (up to 16 times)
+  --pp N, --tg N          bench: prompt tokens and generated tokens, 1 to 4096 [32, 32]
+  --per-dispatch          bench: also time a submission per dispatch
+  --secs S                kernels: seconds each measurement runs, 0.01 to 10 [0.25]
+  --json                  one JSON object (generate: prompt_ids, generated_ids, text,
+                          stop_reason, adapter, dispatches_per_token, timings)
+  -h, --help              this text
 
 environment:
   LLM_BOOK_GPU=NAME   the adapter whose name contains NAME [the first discrete GPU,
@@ -30,6 +54,17 @@ struct Args {
     command: String,
     json: bool,
     secs: f64,
+    pp: usize,
+    tg: usize,
+    per_dispatch: bool,
+    generate: commands::Generate,
+}
+
+fn number<T: std::str::FromStr>(p: &mut lexopt::Parser, flag: &str) -> Result<T, lexopt::Error> {
+    use lexopt::ValueExt;
+    let v = p.value()?.string()?;
+    v.parse()
+        .map_err(|_| format!("{flag}: {v:?} is not a valid number").into())
 }
 
 fn parse_args() -> Result<Option<Args>, lexopt::Error> {
@@ -38,26 +73,122 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         command: String::new(),
         json: false,
         secs: 0.25,
+        pp: 32,
+        tg: 32,
+        per_dispatch: false,
+        generate: commands::Generate {
+            model: None,
+            prompt: None,
+            n: 128,
+            chat: false,
+            system: None,
+            stops: Vec::new(),
+            sampling: ch09_generate::SamplerConfig::default(),
+        },
     };
+    let g = &mut a.generate;
+    let s = &mut g.sampling;
     let mut p = lexopt::Parser::from_env();
     while let Some(arg) = p.next()? {
         match arg {
             Long("json") => a.json = true,
             Long("secs") => a.secs = p.value()?.parse()?,
+            Long("pp") => a.pp = number(&mut p, "--pp")?,
+            Long("tg") => a.tg = number(&mut p, "--tg")?,
+            Long("per-dispatch") => a.per_dispatch = true,
+            Short('m') | Long("model") => g.model = Some(p.value()?.into()),
+            Short('p') | Long("prompt") => g.prompt = Some(p.value()?.string()?),
+            Short('n') | Long("n-predict") => g.n = number(&mut p, "-n")?,
+            Long("chat") => g.chat = true,
+            Long("system") => g.system = Some(p.value()?.string()?),
+            Long("stop") => g.stops.push(p.value()?.string()?),
+            Long("temp") => s.temperature = number(&mut p, "--temp")?,
+            Long("top-k") => s.top_k = number(&mut p, "--top-k")?,
+            Long("top-p") => s.top_p = number(&mut p, "--top-p")?,
+            Long("min-p") => s.min_p = number(&mut p, "--min-p")?,
+            Long("repeat-penalty") => s.repeat_penalty = number(&mut p, "--repeat-penalty")?,
+            Long("repeat-last-n") => s.repeat_last_n = number(&mut p, "--repeat-last-n")?,
+            Long("frequency-penalty") => {
+                s.frequency_penalty = number(&mut p, "--frequency-penalty")?
+            }
+            Long("presence-penalty") => s.presence_penalty = number(&mut p, "--presence-penalty")?,
+            Long("seed") => s.seed = number(&mut p, "--seed")?,
             Short('h') | Long("help") => return Ok(None),
-            Value(v) if a.command.is_empty() => a.command = v.string()?,
+            Value(v) if a.command.is_empty() && g.prompt.is_none() && g.model.is_none() => {
+                a.command = v.string()?
+            }
             _ => return Err(arg.unexpected()),
         }
     }
+    let generating = g.prompt.is_some() || g.model.is_some();
     match a.command.as_str() {
-        "info" | "kernels" => Ok(Some(a)),
-        "" => Err("say what to do: info or kernels".into()),
-        other => Err(format!("unknown command {other:?}: info or kernels").into()),
+        "info" | "kernels" if !generating => {}
+        "bench" if g.prompt.is_none() => {}
+        "bench" => return Err("bench takes no -p".into()),
+        "" if generating => a.command = "generate".into(),
+        "" => return Err("say what to do: -p TEXT, info or kernels".into()),
+        "info" | "kernels" => {
+            return Err(format!("{} takes no -m or -p", a.command).into());
+        }
+        other => {
+            return Err(
+                format!("unknown command {other:?}: info, kernels, bench, or -p TEXT").into(),
+            );
+        }
     }
+    if a.command == "generate" {
+        check_generate(g)?;
+    }
+    Ok(Some(a))
+}
+
+/// Chapter 9's checks on the generate options.
+fn check_generate(g: &commands::Generate) -> Result<(), lexopt::Error> {
+    let s = &g.sampling;
+    let check = |ok: bool, msg: &str| -> Result<(), lexopt::Error> {
+        if ok {
+            Ok(())
+        } else {
+            Err(msg.to_string().into())
+        }
+    };
+    check(g.prompt.is_some(), "a prompt is needed: -p TEXT")?;
+    check(
+        (1..=1 << 16).contains(&g.n),
+        "-n must be between 1 and 65536",
+    )?;
+    check(
+        s.temperature.is_finite() && (0.0..=100.0).contains(&s.temperature),
+        "--temp must be between 0 and 100",
+    )?;
+    check(s.top_p > 0.0 && s.top_p <= 1.0, "--top-p must be in (0, 1]")?;
+    check((0.0..=1.0).contains(&s.min_p), "--min-p must be in [0, 1]")?;
+    check(s.top_k <= 1 << 20, "--top-k must be at most 1048576")?;
+    check(
+        s.repeat_penalty.is_finite() && s.repeat_penalty > 0.0,
+        "--repeat-penalty must be positive",
+    )?;
+    check(
+        s.repeat_last_n <= 1 << 16,
+        "--repeat-last-n must be at most 65536",
+    )?;
+    check(
+        s.frequency_penalty.is_finite() && s.presence_penalty.is_finite(),
+        "--frequency-penalty and --presence-penalty must be finite",
+    )?;
+    check(g.system.is_none() || g.chat, "--system goes with --chat")?;
+    check(g.stops.len() <= 16, "at most 16 --stop strings")?;
+    check(
+        g.stops.iter().all(|s| !s.is_empty() && s.len() <= 256),
+        "a --stop string must be 1 to 256 bytes",
+    )?;
+    Ok(())
 }
 
 fn run(a: &Args) -> Result<(), Error> {
     match a.command.as_str() {
+        "generate" => commands::generate(&a.generate, a.json)?,
+        "bench" => commands::bench(&a.generate, a.pp, a.tg, a.per_dispatch, a.json)?,
         "info" => {
             let adapters = gpu::adapters();
             if adapters.is_empty() {
@@ -95,6 +226,10 @@ fn run(a: &Args) -> Result<(), Error> {
 }
 
 fn main() -> ExitCode {
+    // A chat template renders in a child of this program (chapter 9's sandbox).
+    if let Some(code) = ch09_generate::chat::sandbox::child_main() {
+        return code;
+    }
     let args = match parse_args() {
         Ok(Some(a)) => a,
         Ok(None) => {

@@ -243,18 +243,43 @@ pub struct Product {
 impl Product {
     /// Binds `m` to a new input and a new output buffer.
     pub fn new(gpu: &Gpu, shaders: &MatVec, m: &GpuMatrix) -> Result<Product> {
-        let pipeline = shaders.pipeline(m.format)?.clone();
         let blocks = m.cols / 32;
-        let rows = u32::try_from(m.rows).map_err(|_| Error::Input("too many rows".into()))?;
-        // ceil(rows / 4) workgroups, folded into 2-D past the per-dimension limit.
-        let groups = gpu.grid(rows.div_ceil(ROWS_PER_GROUP));
-        let uniform = gpu.uniform(&[rows, blocks as u32, groups.0, 0]);
         let acts = gpu.storage(
             "acts",
             blocks * BLOCK_WORDS * 4,
             wgpu::BufferUsages::COPY_DST,
         );
         let out = gpu.storage("out", m.rows * 4, wgpu::BufferUsages::COPY_SRC);
+        Product::between(gpu, shaders, m, &acts, &out)
+    }
+    // ANCHOR_END: product
+
+    // ANCHOR: between
+    /// Binds `m` to buffers a decode step already has: `acts` (its input, quantized on the
+    /// GPU) and `out` (at least `rows` f32).
+    pub fn between(
+        gpu: &Gpu,
+        shaders: &MatVec,
+        m: &GpuMatrix,
+        acts: &wgpu::Buffer,
+        out: &wgpu::Buffer,
+    ) -> Result<Product> {
+        let pipeline = shaders.pipeline(m.format)?.clone();
+        let blocks = m.cols / 32;
+        let rows = u32::try_from(m.rows).map_err(|_| Error::Input("too many rows".into()))?;
+        if acts.size() < (blocks * BLOCK_WORDS * 4) as u64 || out.size() < m.rows as u64 * 4 {
+            return Err(Error::Input(format!(
+                "a {}x{} product's buffers are too small (input {}, output {} bytes)",
+                m.rows,
+                m.cols,
+                acts.size(),
+                out.size()
+            )));
+        }
+        // ceil(rows / 4) workgroups, folded into 2-D past the per-dimension limit.
+        let groups = gpu.grid(rows.div_ceil(ROWS_PER_GROUP));
+        let uniform = gpu.uniform(&[rows, blocks as u32, groups.0, 0]);
+        let (acts, out) = (acts.clone(), out.clone());
         let bind_group = gpu.bind(&pipeline, &[&m.buffer, &acts, &out, &uniform])?;
         Ok(Product {
             acts,
@@ -266,8 +291,7 @@ impl Product {
             blocks,
         })
     }
-
-    // ANCHOR_END: product
+    // ANCHOR_END: between
 
     /// Binds `m` to the input `acts` and to `m.rows` f32 of `out` from byte `out_at` on
     /// (a multiple of the device's storage offset alignment): how the parts of a

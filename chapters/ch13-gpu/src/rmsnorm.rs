@@ -9,8 +9,14 @@ pub struct RmsNorm {
 }
 
 impl RmsNorm {
+    /// The f64 shader where the device has f64 arithmetic (chapter 1's `rmsnorm` sums in
+    /// f64: an f32 sum gives outputs a unit in the last place apart, enough to move a
+    /// quantized activation across a rounding boundary), else the f32 one.
     pub fn new(gpu: &Gpu) -> Result<RmsNorm> {
-        let wgsl = include_str!("../shaders/rmsnorm.wgsl");
+        let wgsl = match gpu.found.shader_f64 {
+            true => include_str!("../shaders/rmsnorm_f64.wgsl"),
+            false => include_str!("../shaders/rmsnorm.wgsl"),
+        };
         Ok(RmsNorm {
             pipeline: gpu.pipeline("rmsnorm", wgsl)?,
         })

@@ -97,3 +97,94 @@ fn info_lists_the_adapter_as_json() {
         "the storage binding limit is reported: {first}"
     );
 }
+
+/// Generating: greedy, three tokens, the CPU engine's own (chapter 8's greedy on the same
+/// prompt ids), with chapter 9's `--json` fields; a bad model path and a file that is not
+/// a GGUF are one error line and exit 2.
+#[test]
+fn generates_the_cpu_engine_s_greedy_tokens() {
+    let path = ch01_tensors::models::require(&ch01_tensors::models::smollm2_gguf())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let model = path.to_str().expect("a UTF-8 path");
+    let args = [
+        "-m",
+        model,
+        "-p",
+        "The capital of France is",
+        "-n",
+        "3",
+        "--temp",
+        "0",
+        "--json",
+    ];
+    let out = ch13(&args, false);
+    assert!(
+        out.status.success(),
+        "generating failed (run bash scripts/test-deps.sh for lavapipe): {}",
+        text(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json is JSON");
+    let ids = |key: &str| -> Vec<u32> {
+        serde_json::from_value(v[key].clone()).unwrap_or_else(|e| panic!("{key}: {e} in {v}"))
+    };
+    let (prompt, generated) = (ids("prompt_ids"), ids("generated_ids"));
+    for key in [
+        "text",
+        "stop_reason",
+        "timings",
+        "adapter",
+        "dispatches_per_token",
+    ] {
+        assert!(!v[key].is_null(), "--json gives {key}: {v}");
+    }
+    let m = ch08_gguf::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let engine = m.engine().unwrap();
+    let cpu = engine.greedy(&prompt, 3, false, &mut |_| {}).unwrap().ids;
+    assert_eq!(
+        generated, cpu,
+        "the GPU's greedy tokens after {prompt:?} are not the CPU engine's"
+    );
+    for (bad, says) in [
+        (&["-m", "/nonexistent.gguf", "-p", "hi"][..], "no such file"),
+        (&["-m", "Cargo.toml", "-p", "hi"], "not a GGUF file"),
+        (&["-m", model, "-p", "hi", "-n", "0"], "-n must be"),
+    ] {
+        let out = ch13(bad, false);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {err}");
+        assert!(err.contains(says), "{bad:?} says {says:?}: {err}");
+    }
+}
+
+/// `bench` on two tokens each way: the JSON has the adapter, the dispatches a token (one
+/// norm, products, … per layer: more than the layers), and positive rates for both ways
+/// of submitting.
+#[test]
+fn bench_reports_decode_and_the_dispatches_a_token() {
+    let path = ch01_tensors::models::require(&ch01_tensors::models::smollm2_gguf())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let model = path.to_str().expect("a UTF-8 path");
+    let args = [
+        "bench",
+        "-m",
+        model,
+        "--pp",
+        "2",
+        "--tg",
+        "2",
+        "--per-dispatch",
+        "--json",
+    ];
+    let out = ch13(&args, false);
+    assert!(out.status.success(), "bench failed: {}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json is JSON");
+    assert!(v["adapter"].is_string(), "the adapter: {v}");
+    let dispatches = v["dispatches_per_token"].as_u64().unwrap_or(0);
+    assert!(
+        dispatches > 30,
+        "SmolLM2's 30 layers take more dispatches than {dispatches}"
+    );
+    for key in ["pp_tok_s", "tg_tok_s", "tg_tok_s_submit_per_dispatch"] {
+        assert!(v[key].as_f64().unwrap_or(0.0) > 0.0, "{key}: {v}");
+    }
+}

@@ -1,0 +1,153 @@
+// Attention for one decode step, one workgroup per query head, over the KV cache kept in
+// GPU buffers: the scores of this token's query against the keys of positions 0..=pos,
+// scaled, softmaxed, and the weighted sum of the values. Query heads share a KV head in
+// groups (GQA): head h reads KV head h / (n_heads / n_kv_heads).
+//
+// This position's key and value are read from the step's `k` and `v` (the key rotated by
+// `rope.wgsl`), not from the cache: the first head of each group also writes them into the
+// cache at `pos`, for the steps after this one. No workgroup reads the cache at `pos` in
+// this dispatch, so the write needs no barrier between workgroups, and no dispatch of its own.
+
+// ANCHOR: bindings
+struct Step {
+    token: u32,
+    pos: u32,
+    _pad0: u32,
+    _pad1: u32,
+    trig: array<f32>,
+}
+@group(0) @binding(0) var<storage, read> step: Step;
+@group(0) @binding(1) var<storage, read> q: array<f32>; //  (n_heads, head_dim), rotated
+@group(0) @binding(2) var<storage, read> k: array<f32>; //  (n_kv_heads, head_dim), rotated
+@group(0) @binding(3) var<storage, read> v: array<f32>; //  (n_kv_heads, head_dim)
+@group(0) @binding(4) var<storage, read_write> k_cache: array<f32>; // (max_pos, n_kv_heads, head_dim)
+@group(0) @binding(5) var<storage, read_write> v_cache: array<f32>; // (max_pos, n_kv_heads, head_dim)
+@group(0) @binding(6) var<storage, read_write> out: array<f32>; //    (n_heads, head_dim)
+@group(0) @binding(7) var<storage, read_write> scores: array<f32>; // (n_heads, max_pos)
+
+struct Params {
+    n_heads: u32,
+    n_kv_heads: u32,
+    head_dim: u32,
+    max_pos: u32,
+    scale: f32, // 1/√head_dim, or the family's, computed on the host as the CPU does
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
+@group(0) @binding(8) var<uniform> params: Params;
+// ANCHOR_END: bindings
+
+const LANES: u32 = 64u;
+var<workgroup> partial: array<f32, 64>;
+
+// Element d of position j's key (or value) for KV head `kv`: this step's from `k` (`v`),
+// earlier ones from the cache.
+fn key(j: u32, kv: u32, d: u32) -> f32 {
+    let at = kv * params.head_dim + d;
+    if j == step.pos {
+        return k[at];
+    }
+    return k_cache[j * params.n_kv_heads * params.head_dim + at];
+}
+
+fn value(j: u32, kv: u32, d: u32) -> f32 {
+    let at = kv * params.head_dim + d;
+    if j == step.pos {
+        return v[at];
+    }
+    return v_cache[j * params.n_kv_heads * params.head_dim + at];
+}
+
+// ANCHOR: dot
+// q·k for head h and position j in the CPU's order (chapter 6's `dot_f32_lanes`): eight
+// running sums, sum l taking the elements i ≡ l (mod 8), each a multiply then an add,
+// added as ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)), then any tail past the last 8.
+// The same order gives the same bits, so a score never differs from the CPU's by the last
+// place that would move a quantized activation across a rounding boundary later on.
+fn dot(h: u32, j: u32, kv: u32) -> f32 {
+    var acc = array<f32, 8>(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+    let hd = params.head_dim;
+    let whole = hd / 8u * 8u;
+    for (var i = 0u; i < whole; i += 8u) {
+        for (var l = 0u; l < 8u; l++) {
+            acc[l] = acc[l] + q[h * hd + i + l] * key(j, kv, i + l);
+        }
+    }
+    var sum = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+    for (var i = whole; i < hd; i++) {
+        sum = sum + q[h * hd + i] * key(j, kv, i);
+    }
+    return sum;
+}
+// ANCHOR_END: dot
+
+// The largest of the lanes' `x`, through workgroup memory.
+fn reduce_max(lane: u32, x: f32) -> f32 {
+    partial[lane] = x;
+    workgroupBarrier();
+    for (var width = LANES / 2u; width > 0u; width /= 2u) {
+        if lane < width {
+            partial[lane] = max(partial[lane], partial[lane + width]);
+        }
+        workgroupBarrier();
+    }
+    let total = partial[0];
+    workgroupBarrier(); // everyone has read it before `partial` is used again
+    return total;
+}
+
+// ANCHOR: attend
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_id) me: vec3<u32>) {
+    let h = group.x;
+    let lane = me.x;
+    let hd = params.head_dim;
+    let kv = h / (params.n_heads / params.n_kv_heads);
+    let pos = step.pos;
+    let row = h * params.max_pos; // this head's scores
+    // Append: the group's first head stores this position's key and value.
+    if h % (params.n_heads / params.n_kv_heads) == 0u {
+        for (var d = lane; d < hd; d += LANES) {
+            let at = (pos * params.n_kv_heads + kv) * hd + d;
+            k_cache[at] = k[kv * hd + d];
+            v_cache[at] = v[kv * hd + d];
+        }
+    }
+    // Scores: lane l takes positions l, l + 64, …; each a whole dot product of head_dim.
+    var most = -3.4028235e38;
+    for (var j = lane; j <= pos; j += LANES) {
+        let s = dot(h, j, kv) * params.scale;
+        scores[row + j] = s;
+        most = max(most, s);
+    }
+    most = reduce_max(lane, most);
+    // Softmax as chapter 1's: e^(s − max), their sum, each divided by it.
+    for (var j = lane; j <= pos; j += LANES) {
+        scores[row + j] = exp_cpu(scores[row + j] - most);
+    }
+    storageBarrier();
+    workgroupBarrier();
+    // The sum in order, position by position, as the CPU adds it: every lane adds the
+    // same numbers (a decode step's few hundred), so none waits for another's.
+    var sum = 0.0;
+    for (var j = 0u; j <= pos; j++) {
+        sum += scores[row + j];
+    }
+    storageBarrier(); // every lane has added them all before any lane divides its own
+    workgroupBarrier();
+    for (var j = lane; j <= pos; j += LANES) {
+        scores[row + j] = scores[row + j] / sum;
+    }
+    storageBarrier(); // every lane's weights written before any lane reads them all
+    workgroupBarrier();
+    // The weighted sum of the values: lane l takes coordinates l, l + 64, …, key by key.
+    for (var d = lane; d < hd; d += LANES) {
+        var acc = 0.0;
+        for (var j = 0u; j <= pos; j++) {
+            acc += scores[row + j] * value(j, kv, d);
+        }
+        out[h * hd + d] = acc;
+    }
+}
+// ANCHOR_END: attend

@@ -1,0 +1,139 @@
+//! The dispatches of a decode step, each bound once to its buffers ([`Op`]), and the
+//! builder that makes them in order ([`Builder`]): a product's input quantized once for
+//! each activation format its matrices want, an RMSNorm, a small shader. `step.rs` builds
+//! a model's step with it.
+
+use ch06_quantization::matrix::ActFormat;
+
+use crate::gpu::{Error, Gpu, Result};
+use crate::matvec::{GpuMatrix, MatVec, Product};
+use crate::ops::{Dispatch, Ops};
+use crate::quantize::{Quantize, QuantizeStep};
+use crate::rmsnorm::{NormStep, RmsNorm};
+
+/// One dispatch of the step, bound to its buffers.
+pub enum Op {
+    Norm(NormStep),
+    Quantize(QuantizeStep),
+    Product(Product),
+    Shader(Dispatch),
+}
+
+impl Op {
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
+        match self {
+            Op::Norm(s) => s.record(pass),
+            Op::Quantize(s) => s.record(pass),
+            Op::Product(s) => s.record(pass),
+            Op::Shader(s) => s.record(pass),
+        }
+    }
+}
+
+/// The shaders a step uses, compiled once.
+pub struct Shaders {
+    pub matvec: MatVec,
+    pub quantize: Quantize,
+    pub norm: RmsNorm,
+    pub ops: Ops,
+}
+
+impl Shaders {
+    pub fn new(gpu: &Gpu) -> Result<Shaders> {
+        Ok(Shaders {
+            matvec: MatVec::new(gpu)?,
+            quantize: Quantize::new(gpu)?,
+            norm: RmsNorm::new(gpu)?,
+            ops: Ops::new(gpu)?,
+        })
+    }
+}
+
+/// A vector some products read, quantized once for each activation format they want.
+pub struct Input {
+    x: wgpu::Buffer,
+    blocks: usize,
+    acts: Vec<(ActFormat, wgpu::Buffer)>,
+}
+
+/// The step being built: the ops so far and what they need.
+pub struct Builder<'a> {
+    pub gpu: &'a Gpu,
+    pub shaders: &'a Shaders,
+    pub ops: Vec<Op>,
+}
+
+impl Builder<'_> {
+    pub fn f32s(&self, label: &str, n: usize) -> wgpu::Buffer {
+        self.gpu.storage(label, n * 4, wgpu::BufferUsages::COPY_SRC)
+    }
+
+    pub fn norm(
+        &mut self,
+        x: &wgpu::Buffer,
+        w: &wgpu::Buffer,
+        out: &wgpu::Buffer,
+        n: usize,
+        eps: f32,
+    ) -> Result<()> {
+        let s = NormStep::new(self.gpu, &self.shaders.norm, x, w, out, n, 1, eps)?;
+        self.ops.push(Op::Norm(s));
+        Ok(())
+    }
+
+    pub fn input(&self, x: &wgpu::Buffer, n: usize) -> Input {
+        Input {
+            x: x.clone(),
+            blocks: n / 32,
+            acts: Vec::new(),
+        }
+    }
+
+    /// `out = m · input`: the input quantized to `m`'s activation format first, unless an
+    /// earlier product of the same input already has it.
+    pub fn product(&mut self, m: &GpuMatrix, input: &mut Input, out: &wgpu::Buffer) -> Result<()> {
+        let format = m.format.activation().ok_or_else(|| {
+            Error::Input(format!("{} has no quantized activations", m.format.name()))
+        })?;
+        let have = input
+            .acts
+            .iter()
+            .find(|(f, _)| *f == format)
+            .map(|(_, b)| b.clone());
+        let acts = match have {
+            Some(b) => b,
+            None => {
+                let words = input.blocks * crate::acts::BLOCK_WORDS;
+                let b = self
+                    .gpu
+                    .storage("acts", words * 4, wgpu::BufferUsages::empty());
+                let q = QuantizeStep::new(
+                    self.gpu,
+                    &self.shaders.quantize,
+                    format,
+                    &input.x,
+                    &b,
+                    input.blocks,
+                )?;
+                self.ops.push(Op::Quantize(q));
+                input.acts.push((format, b.clone()));
+                b
+            }
+        };
+        let p = Product::between(self.gpu, &self.shaders.matvec, m, &acts, out)?;
+        self.ops.push(Op::Product(p));
+        Ok(())
+    }
+
+    pub fn shader(
+        &mut self,
+        pipeline: &wgpu::ComputePipeline,
+        buffers: &[&wgpu::Buffer],
+        params: &[u32],
+        groups: usize,
+    ) -> Result<()> {
+        let d = Dispatch::new(self.gpu, pipeline, buffers, params, groups)?;
+        self.ops.push(Op::Shader(d));
+        Ok(())
+    }
+}

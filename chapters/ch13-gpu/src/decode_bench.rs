@@ -1,0 +1,98 @@
+//! `ch13-gpu bench`: a model's decode on the GPU, timed through the whole step: a prompt
+//! of `pp` tokens run as decode steps (there is no tiled prefill yet), then `tg` greedy
+//! tokens, each one submission and a 4-byte read-back; with `per_dispatch`, the same `tg`
+//! tokens again with every dispatch submitted on its own, to measure what one submission a
+//! token saves. Random token ids (fixed seed) as the prompt, as llama-bench does.
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use crate::gpu::{Error, Gpu, Result};
+use crate::model::GpuModel;
+use crate::step::{Decoder, Shaders};
+
+/// The most tokens either phase may take.
+pub const MAX_TOKENS: usize = 4096;
+
+/// Runs the benchmark; `progress` hears each phase before it starts.
+pub fn run(
+    gpu: &Gpu,
+    model: &GpuModel,
+    pp: usize,
+    tg: usize,
+    per_dispatch: bool,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Value> {
+    if !(1..=MAX_TOKENS).contains(&pp) || !(1..=MAX_TOKENS).contains(&tg) {
+        return Err(Error::Input(format!(
+            "--pp and --tg must be 1 to {MAX_TOKENS} tokens"
+        )));
+    }
+    let vocab = model.shape.vocab as u64;
+    let capacity = (pp + tg).min(model.rope.max_pos);
+    if capacity < pp + tg {
+        return Err(Error::Input(format!(
+            "{pp} + {tg} tokens do not fit the model's {} positions",
+            model.rope.max_pos
+        )));
+    }
+    let shaders = Shaders::new(gpu)?;
+    let decoder = Decoder::new(gpu, &shaders, model, capacity)?;
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let prompt: Vec<u32> = (0..pp)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % vocab) as u32
+        })
+        .collect();
+    progress(&format!("pp{pp}: {pp} decode steps"));
+    let start = Instant::now();
+    let mut next = 0;
+    for (pos, &id) in prompt.iter().enumerate() {
+        next = decoder.step(id, pos, false)?.0;
+    }
+    let pp_s = start.elapsed().as_secs_f64();
+    progress(&format!("tg{tg}: one submission a token"));
+    let start = Instant::now();
+    for pos in pp..pp + tg {
+        next = decoder.step(next, pos, false)?.0;
+    }
+    let tg_s = start.elapsed().as_secs_f64();
+    let mut report = json!({
+        "adapter": gpu.info.name,
+        "backend": format!("{:?}", gpu.info.backend),
+        "dispatches_per_token": decoder.dispatches(),
+        "pp": pp, "pp_tok_s": pp as f64 / pp_s,
+        "tg": tg, "tg_tok_s": tg as f64 / tg_s,
+    });
+    if per_dispatch {
+        progress(&format!("tg{tg}: a submission per dispatch"));
+        let start = Instant::now();
+        for pos in pp..pp + tg {
+            next = decoder.step_per_dispatch(next, pos)?;
+        }
+        report["tg_tok_s_submit_per_dispatch"] = json!(tg as f64 / start.elapsed().as_secs_f64());
+    }
+    Ok(report)
+}
+
+/// The report as lines of text.
+pub fn text(r: &Value) -> String {
+    let mut out = format!(
+        "{} ({}): {} dispatches a token\n  pp{} (as decode steps) {:.2} tok/s\n  tg{} {:.2} tok/s, one submission a token\n",
+        r["adapter"].as_str().unwrap_or_default(),
+        r["backend"].as_str().unwrap_or_default(),
+        r["dispatches_per_token"],
+        r["pp"],
+        r["pp_tok_s"].as_f64().unwrap_or(0.0),
+        r["tg"],
+        r["tg_tok_s"].as_f64().unwrap_or(0.0),
+    );
+    if let Some(v) = r["tg_tok_s_submit_per_dispatch"].as_f64() {
+        out += &format!("  tg{} {v:.2} tok/s, a submission per dispatch\n", r["tg"]);
+    }
+    out
+}

@@ -1,0 +1,87 @@
+//! The small shaders of a decode step, besides the products, quantization and RMSNorm: the
+//! embedding lookup, RoPE, attention over the KV cache, the SwiGLU gate, the residual add
+//! and greedy argmax (`shaders/embed.wgsl` … `argmax.wgsl`). Each is compiled once
+//! ([`Ops`]) and bound once per place it is used in the step ([`Dispatch`]).
+
+use crate::gpu::{Error, Gpu, Result};
+
+/// The compiled small shaders: made once.
+pub struct Ops {
+    pub embed: wgpu::ComputePipeline,
+    pub rope: wgpu::ComputePipeline,
+    pub attention: wgpu::ComputePipeline,
+    pub swiglu: wgpu::ComputePipeline,
+    pub add: wgpu::ComputePipeline,
+    pub argmax: wgpu::ComputePipeline,
+}
+
+impl Ops {
+    pub fn new(gpu: &Gpu) -> Result<Ops> {
+        // `exp_cpu`: in f64 where the device has it, to give the CPU's f32::exp bits
+        let exp = match gpu.found.shader_f64 {
+            true => include_str!("../shaders/exp_f64.wgsl"),
+            false => include_str!("../shaders/exp_f32.wgsl"),
+        };
+        let with_exp = |wgsl: &str| format!("{exp}\n{wgsl}");
+        Ok(Ops {
+            embed: gpu.pipeline("embed", include_str!("../shaders/embed.wgsl"))?,
+            rope: gpu.pipeline("rope", include_str!("../shaders/rope.wgsl"))?,
+            attention: gpu.pipeline(
+                "attention",
+                &with_exp(include_str!("../shaders/attention.wgsl")),
+            )?,
+            swiglu: gpu.pipeline("swiglu", &with_exp(include_str!("../shaders/swiglu.wgsl")))?,
+            add: gpu.pipeline("add", include_str!("../shaders/add.wgsl"))?,
+            argmax: gpu.pipeline("argmax", include_str!("../shaders/argmax.wgsl"))?,
+        })
+    }
+}
+
+// ANCHOR: dispatch
+/// One shader bound to its buffers and parameters, ready to record: what every step of a
+/// token is, once made.
+pub struct Dispatch {
+    pipeline: wgpu::ComputePipeline,
+    bind_group: wgpu::BindGroup,
+    groups: u32,
+}
+
+impl Dispatch {
+    /// `pipeline` with `buffers` at bindings 0.. and a uniform of `params` after them, run
+    /// as `groups` workgroups.
+    pub fn new(
+        gpu: &Gpu,
+        pipeline: &wgpu::ComputePipeline,
+        buffers: &[&wgpu::Buffer],
+        params: &[u32],
+        groups: usize,
+    ) -> Result<Dispatch> {
+        let max = gpu.limits.max_compute_workgroups_per_dimension as usize;
+        if groups == 0 || groups > max {
+            return Err(Error::Input(format!(
+                "{groups} workgroups: this GPU takes 1 to {max} in a dispatch"
+            )));
+        }
+        let uniform = gpu.uniform(params);
+        let mut all = buffers.to_vec();
+        all.push(&uniform);
+        Ok(Dispatch {
+            pipeline: pipeline.clone(),
+            bind_group: gpu.bind(pipeline, &all)?,
+            groups: groups as u32,
+        })
+    }
+
+    /// Records the dispatch into `pass`.
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
+        pass.set_pipeline(&self.pipeline);
+        pass.set_bind_group(0, &self.bind_group, &[]);
+        pass.dispatch_workgroups(self.groups, 1, 1);
+    }
+}
+// ANCHOR_END: dispatch
+
+/// Workgroups of 64 invocations that cover `n` values, one an invocation.
+pub fn groups_of_64(n: usize) -> usize {
+    n.div_ceil(64)
+}
