@@ -21,7 +21,7 @@
 #    embedding, in a temporary folder removed at the end), one unmeasured run on each (the
 #    driver compiles llama.cpp's pipelines on first use), then rounds: each round runs
 #    llama-bench (`-ngl 99 -p 512 -n 128 -r 1`) on every file, and ours where ours can
-#    generate (`ch13-gpu bench`, once chapter 13 has its forward pass), alternating, so a
+#    generate (`ch13-gpu bench --pp 512 --tg 128`: its prompt runs as decode steps), alternating, so a
 #    slow minute falls on both. $OUT/gpu/decode.md: medians, and llama.cpp's decode as a
 #    share of that read rate (the file's tensor bytes a token, read once).
 # 4. A watchdog: every command runs under `timeout`, within what is left of --budget seconds
@@ -252,8 +252,8 @@ for ((r = 1; r <= rounds; r++)); do
         fi
         if [[ $ours_bench == yes ]]; then
             rc=0
-            run 240 "$ours" bench -m "$f" --json >"$work/o.json" 2>>"$log" || rc=$?
-            if ((rc == 0)) && read -r p g < <("$python" -c 'import json,sys; v=json.load(open(sys.argv[1])); print(v["pp512_tok_s"], v["tg128_tok_s"])' "$work/o.json" 2>>"$log"); then
+            run 240 "$ours" bench -m "$f" --pp 512 --tg 128 --json >"$work/o.json" 2>>"$log" || rc=$?
+            if ((rc == 0)) && read -r p g < <("$python" -c 'import json,sys; v=json.load(open(sys.argv[1])); print(v["pp_tok_s"], v["tg_tok_s"])' "$work/o.json" 2>>"$log"); then
                 record "$s" "$r" ours "$p" "$g" ok
                 say "$(printf 'round %s, %s: ours pp512 %.1f tg128 %.1f tok/s' "$r" "$s" "$p" "$g")"
             else

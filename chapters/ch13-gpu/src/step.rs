@@ -103,9 +103,9 @@ impl<'g> Decoder<'g> {
                 &[heads_params[0], heads_params[1], heads_params[2], 1],
                 groups_of_64(pairs),
             )?;
-            let cache_bytes = capacity * kv_dim;
-            let k_cache = b.f32s("k_cache", cache_bytes); // (capacity, n_kv_heads, head_dim)
-            let v_cache = b.f32s("v_cache", cache_bytes); // (capacity, n_kv_heads, head_dim)
+            let cache_floats = capacity * kv_dim;
+            let k_cache = b.f32s("k_cache", cache_floats); // (capacity, n_kv_heads, head_dim)
+            let v_cache = b.f32s("v_cache", cache_floats); // (capacity, n_kv_heads, head_dim)
             let params = [
                 heads_params[0],
                 heads_params[1],
@@ -130,6 +130,7 @@ impl<'g> Decoder<'g> {
                 &[u(dim)?, 0, 0, 0],
                 groups_of_64(dim),
             )?;
+            // ANCHOR: ffn
             // feed-forward
             b.norm(&x, &layer.ffn_norm, &xn, dim, s.eps)?;
             let mut input = b.input(&xn, dim);
@@ -149,6 +150,7 @@ impl<'g> Decoder<'g> {
                 &[u(dim)?, 0, 0, 0],
                 groups_of_64(dim),
             )?;
+            // ANCHOR_END: ffn
         }
         b.norm(&x, &model.final_norm, &xn, dim, s.eps)?;
         let mut input = b.input(&xn, dim);
@@ -218,10 +220,8 @@ impl<'g> Decoder<'g> {
                 self.capacity
             )));
         }
-        let mut words = vec![token, pos as u32, 0, 0];
-        words.extend(self.model.rope.at(pos).iter().map(|v| v.to_bits()));
-        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-        self.gpu.queue.write_buffer(&self.step, 0, &bytes);
+        // ANCHOR: submit
+        self.write_step(token, pos);
         let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
         {
             let mut pass = encoder.begin_compute_pass(&Default::default());
@@ -242,6 +242,7 @@ impl<'g> Decoder<'g> {
         self.gpu.checked("the decode step", || {
             self.gpu.queue.submit([encoder.finish()])
         })?;
+        // ANCHOR_END: submit
         let best = read_words(self.gpu, &self.read_best)?[0];
         if best as usize >= s.vocab {
             return Err(Error::Gpu(format!(
@@ -261,6 +262,14 @@ impl<'g> Decoder<'g> {
     }
     // ANCHOR_END: step
 
+    /// The step's small buffer: the token, its position, and RoPE's cos and sin there.
+    fn write_step(&self, token: u32, pos: usize) {
+        let mut words = vec![token, pos as u32, 0, 0];
+        words.extend(self.model.rope.at(pos).iter().map(|v| v.to_bits()));
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        self.gpu.queue.write_buffer(&self.step, 0, &bytes);
+    }
+
     /// [`Decoder::step`]'s greedy token with every dispatch submitted on its own (a command
     /// encoder, a pass and a submit each): what the one-submission design saves, measured
     /// by `ch13-gpu bench --per-dispatch`.
@@ -272,10 +281,7 @@ impl<'g> Decoder<'g> {
                 s.vocab, self.capacity
             )));
         }
-        let mut words = vec![token, pos as u32, 0, 0];
-        words.extend(self.model.rope.at(pos).iter().map(|v| v.to_bits()));
-        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-        self.gpu.queue.write_buffer(&self.step, 0, &bytes);
+        self.write_step(token, pos);
         for op in &self.ops {
             let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
             {
