@@ -239,40 +239,49 @@ impl Gpu {
 
     /// Copies `n` f32 from `buffer` (made with `COPY_SRC`) back to the host.
     pub fn read_f32(&self, buffer: &wgpu::Buffer, n: usize) -> Result<Vec<f32>> {
-        let gpu = self;
         let size = (n * 4) as u64;
-        let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("readback"),
             size,
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        let mut encoder = self.device.create_command_encoder(&Default::default());
         encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, size);
-        gpu.queue.submit([encoder.finish()]);
+        self.queue.submit([encoder.finish()]);
+        Ok(self
+            .map_words(&staging)?
+            .into_iter()
+            .map(f32::from_bits)
+            .collect())
+    }
+
+    /// Maps `buffer` (made with `MAP_READ`) once the GPU is done with it, and reads its
+    /// words.
+    pub fn map_words(&self, buffer: &wgpu::Buffer) -> Result<Vec<u32>> {
         let (tx, rx) = std::sync::mpsc::channel();
-        staging
+        buffer
             .slice(..)
             .map_async(wgpu::MapMode::Read, move |r| drop(tx.send(r)));
-        gpu.wait()?;
+        self.wait()?;
         match rx.recv() {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(Error::Gpu(format!("reading back: {e}"))),
             Err(_) => return Err(Error::Gpu("reading back: the map never finished".into())),
         }
-        let view = staging
+        let view = buffer
             .slice(..)
             .get_mapped_range()
             .map_err(|e| Error::Gpu(format!("reading back: {e}")))?;
-        let out = view
+        let words = view
             .as_chunks::<4>()
             .0
             .iter()
-            .map(|b| f32::from_le_bytes(*b))
+            .map(|b| u32::from_le_bytes(*b))
             .collect();
         drop(view);
-        staging.unmap();
-        Ok(out)
+        buffer.unmap();
+        Ok(words)
     }
 
     /// A buffer holding `data`, for shaders to read (and copies, with `extra`).

@@ -226,6 +226,7 @@ fn run(a: &Args) -> Result<(), Error> {
 }
 
 fn main() -> ExitCode {
+    ch01_tensors::pipe::quiet_when_closed();
     // A chat template renders in a child of this program (chapter 9's sandbox).
     if let Some(code) = ch09_generate::chat::sandbox::child_main() {
         return code;

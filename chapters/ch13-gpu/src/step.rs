@@ -243,7 +243,7 @@ impl<'g> Decoder<'g> {
             self.gpu.queue.submit([encoder.finish()])
         })?;
         // ANCHOR_END: submit
-        let best = read_words(self.gpu, &self.read_best)?[0];
+        let best = self.gpu.map_words(&self.read_best)?[0];
         if best as usize >= s.vocab {
             return Err(Error::Gpu(format!(
                 "the argmax found no largest logit (NaN logits?) at position {pos}"
@@ -251,7 +251,8 @@ impl<'g> Decoder<'g> {
         }
         let logits = match want_logits {
             true => Some(
-                read_words(self.gpu, &self.read_logits)?
+                self.gpu
+                    .map_words(&self.read_logits)?
                     .into_iter()
                     .map(f32::from_bits)
                     .collect(),
@@ -293,33 +294,6 @@ impl<'g> Decoder<'g> {
         let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
         encoder.copy_buffer_to_buffer(&self.best, 0, &self.read_best, 0, 4);
         self.gpu.queue.submit([encoder.finish()]);
-        Ok(read_words(self.gpu, &self.read_best)?[0])
+        Ok(self.gpu.map_words(&self.read_best)?[0])
     }
-}
-
-/// Maps `buffer` (made `MAP_READ`) once the GPU is done with it, and reads its words.
-fn read_words(gpu: &Gpu, buffer: &wgpu::Buffer) -> Result<Vec<u32>> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    buffer
-        .slice(..)
-        .map_async(wgpu::MapMode::Read, move |r| drop(tx.send(r)));
-    gpu.wait()?;
-    match rx.recv() {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => return Err(Error::Gpu(format!("reading back: {e}"))),
-        Err(_) => return Err(Error::Gpu("reading back: the map never finished".into())),
-    }
-    let view = buffer
-        .slice(..)
-        .get_mapped_range()
-        .map_err(|e| Error::Gpu(format!("reading back: {e}")))?;
-    let words = view
-        .as_chunks::<4>()
-        .0
-        .iter()
-        .map(|b| u32::from_le_bytes(*b))
-        .collect();
-    drop(view);
-    buffer.unmap();
-    Ok(words)
 }
