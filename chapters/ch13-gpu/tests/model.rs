@@ -26,8 +26,20 @@ use ch13_gpu::step::{Decoder, Shaders};
 
 /// Tokens generated in the greedy test.
 const GREEDY: usize = 12;
-/// Tokens of chapter 9's perplexity text scored teacher-forced.
+/// Tokens of chapter 9's perplexity text scored teacher-forced; `LLM_BOOK_GPU_SLICE=N` scores
+/// more (at most the text's), for a run by hand: lavapipe takes about a second a token.
 const SLICE: usize = 48;
+
+fn slice() -> usize {
+    match std::env::var("LLM_BOOK_GPU_SLICE") {
+        Ok(v) => {
+            v.parse().ok().filter(|&n| n >= 2).unwrap_or_else(|| {
+                panic!("LLM_BOOK_GPU_SLICE={v:?}: a number of tokens, 2 or more")
+            })
+        }
+        Err(_) => SLICE,
+    }
+}
 /// How far apart the two runs' perplexities over the slice may be (relative).
 const PPL_BOUND: f64 = 0.05;
 /// Chapter 8's rule for a near-tie (its tests against llama.cpp): where two runs pick
@@ -129,8 +141,13 @@ fn teacher_forced_on_chapter_9_s_text_agrees_with_the_cpu_engine() {
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     // chapter 9's way: the text without BOS or special tokens, BOS in front of the window
     let ids = m.tokenizer.tokenizer.encode(&text, false);
-    assert!(ids.len() >= SLICE, "the text has {} tokens", ids.len());
-    let ids = &ids[..SLICE];
+    let slice = slice();
+    assert!(
+        ids.len() >= slice,
+        "the text has {} tokens, fewer than {slice}",
+        ids.len()
+    );
+    let ids = &ids[..slice];
     let bos = m.tokenizer.bos.filter(|_| m.tokenizer.add_bos);
     let vocab = m.model.config.vocab_size;
     let engine = m.engine().unwrap();
@@ -141,7 +158,7 @@ fn teacher_forced_on_chapter_9_s_text_agrees_with_the_cpu_engine() {
         Ok(l)
     })
     .unwrap();
-    let decoder = Decoder::new(&gpu, &shaders, &model, SLICE + 1).unwrap();
+    let decoder = Decoder::new(&gpu, &shaders, &model, slice + 1).unwrap();
     let mut gpu_logits = Vec::new();
     let start = std::time::Instant::now();
     let (gpu_ppl, _) = ch09_generate::perplexity::perplexity_with(vocab, ids, bos, &mut |w| {
