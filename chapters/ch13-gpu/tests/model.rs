@@ -206,9 +206,12 @@ fn teacher_forced_on_chapter_9_s_text_agrees_with_the_cpu_engine() {
         "the GPU's top token is not the CPU's at positions where the CPU's logits prefer theirs \
          by {NEAR_TIE} or more (not near-ties): {misses:?}"
     );
-    // chapter 8's bar for its teacher-forced run against llama.cpp
+    // Every miss above is a near-tie; this floor only catches a step that is wrong everywhere.
+    // It is below chapter 8's 95% (against llama.cpp) because SmolLM2 has many near-ties: on
+    // lavapipe, four stretches of 48 to 256 tokens of this text agreed at 89.6% to 96.1%, every
+    // miss a near-tie, and another adapter sums in yet another order.
     assert!(
-        agree * 100 >= positions * 95,
+        agree * 100 >= positions * 85,
         "the GPU's top token equals the CPU's at only {agree} of {positions} positions"
     );
     // Over 47 scored tokens the perplexity is the mean of few log-likelihoods, and a
