@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use ch09_generate::SamplerConfig;
+use ch09_generate::sampling::SAMPLING_FLAGS;
 
 pub const USAGE: &str = "\
 usage: ch09-generate [-m FILE] -p TEXT [options]
@@ -123,21 +124,10 @@ pub fn parse_args() -> Result<Option<Args>, lexopt::Error> {
             Short('p') | Long("prompt") => a.prompt = Some(p.value()?.string()?),
             Short('n') | Long("n-predict") => a.n = number(&mut p, "-n")?,
             Short('t') | Long("threads") => a.threads = number(&mut p, "--threads")?,
-            Long("temp") => a.sampling.temperature = number(&mut p, "--temp")?,
-            Long("top-k") => a.sampling.top_k = number(&mut p, "--top-k")?,
-            Long("top-p") => a.sampling.top_p = number(&mut p, "--top-p")?,
-            Long("min-p") => a.sampling.min_p = number(&mut p, "--min-p")?,
-            Long("repeat-penalty") => {
-                a.sampling.repeat_penalty = number(&mut p, "--repeat-penalty")?
+            Long(flag) if SAMPLING_FLAGS.contains(&flag) => {
+                let flag = flag.to_owned();
+                a.sampling.set_flag(&flag, p.value()?)?
             }
-            Long("repeat-last-n") => a.sampling.repeat_last_n = number(&mut p, "--repeat-last-n")?,
-            Long("frequency-penalty") => {
-                a.sampling.frequency_penalty = number(&mut p, "--frequency-penalty")?
-            }
-            Long("presence-penalty") => {
-                a.sampling.presence_penalty = number(&mut p, "--presence-penalty")?
-            }
-            Long("seed") => a.sampling.seed = number(&mut p, "--seed")?,
             Long("stop") => a.stops.push(p.value()?.string()?),
             Long("json") => a.json = true,
             Long("verbose") => a.verbose = true,
@@ -166,7 +156,6 @@ pub fn parse_args() -> Result<Option<Args>, lexopt::Error> {
             _ => return Err(arg.unexpected()),
         }
     }
-    let s = &a.sampling;
     let check = |ok: bool, msg: &str| -> Result<(), lexopt::Error> {
         if ok {
             Ok(())
@@ -214,25 +203,7 @@ pub fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         (1..=MAX_THREADS).contains(&a.threads),
         "--threads must be between 1 and 256",
     )?;
-    check(
-        s.temperature.is_finite() && (0.0..=100.0).contains(&s.temperature),
-        "--temp must be between 0 and 100",
-    )?;
-    check(s.top_p > 0.0 && s.top_p <= 1.0, "--top-p must be in (0, 1]")?;
-    check((0.0..=1.0).contains(&s.min_p), "--min-p must be in [0, 1]")?;
-    check(s.top_k <= 1 << 20, "--top-k must be at most 1048576")?;
-    check(
-        s.repeat_penalty.is_finite() && s.repeat_penalty > 0.0,
-        "--repeat-penalty must be positive",
-    )?;
-    check(
-        s.repeat_last_n <= MAX_NEW_TOKENS,
-        "--repeat-last-n must be at most 65536",
-    )?;
-    check(
-        s.frequency_penalty.is_finite() && s.presence_penalty.is_finite(),
-        "--frequency-penalty and --presence-penalty must be finite",
-    )?;
+    a.sampling.check()?;
     check(
         a.system.is_none() || a.chat || a.command == "chat",
         "--system goes with --chat or chat",

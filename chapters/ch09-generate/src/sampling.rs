@@ -59,7 +59,76 @@ impl Default for SamplerConfig {
 }
 // ANCHOR_END: config
 
+/// The command-line flags that set a [`SamplerConfig`] field, without their `--`.
+pub const SAMPLING_FLAGS: [&str; 9] = [
+    "temp",
+    "top-k",
+    "top-p",
+    "min-p",
+    "repeat-penalty",
+    "repeat-last-n",
+    "frequency-penalty",
+    "presence-penalty",
+    "seed",
+];
+
 impl SamplerConfig {
+    /// Sets the field that `--flag` (one of [`SAMPLING_FLAGS`]) names from its value, for the
+    /// command lines of chapter 9 and of the chapters after it.
+    pub fn set_flag(&mut self, flag: &str, value: std::ffi::OsString) -> Result<(), String> {
+        fn number<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
+            v.parse()
+                .map_err(|_| format!("--{flag}: {v:?} is not a valid number"))
+        }
+        let v = value
+            .into_string()
+            .map_err(|v| format!("--{flag}: {v:?} is not valid UTF-8"))?;
+        match flag {
+            "temp" => self.temperature = number(flag, &v)?,
+            "top-k" => self.top_k = number(flag, &v)?,
+            "top-p" => self.top_p = number(flag, &v)?,
+            "min-p" => self.min_p = number(flag, &v)?,
+            "repeat-penalty" => self.repeat_penalty = number(flag, &v)?,
+            "repeat-last-n" => self.repeat_last_n = number(flag, &v)?,
+            "frequency-penalty" => self.frequency_penalty = number(flag, &v)?,
+            "presence-penalty" => self.presence_penalty = number(flag, &v)?,
+            "seed" => self.seed = number(flag, &v)?,
+            other => return Err(format!("--{other} is not a sampling flag")),
+        }
+        Ok(())
+    }
+
+    /// The bounds a command line holds the settings to: the first one out of them, named by
+    /// its flag.
+    pub fn check(&self) -> Result<(), String> {
+        let check = |ok: bool, msg: &str| if ok { Ok(()) } else { Err(msg.to_string()) };
+        check(
+            self.temperature.is_finite() && (0.0..=100.0).contains(&self.temperature),
+            "--temp must be between 0 and 100",
+        )?;
+        check(
+            self.top_p > 0.0 && self.top_p <= 1.0,
+            "--top-p must be in (0, 1]",
+        )?;
+        check(
+            (0.0..=1.0).contains(&self.min_p),
+            "--min-p must be in [0, 1]",
+        )?;
+        check(self.top_k <= 1 << 20, "--top-k must be at most 1048576")?;
+        check(
+            self.repeat_penalty.is_finite() && self.repeat_penalty > 0.0,
+            "--repeat-penalty must be positive",
+        )?;
+        check(
+            self.repeat_last_n <= 1 << 16,
+            "--repeat-last-n must be at most 65536",
+        )?;
+        check(
+            self.frequency_penalty.is_finite() && self.presence_penalty.is_finite(),
+            "--frequency-penalty and --presence-penalty must be finite",
+        )
+    }
+
     /// Whether any penalty is on.
     pub fn has_penalties(&self) -> bool {
         self.repeat_penalty != 1.0 || self.frequency_penalty != 0.0 || self.presence_penalty != 0.0

@@ -3,6 +3,7 @@
 
 use std::process::ExitCode;
 
+use ch09_generate::sampling::SAMPLING_FLAGS;
 use ch13_gpu::gpu::{self, Error, Gpu};
 use ch13_gpu::{bench, info};
 
@@ -102,17 +103,10 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
             Long("chat") => g.chat = true,
             Long("system") => g.system = Some(p.value()?.string()?),
             Long("stop") => g.stops.push(p.value()?.string()?),
-            Long("temp") => s.temperature = number(&mut p, "--temp")?,
-            Long("top-k") => s.top_k = number(&mut p, "--top-k")?,
-            Long("top-p") => s.top_p = number(&mut p, "--top-p")?,
-            Long("min-p") => s.min_p = number(&mut p, "--min-p")?,
-            Long("repeat-penalty") => s.repeat_penalty = number(&mut p, "--repeat-penalty")?,
-            Long("repeat-last-n") => s.repeat_last_n = number(&mut p, "--repeat-last-n")?,
-            Long("frequency-penalty") => {
-                s.frequency_penalty = number(&mut p, "--frequency-penalty")?
+            Long(flag) if SAMPLING_FLAGS.contains(&flag) => {
+                let flag = flag.to_owned();
+                s.set_flag(&flag, p.value()?)?
             }
-            Long("presence-penalty") => s.presence_penalty = number(&mut p, "--presence-penalty")?,
-            Long("seed") => s.seed = number(&mut p, "--seed")?,
             Short('h') | Long("help") => return Ok(None),
             Value(v) if a.command.is_empty() && g.prompt.is_none() && g.model.is_none() => {
                 a.command = v.string()?
@@ -144,7 +138,6 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
 
 /// Chapter 9's checks on the generate options.
 fn check_generate(g: &commands::Generate) -> Result<(), lexopt::Error> {
-    let s = &g.sampling;
     let check = |ok: bool, msg: &str| -> Result<(), lexopt::Error> {
         if ok {
             Ok(())
@@ -157,25 +150,7 @@ fn check_generate(g: &commands::Generate) -> Result<(), lexopt::Error> {
         (1..=1 << 16).contains(&g.n),
         "-n must be between 1 and 65536",
     )?;
-    check(
-        s.temperature.is_finite() && (0.0..=100.0).contains(&s.temperature),
-        "--temp must be between 0 and 100",
-    )?;
-    check(s.top_p > 0.0 && s.top_p <= 1.0, "--top-p must be in (0, 1]")?;
-    check((0.0..=1.0).contains(&s.min_p), "--min-p must be in [0, 1]")?;
-    check(s.top_k <= 1 << 20, "--top-k must be at most 1048576")?;
-    check(
-        s.repeat_penalty.is_finite() && s.repeat_penalty > 0.0,
-        "--repeat-penalty must be positive",
-    )?;
-    check(
-        s.repeat_last_n <= 1 << 16,
-        "--repeat-last-n must be at most 65536",
-    )?;
-    check(
-        s.frequency_penalty.is_finite() && s.presence_penalty.is_finite(),
-        "--frequency-penalty and --presence-penalty must be finite",
-    )?;
+    g.sampling.check()?;
     check(g.system.is_none() || g.chat, "--system goes with --chat")?;
     check(g.stops.len() <= 16, "at most 16 --stop strings")?;
     check(
