@@ -237,6 +237,22 @@ impl Gpu {
         })
     }
 
+    /// Records what `record` dispatches into one compute pass and submits it, with a
+    /// validation error (named by `what`) as an [`Error`].
+    pub fn submit_pass(
+        &self,
+        what: &str,
+        record: impl FnOnce(&mut wgpu::ComputePass<'_>),
+    ) -> Result<()> {
+        let mut encoder = self.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            record(&mut pass);
+        }
+        self.checked(what, || self.queue.submit([encoder.finish()]))?;
+        Ok(())
+    }
+
     /// Copies `n` f32 from `buffer` (made with `COPY_SRC`) back to the host.
     pub fn read_f32(&self, buffer: &wgpu::Buffer, n: usize) -> Result<Vec<f32>> {
         let size = (n * 4) as u64;

@@ -399,12 +399,7 @@ pub fn matvec(gpu: &Gpu, shaders: &MatVec, m: &GpuMatrix, x: &[f32]) -> Result<V
     let activation = m.format.activation().expect("block formats have one");
     let product = Product::new(gpu, shaders, m)?;
     product.write_input(gpu, &acts::quantize(activation, x)?)?;
-    let mut encoder = gpu.device.create_command_encoder(&Default::default());
-    {
-        let mut pass = encoder.begin_compute_pass(&Default::default());
-        product.record(&mut pass);
-    }
-    gpu.checked("the product", || gpu.queue.submit([encoder.finish()]))?;
+    gpu.submit_pass("the product", |pass| product.record(pass))?;
     gpu.read_f32(&product.out, product.rows)
 }
 // ANCHOR_END: matvec

@@ -142,11 +142,6 @@ pub fn matvec_split(gpu: &Gpu, shaders: &MatVec, m: &SplitMatrix, x: &[f32]) -> 
     let activation = m.format.activation().expect("block formats have one");
     let product = SplitProduct::new(gpu, shaders, m)?;
     product.write_input(gpu, &acts::quantize(activation, x)?)?;
-    let mut encoder = gpu.device.create_command_encoder(&Default::default());
-    {
-        let mut pass = encoder.begin_compute_pass(&Default::default());
-        product.record(&mut pass);
-    }
-    gpu.checked("the split product", || gpu.queue.submit([encoder.finish()]))?;
+    gpu.submit_pass("the split product", |pass| product.record(pass))?;
     gpu.read_f32(&product.out, product.rows)
 }
