@@ -30,6 +30,16 @@ const GREEDY: usize = 12;
 /// more (at most the text's), for a run by hand: lavapipe takes about a second a token.
 const SLICE: usize = 48;
 
+/// Where in the text the slice starts: `LLM_BOOK_GPU_FROM=N` (token N; 0 by default).
+fn from() -> usize {
+    match std::env::var("LLM_BOOK_GPU_FROM") {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("LLM_BOOK_GPU_FROM={v:?}: a token index")),
+        Err(_) => 0,
+    }
+}
+
 fn slice() -> usize {
     match std::env::var("LLM_BOOK_GPU_SLICE") {
         Ok(v) => {
@@ -141,13 +151,13 @@ fn teacher_forced_on_chapter_9_s_text_agrees_with_the_cpu_engine() {
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     // chapter 9's way: the text without BOS or special tokens, BOS in front of the window
     let ids = m.tokenizer.tokenizer.encode(&text, false);
-    let slice = slice();
+    let (from, slice) = (from(), slice());
     assert!(
-        ids.len() >= slice,
-        "the text has {} tokens, fewer than {slice}",
+        ids.len() >= from.saturating_add(slice),
+        "the text has {} tokens, fewer than {from} + {slice}",
         ids.len()
     );
-    let ids = &ids[..slice];
+    let ids = &ids[from..from + slice];
     let bos = m.tokenizer.bos.filter(|_| m.tokenizer.add_bos);
     let vocab = m.model.config.vocab_size;
     let engine = m.engine().unwrap();
