@@ -15,6 +15,7 @@
 #                              compressed: its shaders make it large
 #   wheels/                    the gguf package and PyYAML, what make_synthetic_gguf.py imports
 #   smollm2-vocab.gguf         SmolLM2-135M-Instruct's tokenizer metadata, no tensors
+#   gemma3-vocab.gguf          Gemma-3-270M's, for the Gemma-3-shaped file
 #   debs/                      Debian's Vulkan loader (libvulkan1) and the GL dispatch libraries
 #                              (libglvnd0 and friends), for a machine whose GPU driver brings its
 #                              Vulkan driver but no loader: unpack them there by hand
@@ -27,12 +28,15 @@ target="${CARGO_TARGET_DIR:-$root/target}"
 venv="${LLM_BOOK_VENV:-$root/.venv}"
 models="${LLM_BOOK_MODELS:-$root/models}"
 smollm2="$models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
+gemma="$models/gemma-3-270m/gemma-3-270m-q4_k_m.gguf"
 
 llama="$(bash "$root/scripts/llamacpp.sh" --vulkan --path)" || exit 1
-if [[ ! -f "$smollm2" ]]; then
-    echo "error: $smollm2 is missing; run: bash scripts/models.sh smollm2" >&2
-    exit 1
-fi
+for f in "$smollm2" "$gemma"; do
+    if [[ ! -f "$f" ]]; then
+        echo "error: $f is missing; run: bash scripts/models.sh" >&2
+        exit 1
+    fi
+done
 if [[ -e "$out" && ! -e "$out/.gpu-race" ]] && [[ -n "$(ls -A "$out" 2>/dev/null)" ]]; then
     echo "error: $out is not empty and was not made by this script" >&2
     exit 1
@@ -62,6 +66,9 @@ echo "==> SmolLM2's vocabulary"
 rm -f "$out/smollm2-vocab.gguf"
 "$venv/bin/python" "$root/scripts/make_synthetic_gguf.py" --vocab-only --tokenizer-from "$smollm2" \
     --out "$out/smollm2-vocab.gguf"
+rm -f "$out/gemma3-vocab.gguf"
+"$venv/bin/python" "$root/scripts/make_synthetic_gguf.py" --vocab-only --tokenizer-from "$gemma" \
+    --out "$out/gemma3-vocab.gguf"
 
 echo "==> Debian's Vulkan loader and GL dispatch libraries (apt-get download, amd64)"
 rm -f "$out"/debs/*.deb

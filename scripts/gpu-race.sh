@@ -2,13 +2,13 @@
 # Chapter 13 on a real GPU: our shaders and llama.cpp's Vulkan backend on the same adapter, in
 # one run, on a machine that has the GPU but no Rust, no network and no pip.
 #
-#   bash scripts/gpu-race.sh --out DIR [--carried .gpu] [--shapes smollm2,7b] [--rounds 3]
+#   bash scripts/gpu-race.sh --out DIR [--carried .gpu] [--shapes smollm2,gemma3,7b] [--rounds 3]
 #        [--budget 420] [--dry-run]
 #
 # It builds nothing: it runs what `scripts/gpu-race-build.sh` put in the carried folder
 # (default .gpu/, git-ignored): bin/ch13-gpu, bin/llama-bench-vulkan.xz (llama.cpp's
 # llama-bench with GGML_VULKAN at the fixtures' pinned version, compressed to travel), the
-# gguf wheel (and PyYAML's) and smollm2-vocab.gguf. It needs python3 with numpy, xz, and a
+# gguf wheel (and PyYAML's), smollm2-vocab.gguf and gemma3-vocab.gguf. It needs python3 with numpy, xz, and a
 # Vulkan loader (libvulkan.so.1) with the GPU's driver: without a loader it says so and stops.
 # (On a lent machine with the driver but no loader, unpack Debian's libvulkan1 first, as the
 # device notes say: the carried folder's debs/, made by the build script, hold it.)
@@ -17,8 +17,8 @@
 #    (nvidia-smi, if there), the CPU, memory, and every adapter `ch13-gpu info` sees.
 # 2. `ch13-gpu kernels --json`: our matrix-vector shaders at a 7B's and SmolLM2's shapes,
 #    and a shader that only reads, the bandwidth ceiling: $OUT/gpu/kernels.md.
-# 3. The synthetic files (scripts/make_synthetic_gguf.py, random Q4_0 weights, Q8_0
-#    embedding, in a temporary folder removed at the end), one unmeasured run on each (the
+# 3. The synthetic files (scripts/make_synthetic_gguf.py: random Q4_0 weights and a Q8_0
+#    embedding, or for gemma3 Gemma-3-270M's own mix; in a temporary folder removed at the end), one unmeasured run on each (the
 #    driver compiles llama.cpp's pipelines on first use), then rounds: each round runs
 #    llama-bench (`-ngl 99 -p 512 -n 128 -r 1`) on every file, and ours where ours can
 #    generate (`ch13-gpu bench --pp 512 --tg 128`: its prompt runs as decode steps), alternating, so a
@@ -37,7 +37,7 @@ export LC_ALL=C
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out=""
 carried="$root/.gpu"
-shapes="smollm2,7b"
+shapes="smollm2,gemma3,7b"
 rounds=3
 budget=420
 dry=no
@@ -64,13 +64,14 @@ done
 [[ "$budget" =~ ^[0-9]+$ ]] && ((budget >= 30 && budget <= 3600)) || { echo "error: --budget must be 30 to 3600 seconds" >&2; exit 2; }
 IFS=, read -r -a shape_list <<<"$shapes"
 for s in "${shape_list[@]}"; do
-    case "$s" in smollm2 | 1b | 7b) ;; *) echo "error: --shapes: $s is not smollm2, 1b or 7b" >&2; exit 2 ;; esac
+    case "$s" in smollm2 | gemma3 | 1b | 7b) ;; *) echo "error: --shapes: $s is not smollm2, gemma3, 1b or 7b" >&2; exit 2 ;; esac
 done
 
 ours="$carried/bin/ch13-gpu"
 wheels=("$carried"/wheels/*.whl)
 vocab="$carried/smollm2-vocab.gguf"
-for f in "$ours" "$carried/bin/llama-bench-vulkan.xz" "$vocab" "${wheels[0]}"; do
+gemma_vocab="$carried/gemma3-vocab.gguf"
+for f in "$ours" "$carried/bin/llama-bench-vulkan.xz" "$vocab" "$gemma_vocab" "${wheels[0]}"; do
     [[ -e "$f" ]] || { echo "error: $f is missing; make the folder with: bash scripts/gpu-race-build.sh" >&2; exit 1; }
 done
 # (read whole first: `grep -q` would close the pipe early, and pipefail would see SIGPIPE)
@@ -166,7 +167,8 @@ def tables(tsv, outfile, head, shapes, bytes_json, copy_gbs):
     def ok(shape, engine):
         return [r for r in rows if r[0] == shape and r[2] == engine and r[5] == "ok"]
     lines = [head, "",
-             "Synthetic Llama files (random Q4_0 weights, Q8_0 embedding), every layer on the GPU; "
+             "Synthetic files, every layer on the GPU: Llama shapes with random Q4_0 weights and a Q8_0 "
+             "embedding, Gemma-3-270M's shape in its own file's mix of formats; "
              "llama-bench `-ngl 99 -p 512 -n 128 -r 1`, medians of the rounds. Decode reads every "
              "weight once a token: its GB/s is the file's tensor bytes times tok/s"
              + (", its share that over the rate of a shader that only reads." if copy else "."), "",
@@ -190,7 +192,7 @@ def tensor_bytes(*paths):
         r = gguf.GGUFReader(p)
         out[p.rsplit("/", 1)[1].removesuffix(".gguf")] = sum(int(t.n_bytes) for t in r.tensors)
     print(json.dumps(out))
-NAMES = {"smollm2": "SmolLM2-135M", "1b": "Llama-3.2-1B", "7b": "Llama-2-7B"}
+NAMES = {"smollm2": "SmolLM2-135M", "gemma3": "Gemma-3-270M", "1b": "Llama-3.2-1B", "7b": "Llama-2-7B"}
 cmd = sys.argv[1]
 if cmd == "llama": llama(sys.argv[2])
 elif cmd == "adapter": adapter(sys.argv[2], sys.argv[3])

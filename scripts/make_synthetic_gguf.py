@@ -4,7 +4,9 @@
 The book's two real models are small (135M and 270M parameters), and at that size the weights
 nearly fit in a server's cache. To see how the engine scales to the sizes readers try next,
 this writes a file of a real model's shape (1B, 3B, 7B or 9B) in a real quantization mix,
-with SmolLM2's tokenizer and random quantized weights. Its text is noise: use it with
+with SmolLM2's tokenizer and random quantized weights. `--shape gemma3` writes Gemma-3-270M's
+architecture instead (its extra norms, head size and sliding window); give it Gemma's tokenizer
+with --tokenizer-from, since its embedding has a row for each of Gemma's 262 144 tokens. Its text is noise: use it with
 `ch08-gguf bench`/`compare` and `ch09-generate bench`, never to judge output.
 
     .venv/bin/python scripts/make_synthetic_gguf.py --shape 7b --mix q4_0 --out models/synthetic/llama-7b-q4_0.gguf
@@ -13,7 +15,8 @@ Mixes:
     q4_0    every layer matrix and the output Q4_0, the token embedding Q8_0
     q4_k_m  like llama.cpp's Q4_K_M: Q4_K for most matrices, Q6_K for attn_v, ffn_down
             and the output, the token embedding Q8_0 (the smallest format our loader
-            dequantizes rows of for the embedding lookup)
+            dequantizes rows of for the embedding lookup); for gemma3, the formats of
+            Gemma-3-270M's own Q4_K_M file, layer by layer (Q5_0, Q4_K, Q6_K, Q8_0)
 
 The random bytes come from numpy's generator seeded with --seed, so the same arguments give
 the same file. Scales are set so each weight row has a standard deviation near 1/sqrt(cols)
@@ -50,7 +53,13 @@ SHAPES = {
     "3b": (28, 3072, 24, 8, 8192),   # Llama-3.2-3B
     "7b": (32, 4096, 32, 32, 11008),  # Llama-2-7B
     "9b": (48, 4096, 32, 4, 11008),  # Yi-1.5-9B
+    "gemma3": (18, 640, 4, 1, 2048),  # Gemma-3-270M: head size 256, tied embedding (GEMMA3)
 }
+
+# Gemma-3-270M's architecture beyond the table: its heads are wider than dim / heads, its
+# output is the embedding, RoPE runs at two bases (10 000 on the sliding-window layers, this on
+# the others) and 5 of every 6 layers see the last 512 positions.
+GEMMA3 = dict(head_dim=256, rope_base=1e6, window=512, eps=1e-6, context=32768)
 
 Q = gguf.GGMLQuantizationType
 MIXES = {
@@ -59,15 +68,26 @@ MIXES = {
     "q4_k_m": dict(q=Q.Q4_K, k=Q.Q4_K, v=Q.Q6_K, o=Q.Q4_K, gate=Q.Q4_K, up=Q.Q4_K, down=Q.Q6_K, output=Q.Q6_K),
 }
 
+
+def gemma3_q4_k_m(layer: int, layers: int) -> dict:
+    """The formats of Gemma-3-270M's Q4_K_M file in one layer: llama.cpp gives attn_v and
+    ffn_down more bits on the first eighth of the layers, the last eighth and every third
+    between (Q8_0 and Q6_K there, Q5_0 and Q4_K elsewhere)."""
+    more = layer < layers // 8 or layer >= 7 * layers // 8 or (layer - layers // 8) % 3 == 2
+    return dict(q=Q.Q5_0, k=Q.Q5_0, v=Q.Q8_0 if more else Q.Q5_0, o=Q.Q4_K, gate=Q.Q5_0,
+                up=Q.Q5_0, down=Q.Q6_K if more else Q.Q4_K)
+
 # Where each format keeps its f16 scales (byte offsets in a block), and the scale that gives
 # weights of standard deviation 1 (times 1/sqrt(cols) below) for random quant bytes.
 #   Q4_0: d, 16 bytes of nibbles; w = d·(q − 8), std(q − 8) ≈ 4.6
 #   Q8_0: d, 32 int8; std ≈ 74
+#   Q5_0: d, 4 bytes of high bits, 16 bytes of nibbles; w = d·(q − 16), std ≈ 9.2
 #   Q4_K: d, dmin, 12 bytes of 6-bit scales and mins (≈ 31 on average), 128 bytes of nibbles
 #   Q6_K: 128 + 64 bytes of 6-bit quants (q − 32, std ≈ 18.5), 16 int8 scales (std ≈ 74), d last
 F16_FIELDS = {
     Q.Q4_0: ([0], 4.6),
     Q.Q8_0: ([0], 74.0),
+    Q.Q5_0: ([0], 9.2),
     Q.Q4_K: ([0, 2], 31.0 * 4.6),
     Q.Q6_K: ([208], 74.0 * 18.5),
 }
@@ -132,14 +152,15 @@ def main() -> int:
     if a.vocab_only:
         return write_vocab(src, a.tokenizer_from, a.out)
     layers, dim, heads, kv_heads, ffn = SHAPES[a.shape]
-    head_dim = dim // heads
-    mix = MIXES[a.mix]
+    gemma = a.shape == "gemma3"
+    head_dim = GEMMA3["head_dim"] if gemma else dim // heads
     vocab = len(src.fields["tokenizer.ggml.tokens"].data)
 
     # (name, rows, cols, type); rows are the output features, as GGUF stores (cols, rows)
     tensors = [("token_embd.weight", vocab, dim, Q.Q8_0)]
     for i in range(layers):
         b = f"blk.{i}"
+        mix = gemma3_q4_k_m(i, layers) if gemma and a.mix == "q4_k_m" else MIXES[a.mix]
         tensors += [
             (f"{b}.attn_norm.weight", 1, dim, Q.F32),
             (f"{b}.attn_q.weight", heads * head_dim, dim, mix["q"]),
@@ -151,24 +172,41 @@ def main() -> int:
             (f"{b}.ffn_up.weight", ffn, dim, mix["up"]),
             (f"{b}.ffn_down.weight", dim, ffn, mix["down"]),
         ]
-    tensors += [("output_norm.weight", 1, dim, Q.F32), ("output.weight", vocab, dim, mix["output"])]
+        if gemma:
+            tensors += [
+                (f"{b}.attn_q_norm.weight", 1, head_dim, Q.F32),
+                (f"{b}.attn_k_norm.weight", 1, head_dim, Q.F32),
+                (f"{b}.post_attention_norm.weight", 1, dim, Q.F32),
+                (f"{b}.post_ffw_norm.weight", 1, dim, Q.F32),
+            ]
+    tensors += [("output_norm.weight", 1, dim, Q.F32)]
+    if not gemma:
+        tensors += [("output.weight", vocab, dim, MIXES[a.mix]["output"])]
 
     a.out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".synthetic-", suffix=".gguf", dir=a.out.parent)
     os.close(fd)
     try:
-        w = gguf.GGUFWriter(tmp, "llama")
-        w.add_name(f"synthetic Llama {a.shape} {a.mix} (random weights, seed {a.seed})")
-        w.add_context_length(4096 + 512)
+        w = gguf.GGUFWriter(tmp, "gemma3" if gemma else "llama")
+        family = "Gemma-3" if gemma else "Llama"
+        w.add_name(f"synthetic {family} {a.shape} {a.mix} (random weights, seed {a.seed})")
+        w.add_context_length(GEMMA3["context"] if gemma else 4096 + 512)
         w.add_embedding_length(dim)
         w.add_block_count(layers)
         w.add_feed_forward_length(ffn)
         w.add_head_count(heads)
         w.add_head_count_kv(kv_heads)
-        w.add_rope_dimension_count(head_dim)
-        w.add_rope_freq_base(10000.0)
-        w.add_layer_norm_rms_eps(1e-5)
-        w.add_vocab_size(vocab)
+        if gemma:
+            w.add_key_length(head_dim)
+            w.add_value_length(head_dim)
+            w.add_rope_freq_base(GEMMA3["rope_base"])
+            w.add_sliding_window(GEMMA3["window"])
+            w.add_layer_norm_rms_eps(GEMMA3["eps"])
+        else:
+            w.add_rope_dimension_count(head_dim)
+            w.add_rope_freq_base(10000.0)
+            w.add_layer_norm_rms_eps(1e-5)
+            w.add_vocab_size(vocab)
         for key, field in src.fields.items():
             if key.startswith("tokenizer."):
                 copy_field(w, key, field)

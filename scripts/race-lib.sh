@@ -19,11 +19,12 @@ run() {
     return $rc
 }
 
-# make_files SHAPE...: a synthetic Llama file of each shape (random Q4_0 weights, Q8_0
-# embedding, $vocab's tokenizer) made in $work by scripts/make_synthetic_gguf.py with
-# $python and the carried $wheels, each under the watchdog; the shapes made are left in the
-# array `made`. Stops the script when $python cannot import gguf and numpy. Also expects
-# $root.
+# make_files SHAPE...: a synthetic file of each shape made in $work by
+# scripts/make_synthetic_gguf.py with $python and the carried $wheels, each under the
+# watchdog: a Llama shape with random Q4_0 weights, a Q8_0 embedding and $vocab's tokenizer;
+# gemma3 in Gemma-3-270M's own mix of formats with $gemma_vocab's (its 262 144-row
+# embedding needs Gemma's tokenizer). The shapes made are left in the array `made`. Stops
+# the script when $python cannot import gguf and numpy. Also expects $root.
 make_files() {
     export PYTHONPATH="$(IFS=:; echo "${wheels[*]}")${PYTHONPATH:+:$PYTHONPATH}"
     if ! "$python" -c "import gguf, numpy; print('== gguf from', gguf.__file__, '; numpy', numpy.__version__)" >>"$log" 2>&1; then
@@ -32,11 +33,13 @@ make_files() {
     fi
     say "making the files in $work"
     made=()
-    local s rc
+    local s rc mix tokenizer
     for s in "$@"; do
         rc=0
-        run 200 "$python" "$root/scripts/make_synthetic_gguf.py" --shape "$s" --mix q4_0 \
-            --tokenizer-from "$vocab" --out "$work/$s.gguf" >>"$log" 2>"$work/make.err" || rc=$?
+        mix=q4_0 tokenizer="$vocab"
+        [[ $s == gemma3 ]] && mix=q4_k_m tokenizer="${gemma_vocab:?}"
+        run 200 "$python" "$root/scripts/make_synthetic_gguf.py" --shape "$s" --mix "$mix" \
+            --tokenizer-from "$tokenizer" --out "$work/$s.gguf" >>"$log" 2>"$work/make.err" || rc=$?
         tr '\r' '\n' <"$work/make.err" | grep -v '^ *[0-9]*/[0-9]* tensors' >>"$log" || true # not the progress
         if ((rc == 0)); then
             made+=("$s")
