@@ -76,7 +76,10 @@ impl MatMul {
 pub struct Tiled {
     pub acts: wgpu::Buffer, // (tokens × cols / 32) blocks × BLOCK_WORDS words
     pub out: wgpu::Buffer,  // (tokens, rows) f32
+    /// Tokens the next dispatch multiplies; at most `capacity`, the tokens bound.
     pub tokens: usize,
+    pub capacity: usize,
+    uniform: wgpu::Buffer,
     bind_group: wgpu::BindGroup,
     pipeline: wgpu::ComputePipeline,
     groups: (u32, u32),
@@ -130,13 +133,20 @@ impl Tiled {
             }
         };
         let blocks = m.cols / 32;
-        let dims = [m.rows, blocks, tokens].map(|n| n as u32); // each below 2³² (sizes)
-        let uniform = gpu.uniform(&[dims[0], dims[1], dims[2], 0]);
+        let uniform = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("dims"),
+            size: 16,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST, // set_tokens
+            mapped_at_creation: false,
+        });
+        write_dims(gpu, &uniform, m.rows, blocks, tokens);
         let bind_group = gpu.bind(&pipeline, &[&m.buffer, acts, out, &uniform])?;
         Ok(Tiled {
             acts: acts.clone(),
             out: out.clone(),
             tokens,
+            capacity: tokens,
+            uniform,
             bind_group,
             pipeline,
             groups,
@@ -146,7 +156,24 @@ impl Tiled {
     }
     // ANCHOR_END: tiled
 
-    /// Queues the tokens' quantized inputs (`acts::quantize` of all their values).
+    /// Makes the next submissions multiply the first `tokens` tokens of the buffers bound
+    /// (at most the tokens bound): a prompt's last, shorter piece through the same binding.
+    /// The new count is written with the queue, so it holds for the whole of the next
+    /// submission.
+    pub fn set_tokens(&mut self, gpu: &Gpu, tokens: usize) -> Result<()> {
+        if !(1..=self.capacity).contains(&tokens) {
+            return Err(Error::Input(format!(
+                "{tokens} tokens: this product was bound for 1 to {}",
+                self.capacity
+            )));
+        }
+        write_dims(gpu, &self.uniform, self.rows, self.blocks, tokens);
+        self.groups.1 = tokens.div_ceil(TILE_TOKENS) as u32;
+        self.tokens = tokens;
+        Ok(())
+    }
+
+    /// Queues the quantized inputs of `tokens` tokens (`acts::quantize` of their values).
     pub fn write_input(&self, gpu: &Gpu, words: &[u32]) -> Result<()> {
         if words.len() != self.tokens * self.blocks * BLOCK_WORDS {
             return Err(Error::Input(format!(
@@ -167,6 +194,13 @@ impl Tiled {
         pass.set_bind_group(0, &self.bind_group, &[]);
         pass.dispatch_workgroups(self.groups.0, self.groups.1, 1);
     }
+}
+
+/// Queues the shader's `Dims`: each count below 2³², as [`sizes`] checked.
+fn write_dims(gpu: &Gpu, uniform: &wgpu::Buffer, rows: usize, blocks: usize, tokens: usize) {
+    let words = [rows, blocks, tokens, 0].map(|n| n as u32);
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    gpu.queue.write_buffer(uniform, 0, &bytes);
 }
 
 /// The input's and the output's bytes for `tokens` tokens of `m`, checked against the

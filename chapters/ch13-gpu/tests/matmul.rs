@@ -154,6 +154,42 @@ fn tokens_quantized_on_the_gpu_give_the_same_product() {
 }
 
 #[test]
+fn fewer_tokens_through_the_same_binding() {
+    // Bound for 37 tokens, run for 5: the same bits as a product bound for 5.
+    let gpu = gpu();
+    let tiled = MatMul::new(&gpu).unwrap();
+    let mut rng = Rng::new(62);
+    let (format, (rows, cols)) = (Format::Q4_0, shape(Format::Q4_0));
+    let blocks = random::blocks(format, rows, cols, &mut rng);
+    let m = GpuMatrix::from_blocks(&gpu, format, rows, cols, &blocks).unwrap();
+    let x: Vec<f32> = (0..5 * cols).map(|_| rng.signed()).collect();
+    let mut product = Tiled::new(&gpu, &tiled, &m, 2 * TILE_TOKENS + 5).unwrap();
+    for bad in [0, 2 * TILE_TOKENS + 6] {
+        assert!(
+            matches!(product.set_tokens(&gpu, bad), Err(Error::Input(_))),
+            "{bad} tokens should be refused by a product bound for {}",
+            2 * TILE_TOKENS + 5
+        );
+    }
+    product.set_tokens(&gpu, 5).unwrap();
+    let words = ch13_gpu::acts::quantize(format.activation().unwrap(), &x).unwrap();
+    product.write_input(&gpu, &words).unwrap();
+    gpu.submit_pass("5 tokens of 37", |pass| product.record(pass))
+        .unwrap();
+    let got = gpu.read_f32(&product.out, 5 * rows).unwrap();
+    let want = matmul(&gpu, &tiled, &m, &x, 5).unwrap();
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(
+            g.to_bits(),
+            w.to_bits(),
+            "token {}, row {}: bound for 37 and run for 5 gives {g}, bound for 5 {w}",
+            i / rows,
+            i % rows
+        );
+    }
+}
+
+#[test]
 fn bad_token_counts_and_inputs_are_errors() {
     let gpu = gpu();
     let tiled = MatMul::new(&gpu).unwrap();
