@@ -14,6 +14,7 @@
 
 mod common;
 
+use ch01_tensors::models;
 use ch06_quantization::{Bytes, Format, QMatrix};
 use ch08_gguf::matrix::{KMatrix, Matrix};
 use ch13_gpu::matmul::{MatMul, TILE_ROWS, TILE_TOKENS, Tiled, matmul};
@@ -187,6 +188,78 @@ fn fewer_tokens_through_the_same_binding() {
             i % rows
         );
     }
+}
+
+/// Tensors `names` of the file at `path`, each times `tokens` random tokens, against chapter
+/// 8's product within the bound; the formats they held.
+fn check_tensors(path: &std::path::Path, names: &[&str], tokens: usize) -> Vec<Format> {
+    let path = models::require(path).unwrap_or_else(|e| panic!("{e}"));
+    let file = ch08_gguf::GgufFile::open(&path).unwrap_or_else(|e| panic!("{e}"));
+    let gpu = gpu();
+    let tiled = MatMul::new(&gpu).unwrap();
+    let (kernels, many) = ch08_gguf::kernels().unwrap_or_else(|e| panic!("{e}"));
+    let mut rng = Rng::new(tokens as u64);
+    let mut formats = Vec::new();
+    for name in names {
+        let info = file.info(name).unwrap_or_else(|e| panic!("{e}"));
+        let data = file.data(info);
+        let m = GpuMatrix::from_tensor(&gpu, info, data).unwrap_or_else(|e| panic!("{e}"));
+        let (format, rows, cols) = (m.format, m.rows, m.cols);
+        formats.push(format);
+        let x: Vec<f32> = (0..tokens * cols).map(|_| rng.signed()).collect();
+        let got = matmul(&gpu, &tiled, &m, &x, tokens).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut want = vec![0.0f32; tokens * rows];
+        cpu_matrix(format, rows, cols, data).matmul(kernels, many, &mut want, &x, tokens);
+        let row_bytes = format.row_bytes(cols);
+        let mut same = 0;
+        for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+            let (t, r) = (i / rows, i % rows);
+            let row = &data[r * row_bytes..(r + 1) * row_bytes];
+            let (_, mag) = cpu_row(format, row, &x[t * cols..(t + 1) * cols]);
+            let (diff, allowed) = (
+                (f64::from(g) - f64::from(w)).abs(),
+                bound(format, cols, mag),
+            );
+            assert!(
+                diff <= allowed,
+                "{name}: token {t}, row {r}: the tiled product gives {g}, chapter 8's {w}; \
+                 they differ by {diff:e}, more than the bound {allowed:e}"
+            );
+            same += usize::from(g.to_bits() == w.to_bits());
+        }
+        eprintln!(
+            "{name} ({}, {rows}x{cols}), {tokens} tokens: within the bound, the same bits as \
+             the CPU in {same} of {}",
+            format.name(),
+            got.len()
+        );
+    }
+    formats
+}
+
+#[test]
+fn real_tensors_match_the_cpu() {
+    let smollm2 = [
+        "blk.0.attn_q.weight",
+        "blk.3.ffn_down.weight",
+        "token_embd.weight",
+    ];
+    let formats = check_tensors(&models::smollm2_gguf(), &smollm2, 5);
+    assert!(
+        formats.contains(&Format::Q4_1) && formats.contains(&Format::Q8_0),
+        "SmolLM2's file should hold Q4_1 and Q8_0 tensors; it held {formats:?}"
+    );
+    let gemma3 = [
+        "blk.0.attn_q.weight",
+        "blk.0.attn_output.weight",
+        "blk.0.ffn_down.weight",
+    ];
+    let formats = check_tensors(&models::gemma3_gguf(), &gemma3, 19);
+    assert_eq!(
+        formats,
+        [Format::Q5_0, Format::Q4_K, Format::Q6_K],
+        "Gemma-3's Q4_K_M file should hold these tensors as Q5_0, Q4_K, Q6_K"
+    );
 }
 
 #[test]
