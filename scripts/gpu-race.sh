@@ -27,6 +27,10 @@
 # 4. A watchdog: every command runs under `timeout`, within what is left of --budget seconds
 #    (default 420, counted from the start); what runs past it is killed and recorded, and
 #    what is not started in time is recorded as not run.
+# 5. Last, with what is left of the budget: `ch13-gpu tiles --json`, the tiled product
+#    (prefill, many tokens a dispatch) against as many matrix-vector dispatches, on a 7B's
+#    4096x4096 in Q4_0 and Q8_0 and SmolLM2's 576x1536 in Q4_1, 512 tokens each; its JSON
+#    goes into the log only (a measurement hook; the page quotes none of it yet).
 #
 # With --dry-run the headers say the numbers mean nothing (a rehearsal, e.g. on lavapipe).
 # The tables are headed like every measured file ("Measured on <GPU> (driver ...), ...,
@@ -268,3 +272,19 @@ done
 "$python" "$work/race.py" tables "$tsv" "$out/gpu/decode.md" "$head" "$(IFS=,; echo "${made[*]}")" "$sizes" "$copy"
 say "wrote $out/gpu/; $((budget - SECONDS))s of the budget left"
 cat "$out/gpu/decode.md" | tee -a "$log"
+
+# the tiled product against as many matrix-vector dispatches, into the log
+ours_tiles=no
+"$ours" --help 2>/dev/null | grep -q 'ch13-gpu tiles' && ours_tiles=yes
+tile_shapes=("q4_0 4096 4096 512" "q8_0 4096 4096 512" "q4_1 576 1536 512")
+[[ $dry == yes ]] && tile_shapes=("q4_1 576 1536 32") # lavapipe: a small one
+if [[ $ours_tiles == yes ]]; then
+    for t in "${tile_shapes[@]}"; do
+        read -r f rows cols tokens <<<"$t"
+        echo "== ch13-gpu tiles --format $f --rows $rows --cols $cols --tokens $tokens --json" >>"$log"
+        rc=0
+        run 60 "$ours" tiles --format "$f" --rows "$rows" --cols "$cols" --tokens "$tokens" --json >>"$log" 2>&1 || rc=$?
+        ((rc == 0)) || say "ch13-gpu tiles on $f ${rows}x$cols failed (status $rc; 124: out of time, 125: not run)"
+    done
+    say "the tiled product's timings are in the log; $((budget - SECONDS))s of the budget left"
+fi

@@ -37,12 +37,15 @@ pub const SHAPES: [(usize, usize); 3] = [(4096, 4096), (11008, 4096), (576, 1536
 
 /// The most pieces of work one timed run records: enough for a product of a few µs to run
 /// for a fraction of a second, few enough that the recorded commands stay small.
-const MOST: usize = 1 << 17;
+pub(crate) const MOST: usize = 1 << 17;
 
 /// Calls `step(n)`, which records `n` pieces of work, runs them and returns the seconds the
 /// running took (not the recording), with `n` growing until one run takes at least `secs`;
 /// returns that run's `n` and seconds.
-fn time_until(secs: f64, mut step: impl FnMut(usize) -> Result<f64>) -> Result<(usize, f64)> {
+pub(crate) fn time_until(
+    secs: f64,
+    mut step: impl FnMut(usize) -> Result<f64>,
+) -> Result<(usize, f64)> {
     let mut n = 1;
     loop {
         let took = step(n)?;
@@ -60,7 +63,11 @@ fn time_until(secs: f64, mut step: impl FnMut(usize) -> Result<f64>) -> Result<(
 }
 
 /// Submits `buffers` one after another and waits for the last; the seconds that took.
-fn submit_timed(gpu: &Gpu, buffers: Vec<wgpu::CommandBuffer>, wait_each: bool) -> Result<f64> {
+pub(crate) fn submit_timed(
+    gpu: &Gpu,
+    buffers: Vec<wgpu::CommandBuffer>,
+    wait_each: bool,
+) -> Result<f64> {
     let t = Instant::now();
     for b in buffers {
         gpu.queue.submit([b]);

@@ -6,14 +6,15 @@
 //! - [`gpu`]: the adapter, the device and queue, the features found.
 //! - [`acts`]: the input vector quantized as the CPU engine quantizes it.
 //! - [`matvec`]: a matrix on the GPU and the decode product `W · x`.
+//! - [`matmul`]: the prefill product `X · Wᵀ`, many tokens a dispatch, tile by tile.
 //! - [`split`]: a matrix larger than one binding, split by rows over several buffers.
 //! - [`quantize`], [`rmsnorm`]: the input quantized on the GPU, and RMSNorm.
 //! - [`model`], [`ops`], [`bind`], [`step`]: chapter 8's model uploaded once, the small
 //!   shaders of a decode step (embedding, RoPE, attention, SwiGLU, residual, argmax), each
 //!   dispatch bound once, and the step itself, one submission a token.
 //! - [`generate`]: chapter 9's generation loop on that step.
-//! - [`info`], [`bench`], [`decode_bench`]: the binary's `info`, `kernels` and `bench`
-//!   commands.
+//! - [`info`], [`bench`], [`decode_bench`], [`tile_bench`]: the binary's `info`, `kernels`,
+//!   `bench` and `tiles` commands.
 
 // A match over a format names every format (as in chapters 6 to 8), so that a new format
 // makes the compiler list the places that must handle it.
@@ -26,6 +27,7 @@ pub mod decode_bench;
 pub mod generate;
 pub mod gpu;
 pub mod info;
+pub mod matmul;
 pub mod matvec;
 pub mod model;
 pub mod ops;
@@ -34,6 +36,7 @@ pub mod random;
 pub mod rmsnorm;
 pub mod split;
 pub mod step;
+pub mod tile_bench;
 
 pub use gpu::{Error, Gpu, Result};
 pub use matvec::{GpuMatrix, MatVec, Product, matvec};

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use ch09_generate::sampling::SAMPLING_FLAGS;
 use ch13_gpu::gpu::{self, Error, Gpu};
-use ch13_gpu::{bench, info};
+use ch13_gpu::{bench, info, tile_bench};
 
 mod commands;
 
@@ -27,6 +27,9 @@ usage: ch13-gpu [-m FILE] -p TEXT [-n N] [sampling options] [--json]
            many products in one submission and one submission each, beside the
            rate of a shader that only reads (the ceiling) and a device-to-device
            copy's; needs no model
+       ch13-gpu tiles [--format F] [--rows R] [--cols C] [--tokens T] [--secs S] [--json]
+           the tiled product of T tokens (one dispatch) against T matrix-vector
+           dispatches, on one R x C matrix of random F blocks [q4_0 2048 2048 512]
 
 options (defaults in brackets):
   -m, --model FILE        the GGUF file [SmolLM2-135M-Instruct Q4_1]
@@ -41,7 +44,7 @@ options (defaults in brackets):
   --stop TEXT             stop when TEXT appears (up to 16 times)
   --pp N, --tg N          bench: prompt tokens and generated tokens, 1 to 4096 [32, 32]
   --per-dispatch          bench: also time a submission per dispatch
-  --secs S                kernels: seconds each measurement runs, 0.01 to 10 [0.25]
+  --secs S                kernels, tiles: seconds each measurement runs, 0.01 to 10 [0.25]
   --json                  one JSON object (generate: prompt_ids, generated_ids, text,
                           stop_reason, adapter, dispatches_per_token, timings)
   -h, --help              this text
@@ -58,6 +61,7 @@ struct Args {
     pp: usize,
     tg: usize,
     per_dispatch: bool,
+    tiles: tile_bench::Shape,
     generate: commands::Generate,
 }
 
@@ -77,6 +81,12 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         pp: 32,
         tg: 32,
         per_dispatch: false,
+        tiles: tile_bench::Shape {
+            format: ch06_quantization::Format::Q4_0,
+            rows: 2048,
+            cols: 2048,
+            tokens: 512,
+        },
         generate: commands::Generate {
             model: None,
             prompt: None,
@@ -97,6 +107,15 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
             Long("pp") => a.pp = number(&mut p, "--pp")?,
             Long("tg") => a.tg = number(&mut p, "--tg")?,
             Long("per-dispatch") => a.per_dispatch = true,
+            Long("rows") => a.tiles.rows = number(&mut p, "--rows")?,
+            Long("cols") => a.tiles.cols = number(&mut p, "--cols")?,
+            Long("tokens") => a.tiles.tokens = number(&mut p, "--tokens")?,
+            Long("format") => {
+                let v = p.value()?.string()?;
+                a.tiles.format = ch06_quantization::Format::parse(&v).ok_or(format!(
+                    "--format {v:?}: q4_0, q8_0, q4_1, q5_0, q4_k or q6_k"
+                ))?;
+            }
             Short('m') | Long("model") => g.model = Some(p.value()?.into()),
             Short('p') | Long("prompt") => g.prompt = Some(p.value()?.string()?),
             Short('n') | Long("n-predict") => g.n = number(&mut p, "-n")?,
@@ -116,18 +135,19 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
     }
     let generating = g.prompt.is_some() || g.model.is_some();
     match a.command.as_str() {
-        "info" | "kernels" if !generating => {}
+        "info" | "kernels" | "tiles" if !generating => {}
         "bench" if g.prompt.is_none() => {}
         "bench" => return Err("bench takes no -p".into()),
         "" if generating => a.command = "generate".into(),
         "" => return Err("say what to do: -p TEXT, info or kernels".into()),
-        "info" | "kernels" => {
+        "info" | "kernels" | "tiles" => {
             return Err(format!("{} takes no -m or -p", a.command).into());
         }
         other => {
-            return Err(
-                format!("unknown command {other:?}: info, kernels, bench, or -p TEXT").into(),
-            );
+            return Err(format!(
+                "unknown command {other:?}: info, kernels, tiles, bench, or -p TEXT"
+            )
+            .into());
         }
     }
     if a.command == "generate" {
@@ -164,6 +184,17 @@ fn run(a: &Args) -> Result<(), Error> {
     match a.command.as_str() {
         "generate" => commands::generate(&a.generate, a.json)?,
         "bench" => commands::bench(&a.generate, a.pp, a.tg, a.per_dispatch, a.json)?,
+        "tiles" => {
+            bench::check_secs(a.secs)?;
+            a.tiles.check()?;
+            let gpu = Gpu::open()?;
+            let report = tile_bench::run(&gpu, &a.tiles, a.secs)?;
+            if a.json {
+                println!("{report}");
+            } else {
+                print!("{}", tile_bench::text(&report));
+            }
+        }
         "info" => {
             let adapters = gpu::adapters();
             if adapters.is_empty() {

@@ -1,0 +1,155 @@
+// The tiled matrix product `out = X · Wᵀ` for many tokens at once (prefill), shared by every
+// weight format. The format's file (q4_0.wgsl, …) brings the same `block_dot` the
+// matrix-vector product uses; `src/matmul.rs` puts it first and adds CHUNK_BYTES, the bytes
+// of CHUNK blocks of one row in that format.
+//
+// Layout: one workgroup takes a tile of TILE_ROWS rows × TILE_TOKENS tokens of the output.
+// It walks the rows' blocks CHUNK at a time: all its invocations copy those blocks of its
+// TILE_ROWS rows, and the same blocks of its TILE_TOKENS tokens' activations, from storage
+// into workgroup memory, once; then each invocation multiplies them for one token and
+// ROWS_EACH rows. Every weight byte a workgroup reads from memory serves TILE_TOKENS tokens,
+// where the matrix-vector product reads every byte once per token.
+//
+// `block_dot(row, b)` reads its weights through `word_at`, its activations through
+// `acts[b]`, and finds a row's blocks `params.blocks` apart: here those three names stand for
+// the tile in workgroup memory (a row of CHUNK blocks) and the invocation's own token.
+
+// ANCHOR: bindings
+// The weights as the file holds them, as for the matrix-vector product.
+@group(0) @binding(0) var<storage, read> weights: array<u32>;
+
+// The activations of every token, each quantized as the matrix-vector product's input:
+// token t's blocks are `tokens[t · dims.blocks ..]`.
+struct ActBlock {
+    d: f32,
+    s: f32,
+    qs: array<u32, 8>,
+}
+@group(0) @binding(1) var<storage, read> tokens: array<ActBlock>;
+
+// (tokens, rows) f32: token t's products are `out[t · dims.rows ..]`.
+@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+
+struct Dims {
+    rows: u32,   // rows of W
+    blocks: u32, // blocks of 32 in a row
+    tokens: u32, // rows of X
+    _pad: u32,
+}
+@group(0) @binding(3) var<uniform> dims: Dims;
+// ANCHOR_END: bindings
+
+// ANCHOR: tile
+const TILE_ROWS: u32 = 32u;
+const TILE_TOKENS: u32 = 16u;
+const ROWS_EACH: u32 = 8u; // rows per invocation: TILE_TOKENS × TILE_ROWS / ROWS_EACH = 64
+const CHUNK: u32 = 8u; //     blocks of 32 per step (one K-quant super-block)
+
+// One step's weights: TILE_ROWS rows of CHUNK_BYTES each, every row padded to whole words.
+const STRIDE: u32 = (CHUNK_BYTES + 3u) / 4u; // words a row of the tile takes
+var<workgroup> tile_weights: array<u32, TILE_ROWS * STRIDE + 1u>; // +1: word_at reads a word on
+// One step's activations: CHUNK blocks of each of TILE_TOKENS tokens.
+var<workgroup> tile_acts: array<ActBlock, TILE_TOKENS * CHUNK>;
+
+// What `block_dot` sees: rows CHUNK blocks long, and its invocation's token's CHUNK blocks.
+struct Rows {
+    blocks: u32,
+}
+const params = Rows(CHUNK);
+var<private> acts: array<ActBlock, CHUNK>;
+// ANCHOR_END: tile
+
+// ANCHOR: bytes
+// The 4 bytes at byte `at` of the weights' buffer in storage, as `word_at` of matvec.wgsl.
+fn weight_word(at: u32) -> u32 {
+    let i = at / 4u;
+    let shift = (at % 4u) * 8u;
+    if shift == 0u {
+        return weights[i];
+    }
+    return (weights[i] >> shift) | (weights[i + 1u] << (32u - shift));
+}
+
+// The 4 bytes at byte `at` of the tile as `block_dot` counts (row r's blocks from
+// r · CHUNK_BYTES), read from workgroup memory, where row r starts at word r · STRIDE.
+fn word_at(at: u32) -> u32 {
+    let byte = at / CHUNK_BYTES * STRIDE * 4u + at % CHUNK_BYTES;
+    let i = byte / 4u;
+    let shift = (byte % 4u) * 8u;
+    if shift == 0u {
+        return tile_weights[i];
+    }
+    return (tile_weights[i] >> shift) | (tile_weights[i + 1u] << (32u - shift));
+}
+
+fn half_at(at: u32) -> f32 {
+    return unpack2x16float(word_at(at)).x;
+}
+
+fn i8_at(word: u32, k: u32) -> i32 {
+    return extractBits(i32(word), 8u * k, 8u);
+}
+// ANCHOR_END: bytes
+
+// ANCHOR: load
+// Copies step `c`'s blocks (blocks c·CHUNK .. c·CHUNK + CHUNK of each row) of the tile's rows
+// and tokens into workgroup memory, each of the 64 invocations a share; zeros past the
+// matrix's last row, its last token, or a row's last block.
+fn load(c: u32, row0: u32, token0: u32, i: u32) {
+    let first = c * CHUNK;
+    let n = min(CHUNK, dims.blocks - first); //              blocks this step
+    let row_bytes = dims.blocks * CHUNK_BYTES / CHUNK; //   (K-quants: whole super-blocks)
+    let valid = n * CHUNK_BYTES / CHUNK; //                   bytes of a row this step
+    for (var w = i; w < TILE_ROWS * STRIDE; w += 64u) {
+        let r = w / STRIDE;
+        let o = (w % STRIDE) * 4u;
+        var word = 0u;
+        if row0 + r < dims.rows && o < valid {
+            word = weight_word((row0 + r) * row_bytes + c * CHUNK_BYTES + o);
+        }
+        tile_weights[w] = word;
+    }
+    for (var w = i; w < TILE_TOKENS * CHUNK; w += 64u) {
+        let t = token0 + w / CHUNK;
+        let b = w % CHUNK;
+        var block = ActBlock(0.0, 0.0, array<u32, 8>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u));
+        if t < dims.tokens && b < n {
+            block = tokens[t * dims.blocks + first + b];
+        }
+        tile_acts[w] = block;
+    }
+}
+// ANCHOR_END: load
+
+// ANCHOR: main
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) i: u32) {
+    let row0 = group.x * TILE_ROWS;
+    let token0 = group.y * TILE_TOKENS;
+    let t = i % TILE_TOKENS; //                 this invocation's token in the tile,
+    let mine = (i / TILE_TOKENS) * ROWS_EACH; // and the first of its rows
+    var sums = array<f32, ROWS_EACH>();
+    for (var c = 0u; c * CHUNK < dims.blocks; c++) {
+        load(c, row0, token0, i);
+        workgroupBarrier();
+        for (var b = 0u; b < CHUNK; b++) {
+            acts[b] = tile_acts[t * CHUNK + b];
+        }
+        let n = min(CHUNK, dims.blocks - c * CHUNK);
+        // each row's blocks added in order, left to right, as the CPU adds them
+        for (var b = 0u; b < n; b++) {
+            for (var r = 0u; r < ROWS_EACH; r++) {
+                sums[r] += block_dot(mine + r, b);
+            }
+        }
+        workgroupBarrier(); // before the next step overwrites the tile
+    }
+    let token = token0 + t;
+    for (var r = 0u; r < ROWS_EACH; r++) {
+        let row = row0 + mine + r;
+        if token < dims.tokens && row < dims.rows {
+            out[token * dims.rows + row] = sums[r];
+        }
+    }
+}
+// ANCHOR_END: main

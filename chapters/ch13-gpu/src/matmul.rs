@@ -1,0 +1,253 @@
+//! The prefill product `Y = X · Wᵀ` on the GPU: many tokens' quantized activations against
+//! one [`GpuMatrix`] in a single dispatch (`shaders/matmul.wgsl`), tile by tile, each tile
+//! reading its weights from memory once for all of its tokens. [`MatMul`] holds the
+//! compiled shaders, a [`Tiled`] product binds one matrix to an input and an output as
+//! [`Product`](crate::Product) does for one token, and [`matmul`] runs one start to finish.
+//!
+//! The activations are the matrix-vector product's blocks, one token's after another, as
+//! [`acts::quantize`] makes them from `(tokens, cols)` values, or as
+//! [`QuantizeStep`](crate::quantize::QuantizeStep) makes them on the GPU over
+//! `tokens · cols / 32` blocks (the blocks of a token's row are whole, so the tokens'
+//! rows quantized together are the rows quantized one by one).
+
+use ch06_quantization::Format;
+
+use crate::acts::{self, BLOCK_WORDS};
+use crate::gpu::{Error, Gpu, Result};
+use crate::matvec::{FORMATS, GpuMatrix};
+
+/// Rows and tokens of the output one workgroup takes (`TILE_ROWS`, `TILE_TOKENS` in
+/// `shaders/matmul.wgsl`).
+pub const TILE_ROWS: usize = 32;
+pub const TILE_TOKENS: usize = 16;
+/// Blocks of 32 a workgroup copies per row per step: one K-quant super-block.
+pub const CHUNK: usize = 8;
+
+// ANCHOR: source
+/// The WGSL of a format's tiled product: the same `block_dot` file the matrix-vector
+/// product uses, the bytes `CHUNK` blocks of a row take in this format, and the tile's
+/// `main`. `None` for a format with no shader.
+pub fn source(format: Format) -> Option<String> {
+    let block = match format {
+        Format::Q4_0 => include_str!("../shaders/q4_0.wgsl"),
+        Format::Q8_0 => include_str!("../shaders/q8_0.wgsl"),
+        Format::Q4_1 => include_str!("../shaders/q4_1.wgsl"),
+        Format::Q5_0 => include_str!("../shaders/q5_0.wgsl"),
+        Format::Q4_K => include_str!("../shaders/q4_k.wgsl"),
+        Format::Q6_K => include_str!("../shaders/q6_k.wgsl"),
+        Format::F32 | Format::Int8 => return None,
+    };
+    let chunk_bytes = format.row_bytes(CHUNK * 32);
+    let tile = include_str!("../shaders/matmul.wgsl");
+    Some(format!(
+        "{block}\nconst CHUNK_BYTES: u32 = {chunk_bytes}u;\n{tile}"
+    ))
+}
+// ANCHOR_END: source
+
+/// The compiled tiled-product pipelines, one per format in [`FORMATS`]: made once.
+pub struct MatMul {
+    pipelines: Vec<(Format, wgpu::ComputePipeline)>,
+}
+
+impl MatMul {
+    pub fn new(gpu: &Gpu) -> Result<MatMul> {
+        let mut pipelines = Vec::new();
+        for format in FORMATS {
+            let wgsl = source(format).expect("FORMATS have shaders");
+            let label = format!("{} tiled product", format.name());
+            pipelines.push((format, gpu.pipeline(&label, &wgsl)?));
+        }
+        Ok(MatMul { pipelines })
+    }
+
+    fn pipeline(&self, format: Format) -> Result<&wgpu::ComputePipeline> {
+        self.pipelines
+            .iter()
+            .find(|(f, _)| *f == format)
+            .map(|(_, p)| p)
+            .ok_or_else(|| Error::Input(format!("no tiled shader for {}", format.name())))
+    }
+}
+
+// ANCHOR: tiled
+/// One tiled product bound and ready to record: `out (tokens, rows) = acts (tokens, cols) ·
+/// Wᵀ`, where `acts` holds every token's quantized input, one token after another.
+pub struct Tiled {
+    pub acts: wgpu::Buffer, // (tokens × cols / 32) blocks × BLOCK_WORDS words
+    pub out: wgpu::Buffer,  // (tokens, rows) f32
+    /// Tokens the next dispatch multiplies; at most `capacity`, the tokens bound.
+    pub tokens: usize,
+    pub capacity: usize,
+    uniform: wgpu::Buffer,
+    bind_group: wgpu::BindGroup,
+    pipeline: wgpu::ComputePipeline,
+    groups: (u32, u32),
+    rows: usize,
+    blocks: usize,
+}
+
+impl Tiled {
+    /// Binds `m` to a new input and a new output buffer for `tokens` tokens.
+    pub fn new(gpu: &Gpu, shaders: &MatMul, m: &GpuMatrix, tokens: usize) -> Result<Tiled> {
+        let (acts_bytes, out_bytes) = sizes(gpu, m, tokens)?;
+        let acts = gpu.storage("tokens' acts", acts_bytes, wgpu::BufferUsages::COPY_DST);
+        let out = gpu.storage("tokens' out", out_bytes, wgpu::BufferUsages::COPY_SRC);
+        Tiled::between(gpu, shaders, m, &acts, &out, tokens)
+    }
+
+    /// Binds `m` to buffers a prefill already has: `acts` (the tokens' quantized inputs,
+    /// from a [`QuantizeStep`](crate::quantize::QuantizeStep) over all of them) and `out`
+    /// (at least `tokens × rows` f32).
+    pub fn between(
+        gpu: &Gpu,
+        shaders: &MatMul,
+        m: &GpuMatrix,
+        acts: &wgpu::Buffer,
+        out: &wgpu::Buffer,
+        tokens: usize,
+    ) -> Result<Tiled> {
+        let pipeline = shaders.pipeline(m.format)?.clone();
+        let (acts_bytes, out_bytes) = sizes(gpu, m, tokens)?;
+        if acts.size() < acts_bytes as u64 || out.size() < out_bytes as u64 {
+            return Err(Error::Input(format!(
+                "a {}x{} product of {tokens} tokens needs {acts_bytes} bytes of input and \
+                 {out_bytes} of output; the buffers have {} and {}",
+                m.rows,
+                m.cols,
+                acts.size(),
+                out.size()
+            )));
+        }
+        // one workgroup per tile: rows along x, tokens along y
+        let tiles = |n: usize, per: usize| u32::try_from(n.div_ceil(per)).ok();
+        let most = gpu.limits.max_compute_workgroups_per_dimension;
+        let groups = match (tiles(m.rows, TILE_ROWS), tiles(tokens, TILE_TOKENS)) {
+            (Some(x), Some(y)) if x <= most && y <= most => (x, y),
+            _ => {
+                return Err(Error::Input(format!(
+                    "{} rows and {tokens} tokens take more tiles than a dispatch holds ({most} \
+                     a side)",
+                    m.rows
+                )));
+            }
+        };
+        let blocks = m.cols / 32;
+        let uniform = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("dims"),
+            size: 16,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST, // set_tokens
+            mapped_at_creation: false,
+        });
+        write_dims(gpu, &uniform, m.rows, blocks, tokens);
+        let bind_group = gpu.bind(&pipeline, &[&m.buffer, acts, out, &uniform])?;
+        Ok(Tiled {
+            acts: acts.clone(),
+            out: out.clone(),
+            tokens,
+            capacity: tokens,
+            uniform,
+            bind_group,
+            pipeline,
+            groups,
+            rows: m.rows,
+            blocks,
+        })
+    }
+    // ANCHOR_END: tiled
+
+    /// Makes the next submissions multiply the first `tokens` tokens of the buffers bound
+    /// (at most the tokens bound): a prompt's last, shorter piece through the same binding.
+    /// The new count is written with the queue, so it holds for the whole of the next
+    /// submission.
+    pub fn set_tokens(&mut self, gpu: &Gpu, tokens: usize) -> Result<()> {
+        if !(1..=self.capacity).contains(&tokens) {
+            return Err(Error::Input(format!(
+                "{tokens} tokens: this product was bound for 1 to {}",
+                self.capacity
+            )));
+        }
+        write_dims(gpu, &self.uniform, self.rows, self.blocks, tokens);
+        self.groups.1 = tokens.div_ceil(TILE_TOKENS) as u32;
+        self.tokens = tokens;
+        Ok(())
+    }
+
+    /// Queues the quantized inputs of `tokens` tokens (`acts::quantize` of their values).
+    pub fn write_input(&self, gpu: &Gpu, words: &[u32]) -> Result<()> {
+        if words.len() != self.tokens * self.blocks * BLOCK_WORDS {
+            return Err(Error::Input(format!(
+                "the input has {} blocks; {} tokens of {} blocks were bound",
+                words.len() / BLOCK_WORDS,
+                self.tokens,
+                self.blocks
+            )));
+        }
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        gpu.queue.write_buffer(&self.acts, 0, &bytes);
+        Ok(())
+    }
+
+    /// Records the product into `pass`: one dispatch for every token.
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
+        pass.set_pipeline(&self.pipeline);
+        pass.set_bind_group(0, &self.bind_group, &[]);
+        pass.dispatch_workgroups(self.groups.0, self.groups.1, 1);
+    }
+}
+
+/// Queues the shader's `Dims`: each count below 2³², as [`sizes`] checked.
+fn write_dims(gpu: &Gpu, uniform: &wgpu::Buffer, rows: usize, blocks: usize, tokens: usize) {
+    let words = [rows, blocks, tokens, 0].map(|n| n as u32);
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    gpu.queue.write_buffer(uniform, 0, &bytes);
+}
+
+/// The input's and the output's bytes for `tokens` tokens of `m`, checked against the
+/// device's largest binding (so every index the shader computes fits in a u32).
+fn sizes(gpu: &Gpu, m: &GpuMatrix, tokens: usize) -> Result<(usize, usize)> {
+    let limit = gpu
+        .limits
+        .max_storage_buffer_binding_size
+        .min(gpu.limits.max_buffer_size);
+    let acts = tokens
+        .checked_mul(m.cols / 32 * BLOCK_WORDS * 4)
+        .filter(|&b| b as u64 <= limit);
+    let out = tokens
+        .checked_mul(m.rows * 4)
+        .filter(|&b| b as u64 <= limit);
+    match (acts, out) {
+        _ if tokens == 0 => Err(Error::Input("a product of no tokens".into())),
+        (Some(a), Some(o)) => Ok((a, o)),
+        _ => Err(Error::Input(format!(
+            "{tokens} tokens of a {}x{} product exceed this GPU's largest storage binding \
+             ({limit} bytes)",
+            m.rows, m.cols
+        ))),
+    }
+}
+
+// ANCHOR: matmul
+/// `X · Wᵀ` for `tokens` rows of `x` (`(tokens, cols)`), start to finish: quantize each
+/// token as the CPU engine would, upload, one dispatch, read back `(tokens, rows)`.
+pub fn matmul(
+    gpu: &Gpu,
+    shaders: &MatMul,
+    m: &GpuMatrix,
+    x: &[f32],
+    tokens: usize,
+) -> Result<Vec<f32>> {
+    if tokens.checked_mul(m.cols) != Some(x.len()) {
+        return Err(Error::Input(format!(
+            "{} values are not {tokens} tokens of {} columns",
+            x.len(),
+            m.cols
+        )));
+    }
+    let activation = m.format.activation().expect("block formats have one");
+    let product = Tiled::new(gpu, shaders, m, tokens)?;
+    product.write_input(gpu, &acts::quantize(activation, x)?)?;
+    gpu.submit_pass("the tiled product", |pass| product.record(pass))?;
+    gpu.read_f32(&product.out, tokens * product.rows)
+}
+// ANCHOR_END: matmul
