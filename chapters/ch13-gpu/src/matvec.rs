@@ -13,15 +13,28 @@ use crate::gpu::{Error, Gpu, Result};
 pub const ROWS_PER_GROUP: u32 = 4;
 
 /// How a workgroup adds its lanes' sums: through workgroup memory, which every adapter has,
-/// or with subgroup operations, where the adapter has them.
+/// or with subgroup operations, where the adapter has them; or, for the CPU's bits, each
+/// row's block terms one after another as the CPU adds them (`InOrder`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reduction {
     Workgroup,
     Subgroup,
+    InOrder,
 }
 
 /// The environment variable that forces the workgroup-memory reduction: `workgroup`.
 pub const REDUCTION_VAR: &str = "LLM_BOOK_GPU_REDUCTION";
+
+/// Whether a format's CPU product is a sum of its blocks of 32, one after another (the
+/// formats [`Reduction::InOrder`] gives the CPU's bits for). The K-quants' CPU kernels add
+/// integer sums across a super-block first, an order a block's term cannot follow: under
+/// `InOrder` they keep the workgroup tree.
+pub fn sums_blocks_in_order(format: Format) -> bool {
+    match format {
+        Format::Q4_0 | Format::Q4_1 | Format::Q5_0 | Format::Q8_0 => true,
+        Format::Q4_K | Format::Q6_K | Format::F32 | Format::Int8 => false,
+    }
+}
 
 impl Reduction {
     /// Subgroups if the device has them (in subgroups of at least 4, which the shader's
@@ -39,6 +52,7 @@ impl Reduction {
         match self {
             Reduction::Workgroup => "workgroup",
             Reduction::Subgroup => "subgroup",
+            Reduction::InOrder => "in order",
         }
     }
 }
@@ -57,7 +71,15 @@ pub fn source(format: Format, reduction: Reduction) -> Option<String> {
         Format::F32 | Format::Int8 => return None,
     };
     let common = include_str!("../shaders/matvec.wgsl");
+    let reduction = match reduction {
+        Reduction::InOrder if !sums_blocks_in_order(format) => Reduction::Workgroup,
+        r => r,
+    };
     Some(match reduction {
+        Reduction::InOrder => {
+            let reduce = include_str!("../shaders/reduce_in_order.wgsl");
+            format!("{block}\n{common}\n{reduce}")
+        }
         Reduction::Workgroup => {
             let reduce = include_str!("../shaders/reduce_workgroup.wgsl");
             format!("{block}\n{common}\n{reduce}")
