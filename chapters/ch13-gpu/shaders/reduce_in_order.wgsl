@@ -3,38 +3,33 @@
 // The same terms added in the same order give the same bits, where the tree of the other
 // two reductions gives a sum a few units in the last place away.
 //
-// The terms are still computed in parallel: the row's 32 lanes take 32 blocks at a time,
-// each lane one block's term (the CPU's per-block arithmetic, `block_dot`) into workgroup
-// memory, and lane 0 adds those 32 terms in order to the row's running sum; then the next
-// 32 blocks. Only the additions are serial: 32 of them a round, against the 32 blocks of
-// integer products the lanes did for them.
+// The terms are still computed in parallel: the row's 32 lanes share its blocks as in the
+// other reductions (lane l takes blocks l, l + 32, …), each block's term (the CPU's
+// per-block arithmetic, `block_dot`) stored in workgroup memory; after one barrier lane 0
+// adds the row's terms in order. Only those additions are serial, one a block.
+// Workgroup memory holds MOST_BLOCKS terms a row: `Product` refuses longer rows in this order.
 
 // ANCHOR: reduce
-var<workgroup> terms: array<f32, 128>; // LANES * ROWS: one round's block terms
+const MOST_BLOCKS: u32 = 1024u; // 32 768 columns
+var<workgroup> terms: array<f32, 4096>; // ROWS * MOST_BLOCKS: 16 KiB, WebGPU's least limit
 
 @compute @workgroup_size(128)
 fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) slot: u32) {
     let row = row_of(group, slot);
     let lane = slot % LANES;
-    let first = slot - lane; // this row's first slot in `terms`
-    var sum = 0.0;
-    for (var start = 0u; start < params.blocks; start += LANES) {
-        let b = start + lane;
-        var term = 0.0;
-        if row < params.rows && b < params.blocks {
-            term = block_dot(row, b);
+    let mine = slot / LANES * MOST_BLOCKS; // this row's terms
+    let blocks = min(params.blocks, MOST_BLOCKS);
+    if row < params.rows {
+        for (var b = lane; b < blocks; b += LANES) {
+            terms[mine + b] = block_dot(row, b);
         }
-        terms[slot] = term;
-        workgroupBarrier();
-        if lane == 0u {
-            let n = min(LANES, params.blocks - start);
-            for (var i = 0u; i < n; i++) {
-                sum += terms[first + i];
-            }
-        }
-        workgroupBarrier(); // every term added before the next round overwrites it
     }
+    workgroupBarrier();
     if lane == 0u && row < params.rows {
+        var sum = 0.0;
+        for (var b = 0u; b < blocks; b++) {
+            sum += terms[mine + b];
+        }
         out[row] = sum;
     }
 }

@@ -25,6 +25,10 @@ pub enum Reduction {
 /// The environment variable that forces the workgroup-memory reduction: `workgroup`.
 pub const REDUCTION_VAR: &str = "LLM_BOOK_GPU_REDUCTION";
 
+/// The most blocks of 32 a row may have under [`Reduction::InOrder`] (`MOST_BLOCKS` in
+/// `shaders/reduce_in_order.wgsl`: its terms fill 16 KiB of workgroup memory).
+pub const IN_ORDER_MOST_BLOCKS: usize = 1024;
+
 /// Whether a format's CPU product is a sum of its blocks of 32, one after another (the
 /// formats [`Reduction::InOrder`] gives the CPU's bits for). The K-quants' CPU kernels add
 /// integer sums across a super-block first, an order a block's term cannot follow: under
@@ -38,9 +42,14 @@ pub fn sums_blocks_in_order(format: Format) -> bool {
 
 impl Reduction {
     /// Subgroups if the device has them (in subgroups of at least 4, which the shader's
-    /// table of subgroup totals assumes), unless `LLM_BOOK_GPU_REDUCTION=workgroup`.
+    /// table of subgroup totals assumes), unless `LLM_BOOK_GPU_REDUCTION=workgroup` (or
+    /// `in-order`: the CPU's order, [`Reduction::InOrder`]).
     pub fn for_gpu(gpu: &Gpu) -> Reduction {
-        let forced = std::env::var(REDUCTION_VAR).is_ok_and(|v| v == "workgroup");
+        let forced = std::env::var(REDUCTION_VAR).ok();
+        if forced.as_deref() == Some("in-order") {
+            return Reduction::InOrder;
+        }
+        let forced = forced.as_deref() == Some("workgroup");
         if gpu.found.subgroups && gpu.info.subgroup_min_size >= 4 && !forced {
             Reduction::Subgroup
         } else {
@@ -71,9 +80,10 @@ pub fn source(format: Format, reduction: Reduction) -> Option<String> {
         Format::F32 | Format::Int8 => return None,
     };
     let common = include_str!("../shaders/matvec.wgsl");
-    let reduction = match reduction {
-        Reduction::InOrder if !sums_blocks_in_order(format) => Reduction::Workgroup,
-        r => r,
+    // the K-quants have no in-order sum of blocks to follow: the tree for them
+    let reduction = match reduction == Reduction::InOrder && !sums_blocks_in_order(format) {
+        true => Reduction::Workgroup,
+        false => reduction,
     };
     Some(match reduction {
         Reduction::InOrder => {
@@ -240,6 +250,21 @@ impl MatVec {
         })
     }
 
+    /// Refuses a row longer than the in-order reduction's workgroup memory holds, under it.
+    fn check_row(&self, m: &GpuMatrix) -> Result<()> {
+        let blocks = m.cols / 32;
+        if self.reduction == Reduction::InOrder
+            && sums_blocks_in_order(m.format)
+            && blocks > IN_ORDER_MOST_BLOCKS
+        {
+            return Err(Error::Input(format!(
+                "rows of {} columns: the in-order product adds at most {} blocks a row",
+                m.cols, IN_ORDER_MOST_BLOCKS
+            )));
+        }
+        Ok(())
+    }
+
     fn pipeline(&self, format: Format) -> Result<&wgpu::ComputePipeline> {
         self.pipelines
             .iter()
@@ -286,6 +311,7 @@ impl Product {
         acts: &wgpu::Buffer,
         out: &wgpu::Buffer,
     ) -> Result<Product> {
+        shaders.check_row(m)?;
         let pipeline = shaders.pipeline(m.format)?.clone();
         let blocks = m.cols / 32;
         let rows = u32::try_from(m.rows).map_err(|_| Error::Input("too many rows".into()))?;
@@ -326,6 +352,7 @@ impl Product {
         out: &wgpu::Buffer,
         out_at: u64,
     ) -> Result<Product> {
+        shaders.check_row(m)?;
         let pipeline = shaders.pipeline(m.format)?.clone();
         let blocks = m.cols / 32;
         let rows = u32::try_from(m.rows).map_err(|_| Error::Input("too many rows".into()))?;
