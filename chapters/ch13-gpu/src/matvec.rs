@@ -14,7 +14,8 @@ pub const ROWS_PER_GROUP: u32 = 4;
 
 /// How a workgroup adds its lanes' sums: through workgroup memory, which every adapter has,
 /// or with subgroup operations, where the adapter has them; or, for the CPU's bits, each
-/// row's block terms one after another as the CPU adds them (`InOrder`).
+/// row's terms (blocks; the K-quants' super-blocks) one after another as the CPU adds them
+/// (`InOrder`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reduction {
     Workgroup,
@@ -25,20 +26,10 @@ pub enum Reduction {
 /// The environment variable that forces the workgroup-memory reduction: `workgroup`.
 pub const REDUCTION_VAR: &str = "LLM_BOOK_GPU_REDUCTION";
 
-/// The most blocks of 32 a row may have under [`Reduction::InOrder`] (`MOST_BLOCKS` in
-/// `shaders/reduce_in_order.wgsl`: its terms fill 16 KiB of workgroup memory).
-pub const IN_ORDER_MOST_BLOCKS: usize = 1024;
-
-/// Whether a format's CPU product is a sum of its blocks of 32, one after another (the
-/// formats [`Reduction::InOrder`] gives the CPU's bits for). The K-quants' CPU kernels add
-/// integer sums across a super-block first, an order a block's term cannot follow: under
-/// `InOrder` they keep the workgroup tree.
-pub fn sums_blocks_in_order(format: Format) -> bool {
-    match format {
-        Format::Q4_0 | Format::Q4_1 | Format::Q5_0 | Format::Q8_0 => true,
-        Format::Q4_K | Format::Q6_K | Format::F32 | Format::Int8 => false,
-    }
-}
+/// The most terms a row may have under [`Reduction::InOrder`] (`MOST_TERMS` in
+/// `shaders/reduce_in_order.wgsl`: they fill 16 KiB of workgroup memory). A term is what the
+/// CPU rounds and adds: a block of 32, or a K-quant's super-block of 256.
+pub const IN_ORDER_MOST_TERMS: usize = 1024;
 
 impl Reduction {
     /// Subgroups if the device has them (in subgroups of at least 4, which the shader's
@@ -80,11 +71,6 @@ pub fn source(format: Format, reduction: Reduction) -> Option<String> {
         Format::F32 | Format::Int8 => return None,
     };
     let common = include_str!("../shaders/matvec.wgsl");
-    // the K-quants have no in-order sum of blocks to follow: the tree for them
-    let reduction = match reduction == Reduction::InOrder && !sums_blocks_in_order(format) {
-        true => Reduction::Workgroup,
-        false => reduction,
-    };
     Some(match reduction {
         Reduction::InOrder => {
             let reduce = include_str!("../shaders/reduce_in_order.wgsl");
@@ -252,14 +238,13 @@ impl MatVec {
 
     /// Refuses a row longer than the in-order reduction's workgroup memory holds, under it.
     fn check_row(&self, m: &GpuMatrix) -> Result<()> {
-        let blocks = m.cols / 32;
-        if self.reduction == Reduction::InOrder
-            && sums_blocks_in_order(m.format)
-            && blocks > IN_ORDER_MOST_BLOCKS
-        {
+        let terms = m.cols / m.format.block_values();
+        if self.reduction == Reduction::InOrder && terms > IN_ORDER_MOST_TERMS {
             return Err(Error::Input(format!(
-                "rows of {} columns: the in-order product adds at most {} blocks a row",
-                m.cols, IN_ORDER_MOST_BLOCKS
+                "rows of {} columns: the in-order product adds at most {} {} blocks a row",
+                m.cols,
+                IN_ORDER_MOST_TERMS,
+                m.format.name()
             )));
         }
         Ok(())
