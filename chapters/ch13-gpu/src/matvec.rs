@@ -58,8 +58,8 @@ impl Reduction {
 }
 
 // ANCHOR: sources
-/// The WGSL of a format's product: its `block_dot`, the shared bindings, byte readers and
-/// lane sums, and the reduction's `main`. `None` for a format with no shader yet.
+/// The WGSL of a format's product: its `block_dot` and `term`, the shared bindings, byte
+/// readers and lane sums, and the reduction's `main`. `None` for a format with no shader yet.
 pub fn source(format: Format, reduction: Reduction) -> Option<String> {
     let block = match format {
         Format::Q4_0 => include_str!("../shaders/q4_0.wgsl"),
