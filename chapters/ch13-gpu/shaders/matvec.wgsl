@@ -1,6 +1,7 @@
 // The matrix-vector product `out = W · x` for one token (decode), shared by every weight format.
-// The format's file (q4_0.wgsl, …) brings `block_dot`; a reduction file (reduce_workgroup.wgsl
-// or reduce_subgroup.wgsl) brings `main`, which adds the lanes' sums of each row.
+// The format's file (q4_0.wgsl, …) brings `block_dot` (and `term`, what the CPU rounds and
+// adds); a reduction file (reduce_workgroup.wgsl, reduce_subgroup.wgsl or reduce_in_order.wgsl)
+// brings `main`, which adds each row's sums.
 //
 // Layout: one workgroup takes ROWS rows; in each row, LANES invocations share the row's blocks
 // (lane l takes blocks l, l + LANES, l + 2·LANES, …), each keeps its own f32 sum, and a tree

@@ -11,11 +11,9 @@ fn byte_at(at: u32) -> u32 {
     return word_at(at) & 0xffu;
 }
 
-fn block_dot(row: u32, b: u32) -> f32 {
-    let at = (row * params.blocks + b) / 8u * BLOCK_BYTES; // its super-block
-    let s = b % 8u;
-    let d = half_at(at);
-    let dmin = half_at(at + 2u);
+// Sub-block s of the super-block at byte `at`, against activation block b: its scale times
+// Σ q·p, and its minimum times Σ p, both integers.
+fn sub_block(at: u32, s: u32, b: u32) -> vec2<i32> {
     // (scale, min) of sub-block s, as chapter 7's scale_min_k4 unpacks them from bytes 4..16:
     // sub-blocks 0–3 in the low 6 bits of bytes 4+s and 8+s, 4–7 in the nibbles of byte 8+s
     // with their top two bits in the spare top bits of bytes s and 4+s.
@@ -35,7 +33,27 @@ fn block_dot(row: u32, b: u32) -> f32 {
             sumi += i32(extractBits(w, 8u * k + shift, 4u)) * i8_at(a, k);
         }
     }
+    // the block's Σ p is an integer, held exactly in its f32 `s`
+    return vec2<i32>(i32(scale) * sumi, i32(m) * i32(acts[b].s));
+}
+
+fn block_dot(row: u32, b: u32) -> f32 {
+    let at = (row * params.blocks + b) / 8u * BLOCK_BYTES; // its super-block
+    let parts = sub_block(at, b % 8u, b);
     let da = acts[b].d;
-    return (d * da) * f32(i32(scale) * sumi) - (dmin * da) * (f32(m) * acts[b].s);
+    return (half_at(at) * da) * f32(parts.x) - (half_at(at + 2u) * da) * f32(parts.y);
 }
 // ANCHOR_END: q4_k
+
+// The in-order reduction's term: a whole super-block, as chapter 7's `dot_q4_k_q8_k` rounds
+// it: its sub-blocks' integers added first (Σ scale·Σq·p and Σ min·Σp), then rounded.
+const TERM_BLOCKS: u32 = 8u;
+fn term(row: u32, t: u32) -> f32 {
+    let at = (row * params.blocks / 8u + t) * BLOCK_BYTES;
+    var sums = vec2<i32>(0, 0);
+    for (var s = 0u; s < 8u; s++) {
+        sums += sub_block(at, s, 8u * t + s);
+    }
+    let da = acts[8u * t].d; // the super-block's scale, in each of its blocks
+    return half_at(at) * da * f32(sums.x) - half_at(at + 2u) * da * f32(sums.y);
+}

@@ -7,9 +7,9 @@
 // bits are bits 2·(s % 4) of the half's 32 bytes of `qh`. Its two scales are bytes 2s, 2s + 1.
 const BLOCK_BYTES: u32 = 210u;
 
-fn block_dot(row: u32, b: u32) -> f32 {
-    let at = (row * params.blocks + b) / 8u * BLOCK_BYTES; // its super-block
-    let s = b % 8u;
+// Sub-block s of the super-block at byte `at`, against activation block b: Σ scale·(q − 32)·p
+// over its two groups of 16, an integer.
+fn sub_block(at: u32, s: u32, b: u32) -> i32 {
     let h = s / 4u;
     let ql = at + 64u * h + 32u * (s % 2u);
     let qh = at + 128u + 32u * h;
@@ -26,7 +26,23 @@ fn block_dot(row: u32, b: u32) -> f32 {
         }
     }
     let scales = i32(word_at(at + 192u + 2u * s)); // bytes 2s and 2s + 1, as i8
-    let sumi = extractBits(scales, 0u, 8u) * sums[0] + extractBits(scales, 8u, 8u) * sums[1];
-    return (half_at(at + 208u) * acts[b].d) * f32(sumi);
+    return extractBits(scales, 0u, 8u) * sums[0] + extractBits(scales, 8u, 8u) * sums[1];
+}
+
+fn block_dot(row: u32, b: u32) -> f32 {
+    let at = (row * params.blocks + b) / 8u * BLOCK_BYTES; // its super-block
+    return (half_at(at + 208u) * acts[b].d) * f32(sub_block(at, b % 8u, b));
 }
 // ANCHOR_END: q6_k
+
+// The in-order reduction's term: a whole super-block, as chapter 7's `dot_q6_k_q8_k` rounds
+// it: its sub-blocks' integer sums added, then one product.
+const TERM_BLOCKS: u32 = 8u;
+fn term(row: u32, t: u32) -> f32 {
+    let at = (row * params.blocks / 8u + t) * BLOCK_BYTES;
+    var total = 0;
+    for (var s = 0u; s < 8u; s++) {
+        total += sub_block(at, s, 8u * t + s);
+    }
+    return half_at(at + 208u) * acts[8u * t].d * f32(total);
+}

@@ -17,3 +17,9 @@ fn block_dot(row: u32, b: u32) -> f32 {
     return f32(sumi) * (d * acts[b].d);
 }
 // ANCHOR_END: q8_0
+
+// The in-order reduction's term: one block, as the CPU adds them.
+const TERM_BLOCKS: u32 = 1u;
+fn term(row: u32, t: u32) -> f32 {
+    return block_dot(row, t);
+}

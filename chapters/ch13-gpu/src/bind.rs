@@ -6,7 +6,7 @@
 use ch06_quantization::matrix::ActFormat;
 
 use crate::gpu::{Error, Gpu, Result};
-use crate::matvec::{GpuMatrix, MatVec, Product};
+use crate::matvec::{GpuMatrix, MatVec, Product, Reduction};
 use crate::ops::{Dispatch, Ops};
 use crate::quantize::{Quantize, QuantizeStep};
 use crate::rmsnorm::{NormStep, RmsNorm};
@@ -40,8 +40,14 @@ pub struct Shaders {
 
 impl Shaders {
     pub fn new(gpu: &Gpu) -> Result<Shaders> {
+        Shaders::with(gpu, Reduction::for_gpu(gpu))
+    }
+
+    /// The step's shaders with the products' sums added `reduction`'s way:
+    /// [`Reduction::InOrder`] for a step whose logits are the CPU engine's bits.
+    pub fn with(gpu: &Gpu, reduction: Reduction) -> Result<Shaders> {
         Ok(Shaders {
-            matvec: MatVec::new(gpu)?,
+            matvec: MatVec::with(gpu, reduction)?,
             quantize: Quantize::new(gpu)?,
             norm: RmsNorm::new(gpu)?,
             ops: Ops::new(gpu)?,

@@ -13,21 +13,34 @@ use crate::gpu::{Error, Gpu, Result};
 pub const ROWS_PER_GROUP: u32 = 4;
 
 /// How a workgroup adds its lanes' sums: through workgroup memory, which every adapter has,
-/// or with subgroup operations, where the adapter has them.
+/// or with subgroup operations, where the adapter has them; or, for the CPU's bits, each
+/// row's terms (blocks; the K-quants' super-blocks) one after another as the CPU adds them
+/// (`InOrder`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reduction {
     Workgroup,
     Subgroup,
+    InOrder,
 }
 
 /// The environment variable that forces the workgroup-memory reduction: `workgroup`.
 pub const REDUCTION_VAR: &str = "LLM_BOOK_GPU_REDUCTION";
 
+/// The most terms a row may have under [`Reduction::InOrder`] (`MOST_TERMS` in
+/// `shaders/reduce_in_order.wgsl`: they fill 16 KiB of workgroup memory). A term is what the
+/// CPU rounds and adds: a block of 32, or a K-quant's super-block of 256.
+pub const IN_ORDER_MOST_TERMS: usize = 1024;
+
 impl Reduction {
     /// Subgroups if the device has them (in subgroups of at least 4, which the shader's
-    /// table of subgroup totals assumes), unless `LLM_BOOK_GPU_REDUCTION=workgroup`.
+    /// table of subgroup totals assumes), unless `LLM_BOOK_GPU_REDUCTION=workgroup` (or
+    /// `in-order`: the CPU's order, [`Reduction::InOrder`]).
     pub fn for_gpu(gpu: &Gpu) -> Reduction {
-        let forced = std::env::var(REDUCTION_VAR).is_ok_and(|v| v == "workgroup");
+        let forced = std::env::var(REDUCTION_VAR).ok();
+        if forced.as_deref() == Some("in-order") {
+            return Reduction::InOrder;
+        }
+        let forced = forced.as_deref() == Some("workgroup");
         if gpu.found.subgroups && gpu.info.subgroup_min_size >= 4 && !forced {
             Reduction::Subgroup
         } else {
@@ -39,13 +52,14 @@ impl Reduction {
         match self {
             Reduction::Workgroup => "workgroup",
             Reduction::Subgroup => "subgroup",
+            Reduction::InOrder => "in order",
         }
     }
 }
 
 // ANCHOR: sources
-/// The WGSL of a format's product: its `block_dot`, the shared bindings, byte readers and
-/// lane sums, and the reduction's `main`. `None` for a format with no shader yet.
+/// The WGSL of a format's product: its `block_dot` and `term`, the shared bindings, byte
+/// readers and lane sums, and the reduction's `main`. `None` for a format with no shader yet.
 pub fn source(format: Format, reduction: Reduction) -> Option<String> {
     let block = match format {
         Format::Q4_0 => include_str!("../shaders/q4_0.wgsl"),
@@ -58,6 +72,10 @@ pub fn source(format: Format, reduction: Reduction) -> Option<String> {
     };
     let common = include_str!("../shaders/matvec.wgsl");
     Some(match reduction {
+        Reduction::InOrder => {
+            let reduce = include_str!("../shaders/reduce_in_order.wgsl");
+            format!("{block}\n{common}\n{reduce}")
+        }
         Reduction::Workgroup => {
             let reduce = include_str!("../shaders/reduce_workgroup.wgsl");
             format!("{block}\n{common}\n{reduce}")
@@ -218,6 +236,20 @@ impl MatVec {
         })
     }
 
+    /// Refuses a row longer than the in-order reduction's workgroup memory holds, under it.
+    fn check_row(&self, m: &GpuMatrix) -> Result<()> {
+        let terms = m.cols / m.format.block_values();
+        if self.reduction == Reduction::InOrder && terms > IN_ORDER_MOST_TERMS {
+            return Err(Error::Input(format!(
+                "rows of {} columns: the in-order product adds at most {} {} blocks a row",
+                m.cols,
+                IN_ORDER_MOST_TERMS,
+                m.format.name()
+            )));
+        }
+        Ok(())
+    }
+
     fn pipeline(&self, format: Format) -> Result<&wgpu::ComputePipeline> {
         self.pipelines
             .iter()
@@ -264,6 +296,7 @@ impl Product {
         acts: &wgpu::Buffer,
         out: &wgpu::Buffer,
     ) -> Result<Product> {
+        shaders.check_row(m)?;
         let pipeline = shaders.pipeline(m.format)?.clone();
         let blocks = m.cols / 32;
         let rows = u32::try_from(m.rows).map_err(|_| Error::Input("too many rows".into()))?;
@@ -304,6 +337,7 @@ impl Product {
         out: &wgpu::Buffer,
         out_at: u64,
     ) -> Result<Product> {
+        shaders.check_row(m)?;
         let pipeline = shaders.pipeline(m.format)?.clone();
         let blocks = m.cols / 32;
         let rows = u32::try_from(m.rows).map_err(|_| Error::Input("too many rows".into()))?;

@@ -10,10 +10,10 @@ use ch06_quantization::Format;
 use ch06_quantization::blocks::QK;
 use ch06_quantization::quantize::{quantize_q4_0, quantize_q4_1, quantize_q8_0};
 use ch07_simd_parallel::layout::kquant::QK_K;
-use ch13_gpu::matvec::Reduction;
+use ch13_gpu::matvec::{IN_ORDER_MOST_TERMS, Reduction};
 use ch13_gpu::random::{self, Rng};
 use ch13_gpu::{Error, Gpu, GpuMatrix, MatVec, matvec};
-use common::{check, gpu};
+use common::{check, cpu_row, gpu};
 
 /// `rows × cols` random weights quantized to `format` by chapter 6, as raw blocks.
 /// Q5_0 and the K-quants have no quantizer in this book (their files come quantized):
@@ -114,6 +114,45 @@ fn every_shader_matches_the_cpu_on_raw_random_blocks() {
                 check(&gpu, &shaders, &what, &m, &blocks, &x);
             }
         }
+    }
+}
+
+/// With the products adding in the CPU's order ([`Reduction::InOrder`]) every row of every
+/// format is the CPU's dot, bit for bit: chapter 6's for the blocks of 32, chapter 7's
+/// super-block dots added left to right for the K-quants. A row longer than the order's
+/// workgroup memory holds is refused.
+#[test]
+fn in_the_cpu_s_order_products_are_the_cpu_s_bit_for_bit() {
+    let gpu = gpu();
+    let shaders = MatVec::with(&gpu, Reduction::InOrder).unwrap_or_else(|e| panic!("{e}"));
+    let mut rng = Rng::new(61);
+    for format in ch13_gpu::matvec::FORMATS {
+        for (rows, cols) in shapes(format) {
+            let blocks = quantized(format, rows, cols, &mut rng);
+            let x: Vec<f32> = (0..cols).map(|_| 3.0 * rng.signed()).collect();
+            let m = GpuMatrix::from_blocks(&gpu, format, rows, cols, &blocks).unwrap();
+            let what = format!("{} {rows}x{cols}, in order", format.name());
+            let got = matvec(&gpu, &shaders, &m, &x).unwrap();
+            let rb = format.row_bytes(cols);
+            for (r, g) in got.iter().enumerate() {
+                let (want, _) = cpu_row(format, &blocks[r * rb..(r + 1) * rb], &x);
+                assert_eq!(
+                    g.to_bits(),
+                    want.to_bits(),
+                    "{what}: row {r} is {g} on the GPU, {want} on the CPU"
+                );
+            }
+        }
+    }
+    let cols = 32 * (IN_ORDER_MOST_TERMS + 1);
+    let zeros = vec![0u8; Format::Q8_0.row_bytes(cols)];
+    let m = GpuMatrix::from_blocks(&gpu, Format::Q8_0, 1, cols, &zeros).unwrap();
+    match matvec(&gpu, &shaders, &m, &vec![0.0; cols]) {
+        Err(Error::Input(e)) => eprintln!("too long a row in order: {e}"),
+        other => panic!(
+            "a row of {cols} columns in order should be refused: {:?}",
+            other.map(|v| v.len())
+        ),
     }
 }
 
