@@ -9,8 +9,9 @@
 //! - [`split`]: a matrix larger than one binding, split by rows over several buffers.
 //! - [`quantize`], [`rmsnorm`]: the input quantized on the GPU, and RMSNorm.
 //! - [`model`], [`ops`], [`bind`], [`step`]: chapter 8's model uploaded once, the small
-//!   shaders of a decode step (embedding, RoPE, attention, SwiGLU, residual, argmax), each
-//!   dispatch bound once, and the step itself, one submission a token.
+//!   shaders of a decode step (embedding, RoPE, attention, the SwiGLU and GELU gates,
+//!   residual, argmax), each dispatch bound once, and the step itself, one submission a
+//!   token, for the Llama family (SmolLM2) and Gemma-3.
 //! - [`generate`]: chapter 9's generation loop on that step.
 //! - [`info`], [`bench`], [`decode_bench`]: the binary's `info`, `kernels` and `bench`
 //!   commands.

@@ -117,6 +117,9 @@ pub fn unsupported(m: &Model) -> Option<String> {
     if m.layers.iter().any(|l| l.rope >= m.ropes.len()) {
         return has("a layer whose RoPE table the model does not have");
     }
+    if m.layers.iter().any(|l| l.window == Some(0)) {
+        return has("a sliding window of 0 positions"); // the shader reads 0 as none
+    }
     let c = &m.config;
     if c.n_kv_heads == 0 || !c.n_heads.is_multiple_of(c.n_kv_heads) {
         return has("query heads that do not share KV heads evenly");

@@ -1,7 +1,9 @@
 //! A decode step on the GPU, one submission a token. Everything is made once, when the
 //! [`Decoder`] is: the pipelines, every activation buffer, the KV cache, and one bound
-//! [`Op`] for each dispatch of the step, in order. A token then costs: writing its id, its
-//! position and RoPE's cos and sin into the small step buffer (`queue.write_buffer`),
+//! [`Op`] for each dispatch of the step, in order; what a family adds (Gemma-3's norms,
+//! window, GELU, second RoPE base) is more ops or other parameters, chosen here from the
+//! uploaded model. A token then costs: writing its id, its position and each RoPE base's
+//! cos and sin into the small step buffer (`queue.write_buffer`),
 //! recording the ops into one compute pass of one command encoder, one submit, and reading
 //! back 4 bytes (the argmax), or the logits where the caller samples.
 //!
@@ -84,20 +86,11 @@ impl<'g> Decoder<'g> {
         let e = model.embed_format();
         for (first, part) in &model.embed.parts {
             // one dispatch per part of the table; the part holding the token writes x
-            let params = [u(part.rows)?, u(dim)?, e, model.embed_scale.to_bits()];
+            let (rows, first, scale) = (u(part.rows)?, u(*first)?, model.embed_scale.to_bits());
             b.shader(
                 &shaders.ops.embed,
                 &[&part.buffer, &step, &x],
-                &[
-                    params[0],
-                    params[1],
-                    params[2],
-                    params[3],
-                    u(*first)?,
-                    0,
-                    0,
-                    0,
-                ],
+                &[rows, u(dim)?, e, scale, first, 0, 0, 0],
                 groups_of_64(dim),
             )?;
         }
