@@ -7,7 +7,7 @@
 //!
 //! Its sliding window (512 positions on five layers of six) needs a run past 512 positions,
 //! which lavapipe cannot do in a test's time: `ops.rs` holds the window to chapter 8's on a
-//! small attention, and `LLM_BOOK_GPU_SLICE=600` runs one by hand (tens of minutes).
+//! small attention, and `LLM_BOOK_GPU_SLICE=600` runs one by hand (600 steps of seconds each).
 //!
 //! A step reads Gemma's 170 MiB table for the LM head, a few times SmolLM2's bytes, so the
 //! sizes here are small: the file stays near a minute on lavapipe on two cores.
