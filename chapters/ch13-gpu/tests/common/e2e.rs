@@ -1,5 +1,6 @@
 //! A whole model on the GPU against chapter 8's CPU engine on the same file, for the model
-//! tests (`model.rs`: SmolLM2, `gemma.rs`: Gemma-3): greedy tokens from a prompt, the same
+//! tests (`model.rs`: SmolLM2, `gemma.rs`: Gemma-3, `families.rs`: chapter 8's synthetic
+//! files of every family): greedy tokens from a prompt, the same
 //! until a near-tie; and teacher-forced on the text chapter 9's perplexity scores, the top-1
 //! token the CPU's except at near-ties, the perplexity close to the CPU's.
 //!
@@ -11,6 +12,7 @@
 
 use ch01_tensors::models;
 use ch08_gguf::Loaded;
+use ch08_gguf::engine::Engine;
 use ch09_generate::sampling::first_max;
 use ch13_gpu::Gpu;
 use ch13_gpu::model::GpuModel;
@@ -43,7 +45,7 @@ pub fn env_or(var: &str, default: usize, min: usize) -> usize {
     }
 }
 
-fn gpu() -> Gpu {
+pub fn gpu() -> Gpu {
     Gpu::open().unwrap_or_else(|e| {
         panic!("{e}\nthe GPU tests need a Vulkan adapter; run: bash scripts/test-deps.sh")
     })
@@ -116,6 +118,67 @@ pub fn greedy(m: &Loaded, prompt: &str, n: usize) {
 }
 // ANCHOR_END: greedy
 
+/// Two runs' logits over the same positions, compared row by row.
+pub struct Compared {
+    pub positions: usize,
+    /// Positions where the two top-1 tokens are the same.
+    pub agree: usize,
+    /// The largest |Δ logit| over every row.
+    pub worst: f32,
+    /// `(position, margin)` where the top-1 tokens differ by [`NEAR_TIE`] or more in the
+    /// CPU's logits: not near-ties.
+    pub misses: Vec<(usize, f32)>,
+}
+
+/// The CPU's and the GPU's logits (`(positions, vocab)` each) row by row: the top-1 tokens,
+/// each difference printed with how far apart the two tokens are in the CPU's logits.
+pub fn compare(cpu: &[f32], gpu: &[f32], vocab: usize) -> Compared {
+    assert_eq!(
+        cpu.len(),
+        gpu.len(),
+        "the two runs scored different positions"
+    );
+    let mut c = Compared {
+        positions: cpu.len() / vocab,
+        agree: 0,
+        worst: 0.0,
+        misses: Vec::new(),
+    };
+    for (pos, (c_row, g_row)) in cpu
+        .chunks_exact(vocab)
+        .zip(gpu.chunks_exact(vocab))
+        .enumerate()
+    {
+        let (ours, theirs) = (first_max(c_row), first_max(g_row));
+        if ours == theirs {
+            c.agree += 1;
+        } else {
+            let margin = c_row[ours] - c_row[theirs];
+            eprintln!(
+                "position {pos}: the CPU's top token {ours}, the GPU's {theirs}, {margin:.4} \
+                 apart in the CPU's logits"
+            );
+            if margin >= NEAR_TIE {
+                c.misses.push((pos, margin));
+            }
+        }
+        c.worst = c.worst.max(max_diff(c_row, g_row));
+    }
+    c
+}
+
+/// `ids` teacher-forced from position 0 through `decoder` (a cache of `ids.len()` positions
+/// or more) and through chapter 8's engine on the same model, compared.
+pub fn forced_ids(decoder: &Decoder, engine: &Engine, ids: &[u32]) -> Compared {
+    let cpu = engine.window_logits(ids).unwrap();
+    let mut gpu = Vec::with_capacity(cpu.len());
+    for (pos, &id) in ids.iter().enumerate() {
+        let (_, logits) = decoder.step(id, pos, true).unwrap();
+        gpu.extend(logits.expect("asked for"));
+    }
+    compare(&cpu, &gpu, engine.model.config.vocab_size)
+}
+
 /// Teacher-forced on `slice` tokens of chapter 9's perplexity text from token `from`, run
 /// from an empty cache at position 0 (BOS first, as chapter 9 scores a window): every
 /// position where the two top-1 tokens differ is a near-tie in the CPU's logits, they agree
@@ -158,27 +221,12 @@ pub fn teacher_forced(m: &Loaded, from: usize, slice: usize) {
     })
     .unwrap();
     let secs = start.elapsed().as_secs_f64();
-    let positions = cpu_logits.len() / vocab;
-    let (mut agree, mut worst, mut misses) = (0, 0.0f32, Vec::new());
-    let rows = cpu_logits
-        .chunks_exact(vocab)
-        .zip(gpu_logits.chunks_exact(vocab));
-    for (pos, (c, g)) in rows.enumerate() {
-        let (ours, theirs) = (first_max(c), first_max(g));
-        if ours == theirs {
-            agree += 1;
-        } else {
-            let margin = c[ours] - c[theirs];
-            eprintln!(
-                "position {pos}: the CPU's top token {ours}, the GPU's {theirs}, {margin:.4} \
-                 apart in the CPU's logits"
-            );
-            if margin >= NEAR_TIE {
-                misses.push((pos, margin));
-            }
-        }
-        worst = worst.max(max_diff(c, g));
-    }
+    let Compared {
+        positions,
+        agree,
+        worst,
+        misses,
+    } = compare(&cpu_logits, &gpu_logits, vocab);
     let rel = (gpu_ppl - cpu_ppl).abs() / cpu_ppl;
     eprintln!(
         "{}: teacher-forced over {positions} positions from token {from} ({scored} scored): \
