@@ -2,9 +2,9 @@
 //! ([`GpuMatrix`], the embedding a [`SplitMatrix`] since Gemma-3's is larger than one
 //! binding), every norm as f32, and the numbers a step needs ([`Shape`]). What a family
 //! changes (chapter 8's `Family`) is carried as data: the embedding's scale, the GELU table,
-//! the optional norms and window of each layer, one RoPE table per base. A model with
-//! something the GPU step does not run (Gemma-2's soft-caps, Qwen2's biases, a format with
-//! no shader) is refused here, with what it is, before anything is uploaded.
+//! the optional norms, biases and window of each layer, one RoPE table per base. A model
+//! with something the GPU step does not run (Gemma-2's soft-caps, a format with no shader)
+//! is refused here, with what it is, before anything is uploaded.
 
 use std::borrow::Cow;
 
@@ -51,6 +51,10 @@ pub struct GpuLayer {
     pub w_gate: GpuMatrix,       // (ffn, dim)
     pub w_up: GpuMatrix,         // (ffn, dim)
     pub w_down: GpuMatrix,       // (dim, ffn)
+    /// Qwen2: biases added to the products' Q, K and V, `(q_dim)`, `(kv_dim)`, `(kv_dim)` f32.
+    pub bq: Option<wgpu::Buffer>,
+    pub bk: Option<wgpu::Buffer>,
+    pub bv: Option<wgpu::Buffer>,
     /// Gemma-3, Qwen3: RMSNorm on every head of Q and of K, `(head_dim)` f32 each.
     pub qk_norm: Option<(wgpu::Buffer, wgpu::Buffer)>,
     /// Gemma: RMSNorm on the attention's and the feed-forward's outputs, `(dim)` f32.
@@ -100,19 +104,15 @@ pub struct GpuModel {
 }
 
 // ANCHOR: refuse
-/// What in `m` the GPU step does not run yet, if anything.
+/// What in `m` the GPU step does not run yet, if anything: of chapter 8's families, only
+/// Gemma-2's soft-caps (`tests/families.rs` runs the others against the CPU engine), and
+/// shapes its shaders do not take. Formats are checked at upload.
 pub fn unsupported(m: &Model) -> Option<String> {
     let f = &m.family;
     let family = f.name;
     let has = |what: &str| Some(format!("{family}: {what} (the GPU step does not run it)"));
     if f.attn_softcap.is_some() || f.final_softcap.is_some() {
         return has("soft-capped scores or logits");
-    }
-    if m.layers
-        .iter()
-        .any(|l| l.bq.is_some() || l.bk.is_some() || l.bv.is_some())
-    {
-        return has("biases on Q, K or V");
     }
     if m.layers.iter().any(|l| l.rope >= m.ropes.len()) {
         return has("a layer whose RoPE table the model does not have");
@@ -177,7 +177,7 @@ impl GpuModel {
                 .map_err(|e| Error::Input(format!("{name}: {e}")))
         };
         let norm = |name: &str, v: &[f32]| gpu.upload_f32(name, v, wgpu::BufferUsages::empty());
-        let opt_norm = |name: &str, v: &Option<Vec<f32>>| v.as_ref().map(|v| norm(name, v));
+        let opt = |name: &str, v: &Option<Vec<f32>>| v.as_ref().map(|v| norm(name, v));
         let mut layers = Vec::with_capacity(m.layers.len());
         for (i, l) in m.layers.iter().enumerate() {
             let at = |what: &str| format!("layer {i}'s {what}");
@@ -191,12 +191,15 @@ impl GpuModel {
                 w_gate: matrix(&at("gate"), &l.w_gate)?,
                 w_up: matrix(&at("up"), &l.w_up)?,
                 w_down: matrix(&at("down"), &l.w_down)?,
+                bq: opt("bq", &l.bq),
+                bk: opt("bk", &l.bk),
+                bv: opt("bv", &l.bv),
                 qk_norm: match (&l.q_norm, &l.k_norm) {
                     (Some(q), Some(k)) => Some((norm("q_norm", q), norm("k_norm", k))),
                     _ => None, // chapter 8 norms Q and K only with both weights
                 },
-                post_attn_norm: opt_norm("post_attn_norm", &l.post_attn_norm),
-                post_ffn_norm: opt_norm("post_ffn_norm", &l.post_ffn_norm),
+                post_attn_norm: opt("post_attn_norm", &l.post_attn_norm),
+                post_ffn_norm: opt("post_ffn_norm", &l.post_ffn_norm),
                 window: l.window,
                 rope: l.rope,
             });

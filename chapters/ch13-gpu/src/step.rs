@@ -1,8 +1,8 @@
 //! A decode step on the GPU, one submission a token. Everything is made once, when the
 //! [`Decoder`] is: the pipelines, every activation buffer, the KV cache, and one bound
 //! [`Op`] for each dispatch of the step, in order; what a family adds (Gemma-3's norms,
-//! window, GELU, second RoPE base) is more ops or other parameters, chosen here from the
-//! uploaded model. A token then costs: writing its id, its position and each RoPE base's
+//! window, GELU, second RoPE base, Qwen2's biases) is more ops or other parameters, chosen
+//! here from the uploaded model. A token then costs: writing its id, its position and each RoPE base's
 //! cos and sin into the small step buffer (`queue.write_buffer`),
 //! recording the ops into one compute pass of one command encoder, one submit, and reading
 //! back 4 bytes (the argmax), or the logits where the caller samples.
@@ -107,6 +107,11 @@ impl<'g> Decoder<'g> {
             b.product(&layer.wq, &mut input, q_out)?;
             b.product(&layer.wk, &mut input, k_out)?;
             b.product(&layer.wv, &mut input, &v)?;
+            for (bias, out) in [(&layer.bq, q_out), (&layer.bk, k_out), (&layer.bv, &v)] {
+                if let Some(bias) = bias {
+                    add(&mut b, out, bias)?; // Qwen2: a bias on each product, as chapter 8
+                }
+            }
             if let Some((q_norm, k_norm)) = &layer.qk_norm {
                 // Gemma-3: every head of Q and K normalised, a row of head_dim each
                 b.norm_rows(&q_raw, q_norm, &q, s.head_dim, s.n_heads, s.eps)?;
@@ -332,12 +337,18 @@ fn residual(
         }
         None => out,
     };
+    add(b, x, added)
+}
+// ANCHOR_END: residual
+
+/// `x += y`, value by value (`shaders/add.wgsl`): the residual, or a bias.
+fn add(b: &mut Builder, x: &wgpu::Buffer, y: &wgpu::Buffer) -> Result<()> {
+    let n = (x.size() / 4) as usize;
     let shaders = b.shaders;
     b.shader(
         &shaders.ops.add,
-        &[x, added],
+        &[x, y],
         &[u(n)?, 0, 0, 0],
         groups_of_64(n),
     )
 }
-// ANCHOR_END: residual

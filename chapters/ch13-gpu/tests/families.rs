@@ -30,9 +30,9 @@ use common::e2e;
 const EXPECTED: [(Arch, Option<&str>); 6] = [
     (Arch::Llama3, None),  // RoPE frequencies divided by rope_freqs, a tied head
     (Arch::Mistral, None), // SentencePiece vocabulary, a separate LM head
-    (Arch::Qwen2, Some("biases on Q, K or V")),
-    (Arch::Qwen3, None), // Q/K norms, heads wider than dim / heads
-    (Arch::Phi3, None),  // fused QKV and gate/up cut at load, LongRoPE factors and scale
+    (Arch::Qwen2, None),   // biases on Q, K and V
+    (Arch::Qwen3, None),   // Q/K norms, heads wider than dim / heads
+    (Arch::Phi3, None),    // fused QKV and gate/up cut at load, LongRoPE factors and scale
     (Arch::Gemma2, Some("soft-capped scores or logits")),
 ];
 // ANCHOR_END: expected
