@@ -32,8 +32,8 @@ struct Params {
     max_pos: u32,
     scale: f32, // 1/√head_dim, or the family's, computed on the host as the CPU does
     window: u32, // positions a query sees, counting itself (0: all)
-    _pad1: u32,
-    _pad2: u32,
+    softcap: f32, // Gemma-2: scores become cap · tanh(score / cap) (0: none)
+    inv_cap: f32, // 1/cap, rounded on the host as the CPU rounds it
 }
 @group(0) @binding(8) var<uniform> params: Params;
 // ANCHOR_END: bindings
@@ -125,7 +125,11 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_id) m
     // Scores: lane l takes positions l, l + 64, …; each a whole dot product of head_dim.
     var most = -3.4028235e38;
     for (var j = first + lane; j <= pos; j += LANES) {
-        let s = dot(h, j, kv) * params.scale;
+        var s = dot(h, j, kv) * params.scale;
+        if params.softcap != 0.0 {
+            // as `softcap.wgsl` caps the logits
+            s = tanh(clamp(s * params.inv_cap, -10.0, 10.0)) * params.softcap;
+        }
         scores[row + j] = s;
         most = max(most, s);
     }

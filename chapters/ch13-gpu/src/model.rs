@@ -1,10 +1,10 @@
 //! Chapter 8's loaded model on the GPU: every matrix uploaded once as the file's blocks
 //! ([`GpuMatrix`], the embedding a [`SplitMatrix`] since Gemma-3's is larger than one
 //! binding), every norm as f32, and the numbers a step needs ([`Shape`]). What a family
-//! changes (chapter 8's `Family`) is carried as data: the embedding's scale, the GELU table,
+//! changes (chapter 8's `Family`) is carried as data: the embedding's scale, the soft-caps, the GELU table,
 //! the optional norms, biases and window of each layer, one RoPE table per base. A model
-//! with something the GPU step does not run (Gemma-2's soft-caps, a format with no shader)
-//! is refused here, with what it is, before anything is uploaded.
+//! with something the GPU step does not run (a format with no shader, a shape its shaders
+//! do not take) is refused here, with what it is, before anything is uploaded.
 
 use std::borrow::Cow;
 
@@ -29,6 +29,9 @@ pub struct Shape {
     pub eps: f32,
     /// Attention scores are `scale · q·k`, as chapter 8 computes it.
     pub scale: f32,
+    /// Gemma-2: scores, and the logits, become `cap · tanh(x / cap)`.
+    pub attn_softcap: Option<f32>,
+    pub final_softcap: Option<f32>,
 }
 
 impl Shape {
@@ -104,16 +107,13 @@ pub struct GpuModel {
 }
 
 // ANCHOR: refuse
-/// What in `m` the GPU step does not run yet, if anything: of chapter 8's families, only
-/// Gemma-2's soft-caps (`tests/families.rs` runs the others against the CPU engine), and
-/// shapes its shaders do not take. Formats are checked at upload.
+/// What in `m` the GPU step does not run yet, if anything: shapes its shaders do not take.
+/// Every family of chapter 8 runs (`tests/families.rs` checks each against the CPU engine);
+/// formats are checked at upload.
 pub fn unsupported(m: &Model) -> Option<String> {
     let f = &m.family;
     let family = f.name;
     let has = |what: &str| Some(format!("{family}: {what} (the GPU step does not run it)"));
-    if f.attn_softcap.is_some() || f.final_softcap.is_some() {
-        return has("soft-capped scores or logits");
-    }
     if m.layers.iter().any(|l| l.rope >= m.ropes.len()) {
         return has("a layer whose RoPE table the model does not have");
     }
@@ -223,6 +223,8 @@ impl GpuModel {
                     .family
                     .attn_scale
                     .unwrap_or(1.0 / (c.head_dim as f32).sqrt()),
+                attn_softcap: f.attn_softcap,
+                final_softcap: f.final_softcap,
             },
             embed: split("the embedding", &m.embed)?,
             embed_scale: f.embed_scale.unwrap_or(1.0),

@@ -1,6 +1,6 @@
 //! The small shaders of a decode step, besides the products, quantization and RMSNorm: the
 //! embedding lookup, RoPE, attention over the KV cache, the SwiGLU and GELU gates, the
-//! residual add and greedy argmax (`shaders/embed.wgsl` … `argmax.wgsl`). Each is compiled once
+//! residual add, Gemma-2's soft-cap and greedy argmax (`shaders/embed.wgsl` … `argmax.wgsl`). Each is compiled once
 //! ([`Ops`]) and bound once per place it is used in the step ([`Dispatch`]).
 
 use crate::gpu::{Error, Gpu, Result};
@@ -13,6 +13,7 @@ pub struct Ops {
     pub swiglu: wgpu::ComputePipeline,
     pub gelu: wgpu::ComputePipeline,
     pub add: wgpu::ComputePipeline,
+    pub softcap: wgpu::ComputePipeline,
     pub argmax: wgpu::ComputePipeline,
 }
 
@@ -34,6 +35,7 @@ impl Ops {
             swiglu: gpu.pipeline("swiglu", &with_exp(include_str!("../shaders/swiglu.wgsl")))?,
             gelu: gpu.pipeline("gelu", include_str!("../shaders/gelu.wgsl"))?,
             add: gpu.pipeline("add", include_str!("../shaders/add.wgsl"))?,
+            softcap: gpu.pipeline("softcap", include_str!("../shaders/softcap.wgsl"))?,
             argmax: gpu.pipeline("argmax", include_str!("../shaders/argmax.wgsl"))?,
         })
     }

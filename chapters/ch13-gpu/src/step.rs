@@ -1,7 +1,7 @@
 //! A decode step on the GPU, one submission a token. Everything is made once, when the
 //! [`Decoder`] is: the pipelines, every activation buffer, the KV cache, and one bound
 //! [`Op`] for each dispatch of the step, in order; what a family adds (Gemma-3's norms,
-//! window, GELU, second RoPE base, Qwen2's biases) is more ops or other parameters, chosen
+//! window, GELU, second RoPE base, Qwen2's biases, Gemma-2's soft-caps) is more ops or other parameters, chosen
 //! here from the uploaded model. A token then costs: writing its id, its position and each RoPE base's
 //! cos and sin into the small step buffer (`queue.write_buffer`),
 //! recording the ops into one compute pass of one command encoder, one submit, and reading
@@ -129,7 +129,17 @@ impl<'g> Decoder<'g> {
             let k_cache = b.f32s("k_cache", cache_floats); // (capacity, n_kv_heads, head_dim)
             let v_cache = b.f32s("v_cache", cache_floats); // (capacity, n_kv_heads, head_dim)
             let window = u(layer.window.unwrap_or(0))?; // 0: every position
-            let params = [nh, nkv, hd, u(capacity)?, s.scale.to_bits(), window, 0, 0];
+            let [cap, inv_cap] = cap_words(s.attn_softcap); // Gemma-2
+            let params = [
+                nh,
+                nkv,
+                hd,
+                u(capacity)?,
+                s.scale.to_bits(),
+                window,
+                cap,
+                inv_cap,
+            ];
             b.shader(
                 &shaders.ops.attention,
                 &[&step, &q, &k, &v, &k_cache, &v_cache, &heads, &scores],
@@ -168,6 +178,15 @@ impl<'g> Decoder<'g> {
         b.norm(&x, &model.final_norm, &xn, dim, s.eps)?;
         let mut input = b.input(&xn, dim);
         b.product_split(model.lm_head(), &mut input, &logits)?;
+        if s.final_softcap.is_some() {
+            let [cap, inv_cap] = cap_words(s.final_softcap); // Gemma-2
+            b.shader(
+                &shaders.ops.softcap,
+                &[&logits],
+                &[u(s.vocab)?, cap, inv_cap, 0],
+                groups_of_64(s.vocab),
+            )?;
+        }
         b.shader(
             &shaders.ops.argmax,
             &[&logits, &best],
@@ -317,6 +336,12 @@ impl<'g> Decoder<'g> {
 /// `n` as a shader's u32, or an error saying it does not fit.
 fn u(n: usize) -> Result<u32> {
     u32::try_from(n).map_err(|_| Error::Input(format!("{n} does not fit a u32")))
+}
+
+/// A soft-cap as the shaders take it: `cap` and `1/cap` (rounded in f32, as chapter 8
+/// rounds it) as bits; 0 and 0 for none.
+fn cap_words(cap: Option<f32>) -> [u32; 2] {
+    cap.map_or([0, 0], |c| [c.to_bits(), (1.0 / c).to_bits()])
 }
 
 // ANCHOR: residual

@@ -33,15 +33,18 @@ const EXPECTED: [(Arch, Option<&str>); 6] = [
     (Arch::Qwen2, None),   // biases on Q, K and V
     (Arch::Qwen3, None),   // Q/K norms, heads wider than dim / heads
     (Arch::Phi3, None),    // fused QKV and gate/up cut at load, LongRoPE factors and scale
-    (Arch::Gemma2, Some("soft-capped scores or logits")),
+    (Arch::Gemma2, None),  // soft-caps on scores and logits, a window, GELU, post-norms
 ];
 // ANCHOR_END: expected
 
 /// The largest |Δ logit| allowed between the GPU's and the CPU's runs: chapter 8's bound for
 /// these Q8_0 files against llama.cpp (its `tests/families.rs`), for the same reason. Both
 /// runs multiply the same blocks by activations quantized to Q8_0, and only an activation
-/// that lands near a rounding boundary in one run's order of f32 sums rounds the other way
-/// (on lavapipe the logits here come out the same to the bit).
+/// that lands near a rounding boundary in one run's order of f32 sums rounds the other way.
+/// On lavapipe the logits come out the same to the bit, but for Gemma-2's, whose tanh is
+/// not the CPU's: a few units in the last place, until one activation flips at position 38
+/// of the third prompt and later logits move by up to 0.42 (`LLM_BOOK_GPU_PROMPTS=3`). A
+/// change of 3 units in the last place of the CPU's own attention scale moves them the same.
 const Q8_0_BOUND: f32 = 0.5;
 
 /// Every RoPE table the step writes (cos and sin, each base's) at positions 0 to the model's

@@ -1,6 +1,7 @@
-//! The shaders Gemma-3's step adds, each against chapter 8's CPU code: attention over a
-//! sliding window, the GELU gate through chapter 8's f16 table, RoPE from the table of the
-//! layer's base, RMSNorm on every head of Q and K; and that nothing in Gemma-3 is refused.
+//! The shaders Gemma's steps add, each against chapter 8's CPU code: attention over a
+//! sliding window, the GELU gate through chapter 8's f16 table, Gemma-2's soft-cap, RoPE
+//! from the table of the layer's base, RMSNorm on every head of Q and K; and that nothing
+//! in Gemma-3 is refused.
 
 use ch01_tensors::models;
 use ch03_attention::{Heads, Pairing};
@@ -41,9 +42,11 @@ fn bits(gpu: &Gpu, b: &wgpu::Buffer, n: usize) -> Vec<f32> {
 /// A query at position 30 of a layer that sees 8 positions: the GPU's attention reads keys
 /// 23..=30, as chapter 8's `attend` with the same window, and without a window all 31. The
 /// keys before the window are made to agree with the query strongly, so that reading any
-/// of them would change the output by far more than the tolerance.
+/// of them would change the output by far more than the tolerance. Without a window but
+/// with Gemma-2's soft-cap on the scores (a cap of 0.5, below those keys' scores), the output
+/// is chapter 8's capped one, and far from the uncapped one.
 #[test]
-fn attention_sees_only_the_window_as_chapter_8_does() {
+fn attention_sees_only_the_window_and_caps_as_chapter_8_does() {
     let gpu = gpu();
     let ops = Ops::new(&gpu).unwrap();
     let (n_heads, n_kv, hd, capacity, pos) = (4usize, 1usize, 32usize, 40usize, 30usize);
@@ -87,7 +90,7 @@ fn attention_sees_only_the_window_as_chapter_8_does() {
     let (qb, kb, vb) = (up("q", &q), up("k", &k), up("v", &v));
     let empty = wgpu::BufferUsages::empty();
     let mut outputs = Vec::new();
-    for window in [Some(8usize), None] {
+    for (window, softcap) in [(Some(8usize), None), (None, None), (None, Some(0.5f32))] {
         let (kc, vc) = (up("k_cache", &k_cache), up("v_cache", &v_cache));
         let out = gpu.storage("out", n_heads * hd * 4, wgpu::BufferUsages::COPY_SRC);
         let scores = gpu.storage("scores", n_heads * capacity * 4, empty);
@@ -98,8 +101,8 @@ fn attention_sees_only_the_window_as_chapter_8_does() {
             capacity as u32,
             scale.to_bits(),
             window.unwrap_or(0) as u32,
-            0,
-            0,
+            softcap.map_or(0, f32::to_bits),
+            softcap.map_or(0, |c| (1.0 / c).to_bits()),
         ];
         let buffers = [&step, &qb, &kb, &vb, &kc, &vc, &out, &scores];
         let d = Dispatch::new(&gpu, &ops.attention, &buffers, &params, n_heads).unwrap();
@@ -111,14 +114,15 @@ fn attention_sees_only_the_window_as_chapter_8_does() {
             heads,
             window,
             scale,
-            softcap: None,
+            softcap,
         };
         let mut want = vec![0.0f32; n_heads * hd];
         attend(&at, &mut want, &q, &cpu_cache, pos, &mut Vec::new());
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
             assert!(
                 (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
-                "window {window:?}: head {} value {}: the GPU gives {g}, chapter 8's attend {w}",
+                "window {window:?}, soft-cap {softcap:?}: head {} value {}: the GPU gives {g}, \
+                 chapter 8's attend {w}",
                 i / hd,
                 i % hd
             );
@@ -134,6 +138,16 @@ fn attention_sees_only_the_window_as_chapter_8_does() {
         apart > 1.0,
         "the windowed and the full attention differ by only {apart}: the test's keys before \
          the window do not weigh, so it would not see a window that is ignored"
+    );
+    let capped = outputs[1]
+        .iter()
+        .zip(&outputs[2])
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f32::max);
+    assert!(
+        capped > 0.5,
+        "the capped and the uncapped attention differ by only {capped}: the test's scores are \
+         too small for the cap, so it would not see a cap that is ignored"
     );
 }
 // ANCHOR_END: window_test
@@ -179,6 +193,39 @@ fn gelu_is_chapter_8_s_bit_for_bit() {
         "GELU on the GPU differs from chapter 8's at {} of {n} inputs; (x, GPU, CPU): {wrong:?}",
         wrong.len()
     );
+}
+
+/// Gemma-2's soft-cap of the logits (`softcap.wgsl`; the attention shader caps its scores
+/// the same way) on values from 0 to far past the cap, against chapter 8's `softcap`: the
+/// same `x · (1/cap)` and `· cap`, and a tanh that is not the CPU's bits (WGSL fixes no
+/// accuracy for it), so within a few units in the last place of the cap.
+#[test]
+fn softcap_is_chapter_8_s_within_a_few_ulps() {
+    let gpu = gpu();
+    let ops = Ops::new(&gpu).unwrap();
+    let cap = 30.0f32;
+    let mut rng = Rng::new(64);
+    let mut x: Vec<f32> = (0..65536).map(|_| rng.signed() * 100.0).collect();
+    x.extend([0.0, -0.0, 1e-30, 1e-7, 29.9, 30.0, 1e4, -1e4, 3e38, -3e38]);
+    let n = x.len();
+    let buf = gpu.upload_f32("logits", &x, wgpu::BufferUsages::COPY_SRC);
+    let params = [n as u32, cap.to_bits(), (1.0 / cap).to_bits(), 0];
+    let d = Dispatch::new(&gpu, &ops.softcap, &[&buf], &params, groups_of_64(n)).unwrap();
+    run(&gpu, &d);
+    let got = bits(&gpu, &buf, n);
+    let mut want = x.clone();
+    ch08_gguf::engine::softcap(&mut want, cap);
+    let allowed = 8.0 * f32::EPSILON * cap; // 8ε of the cap: 15 units in the last place of 30
+    let mut worst = 0.0f32;
+    for ((x, g), w) in x.iter().zip(&got).zip(&want) {
+        let d = (g - w).abs();
+        assert!(
+            d <= allowed,
+            "soft-cap of {x}: the GPU gives {g}, chapter 8 {w}"
+        );
+        worst = worst.max(d);
+    }
+    eprintln!("soft-cap: {n} values, worst |GPU − CPU| {worst:e} (allowed {allowed:e})");
 }
 
 /// Two RoPE bases in one step buffer (Gemma-3: 10 000 for sliding layers, 1 000 000 for
