@@ -97,6 +97,14 @@ fn reduce_max(lane: u32, x: f32) -> f32 {
     return total;
 }
 
+// Gemma-2's soft-cap of a score, cap · tanh(s / cap), as `softcap.wgsl` caps the logits.
+fn capped(s: f32) -> f32 {
+    if params.softcap == 0.0 {
+        return s;
+    }
+    return tanh(clamp(s * params.inv_cap, -10.0, 10.0)) * params.softcap;
+}
+
 // ANCHOR: attend
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_id) me: vec3<u32>) {
@@ -125,11 +133,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_id) m
     // Scores: lane l takes positions l, l + 64, …; each a whole dot product of head_dim.
     var most = -3.4028235e38;
     for (var j = first + lane; j <= pos; j += LANES) {
-        var s = dot(h, j, kv) * params.scale;
-        if params.softcap != 0.0 {
-            // as `softcap.wgsl` caps the logits
-            s = tanh(clamp(s * params.inv_cap, -10.0, 10.0)) * params.softcap;
-        }
+        let s = capped(dot(h, j, kv) * params.scale);
         scores[row + j] = s;
         most = max(most, s);
     }

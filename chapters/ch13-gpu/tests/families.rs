@@ -8,9 +8,10 @@
 //! starts running a family, or stops, fails here until the list says so.
 //!
 //! The files are small (two layers of width 64), but each step computes and reads back a
-//! whole vocabulary's logits (32 000 to 152 000), a third of a second or more on lavapipe on
+//! whole vocabulary's logits (32 000 to 262 144), a third of a second or more on lavapipe on
 //! two loaded cores: so the tests run each fixture's first prompt (5 or 6 tokens), and
-//! `LLM_BOOK_GPU_PROMPTS=3` runs all three (up to 78 tokens; a minute a family, by hand).
+//! `LLM_BOOK_GPU_PROMPTS=3` runs all three (up to 78 tokens; one to two minutes a family,
+//! by hand).
 //! `cargo test --release -p ch13-gpu --test families -- --nocapture` prints max |Δ logit|
 //! per family.
 
