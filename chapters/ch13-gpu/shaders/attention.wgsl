@@ -31,9 +31,9 @@ struct Params {
     head_dim: u32,
     max_pos: u32,
     scale: f32, // 1/√head_dim, or the family's, computed on the host as the CPU does
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
+    window: u32, // positions a query sees, counting itself (0: all)
+    softcap: f32, // Gemma-2: scores become cap · tanh(score / cap) (0: none)
+    inv_cap: f32, // 1/cap, rounded on the host as the CPU rounds it
 }
 @group(0) @binding(8) var<uniform> params: Params;
 // ANCHOR_END: bindings
@@ -97,6 +97,14 @@ fn reduce_max(lane: u32, x: f32) -> f32 {
     return total;
 }
 
+// Gemma-2's soft-cap of a score, cap · tanh(s / cap), as `softcap.wgsl` caps the logits.
+fn capped(s: f32) -> f32 {
+    if params.softcap == 0.0 {
+        return s;
+    }
+    return tanh(clamp(s * params.inv_cap, -10.0, 10.0)) * params.softcap;
+}
+
 // ANCHOR: attend
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_id) me: vec3<u32>) {
@@ -106,6 +114,14 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_id) m
     let kv = h / (params.n_heads / params.n_kv_heads);
     let pos = step.pos;
     let row = h * params.max_pos; // this head's scores
+    // ANCHOR: window
+    // A sliding layer sees the last `window` positions, pos + 1 − window ..= pos
+    // (chapter 8's `attend_heads`); every loop over keys below starts here.
+    var first = 0u;
+    if params.window != 0u && pos + 1u > params.window {
+        first = pos + 1u - params.window;
+    }
+    // ANCHOR_END: window
     // Append: the group's first head stores this position's key and value.
     if h % (params.n_heads / params.n_kv_heads) == 0u {
         for (var d = lane; d < hd; d += LANES) {
@@ -116,14 +132,14 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_id) m
     }
     // Scores: lane l takes positions l, l + 64, …; each a whole dot product of head_dim.
     var most = -3.4028235e38;
-    for (var j = lane; j <= pos; j += LANES) {
-        let s = dot(h, j, kv) * params.scale;
+    for (var j = first + lane; j <= pos; j += LANES) {
+        let s = capped(dot(h, j, kv) * params.scale);
         scores[row + j] = s;
         most = max(most, s);
     }
     most = reduce_max(lane, most);
     // Softmax as chapter 1's: e^(s − max), their sum, each divided by it.
-    for (var j = lane; j <= pos; j += LANES) {
+    for (var j = first + lane; j <= pos; j += LANES) {
         scores[row + j] = exp_cpu(scores[row + j] - most);
     }
     storageBarrier();
@@ -131,12 +147,12 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_id) m
     // The sum in order, position by position, as the CPU adds it: every lane adds the
     // same numbers (a decode step's few hundred), so none waits for another's.
     var sum = 0.0;
-    for (var j = 0u; j <= pos; j++) {
+    for (var j = first; j <= pos; j++) {
         sum += scores[row + j];
     }
     storageBarrier(); // every lane has added them all before any lane divides its own
     workgroupBarrier();
-    for (var j = lane; j <= pos; j += LANES) {
+    for (var j = first + lane; j <= pos; j += LANES) {
         scores[row + j] = scores[row + j] / sum;
     }
     storageBarrier(); // every lane's weights written before any lane reads them all
@@ -144,7 +160,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_id) m
     // The weighted sum of the values: lane l takes coordinates l, l + 64, …, key by key.
     for (var d = lane; d < hd; d += LANES) {
         var acc = 0.0;
-        for (var j = 0u; j <= pos; j++) {
+        for (var j = first; j <= pos; j++) {
             acc += scores[row + j] * value(j, kv, d);
         }
         out[h * hd + d] = acc;

@@ -2,6 +2,9 @@
 // the file's blocks, as chapter 6's `dequantize_row` does on the CPU (the f16 scale widened,
 // times the quant: the same f32 products). The token id is read from the step's buffer,
 // which the host writes before each submission. One invocation per value of the row.
+// A table larger than one binding (Gemma-3's) is split by rows (`split.rs`): one dispatch
+// per part, and only the part that holds the token writes the row. Gemma then scales it by
+// √dim, the f32 product chapter 8 takes after dequantizing.
 
 // ANCHOR: embed
 @group(0) @binding(0) var<storage, read> table: array<u32>; // (rows, cols) as blocks, padded
@@ -19,10 +22,14 @@ struct Step {
 @group(0) @binding(2) var<storage, read_write> x: array<f32>; // (cols)
 
 struct Params {
-    rows: u32,   // the vocabulary
+    rows: u32,   // rows in this part of the table (the vocabulary, unsplit)
     cols: u32,   // the model's width
     format: u32, // 0 Q8_0, 1 Q4_0, 2 Q4_1, 3 Q5_0
-    _pad: u32,
+    scale: f32,  // the family's embedding scale (1: none)
+    first: u32,  // the token id of this part's first row
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 @group(0) @binding(3) var<uniform> params: Params;
 
@@ -78,11 +85,10 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
     if j >= params.cols {
         return;
     }
-    // The host checks the id before writing it; a row past the table would read past it.
-    if step.token >= params.rows {
-        x[j] = 0.0;
+    // Another part's row (the host checks the id against the whole table before writing it).
+    if step.token < params.first || step.token - params.first >= params.rows {
         return;
     }
-    x[j] = value(step.token, j);
+    x[j] = value(step.token - params.first, j) * params.scale;
 }
 // ANCHOR_END: embed

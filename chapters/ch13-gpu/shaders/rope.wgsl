@@ -10,7 +10,7 @@ struct Step {
     pos: u32,
     _pad0: u32,
     _pad1: u32,
-    trig: array<f32>, // (2, head_dim / 2): cos, then sin
+    trig: array<f32>, // (tables, 2, head_dim / 2): each base's cos, then sin
 }
 @group(0) @binding(0) var<storage, read> step: Step;
 @group(0) @binding(1) var<storage, read_write> q: array<f32>; // (n_heads, head_dim)
@@ -21,6 +21,10 @@ struct Params {
     n_kv_heads: u32,
     head_dim: u32,
     halves: u32, // 1: pair i with i + head_dim / 2 (chapter 8's); 0: pair 2i with 2i + 1
+    table: u32,  // which RoPE base's cos and sin: the layer's (Gemma-3: local or global)
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 @group(0) @binding(3) var<uniform> params: Params;
 
@@ -40,8 +44,9 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
     if head >= params.n_heads + params.n_kv_heads {
         return;
     }
-    let c = step.trig[i];
-    let s = step.trig[half + i];
+    let t = params.table * params.head_dim; // this base's (2, head_dim / 2)
+    let c = step.trig[t + i];
+    let s = step.trig[t + half + i];
     let p = pair(i);
     if head < params.n_heads {
         let at = head * params.head_dim;

@@ -3,6 +3,7 @@
 //! each activation format its matrices want, an RMSNorm, a small shader. `step.rs` builds
 //! a model's step with it.
 
+use ch06_quantization::Format;
 use ch06_quantization::matrix::ActFormat;
 
 use crate::gpu::{Error, Gpu, Result};
@@ -10,6 +11,7 @@ use crate::matvec::{GpuMatrix, MatVec, Product, Reduction};
 use crate::ops::{Dispatch, Ops};
 use crate::quantize::{Quantize, QuantizeStep};
 use crate::rmsnorm::{NormStep, RmsNorm};
+use crate::split::SplitMatrix;
 
 /// One dispatch of the step, bound to its buffers.
 pub enum Op {
@@ -82,7 +84,20 @@ impl Builder<'_> {
         n: usize,
         eps: f32,
     ) -> Result<()> {
-        let s = NormStep::new(self.gpu, &self.shaders.norm, x, w, out, n, 1, eps)?;
+        self.norm_rows(x, w, out, n, 1, eps)
+    }
+
+    /// RMSNorm of each of `rows` rows of `n` values (Gemma-3's every head of Q or K).
+    pub fn norm_rows(
+        &mut self,
+        x: &wgpu::Buffer,
+        w: &wgpu::Buffer,
+        out: &wgpu::Buffer,
+        n: usize,
+        rows: usize,
+        eps: f32,
+    ) -> Result<()> {
+        let s = NormStep::new(self.gpu, &self.shaders.norm, x, w, out, n, rows, eps)?;
         self.ops.push(Op::Norm(s));
         Ok(())
     }
@@ -98,37 +113,53 @@ impl Builder<'_> {
     /// `out = m · input`: the input quantized to `m`'s activation format first, unless an
     /// earlier product of the same input already has it.
     pub fn product(&mut self, m: &GpuMatrix, input: &mut Input, out: &wgpu::Buffer) -> Result<()> {
-        let format = m.format.activation().ok_or_else(|| {
-            Error::Input(format!("{} has no quantized activations", m.format.name()))
-        })?;
-        let have = input
-            .acts
-            .iter()
-            .find(|(f, _)| *f == format)
-            .map(|(_, b)| b.clone());
-        let acts = match have {
-            Some(b) => b,
-            None => {
-                let words = input.blocks * crate::acts::BLOCK_WORDS;
-                let b = self
-                    .gpu
-                    .storage("acts", words * 4, wgpu::BufferUsages::empty());
-                let q = QuantizeStep::new(
-                    self.gpu,
-                    &self.shaders.quantize,
-                    format,
-                    &input.x,
-                    &b,
-                    input.blocks,
-                )?;
-                self.ops.push(Op::Quantize(q));
-                input.acts.push((format, b.clone()));
-                b
-            }
-        };
+        let acts = self.acts(m.format, input)?;
         let p = Product::between(self.gpu, &self.shaders.matvec, m, &acts, out)?;
         self.ops.push(Op::Product(p));
         Ok(())
+    }
+
+    /// [`Builder::product`] for a matrix split over bindings: one dispatch per part, each
+    /// writing its rows of `out`.
+    pub fn product_split(
+        &mut self,
+        m: &SplitMatrix,
+        input: &mut Input,
+        out: &wgpu::Buffer,
+    ) -> Result<()> {
+        let acts = self.acts(m.format, input)?;
+        for (first, part) in &m.parts {
+            let at = *first as u64 * 4;
+            let p = Product::bound(self.gpu, &self.shaders.matvec, part, &acts, out, at)?;
+            self.ops.push(Op::Product(p));
+        }
+        Ok(())
+    }
+
+    /// `input` quantized to the activation format that `format`'s products read: made by a
+    /// new dispatch, or the one an earlier product of the same input made.
+    fn acts(&mut self, format: Format, input: &mut Input) -> Result<wgpu::Buffer> {
+        let format = format.activation().ok_or_else(|| {
+            Error::Input(format!("{} has no quantized activations", format.name()))
+        })?;
+        if let Some((_, b)) = input.acts.iter().find(|(f, _)| *f == format) {
+            return Ok(b.clone());
+        }
+        let words = input.blocks * crate::acts::BLOCK_WORDS;
+        let b = self
+            .gpu
+            .storage("acts", words * 4, wgpu::BufferUsages::empty());
+        let q = QuantizeStep::new(
+            self.gpu,
+            &self.shaders.quantize,
+            format,
+            &input.x,
+            &b,
+            input.blocks,
+        )?;
+        self.ops.push(Op::Quantize(q));
+        input.acts.push((format, b.clone()));
+        Ok(b)
     }
 
     pub fn shader(

@@ -58,7 +58,7 @@ pub fn generate(g: &Generate, json: bool) -> Result<(), ch13_gpu::Error> {
     let gpu = Gpu::open()?;
     let shaders = Shaders::new(&gpu)?;
     let model = GpuModel::upload(&gpu, &m.model)?;
-    let capacity = prompt.len().saturating_add(g.n).min(model.rope.max_pos);
+    let capacity = prompt.len().saturating_add(g.n).min(model.max_pos);
     let decoder = Decoder::new(&gpu, &shaders, &model, capacity.max(1))?;
     let mut sampler = Sampler::new(g.sampling.clone());
     let mut out = std::io::stdout();

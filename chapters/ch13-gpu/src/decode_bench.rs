@@ -30,11 +30,11 @@ pub fn run(
         )));
     }
     let vocab = model.shape.vocab as u64;
-    let capacity = (pp + tg).min(model.rope.max_pos);
+    let capacity = (pp + tg).min(model.max_pos);
     if capacity < pp + tg {
         return Err(Error::Input(format!(
             "{pp} + {tg} tokens do not fit the model's {} positions",
-            model.rope.max_pos
+            model.max_pos
         )));
     }
     let shaders = Shaders::new(gpu)?;

@@ -1,17 +1,20 @@
 //! Chapter 8's loaded model on the GPU: every matrix uploaded once as the file's blocks
-//! ([`GpuMatrix`]), every norm as f32, and the numbers a step needs ([`Shape`]). A model
-//! with something the GPU step does not run yet (Gemma-3's extra norms, sliding windows,
-//! GELU, soft-caps; Qwen2's biases; a format with no shader) is refused here, with what it
-//! is, before anything is uploaded.
+//! ([`GpuMatrix`], the embedding a [`SplitMatrix`] since Gemma-3's is larger than one
+//! binding), every norm as f32, and the numbers a step needs ([`Shape`]). What a family
+//! changes (chapter 8's `Family`) is carried as data: the embedding's scale, the soft-caps, the GELU table,
+//! the optional norms, biases and window of each layer, one RoPE table per base. A model
+//! with something the GPU step does not run (a format with no shader, a shape its shaders
+//! do not take) is refused here, with what it is, before anything is uploaded.
 
 use std::borrow::Cow;
 
 use ch06_quantization::Format;
-use ch08_gguf::engine::{Activation, Model};
+use ch08_gguf::engine::{Activation, Model, gelu_table};
 use ch08_gguf::matrix::Matrix;
 
 use crate::gpu::{Error, Gpu, Result};
 use crate::matvec::GpuMatrix;
+use crate::split::SplitMatrix;
 
 /// The sizes and constants of one decode step.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -26,6 +29,9 @@ pub struct Shape {
     pub eps: f32,
     /// Attention scores are `scale · q·k`, as chapter 8 computes it.
     pub scale: f32,
+    /// Gemma-2: scores, and the logits, become `cap · tanh(x / cap)`.
+    pub attn_softcap: Option<f32>,
+    pub final_softcap: Option<f32>,
 }
 
 impl Shape {
@@ -48,13 +54,25 @@ pub struct GpuLayer {
     pub w_gate: GpuMatrix,       // (ffn, dim)
     pub w_up: GpuMatrix,         // (ffn, dim)
     pub w_down: GpuMatrix,       // (dim, ffn)
+    /// Qwen2: biases added to the products' Q, K and V, `(q_dim)`, `(kv_dim)`, `(kv_dim)` f32.
+    pub bq: Option<wgpu::Buffer>,
+    pub bk: Option<wgpu::Buffer>,
+    pub bv: Option<wgpu::Buffer>,
+    /// Gemma-3, Qwen3: RMSNorm on every head of Q and of K, `(head_dim)` f32 each.
+    pub qk_norm: Option<(wgpu::Buffer, wgpu::Buffer)>,
+    /// Gemma: RMSNorm on the attention's and the feed-forward's outputs, `(dim)` f32.
+    pub post_attn_norm: Option<wgpu::Buffer>,
+    pub post_ffn_norm: Option<wgpu::Buffer>,
+    /// Positions a query sees, counting itself (`None`: all before it).
+    pub window: Option<usize>,
+    /// Which of the model's RoPE tables the layer rotates with.
+    pub rope: usize,
 }
 
 /// RoPE's frequencies, one a pair, as chapter 8's table computes its angles from them.
 pub struct RopeAngles {
     pub freqs: Vec<f64>, // (head_dim / 2)
     pub mscale: f32,
-    pub max_pos: usize,
 }
 
 impl RopeAngles {
@@ -71,47 +89,36 @@ impl RopeAngles {
 /// The whole model on the GPU.
 pub struct GpuModel {
     pub shape: Shape,
-    pub embed: GpuMatrix, // (vocab, dim)
+    pub embed: SplitMatrix, // (vocab, dim)
+    /// The embedding's rows are multiplied by this (Gemma: √dim, rounded to f32; else 1).
+    pub embed_scale: f32,
     pub layers: Vec<GpuLayer>,
     pub final_norm: wgpu::Buffer, // (dim) f32
-    /// `None`: tied to the embedding (SmolLM2), the same buffer read twice.
-    pub lm_head: Option<GpuMatrix>, // (vocab, dim)
-    pub rope: RopeAngles,
+    /// `None`: tied to the embedding (SmolLM2, Gemma-3), the same buffers read twice.
+    pub lm_head: Option<SplitMatrix>, // (vocab, dim)
+    /// One table a RoPE base (chapter 8's `m.ropes`): Gemma-3's sliding layers turn with
+    /// 10 000, its global ones with 1 000 000.
+    pub ropes: Vec<RopeAngles>,
+    /// The longest sequence the model runs (chapter 8's `max_positions`).
+    pub max_pos: usize,
+    /// GELU of every f16 value (`(65536)` f32, chapter 8's table) where the gate is GELU;
+    /// `None`: SiLU.
+    pub gelu: Option<wgpu::Buffer>,
 }
 
 // ANCHOR: refuse
-/// What in `m` the GPU step does not run yet, if anything.
+/// What in `m` the GPU step does not run yet, if anything: shapes its shaders do not take.
+/// Every family of chapter 8 runs (`tests/families.rs` checks each against the CPU engine);
+/// formats are checked at upload.
 pub fn unsupported(m: &Model) -> Option<String> {
     let f = &m.family;
     let family = f.name;
-    let has = |what: &str| {
-        Some(format!(
-            "{family}: {what} (the GPU step runs Llama-family models; Gemma-3 comes later)"
-        ))
-    };
-    if f.embed_scale.is_some() {
-        return has("the embedding is scaled");
+    let has = |what: &str| Some(format!("{family}: {what} (the GPU step does not run it)"));
+    if m.layers.iter().any(|l| l.rope >= m.ropes.len()) {
+        return has("a layer whose RoPE table the model does not have");
     }
-    if f.activation != Activation::Silu {
-        return has("the feed-forward gate is GELU, not SiLU");
-    }
-    if f.qk_norm || f.post_norms {
-        return has("extra norms (on Q and K, or after each block)");
-    }
-    if f.attn_softcap.is_some() || f.final_softcap.is_some() {
-        return has("soft-capped scores or logits");
-    }
-    if f.sliding.is_some() || m.layers.iter().any(|l| l.window.is_some()) {
-        return has("sliding-window attention");
-    }
-    if m.ropes.len() != 1 || m.layers.iter().any(|l| l.rope != 0) {
-        return has("more than one RoPE base");
-    }
-    if m.layers
-        .iter()
-        .any(|l| l.bq.is_some() || l.bk.is_some() || l.bv.is_some())
-    {
-        return has("biases on Q, K or V");
+    if m.layers.iter().any(|l| l.window == Some(0)) {
+        return has("a sliding window of 0 positions"); // the shader reads 0 as none
     }
     let c = &m.config;
     if c.n_kv_heads == 0 || !c.n_heads.is_multiple_of(c.n_kv_heads) {
@@ -141,7 +148,7 @@ impl GpuModel {
         embed_code(self.embed.format).expect("checked at upload")
     }
 
-    pub fn lm_head(&self) -> &GpuMatrix {
+    pub fn lm_head(&self) -> &SplitMatrix {
         self.lm_head.as_ref().unwrap_or(&self.embed)
     }
 
@@ -151,7 +158,7 @@ impl GpuModel {
         if let Some(why) = unsupported(m) {
             return Err(Error::Input(why));
         }
-        let c = &m.config;
+        let (c, f) = (&m.config, &m.family);
         let embed_format = format_of(&m.embed);
         if embed_code(embed_format).is_none() {
             return Err(Error::Input(format!(
@@ -164,7 +171,13 @@ impl GpuModel {
             GpuMatrix::from_blocks(gpu, format, w.rows(), w.cols(), &blocks)
                 .map_err(|e| Error::Input(format!("{name}: {e}")))
         };
+        let split = |name: &str, w: &Matrix| {
+            let (format, blocks) = blocks_of(w);
+            SplitMatrix::from_blocks(gpu, format, w.rows(), w.cols(), &blocks)
+                .map_err(|e| Error::Input(format!("{name}: {e}")))
+        };
         let norm = |name: &str, v: &[f32]| gpu.upload_f32(name, v, wgpu::BufferUsages::empty());
+        let opt = |name: &str, v: &Option<Vec<f32>>| v.as_ref().map(|v| norm(name, v));
         let mut layers = Vec::with_capacity(m.layers.len());
         for (i, l) in m.layers.iter().enumerate() {
             let at = |what: &str| format!("layer {i}'s {what}");
@@ -178,10 +191,24 @@ impl GpuModel {
                 w_gate: matrix(&at("gate"), &l.w_gate)?,
                 w_up: matrix(&at("up"), &l.w_up)?,
                 w_down: matrix(&at("down"), &l.w_down)?,
+                bq: opt("bq", &l.bq),
+                bk: opt("bk", &l.bk),
+                bv: opt("bv", &l.bv),
+                qk_norm: match (&l.q_norm, &l.k_norm) {
+                    (Some(q), Some(k)) => Some((norm("q_norm", q), norm("k_norm", k))),
+                    _ => None, // chapter 8 norms Q and K only with both weights
+                },
+                post_attn_norm: opt("post_attn_norm", &l.post_attn_norm),
+                post_ffn_norm: opt("post_ffn_norm", &l.post_ffn_norm),
+                window: l.window,
+                rope: l.rope,
             });
         }
-        let rope = &m.ropes[0];
-        let half = rope.head_dim / 2;
+        let half = c.head_dim / 2;
+        let gelu = match f.activation {
+            Activation::Silu => None,
+            Activation::GeluTanhF16 => Some(norm("gelu table", gelu_table())),
+        };
         Ok(GpuModel {
             shape: Shape {
                 layers: m.layers.len(),
@@ -196,22 +223,30 @@ impl GpuModel {
                     .family
                     .attn_scale
                     .unwrap_or(1.0 / (c.head_dim as f32).sqrt()),
+                attn_softcap: f.attn_softcap,
+                final_softcap: f.final_softcap,
             },
-            embed: matrix("the embedding", &m.embed)?,
+            embed: split("the embedding", &m.embed)?,
+            embed_scale: f.embed_scale.unwrap_or(1.0),
             layers,
             final_norm: norm("final_norm", &m.final_norm),
             lm_head: m
                 .lm_head
                 .as_ref()
-                .map(|h| matrix("the LM head", h))
+                .map(|h| split("the LM head", h))
                 .transpose()?,
-            rope: RopeAngles {
-                freqs: (0..half)
-                    .map(|i| rope.scaling.frequency(i, rope.head_dim, rope.theta))
-                    .collect(),
-                mscale: rope.scaling.mscale,
-                max_pos: m.max_positions(),
-            },
+            ropes: m
+                .ropes
+                .iter()
+                .map(|r| RopeAngles {
+                    freqs: (0..half)
+                        .map(|i| r.scaling.frequency(i, c.head_dim, r.theta))
+                        .collect(),
+                    mscale: r.scaling.mscale,
+                })
+                .collect(),
+            max_pos: m.max_positions(),
+            gelu,
         })
     }
     // ANCHOR_END: upload

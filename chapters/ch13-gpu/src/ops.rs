@@ -1,6 +1,6 @@
 //! The small shaders of a decode step, besides the products, quantization and RMSNorm: the
-//! embedding lookup, RoPE, attention over the KV cache, the SwiGLU gate, the residual add
-//! and greedy argmax (`shaders/embed.wgsl` … `argmax.wgsl`). Each is compiled once
+//! embedding lookup, RoPE, attention over the KV cache, the SwiGLU and GELU gates, the
+//! residual add, Gemma-2's soft-cap and greedy argmax (`shaders/embed.wgsl` … `argmax.wgsl`). Each is compiled once
 //! ([`Ops`]) and bound once per place it is used in the step ([`Dispatch`]).
 
 use crate::gpu::{Error, Gpu, Result};
@@ -11,7 +11,9 @@ pub struct Ops {
     pub rope: wgpu::ComputePipeline,
     pub attention: wgpu::ComputePipeline,
     pub swiglu: wgpu::ComputePipeline,
+    pub gelu: wgpu::ComputePipeline,
     pub add: wgpu::ComputePipeline,
+    pub softcap: wgpu::ComputePipeline,
     pub argmax: wgpu::ComputePipeline,
 }
 
@@ -31,7 +33,9 @@ impl Ops {
                 &with_exp(include_str!("../shaders/attention.wgsl")),
             )?,
             swiglu: gpu.pipeline("swiglu", &with_exp(include_str!("../shaders/swiglu.wgsl")))?,
+            gelu: gpu.pipeline("gelu", include_str!("../shaders/gelu.wgsl"))?,
             add: gpu.pipeline("add", include_str!("../shaders/add.wgsl"))?,
+            softcap: gpu.pipeline("softcap", include_str!("../shaders/softcap.wgsl"))?,
             argmax: gpu.pipeline("argmax", include_str!("../shaders/argmax.wgsl"))?,
         })
     }

@@ -1,7 +1,9 @@
 //! A decode step on the GPU, one submission a token. Everything is made once, when the
 //! [`Decoder`] is: the pipelines, every activation buffer, the KV cache, and one bound
-//! [`Op`] for each dispatch of the step, in order. A token then costs: writing its id, its
-//! position and RoPE's cos and sin into the small step buffer (`queue.write_buffer`),
+//! [`Op`] for each dispatch of the step, in order; what a family adds (Gemma-3's norms,
+//! window, GELU, second RoPE base, Qwen2's biases, Gemma-2's soft-caps) is more ops or other parameters, chosen
+//! here from the uploaded model. A token then costs: writing its id, its position and each RoPE base's
+//! cos and sin into the small step buffer (`queue.write_buffer`),
 //! recording the ops into one compute pass of one command encoder, one submit, and reading
 //! back 4 bytes (the argmax), or the logits where the caller samples.
 //!
@@ -52,10 +54,10 @@ impl<'g> Decoder<'g> {
         capacity: usize,
     ) -> Result<Decoder<'g>> {
         let s = model.shape;
-        if capacity == 0 || capacity > model.rope.max_pos {
+        if capacity == 0 || capacity > model.max_pos {
             return Err(Error::Input(format!(
                 "a cache of {capacity} positions: the model runs 1 to {}",
-                model.rope.max_pos
+                model.max_pos
             )));
         }
         let mut b = Builder {
@@ -64,7 +66,7 @@ impl<'g> Decoder<'g> {
             ops: Vec::new(),
         };
         let (dim, q_dim, kv_dim, ffn) = (s.dim, s.q_dim(), s.kv_dim(), s.ffn);
-        let trig = s.head_dim; // cos and sin of head_dim / 2 pairs
+        let trig = model.ropes.len() * s.head_dim; // each base's cos and sin of head_dim / 2 pairs
         let step = gpu.storage("step", 16 + trig * 4, wgpu::BufferUsages::COPY_DST);
         let x = b.f32s("x", dim); //          (dim): the residual stream
         let xn = b.f32s("xn", dim); //        (dim): normed
@@ -78,43 +80,65 @@ impl<'g> Decoder<'g> {
         let scores = b.f32s("scores", s.n_heads * capacity); // (n_heads, capacity)
         let logits = b.f32s("logits", s.vocab); // (vocab)
         let best = b.f32s("best", 1); //       (1) u32
-        let u = |n: usize| {
-            u32::try_from(n).map_err(|_| Error::Input(format!("{n} does not fit a u32")))
-        };
+        // Q and K as the products give them, before the norm on each head (Gemma-3)
+        let q_raw = b.f32s("q_raw", q_dim); // (n_heads * head_dim)
+        let k_raw = b.f32s("k_raw", kv_dim); // (n_kv_heads * head_dim)
         let e = model.embed_format();
-        b.shader(
-            &shaders.ops.embed,
-            &[&model.embed.buffer, &step, &x],
-            &[u(s.vocab)?, u(dim)?, e, 0],
-            groups_of_64(dim),
-        )?;
+        for (first, part) in &model.embed.parts {
+            // one dispatch per part of the table; the part holding the token writes x
+            let (rows, first, scale) = (u(part.rows)?, u(*first)?, model.embed_scale.to_bits());
+            b.shader(
+                &shaders.ops.embed,
+                &[&part.buffer, &step, &x],
+                &[rows, u(dim)?, e, scale, first, 0, 0, 0],
+                groups_of_64(dim),
+            )?;
+        }
         let heads_params = [u(s.n_heads)?, u(s.n_kv_heads)?, u(s.head_dim)?];
         for layer in &model.layers {
+            // ANCHOR: attention_half
             // attention
             b.norm(&x, &layer.attn_norm, &xn, dim, s.eps)?;
             let mut input = b.input(&xn, dim);
-            b.product(&layer.wq, &mut input, &q)?;
-            b.product(&layer.wk, &mut input, &k)?;
+            let (q_out, k_out) = match layer.qk_norm {
+                Some(_) => (&q_raw, &k_raw),
+                None => (&q, &k),
+            };
+            b.product(&layer.wq, &mut input, q_out)?;
+            b.product(&layer.wk, &mut input, k_out)?;
             b.product(&layer.wv, &mut input, &v)?;
+            for (bias, out) in [(&layer.bq, q_out), (&layer.bk, k_out), (&layer.bv, &v)] {
+                if let Some(bias) = bias {
+                    add(&mut b, out, bias)?; // Qwen2: a bias on each product, as chapter 8
+                }
+            }
+            if let Some((q_norm, k_norm)) = &layer.qk_norm {
+                // Gemma-3: every head of Q and K normalised, a row of head_dim each
+                b.norm_rows(&q_raw, q_norm, &q, s.head_dim, s.n_heads, s.eps)?;
+                b.norm_rows(&k_raw, k_norm, &k, s.head_dim, s.n_kv_heads, s.eps)?;
+            }
             let pairs = (s.n_heads + s.n_kv_heads) * s.head_dim / 2;
+            let [nh, nkv, hd] = heads_params;
             b.shader(
                 &shaders.ops.rope,
                 &[&step, &q, &k],
-                &[heads_params[0], heads_params[1], heads_params[2], 1],
+                &[nh, nkv, hd, 1, u(layer.rope)?, 0, 0, 0],
                 groups_of_64(pairs),
             )?;
             let cache_floats = capacity * kv_dim;
             let k_cache = b.f32s("k_cache", cache_floats); // (capacity, n_kv_heads, head_dim)
             let v_cache = b.f32s("v_cache", cache_floats); // (capacity, n_kv_heads, head_dim)
+            let window = u(layer.window.unwrap_or(0))?; // 0: every position
+            let [cap, inv_cap] = cap_words(s.attn_softcap); // Gemma-2
             let params = [
-                heads_params[0],
-                heads_params[1],
-                heads_params[2],
+                nh,
+                nkv,
+                hd,
                 u(capacity)?,
                 s.scale.to_bits(),
-                0,
-                0,
-                0,
+                window,
+                cap,
+                inv_cap,
             ];
             b.shader(
                 &shaders.ops.attention,
@@ -124,37 +148,45 @@ impl<'g> Decoder<'g> {
             )?;
             let mut input = b.input(&heads, q_dim);
             b.product(&layer.wo, &mut input, &o)?;
-            b.shader(
-                &shaders.ops.add,
-                &[&x, &o],
-                &[u(dim)?, 0, 0, 0],
-                groups_of_64(dim),
-            )?;
+            residual(&mut b, &x, &o, layer.post_attn_norm.as_ref(), &xn, s.eps)?;
+            // ANCHOR_END: attention_half
             // ANCHOR: ffn
             // feed-forward
             b.norm(&x, &layer.ffn_norm, &xn, dim, s.eps)?;
             let mut input = b.input(&xn, dim);
             b.product(&layer.w_gate, &mut input, &gate)?;
             b.product(&layer.w_up, &mut input, &up)?;
-            b.shader(
-                &shaders.ops.swiglu,
-                &[&gate, &up],
-                &[u(ffn)?, 0, 0, 0],
-                groups_of_64(ffn),
-            )?;
+            match &model.gelu {
+                None => b.shader(
+                    &shaders.ops.swiglu,
+                    &[&gate, &up],
+                    &[u(ffn)?, 0, 0, 0],
+                    groups_of_64(ffn),
+                )?,
+                Some(table) => b.shader(
+                    &shaders.ops.gelu,
+                    &[&gate, &up, table],
+                    &[u(ffn)?, 0, 0, 0],
+                    groups_of_64(ffn),
+                )?,
+            }
             let mut input = b.input(&gate, ffn);
             b.product(&layer.w_down, &mut input, &o)?;
-            b.shader(
-                &shaders.ops.add,
-                &[&x, &o],
-                &[u(dim)?, 0, 0, 0],
-                groups_of_64(dim),
-            )?;
+            residual(&mut b, &x, &o, layer.post_ffn_norm.as_ref(), &xn, s.eps)?;
             // ANCHOR_END: ffn
         }
         b.norm(&x, &model.final_norm, &xn, dim, s.eps)?;
         let mut input = b.input(&xn, dim);
-        b.product(model.lm_head(), &mut input, &logits)?;
+        b.product_split(model.lm_head(), &mut input, &logits)?;
+        if s.final_softcap.is_some() {
+            let [cap, inv_cap] = cap_words(s.final_softcap); // Gemma-2
+            b.shader(
+                &shaders.ops.softcap,
+                &[&logits],
+                &[u(s.vocab)?, cap, inv_cap, 0],
+                groups_of_64(s.vocab),
+            )?;
+        }
         b.shader(
             &shaders.ops.argmax,
             &[&logits, &best],
@@ -263,10 +295,13 @@ impl<'g> Decoder<'g> {
     }
     // ANCHOR_END: step
 
-    /// The step's small buffer: the token, its position, and RoPE's cos and sin there.
+    /// The step's small buffer: the token, its position, and each RoPE base's cos and sin
+    /// there.
     fn write_step(&self, token: u32, pos: usize) {
         let mut words = vec![token, pos as u32, 0, 0];
-        words.extend(self.model.rope.at(pos).iter().map(|v| v.to_bits()));
+        for rope in &self.model.ropes {
+            words.extend(rope.at(pos).iter().map(|v| v.to_bits()));
+        }
         let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
         self.gpu.queue.write_buffer(&self.step, 0, &bytes);
     }
@@ -296,4 +331,49 @@ impl<'g> Decoder<'g> {
         self.gpu.queue.submit([encoder.finish()]);
         Ok(self.gpu.map_words(&self.read_best)?[0])
     }
+}
+
+/// `n` as a shader's u32, or an error saying it does not fit.
+fn u(n: usize) -> Result<u32> {
+    u32::try_from(n).map_err(|_| Error::Input(format!("{n} does not fit a u32")))
+}
+
+/// A soft-cap as the shaders take it: `cap` and `1/cap` (rounded in f32, as chapter 8
+/// rounds it) as bits; 0 and 0 for none.
+fn cap_words(cap: Option<f32>) -> [u32; 2] {
+    cap.map_or([0, 0], |c| [c.to_bits(), (1.0 / c).to_bits()])
+}
+
+// ANCHOR: residual
+/// `x += out`, or with a post-norm (Gemma) `x += RMSNorm(out)`, normed into `scratch`.
+fn residual(
+    b: &mut Builder,
+    x: &wgpu::Buffer,
+    out: &wgpu::Buffer,
+    post_norm: Option<&wgpu::Buffer>,
+    scratch: &wgpu::Buffer,
+    eps: f32,
+) -> Result<()> {
+    let n = (x.size() / 4) as usize;
+    let added = match post_norm {
+        Some(w) => {
+            b.norm(out, w, scratch, n, eps)?;
+            scratch
+        }
+        None => out,
+    };
+    add(b, x, added)
+}
+// ANCHOR_END: residual
+
+/// `x += y`, value by value (`shaders/add.wgsl`): the residual, or a bias.
+fn add(b: &mut Builder, x: &wgpu::Buffer, y: &wgpu::Buffer) -> Result<()> {
+    let n = (x.size() / 4) as usize;
+    let shaders = b.shaders;
+    b.shader(
+        &shaders.ops.add,
+        &[x, y],
+        &[u(n)?, 0, 0, 0],
+        groups_of_64(n),
+    )
 }

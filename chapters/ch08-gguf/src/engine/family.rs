@@ -169,7 +169,7 @@ pub fn gelu_f16(x: f32) -> f32 {
 
 /// GELU of every f16 value, rounded to f16 (and stored as the f32 it rounds to): 256 kB,
 /// made once.
-pub(super) fn gelu_table() -> &'static [f32] {
+pub fn gelu_table() -> &'static [f32] {
     static TABLE: std::sync::OnceLock<Vec<f32>> = std::sync::OnceLock::new();
     TABLE.get_or_init(|| {
         (0..=u16::MAX)

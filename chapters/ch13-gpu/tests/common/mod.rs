@@ -33,6 +33,8 @@
 
 #![allow(dead_code)] // each test file uses a part
 
+pub mod e2e;
+
 use ch06_quantization::Format;
 use ch06_quantization::blocks::{BlockQ4_1, BlockQ8_0, BlockQ8_1, QK};
 use ch06_quantization::dot::{dot_q4_0_q8_0, dot_q4_1_q8_1, dot_q8_0_q8_0};
