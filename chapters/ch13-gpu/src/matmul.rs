@@ -14,7 +14,7 @@ use ch06_quantization::Format;
 
 use crate::acts::{self, BLOCK_WORDS};
 use crate::gpu::{Error, Gpu, Result};
-use crate::matvec::{FORMATS, GpuMatrix};
+use crate::matvec::{FORMATS, GpuMatrix, block_source, pipeline_for};
 
 /// Rows and tokens of the output one workgroup takes (`TILE_ROWS`, `TILE_TOKENS` in
 /// `shaders/matmul.wgsl`).
@@ -28,15 +28,7 @@ pub const CHUNK: usize = 8;
 /// product uses, the bytes `CHUNK` blocks of a row take in this format, and the tile's
 /// `main`. `None` for a format with no shader.
 pub fn source(format: Format) -> Option<String> {
-    let block = match format {
-        Format::Q4_0 => include_str!("../shaders/q4_0.wgsl"),
-        Format::Q8_0 => include_str!("../shaders/q8_0.wgsl"),
-        Format::Q4_1 => include_str!("../shaders/q4_1.wgsl"),
-        Format::Q5_0 => include_str!("../shaders/q5_0.wgsl"),
-        Format::Q4_K => include_str!("../shaders/q4_k.wgsl"),
-        Format::Q6_K => include_str!("../shaders/q6_k.wgsl"),
-        Format::F32 | Format::Int8 => return None,
-    };
+    let block = block_source(format)?;
     let chunk_bytes = format.row_bytes(CHUNK * 32);
     let tile = include_str!("../shaders/matmul.wgsl");
     Some(format!(
@@ -62,11 +54,7 @@ impl MatMul {
     }
 
     fn pipeline(&self, format: Format) -> Result<&wgpu::ComputePipeline> {
-        self.pipelines
-            .iter()
-            .find(|(f, _)| *f == format)
-            .map(|(_, p)| p)
-            .ok_or_else(|| Error::Input(format!("no tiled shader for {}", format.name())))
+        pipeline_for(&self.pipelines, format, "tiled shader")
     }
 }
 

@@ -61,15 +61,7 @@ impl Reduction {
 /// The WGSL of a format's product: its `block_dot` and `term`, the shared bindings, byte
 /// readers and lane sums, and the reduction's `main`. `None` for a format with no shader yet.
 pub fn source(format: Format, reduction: Reduction) -> Option<String> {
-    let block = match format {
-        Format::Q4_0 => include_str!("../shaders/q4_0.wgsl"),
-        Format::Q8_0 => include_str!("../shaders/q8_0.wgsl"),
-        Format::Q4_1 => include_str!("../shaders/q4_1.wgsl"),
-        Format::Q5_0 => include_str!("../shaders/q5_0.wgsl"),
-        Format::Q4_K => include_str!("../shaders/q4_k.wgsl"),
-        Format::Q6_K => include_str!("../shaders/q6_k.wgsl"),
-        Format::F32 | Format::Int8 => return None,
-    };
+    let block = block_source(format)?;
     let common = include_str!("../shaders/matvec.wgsl");
     Some(match reduction {
         Reduction::InOrder => {
@@ -87,6 +79,34 @@ pub fn source(format: Format, reduction: Reduction) -> Option<String> {
     })
 }
 // ANCHOR_END: sources
+
+/// A format's file of WGSL: its `block_dot` and `term`, which the matrix-vector product and
+/// the tiled one (`matmul.rs`) both put in front of their own `main`. `None` for a format
+/// with no shader yet.
+pub fn block_source(format: Format) -> Option<&'static str> {
+    Some(match format {
+        Format::Q4_0 => include_str!("../shaders/q4_0.wgsl"),
+        Format::Q8_0 => include_str!("../shaders/q8_0.wgsl"),
+        Format::Q4_1 => include_str!("../shaders/q4_1.wgsl"),
+        Format::Q5_0 => include_str!("../shaders/q5_0.wgsl"),
+        Format::Q4_K => include_str!("../shaders/q4_k.wgsl"),
+        Format::Q6_K => include_str!("../shaders/q6_k.wgsl"),
+        Format::F32 | Format::Int8 => return None,
+    })
+}
+
+/// The pipeline compiled for `format` among `pipelines`, or an error naming what has none.
+pub fn pipeline_for<'p>(
+    pipelines: &'p [(Format, wgpu::ComputePipeline)],
+    format: Format,
+    what: &str,
+) -> Result<&'p wgpu::ComputePipeline> {
+    pipelines
+        .iter()
+        .find(|(f, _)| *f == format)
+        .map(|(_, p)| p)
+        .ok_or_else(|| Error::Input(format!("no {what} for {}", format.name())))
+}
 
 /// The formats with a product shader.
 pub const FORMATS: [Format; 6] = [
@@ -251,11 +271,7 @@ impl MatVec {
     }
 
     fn pipeline(&self, format: Format) -> Result<&wgpu::ComputePipeline> {
-        self.pipelines
-            .iter()
-            .find(|(f, _)| *f == format)
-            .map(|(_, p)| p)
-            .ok_or_else(|| Error::Input(format!("no GPU shader for {}", format.name())))
+        pipeline_for(&self.pipelines, format, "GPU shader")
     }
 }
 
