@@ -1,5 +1,5 @@
 // The tiled matrix product `out = X · Wᵀ` for many tokens at once (prefill), shared by every
-// weight format. The format's file (q4_0.wgsl, …) brings the same `block_dot` the
+// weight format. The format's file (q4_0.wgsl, …) brings the same `block_dot` and `term` the
 // matrix-vector product uses; `src/matmul.rs` puts it first and adds CHUNK_BYTES, the bytes
 // of CHUNK blocks of one row in that format.
 //
@@ -136,10 +136,11 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
             acts[b] = tile_acts[t * CHUNK + b];
         }
         let n = min(CHUNK, dims.blocks - c * CHUNK);
-        // each row's blocks added in order, left to right, as the CPU adds them
-        for (var b = 0u; b < n; b++) {
+        // each row's terms added in order, left to right, as the CPU adds them: a block of
+        // 32, or a K-quant's whole super-block (the format's `term`, TERM_BLOCKS blocks)
+        for (var t = 0u; t < n / TERM_BLOCKS; t++) {
             for (var r = 0u; r < ROWS_EACH; r++) {
-                sums[r] += block_dot(mine + r, b);
+                sums[r] += term(mine + r, t);
             }
         }
         workgroupBarrier(); // before the next step overwrites the tile
