@@ -325,7 +325,7 @@ pub fn text(r: &Value) -> String {
         s(&a["driver_info"])
     );
     out += &format!(
-        "the default reduction here: {} ({}=workgroup forces workgroup memory)\n",
+        "the reduction here: {} ({}=workgroup, subgroup or in-order picks one)\n",
         s(&r["reduction"]),
         crate::matvec::REDUCTION_VAR
     );

@@ -42,7 +42,7 @@ pub struct Shaders {
 
 impl Shaders {
     pub fn new(gpu: &Gpu) -> Result<Shaders> {
-        Shaders::with(gpu, Reduction::for_gpu(gpu))
+        Shaders::with(gpu, Reduction::for_gpu(gpu)?)
     }
 
     /// The step's shaders with the products' sums added `reduction`'s way:

@@ -52,7 +52,11 @@ options (defaults in brackets):
 environment:
   LLM_BOOK_GPU=NAME   the adapter whose name contains NAME [the first discrete GPU,
                       else integrated, else any: lavapipe runs on the CPU]
-  WGPU_BACKEND=vulkan narrow the backends wgpu looks on";
+  WGPU_BACKEND=vulkan narrow the backends wgpu looks on
+  LLM_BOOK_GPU_REDUCTION=in-order
+                      the products add in the CPU's order: the CPU engine's logits, bit
+                      for bit (or workgroup, subgroup) [the adapter's own: subgroup
+                      where it has them, else workgroup]";
 
 struct Args {
     command: String,

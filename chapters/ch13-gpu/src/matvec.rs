@@ -23,7 +23,8 @@ pub enum Reduction {
     InOrder,
 }
 
-/// The environment variable that forces the workgroup-memory reduction: `workgroup`.
+/// The environment variable that picks a reduction by its name: `workgroup`, `subgroup` or
+/// `in-order` (unset or empty: the adapter's own, [`Reduction::for_gpu`]).
 pub const REDUCTION_VAR: &str = "LLM_BOOK_GPU_REDUCTION";
 
 /// The most terms a row may have under [`Reduction::InOrder`] (`MOST_TERMS` in
@@ -33,18 +34,25 @@ pub const IN_ORDER_MOST_TERMS: usize = 1024;
 
 impl Reduction {
     /// Subgroups if the device has them (in subgroups of at least 4, which the shader's
-    /// table of subgroup totals assumes), unless `LLM_BOOK_GPU_REDUCTION=workgroup` (or
-    /// `in-order`: the CPU's order, [`Reduction::InOrder`]).
-    pub fn for_gpu(gpu: &Gpu) -> Reduction {
-        let forced = std::env::var(REDUCTION_VAR).ok();
-        if forced.as_deref() == Some("in-order") {
-            return Reduction::InOrder;
-        }
-        let forced = forced.as_deref() == Some("workgroup");
-        if gpu.found.subgroups && gpu.info.subgroup_min_size >= 4 && !forced {
+    /// table of subgroup totals assumes), else workgroup memory; or the one
+    /// `LLM_BOOK_GPU_REDUCTION` names (`workgroup`, `subgroup`, or `in-order`: the CPU's
+    /// order, [`Reduction::InOrder`]). Another value is an error, not a quiet default.
+    pub fn for_gpu(gpu: &Gpu) -> Result<Reduction> {
+        let own = if gpu.found.subgroups && gpu.info.subgroup_min_size >= 4 {
             Reduction::Subgroup
         } else {
             Reduction::Workgroup
+        };
+        match std::env::var(REDUCTION_VAR).as_deref() {
+            Err(_) | Ok("") => Ok(own),
+            Ok("workgroup") => Ok(Reduction::Workgroup),
+            Ok("subgroup") => Ok(Reduction::Subgroup),
+            Ok("in-order") => Ok(Reduction::InOrder),
+            Ok(other) => Err(Error::Input(format!(
+                "{REDUCTION_VAR}={other:?}: the reductions are workgroup, subgroup and in-order \
+                 (unset: this adapter's own, {})",
+                own.name()
+            ))),
         }
     }
 
@@ -232,7 +240,7 @@ pub struct MatVec {
 impl MatVec {
     /// Compiles every format's shader with the reduction [`Reduction::for_gpu`] picks.
     pub fn new(gpu: &Gpu) -> Result<MatVec> {
-        MatVec::with(gpu, Reduction::for_gpu(gpu))
+        MatVec::with(gpu, Reduction::for_gpu(gpu)?)
     }
 
     /// Compiles every format's shader with `reduction`; an error names the format and says

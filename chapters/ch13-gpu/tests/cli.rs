@@ -99,8 +99,8 @@ fn info_lists_the_adapter_as_json() {
 }
 
 /// Generating: greedy, three tokens, the CPU engine's own (chapter 8's greedy on the same
-/// prompt ids), with chapter 9's `--json` fields; a bad model path and a file that is not
-/// a GGUF are one error line and exit 2.
+/// prompt ids), with chapter 9's `--json` fields; a bad model path, a file that is not a
+/// GGUF and an unknown `LLM_BOOK_GPU_REDUCTION` are one error line and exit 2.
 #[test]
 fn generates_the_cpu_engine_s_greedy_tokens() {
     let path = ch01_tensors::models::require(&ch01_tensors::models::smollm2_gguf())
@@ -154,6 +154,22 @@ fn generates_the_cpu_engine_s_greedy_tokens() {
         assert_eq!(out.status.code(), Some(2), "{bad:?}: {err}");
         assert!(err.contains(says), "{bad:?} says {says:?}: {err}");
     }
+    // a reduction misspelt is an error naming the three, not the default quietly
+    let out = Command::new(env!("CARGO_BIN_EXE_ch13-gpu"))
+        .args(["-m", model, "-p", "hi"])
+        .env("LLM_BOOK_GPU_REDUCTION", "inorder")
+        .output()
+        .expect("the ch13-gpu binary runs");
+    let err = text(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "LLM_BOOK_GPU_REDUCTION=inorder: {err}"
+    );
+    assert!(
+        err.contains("workgroup, subgroup and in-order"),
+        "LLM_BOOK_GPU_REDUCTION=inorder names the reductions: {err}"
+    );
 }
 
 /// `bench` on two tokens each way: the JSON has the adapter, the dispatches a token (one

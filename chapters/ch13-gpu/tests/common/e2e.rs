@@ -42,7 +42,7 @@ pub enum Rule {
 impl Rule {
     fn shaders(self, gpu: &Gpu) -> Shaders {
         let reduction = match self {
-            Rule::NearTies => Reduction::for_gpu(gpu),
+            Rule::NearTies => Reduction::for_gpu(gpu).unwrap(),
             Rule::Bits => Reduction::InOrder,
         };
         Shaders::with(gpu, reduction).unwrap()
