@@ -152,7 +152,7 @@ fn check(arch: Arch) {
         ),
         (None, None) => {}
     }
-    let gpu = e2e::gpu();
+    let gpu = common::gpu();
     let shaders = Shaders::new(&gpu).unwrap();
     let model = GpuModel::upload(&gpu, &m.model).unwrap_or_else(|e| panic!("{name}: {e}"));
     let n = e2e::env_or("LLM_BOOK_GPU_PROMPTS", 1, 1).min(prompts.len());
@@ -237,7 +237,7 @@ fn every_family_is_listed() {
 #[test]
 fn f32_weights_are_refused_by_format() {
     let (m, _) = synthetic(Arch::Llama3, "f32");
-    let gpu = e2e::gpu();
+    let gpu = common::gpu();
     let err = GpuModel::upload(&gpu, &m.model)
         .err()
         .expect("an F32 file is uploaded");

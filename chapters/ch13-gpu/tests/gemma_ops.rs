@@ -3,6 +3,8 @@
 //! from the table of the layer's base, RMSNorm on every head of Q and K; and that nothing
 //! in Gemma-3 is refused.
 
+mod common;
+
 use ch01_tensors::models;
 use ch03_attention::{Heads, Pairing};
 use ch05_kv_cache::{KvCache, KvLayout, KvStore};
@@ -13,12 +15,7 @@ use ch13_gpu::model::{RopeAngles, unsupported};
 use ch13_gpu::ops::{Dispatch, Ops, groups_of_64};
 use ch13_gpu::random::Rng;
 use ch13_gpu::rmsnorm::{NormStep, RmsNorm};
-
-fn gpu() -> Gpu {
-    Gpu::open().unwrap_or_else(|e| {
-        panic!("{e}\nthe GPU tests need a Vulkan adapter; run: bash scripts/test-deps.sh")
-    })
-}
+use common::{gpu, max_diff};
 
 /// Runs one dispatch in one submission.
 fn run(gpu: &Gpu, d: &Dispatch) {
@@ -129,21 +126,13 @@ fn attention_sees_only_the_window_and_caps_as_chapter_8_does() {
         }
         outputs.push(got);
     }
-    let apart = outputs[0]
-        .iter()
-        .zip(&outputs[1])
-        .map(|(a, b)| (a - b).abs())
-        .fold(0.0, f32::max);
+    let apart = max_diff(&outputs[0], &outputs[1]);
     assert!(
         apart > 1.0,
         "the windowed and the full attention differ by only {apart}: the test's keys before \
          the window do not weigh, so it would not see a window that is ignored"
     );
-    let capped = outputs[1]
-        .iter()
-        .zip(&outputs[2])
-        .map(|(a, b)| (a - b).abs())
-        .fold(0.0, f32::max);
+    let capped = max_diff(&outputs[1], &outputs[2]);
     assert!(
         capped > 0.5,
         "the capped and the uncapped attention differ by only {capped}: the test's scores are \

@@ -1,6 +1,8 @@
 //! The shaders around the products: the input quantized on the GPU, and RMSNorm, each
 //! against the CPU code of chapters 1 and 6.
 
+mod common;
+
 use ch01_tensors::models;
 use ch01_tensors::ops::rmsnorm;
 use ch06_quantization::matrix::ActFormat;
@@ -11,21 +13,12 @@ use ch13_gpu::quantize::{Quantize, QuantizeStep};
 use ch13_gpu::random::{self, Rng};
 use ch13_gpu::rmsnorm::{NormStep, RmsNorm};
 use ch13_gpu::{Gpu, GpuMatrix, MatVec, Product, matvec};
-
-fn gpu() -> Gpu {
-    Gpu::open().unwrap_or_else(|e| {
-        panic!("{e}\nthe GPU tests need a Vulkan adapter; run: bash scripts/test-deps.sh")
-    })
-}
+use common::gpu;
 
 /// Runs `record` in one pass of one submission.
 fn run(gpu: &Gpu, record: impl FnOnce(&mut wgpu::ComputePass<'_>)) {
-    let mut encoder = gpu.device.create_command_encoder(&Default::default());
-    {
-        let mut pass = encoder.begin_compute_pass(&Default::default());
-        record(&mut pass);
-    }
-    gpu.queue.submit([encoder.finish()]);
+    gpu.submit_pass("a test's pass", record)
+        .unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// Vectors that test the quantizer's corners: random values, a block of zeros (scale 0),

@@ -22,6 +22,8 @@ use ch13_gpu::matvec::Reduction;
 use ch13_gpu::model::GpuModel;
 use ch13_gpu::step::{Decoder, Shaders};
 
+use super::{gpu, max_diff};
+
 /// Chapter 8's rule for a near-tie (its tests against llama.cpp): where two runs pick
 /// different tokens, the first run's logits for the two are less than this apart.
 pub const NEAR_TIE: f32 = 0.5;
@@ -66,20 +68,6 @@ pub fn env_or(var: &str, default: usize, min: usize) -> usize {
             .unwrap_or_else(|| panic!("{var}={v:?}: a number, {min} or more")),
         Err(_) => default,
     }
-}
-
-pub fn gpu() -> Gpu {
-    Gpu::open().unwrap_or_else(|e| {
-        panic!("{e}\nthe GPU tests need a Vulkan adapter; run: bash scripts/test-deps.sh")
-    })
-}
-
-/// The largest |a − b| over two rows of logits.
-fn max_diff(a: &[f32], b: &[f32]) -> f32 {
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max)
 }
 
 // ANCHOR: greedy

@@ -50,6 +50,14 @@ pub fn gpu() -> Gpu {
     })
 }
 
+/// The largest |a − b| over two rows of values (logits, attention outputs).
+pub fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
 /// One row's CPU product (chapter 6's dot, left to right) and `Σ mag_b`.
 pub fn cpu_row(format: Format, row: &[u8], x: &[f32]) -> (f32, f64) {
     let nb = row.len() / format.block_bytes();
