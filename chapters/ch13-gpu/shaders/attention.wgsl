@@ -1,29 +1,32 @@
-// Attention for one decode step, one workgroup per query head, over the KV cache kept in
-// GPU buffers: the scores of this token's query against the keys of positions 0..=pos,
-// scaled, softmaxed, and the weighted sum of the values. Query heads share a KV head in
-// groups (GQA): head h reads KV head h / (n_heads / n_kv_heads).
+// Attention, one workgroup per query head and token, over the KV cache kept in GPU buffers:
+// the scores of a token's query against the keys of positions 0..=its own, scaled,
+// softmaxed, and the weighted sum of the values. A decode step runs one token; a prefill
+// runs a piece of the prompt, each token at its own position (causal: a token sees itself
+// and what came before). Query heads share a KV head in groups (GQA): head h reads KV head
+// h / (n_heads / n_kv_heads).
 //
-// This position's key and value are read from the step's `k` and `v` (the key rotated by
-// `rope.wgsl`), not from the cache: the first head of each group also writes them into the
-// cache at `pos`, for the steps after this one. No workgroup reads the cache at `pos` in
-// this dispatch, so the write needs no barrier between workgroups, and no dispatch of its own.
+// The keys and values of this submission's tokens are read from the step's `k` and `v` (the
+// keys rotated by `rope.wgsl`), not from the cache: the first head of each group also writes
+// its token's into the cache, for the submissions after this one. No workgroup reads the
+// cache at this submission's positions, so the writes need no barrier between workgroups,
+// and no dispatch of their own.
 
 // ANCHOR: bindings
 struct Step {
-    token: u32,
-    pos: u32,
-    _pad0: u32,
-    _pad1: u32,
+    pos: u32,    // the first token's position
+    tokens: u32, // tokens in this submission
+    tables: u32,
+    _pad: u32,
     trig: array<f32>,
 }
 @group(0) @binding(0) var<storage, read> step: Step;
-@group(0) @binding(1) var<storage, read> q: array<f32>; //  (n_heads, head_dim), rotated
-@group(0) @binding(2) var<storage, read> k: array<f32>; //  (n_kv_heads, head_dim), rotated
-@group(0) @binding(3) var<storage, read> v: array<f32>; //  (n_kv_heads, head_dim)
+@group(0) @binding(1) var<storage, read> q: array<f32>; //  (tokens, n_heads, head_dim), rotated
+@group(0) @binding(2) var<storage, read> k: array<f32>; //  (tokens, n_kv_heads, head_dim), rotated
+@group(0) @binding(3) var<storage, read> v: array<f32>; //  (tokens, n_kv_heads, head_dim)
 @group(0) @binding(4) var<storage, read_write> k_cache: array<f32>; // (max_pos, n_kv_heads, head_dim)
 @group(0) @binding(5) var<storage, read_write> v_cache: array<f32>; // (max_pos, n_kv_heads, head_dim)
-@group(0) @binding(6) var<storage, read_write> out: array<f32>; //    (n_heads, head_dim)
-@group(0) @binding(7) var<storage, read_write> scores: array<f32>; // (n_heads, max_pos)
+@group(0) @binding(6) var<storage, read_write> out: array<f32>; //    (tokens, n_heads, head_dim)
+@group(0) @binding(7) var<storage, read_write> scores: array<f32>; // (tokens, n_heads, max_pos)
 
 struct Params {
     n_heads: u32,
@@ -41,26 +44,28 @@ struct Params {
 const LANES: u32 = 64u;
 var<workgroup> partial: array<f32, 64>;
 
-// Element d of position j's key (or value) for KV head `kv`: this step's from `k` (`v`),
-// earlier ones from the cache.
+// Element d of position j's key (or value) for KV head `kv`: this submission's tokens' from
+// `k` (`v`), earlier positions' from the cache.
 fn key(j: u32, kv: u32, d: u32) -> f32 {
     let at = kv * params.head_dim + d;
-    if j == step.pos {
-        return k[at];
+    let row = params.n_kv_heads * params.head_dim;
+    if j >= step.pos {
+        return k[(j - step.pos) * row + at];
     }
-    return k_cache[j * params.n_kv_heads * params.head_dim + at];
+    return k_cache[j * row + at];
 }
 
 fn value(j: u32, kv: u32, d: u32) -> f32 {
     let at = kv * params.head_dim + d;
-    if j == step.pos {
-        return v[at];
+    let row = params.n_kv_heads * params.head_dim;
+    if j >= step.pos {
+        return v[(j - step.pos) * row + at];
     }
-    return v_cache[j * params.n_kv_heads * params.head_dim + at];
+    return v_cache[j * row + at];
 }
 
 // ANCHOR: dot
-// q·k for head h and position j in the CPU's order (chapter 6's `dot_f32_lanes`): eight
+// q·k for query head h (counted over all tokens: token t's head is t · n_heads + h) and position j in the CPU's order (chapter 6's `dot_f32_lanes`): eight
 // running sums, sum l taking the elements i ≡ l (mod 8), each a multiply then an add,
 // added as ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)), then any tail past the last 8.
 // The same order gives the same bits, so a score never differs from the CPU's by the last
@@ -108,11 +113,15 @@ fn capped(s: f32) -> f32 {
 // ANCHOR: attend
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_id) me: vec3<u32>) {
-    let h = group.x;
+    let t = group.y; // this submission's token, at position step.pos + t
+    if t >= step.tokens {
+        return; // a prefill's last piece, shorter than the buffers
+    }
     let lane = me.x;
     let hd = params.head_dim;
-    let kv = h / (params.n_heads / params.n_kv_heads);
-    let pos = step.pos;
+    let kv = group.x / (params.n_heads / params.n_kv_heads);
+    let h = t * params.n_heads + group.x; // the query head, counted over all tokens
+    let pos = step.pos + t;
     let row = h * params.max_pos; // this head's scores
     // ANCHOR: window
     // A sliding layer sees the last `window` positions, pos + 1 − window ..= pos
@@ -122,12 +131,13 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_id) m
         first = pos + 1u - params.window;
     }
     // ANCHOR_END: window
-    // Append: the group's first head stores this position's key and value.
-    if h % (params.n_heads / params.n_kv_heads) == 0u {
+    // Append: the group's first head stores this token's key and value.
+    if group.x % (params.n_heads / params.n_kv_heads) == 0u {
         for (var d = lane; d < hd; d += LANES) {
             let at = (pos * params.n_kv_heads + kv) * hd + d;
-            k_cache[at] = k[kv * hd + d];
-            v_cache[at] = v[kv * hd + d];
+            let mine = (t * params.n_kv_heads + kv) * hd + d;
+            k_cache[at] = k[mine];
+            v_cache[at] = v[mine];
         }
     }
     // Scores: lane l takes positions l, l + 64, …; each a whole dot product of head_dim.

@@ -1,7 +1,8 @@
-// The embedding lookup: the token's row of the embedding matrix, dequantized on the GPU from
+// The embedding lookup: each token's row of the embedding matrix, dequantized on the GPU from
 // the file's blocks, as chapter 6's `dequantize_row` does on the CPU (the f16 scale widened,
-// times the quant: the same f32 products). The token id is read from the step's buffer,
-// which the host writes before each submission. One invocation per value of the row.
+// times the quant: the same f32 products). The token ids are read from `ids`, which the host
+// writes before each submission: one for a decode step, a prompt's piece for a prefill.
+// One invocation per value of a row, a row of workgroups per token.
 // A table larger than one binding (Gemma-3's) is split by rows (`split.rs`): one dispatch
 // per part, and only the part that holds the token writes the row. Gemma then scales it by
 // √dim, the f32 product chapter 8 takes after dequantizing.
@@ -9,17 +10,18 @@
 // ANCHOR: embed
 @group(0) @binding(0) var<storage, read> table: array<u32>; // (rows, cols) as blocks, padded
 
-// What the host writes before each token: its id, its position, and RoPE's cos and sin
-// for that position (`rope.wgsl`).
+// What the host writes before each submission: the first token's position, how many tokens
+// run, and RoPE's cos and sin at each of their positions (`rope.wgsl`).
 struct Step {
-    token: u32,
     pos: u32,
-    _pad0: u32,
-    _pad1: u32,
-    trig: array<f32>, // (2, head_dim / 2): cos, then sin
+    tokens: u32,
+    tables: u32,
+    _pad: u32,
+    trig: array<f32>, // (tokens, tables, 2, head_dim / 2)
 }
 @group(0) @binding(1) var<storage, read> step: Step;
-@group(0) @binding(2) var<storage, read_write> x: array<f32>; // (cols)
+@group(0) @binding(2) var<storage, read> ids: array<u32>; //     (tokens)
+@group(0) @binding(3) var<storage, read_write> x: array<f32>; // (tokens, cols)
 
 struct Params {
     rows: u32,   // rows in this part of the table (the vocabulary, unsplit)
@@ -31,7 +33,7 @@ struct Params {
     _pad1: u32,
     _pad2: u32,
 }
-@group(0) @binding(3) var<uniform> params: Params;
+@group(0) @binding(4) var<uniform> params: Params;
 
 fn word_at(at: u32) -> u32 {
     let i = at / 4u;
@@ -82,13 +84,15 @@ fn value(row: u32, j: u32) -> f32 {
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) id: vec3<u32>) {
     let j = id.x;
-    if j >= params.cols {
+    let t = id.y;
+    if j >= params.cols || t >= step.tokens {
         return;
     }
     // Another part's row (the host checks the id against the whole table before writing it).
-    if step.token < params.first || step.token - params.first >= params.rows {
+    let token = ids[t];
+    if token < params.first || token - params.first >= params.rows {
         return;
     }
-    x[j] = value(step.token - params.first, j) * params.scale;
+    x[t * params.cols + j] = value(token - params.first, j) * params.scale;
 }
 // ANCHOR_END: embed

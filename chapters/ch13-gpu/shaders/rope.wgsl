@@ -1,20 +1,21 @@
-// RoPE: every head of this token's queries and keys turned by its position's angles, in
-// place. The host computes cos and sin for the position as chapter 8's table does (the
-// angle in f64, rounded once to f32) and writes them into the step's buffer with the
-// token, so the rotation is chapter 3's `rotate`, value for value.
-// One invocation per pair: (n_heads + n_kv_heads) heads of head_dim / 2 pairs.
+// RoPE: every head of each token's queries and keys turned by its position's angles, in
+// place. The host computes cos and sin for each position as chapter 8's table does (the
+// angle in f64, rounded once to f32) and writes them into the step's buffer, so the
+// rotation is chapter 3's `rotate`, value for value.
+// One invocation per pair: (n_heads + n_kv_heads) heads of head_dim / 2 pairs, a row of
+// workgroups per token.
 
 // ANCHOR: rope
 struct Step {
-    token: u32,
     pos: u32,
-    _pad0: u32,
-    _pad1: u32,
-    trig: array<f32>, // (tables, 2, head_dim / 2): each base's cos, then sin
+    tokens: u32,
+    tables: u32,
+    _pad: u32,
+    trig: array<f32>, // (tokens, tables, 2, head_dim / 2): each base's cos, then sin
 }
 @group(0) @binding(0) var<storage, read> step: Step;
-@group(0) @binding(1) var<storage, read_write> q: array<f32>; // (n_heads, head_dim)
-@group(0) @binding(2) var<storage, read_write> k: array<f32>; // (n_kv_heads, head_dim)
+@group(0) @binding(1) var<storage, read_write> q: array<f32>; // (tokens, n_heads, head_dim)
+@group(0) @binding(2) var<storage, read_write> k: array<f32>; // (tokens, n_kv_heads, head_dim)
 
 struct Params {
     n_heads: u32,
@@ -41,21 +42,22 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
     let half = params.head_dim / 2u;
     let head = id.x / half;
     let i = id.x % half;
-    if head >= params.n_heads + params.n_kv_heads {
+    let token = id.y;
+    if head >= params.n_heads + params.n_kv_heads || token >= step.tokens {
         return;
     }
-    let t = params.table * params.head_dim; // this base's (2, head_dim / 2)
+    let t = (token * step.tables + params.table) * params.head_dim; // this base's (2, head_dim / 2)
     let c = step.trig[t + i];
     let s = step.trig[t + half + i];
     let p = pair(i);
     if head < params.n_heads {
-        let at = head * params.head_dim;
+        let at = (token * params.n_heads + head) * params.head_dim;
         let a = q[at + p.x];
         let b = q[at + p.y];
         q[at + p.x] = a * c - b * s;
         q[at + p.y] = a * s + b * c;
     } else {
-        let at = (head - params.n_heads) * params.head_dim;
+        let at = (token * params.n_kv_heads + head - params.n_heads) * params.head_dim;
         let a = k[at + p.x];
         let b = k[at + p.y];
         k[at + p.x] = a * c - b * s;

@@ -1,12 +1,14 @@
-//! The dispatches of a decode step, each bound once to its buffers ([`Op`]), and the
-//! builder that makes them in order ([`Builder`]): a product's input quantized once for
-//! each activation format its matrices want, an RMSNorm, a small shader. `step.rs` builds
-//! a model's step with it.
+//! The dispatches of a decode step or a prefill, each bound once to its buffers ([`Op`]),
+//! and the builder that makes them in order ([`Builder`]): a product's input quantized once
+//! for each activation format its matrices want (the matrix-vector product for one token,
+//! the tiled product for many), an RMSNorm, a small shader. `step.rs` builds a model's
+//! passes with it.
 
 use ch06_quantization::Format;
 use ch06_quantization::matrix::ActFormat;
 
 use crate::gpu::{Error, Gpu, Result};
+use crate::matmul::{MatMul, Tiled};
 use crate::matvec::{GpuMatrix, MatVec, Product, Reduction};
 use crate::ops::{Dispatch, Ops};
 use crate::quantize::{Quantize, QuantizeStep};
@@ -18,6 +20,7 @@ pub enum Op {
     Norm(NormStep),
     Quantize(QuantizeStep),
     Product(Product),
+    Tiled(Tiled),
     Shader(Dispatch),
 }
 
@@ -27,6 +30,7 @@ impl Op {
             Op::Norm(s) => s.record(pass),
             Op::Quantize(s) => s.record(pass),
             Op::Product(s) => s.record(pass),
+            Op::Tiled(s) => s.record(pass),
             Op::Shader(s) => s.record(pass),
         }
     }
@@ -35,6 +39,7 @@ impl Op {
 /// The shaders a step uses, compiled once.
 pub struct Shaders {
     pub matvec: MatVec,
+    pub matmul: MatMul,
     pub quantize: Quantize,
     pub norm: RmsNorm,
     pub ops: Ops,
@@ -50,6 +55,7 @@ impl Shaders {
     pub fn with(gpu: &Gpu, reduction: Reduction) -> Result<Shaders> {
         Ok(Shaders {
             matvec: MatVec::with(gpu, reduction)?,
+            matmul: MatMul::new(gpu)?,
             quantize: Quantize::new(gpu)?,
             norm: RmsNorm::new(gpu)?,
             ops: Ops::new(gpu)?,
@@ -57,10 +63,12 @@ impl Shaders {
     }
 }
 
-/// A vector some products read, quantized once for each activation format they want.
+/// Rows some products read (one token's, or each of a prefill's tokens'), quantized once
+/// for each activation format they want.
 pub struct Input {
     x: wgpu::Buffer,
-    blocks: usize,
+    tokens: usize,
+    blocks: usize, // of every token
     acts: Vec<(ActFormat, wgpu::Buffer)>,
 }
 
@@ -102,20 +110,39 @@ impl Builder<'_> {
         Ok(())
     }
 
-    pub fn input(&self, x: &wgpu::Buffer, n: usize) -> Input {
+    /// The first `tokens` rows of `n` values in `x`, as products' input.
+    pub fn input(&self, x: &wgpu::Buffer, n: usize, tokens: usize) -> Input {
         Input {
             x: x.clone(),
+            tokens,
             blocks: n / 32,
             acts: Vec::new(),
         }
     }
 
-    /// `out = m · input`: the input quantized to `m`'s activation format first, unless an
-    /// earlier product of the same input already has it.
+    /// `out = m · input` for each of its tokens: the input quantized to `m`'s activation
+    /// format first, unless an earlier product of the same input already has it; the
+    /// matrix-vector product for one token, the tiled product for more.
     pub fn product(&mut self, m: &GpuMatrix, input: &mut Input, out: &wgpu::Buffer) -> Result<()> {
         let acts = self.acts(m.format, input)?;
-        let p = Product::between(self.gpu, &self.shaders.matvec, m, &acts, out)?;
-        self.ops.push(Op::Product(p));
+        let op = match input.tokens {
+            1 => Op::Product(Product::between(
+                self.gpu,
+                &self.shaders.matvec,
+                m,
+                &acts,
+                out,
+            )?),
+            tokens => Op::Tiled(Tiled::between(
+                self.gpu,
+                &self.shaders.matmul,
+                m,
+                &acts,
+                out,
+                tokens,
+            )?),
+        };
+        self.ops.push(op);
         Ok(())
     }
 
@@ -127,6 +154,12 @@ impl Builder<'_> {
         input: &mut Input,
         out: &wgpu::Buffer,
     ) -> Result<()> {
+        if input.tokens != 1 {
+            return Err(Error::Input(format!(
+                "a split matrix's product of {} tokens: the LM head takes one",
+                input.tokens
+            )));
+        }
         let acts = self.acts(m.format, input)?;
         for (first, part) in &m.parts {
             let at = *first as u64 * 4;
@@ -145,7 +178,8 @@ impl Builder<'_> {
         if let Some((_, b)) = input.acts.iter().find(|(f, _)| *f == format) {
             return Ok(b.clone());
         }
-        let words = input.blocks * crate::acts::BLOCK_WORDS;
+        let blocks = input.tokens * input.blocks;
+        let words = blocks * crate::acts::BLOCK_WORDS;
         let b = self
             .gpu
             .storage("acts", words * 4, wgpu::BufferUsages::empty());
@@ -155,7 +189,7 @@ impl Builder<'_> {
             format,
             &input.x,
             &b,
-            input.blocks,
+            blocks,
         )?;
         self.ops.push(Op::Quantize(q));
         input.acts.push((format, b.clone()));
@@ -169,7 +203,18 @@ impl Builder<'_> {
         params: &[u32],
         groups: usize,
     ) -> Result<()> {
-        let d = Dispatch::new(self.gpu, pipeline, buffers, params, groups)?;
+        self.grid(pipeline, buffers, params, (groups, 1))
+    }
+
+    /// [`Builder::shader`] over a grid of workgroups: `(x, tokens)`.
+    pub fn grid(
+        &mut self,
+        pipeline: &wgpu::ComputePipeline,
+        buffers: &[&wgpu::Buffer],
+        params: &[u32],
+        groups: (usize, usize),
+    ) -> Result<()> {
+        let d = Dispatch::grid(self.gpu, pipeline, buffers, params, groups)?;
         self.ops.push(Op::Shader(d));
         Ok(())
     }

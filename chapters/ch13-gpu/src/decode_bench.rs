@@ -1,6 +1,6 @@
-//! `ch13-gpu bench`: a model's decode on the GPU, timed through the whole step: a prompt
-//! of `pp` tokens run as decode steps (there is no tiled prefill yet), then `tg` greedy
-//! tokens, each one submission and a 4-byte read-back; with `per_dispatch`, the same `tg`
+//! `ch13-gpu bench`: a model on the GPU, timed through the whole step: a prompt of `pp`
+//! tokens run as a prefill (a submission for each piece of up to the decoder's chunk of
+//! tokens, the products tiled), then `tg` greedy tokens, each one submission and a 4-byte read-back; with `per_dispatch`, the same `tg`
 //! tokens again with every dispatch submitted on its own, to measure what one submission a
 //! token saves. Random token ids (fixed seed) as the prompt, as llama-bench does.
 
@@ -39,6 +39,7 @@ pub fn run(
     }
     let shaders = Shaders::new(gpu)?;
     let decoder = Decoder::new(gpu, &shaders, model, capacity)?;
+    let pieces = pp.div_ceil(decoder.chunk);
     let mut seed = 0x2545_f491_4f6c_dd1d_u64;
     let prompt: Vec<u32> = (0..pp)
         .map(|_| {
@@ -48,12 +49,9 @@ pub fn run(
             (seed % vocab) as u32
         })
         .collect();
-    progress(&format!("pp{pp}: {pp} decode steps"));
+    progress(&format!("pp{pp}: {pieces} prefill submissions"));
     let start = Instant::now();
-    let mut next = 0;
-    for (pos, &id) in prompt.iter().enumerate() {
-        next = decoder.step(id, pos, false)?.0;
-    }
+    let mut next = decoder.prefill(&prompt, 0, false)?.0;
     let pp_s = start.elapsed().as_secs_f64();
     progress(&format!("tg{tg}: one submission a token"));
     let start = Instant::now();
@@ -65,6 +63,7 @@ pub fn run(
         "adapter": gpu.info.name,
         "backend": format!("{:?}", gpu.info.backend),
         "dispatches_per_token": decoder.dispatches(),
+        "prefill_chunk": decoder.chunk,
         "pp": pp, "pp_tok_s": pp as f64 / pp_s,
         "tg": tg, "tg_tok_s": tg as f64 / tg_s,
     });
@@ -82,12 +81,13 @@ pub fn run(
 /// The report as lines of text.
 pub fn text(r: &Value) -> String {
     let mut out = format!(
-        "{} ({}): {} dispatches a token\n  pp{} (as decode steps) {:.2} tok/s\n  tg{} {:.2} tok/s, one submission a token\n",
+        "{} ({}): {} dispatches a token\n  pp{} {:.2} tok/s, a submission for each {} tokens\n  tg{} {:.2} tok/s, one submission a token\n",
         r["adapter"].as_str().unwrap_or_default(),
         r["backend"].as_str().unwrap_or_default(),
         r["dispatches_per_token"],
         r["pp"],
         r["pp_tok_s"].as_f64().unwrap_or(0.0),
+        r["prefill_chunk"],
         r["tg"],
         r["tg_tok_s"].as_f64().unwrap_or(0.0),
     );

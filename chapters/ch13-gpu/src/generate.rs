@@ -1,6 +1,6 @@
-//! Chapter 9's generation loop with the GPU's decode step: the prompt run token by token
-//! (a decode step each: no tiled prefill yet), then each token chosen, streamed and checked
-//! for a stop, as `ch09_generate::generate` does. Greedy decoding without penalties takes
+//! Chapter 9's generation loop on the GPU: the prompt run as a prefill (a submission for
+//! each piece of up to `decoder.chunk` tokens), then each token chosen by a decode step,
+//! streamed and checked for a stop, as `ch09_generate::generate` does. Greedy decoding without penalties takes
 //! the GPU's argmax (4 bytes read back a token); anything else reads back the logits and
 //! hands them to chapter 9's [`Sampler`].
 
@@ -40,10 +40,9 @@ pub fn generate(
     let on_gpu = sampler.is_greedy() && !sampler.config.has_penalties();
     let step = |id: u32, pos: usize| decoder.step(id, pos, !on_gpu).map_err(|e| e.to_string());
     let start = Instant::now();
-    let mut last = (0, None);
-    for (pos, &id) in prompt.iter().enumerate() {
-        last = step(id, pos)?;
-    }
+    let mut last = decoder
+        .prefill(prompt, 0, !on_gpu)
+        .map_err(|e| e.to_string())?;
     let prefill_seconds = start.elapsed().as_secs_f64();
     // ANCHOR_END: generate
     // ANCHOR: generate_loop

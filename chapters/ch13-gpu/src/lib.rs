@@ -33,6 +33,7 @@ pub mod matmul;
 pub mod matvec;
 pub mod model;
 pub mod ops;
+pub mod pass;
 pub mod quantize;
 pub mod random;
 pub mod rmsnorm;

@@ -10,11 +10,13 @@
 //! `tokens · cols / 32` blocks (the blocks of a token's row are whole, so the tokens'
 //! rows quantized together are the rows quantized one by one).
 
+use std::sync::OnceLock;
+
 use ch06_quantization::Format;
 
 use crate::acts::{self, BLOCK_WORDS};
 use crate::gpu::{Error, Gpu, Result};
-use crate::matvec::{FORMATS, GpuMatrix, block_source, pipeline_for};
+use crate::matvec::{FORMATS, GpuMatrix, block_source};
 
 /// Rows and tokens of the output one workgroup takes (`TILE_ROWS`, `TILE_TOKENS` in
 /// `shaders/matmul.wgsl`).
@@ -37,24 +39,32 @@ pub fn source(format: Format) -> Option<String> {
 }
 // ANCHOR_END: source
 
-/// The compiled tiled-product pipelines, one per format in [`FORMATS`]: made once.
+/// The tiled-product pipelines, one per format in [`FORMATS`], each compiled the first time
+/// a product of that format is bound (a model uses two to four of the six).
 pub struct MatMul {
-    pipelines: Vec<(Format, wgpu::ComputePipeline)>,
+    pipelines: [OnceLock<wgpu::ComputePipeline>; FORMATS.len()],
 }
 
 impl MatMul {
-    pub fn new(gpu: &Gpu) -> Result<MatMul> {
-        let mut pipelines = Vec::new();
-        for format in FORMATS {
-            let wgsl = source(format).expect("FORMATS have shaders");
-            let label = format!("{} tiled product", format.name());
-            pipelines.push((format, gpu.pipeline(&label, &wgsl)?));
-        }
-        Ok(MatMul { pipelines })
+    pub fn new(_gpu: &Gpu) -> Result<MatMul> {
+        Ok(MatMul {
+            pipelines: Default::default(),
+        })
     }
 
-    fn pipeline(&self, format: Format) -> Result<&wgpu::ComputePipeline> {
-        pipeline_for(&self.pipelines, format, "tiled shader")
+    fn pipeline(&self, gpu: &Gpu, format: Format) -> Result<wgpu::ComputePipeline> {
+        let i = FORMATS.iter().position(|&f| f == format);
+        let (Some(i), Some(wgsl)) = (i, source(format)) else {
+            return Err(Error::Input(format!(
+                "no tiled shader for {}",
+                format.name()
+            )));
+        };
+        if let Some(p) = self.pipelines[i].get() {
+            return Ok(p.clone());
+        }
+        let p = gpu.pipeline(&format!("{} tiled product", format.name()), &wgsl)?;
+        Ok(self.pipelines[i].get_or_init(|| p).clone())
     }
 }
 
@@ -95,7 +105,7 @@ impl Tiled {
         out: &wgpu::Buffer,
         tokens: usize,
     ) -> Result<Tiled> {
-        let pipeline = shaders.pipeline(m.format)?.clone();
+        let pipeline = shaders.pipeline(gpu, m.format)?;
         let (acts_bytes, out_bytes) = sizes(gpu, m, tokens)?;
         if acts.size() < acts_bytes as u64 || out.size() < out_bytes as u64 {
             return Err(Error::Input(format!(

@@ -1,6 +1,6 @@
 //! The small shaders of a decode step, besides the products, quantization and RMSNorm: the
 //! embedding lookup, RoPE, attention over the KV cache, the SwiGLU and GELU gates, the
-//! residual add, Gemma-2's soft-cap and greedy argmax (`shaders/embed.wgsl` … `argmax.wgsl`). Each is compiled once
+//! residual add, Gemma-2's soft-cap, a prefill's last row and greedy argmax (`shaders/embed.wgsl` … `argmax.wgsl`). Each is compiled once
 //! ([`Ops`]) and bound once per place it is used in the step ([`Dispatch`]).
 
 use crate::gpu::{Error, Gpu, Result};
@@ -14,6 +14,7 @@ pub struct Ops {
     pub gelu: wgpu::ComputePipeline,
     pub add: wgpu::ComputePipeline,
     pub softcap: wgpu::ComputePipeline,
+    pub last: wgpu::ComputePipeline,
     pub argmax: wgpu::ComputePipeline,
 }
 
@@ -36,6 +37,7 @@ impl Ops {
             gelu: gpu.pipeline("gelu", include_str!("../shaders/gelu.wgsl"))?,
             add: gpu.pipeline("add", include_str!("../shaders/add.wgsl"))?,
             softcap: gpu.pipeline("softcap", include_str!("../shaders/softcap.wgsl"))?,
+            last: gpu.pipeline("last", include_str!("../shaders/last.wgsl"))?,
             argmax: gpu.pipeline("argmax", include_str!("../shaders/argmax.wgsl"))?,
         })
     }
@@ -47,7 +49,7 @@ impl Ops {
 pub struct Dispatch {
     pipeline: wgpu::ComputePipeline,
     bind_group: wgpu::BindGroup,
-    groups: u32,
+    groups: (u32, u32),
 }
 
 impl Dispatch {
@@ -60,10 +62,22 @@ impl Dispatch {
         params: &[u32],
         groups: usize,
     ) -> Result<Dispatch> {
+        Dispatch::grid(gpu, pipeline, buffers, params, (groups, 1))
+    }
+
+    /// [`Dispatch::new`] with a grid of `(x, y)` workgroups: a prefill's shaders take its
+    /// tokens along y.
+    pub fn grid(
+        gpu: &Gpu,
+        pipeline: &wgpu::ComputePipeline,
+        buffers: &[&wgpu::Buffer],
+        params: &[u32],
+        (x, y): (usize, usize),
+    ) -> Result<Dispatch> {
         let max = gpu.limits.max_compute_workgroups_per_dimension as usize;
-        if groups == 0 || groups > max {
+        if x == 0 || x > max || y == 0 || y > max {
             return Err(Error::Input(format!(
-                "{groups} workgroups: this GPU takes 1 to {max} in a dispatch"
+                "{x}x{y} workgroups: this GPU takes 1 to {max} a side in a dispatch"
             )));
         }
         let uniform = gpu.uniform(params);
@@ -72,7 +86,7 @@ impl Dispatch {
         Ok(Dispatch {
             pipeline: pipeline.clone(),
             bind_group: gpu.bind(pipeline, &all)?,
-            groups: groups as u32,
+            groups: (x as u32, y as u32),
         })
     }
 
@@ -80,7 +94,7 @@ impl Dispatch {
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
         pass.set_pipeline(&self.pipeline);
         pass.set_bind_group(0, &self.bind_group, &[]);
-        pass.dispatch_workgroups(self.groups, 1, 1);
+        pass.dispatch_workgroups(self.groups.0, self.groups.1, 1);
     }
 }
 // ANCHOR_END: dispatch

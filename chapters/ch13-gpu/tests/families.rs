@@ -155,6 +155,11 @@ fn check(arch: Arch) {
     let gpu = common::gpu();
     let shaders = Shaders::new(&gpu).unwrap();
     let model = GpuModel::upload(&gpu, &m.model).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let longest_prompt = prompts
+        .iter()
+        .max_by_key(|p| p.len())
+        .expect("a prompt")
+        .clone();
     let n = e2e::env_or("LLM_BOOK_GPU_PROMPTS", 1, 1).min(prompts.len());
     let prompts = &prompts[..n];
     rope_tables_match(name, &m.model, &model);
@@ -183,6 +188,7 @@ fn check(arch: Arch) {
         agree * 100 >= positions * e2e::FLOOR_PERCENT,
         "{name}: the GPU's top token equals the CPU's at only {agree} of {positions} positions"
     );
+    prefill(name, &gpu, &shaders, &model, &engine, &longest_prompt);
     eprintln!(
         "{name:<8} run: {} prompts, top-1 {agree}/{positions}, max |Δ logit| {worst:.2e} \
          (near-tie rule: {})",
@@ -191,6 +197,44 @@ fn check(arch: Arch) {
     );
 }
 // ANCHOR_END: check
+
+/// The fixture's longest prompt (52 to 78 tokens: past Gemma-2's window of 16) as a prefill
+/// in pieces of [`PIECE`] tokens, the last one shorter, then [`AFTER`] tokens decoded: every
+/// logit within [`Q8_0_BOUND`] of the CPU's and every top-1 miss a near-tie, as the decode
+/// steps above.
+fn prefill(
+    name: &str,
+    gpu: &ch13_gpu::Gpu,
+    shaders: &Shaders,
+    model: &GpuModel,
+    engine: &ch08_gguf::engine::Engine,
+    prompt: &[u32],
+) {
+    let decoder = Decoder::with_chunk(gpu, shaders, model, prompt.len() + AFTER, PIECE).unwrap();
+    let c = e2e::prefilled(&decoder, engine, prompt, AFTER);
+    assert!(
+        c.misses.is_empty() && c.worst <= Q8_0_BOUND,
+        "{name}: a prompt of {} tokens as a prefill in pieces of {PIECE}: a logit differs by {} \
+         from the CPU's (allowed {Q8_0_BOUND}), top-1 misses that are not near-ties: {:?}",
+        prompt.len(),
+        c.worst,
+        c.misses
+    );
+    eprintln!(
+        "{name:<8} prefill of {} tokens in pieces of {PIECE}, then {AFTER} decoded: top-1 {}/{}, \
+         max |Δ logit| {:.2e}",
+        prompt.len(),
+        c.agree,
+        c.positions,
+        c.worst
+    );
+}
+
+/// Tokens a prefill submission takes in [`prefill`]: fewer than the prompts, so they run
+/// in pieces, and more than a tile's 16 tokens, so a piece has two tiles, one part full.
+const PIECE: usize = 24;
+/// Tokens decoded after the prefill.
+const AFTER: usize = 2;
 
 #[test]
 fn llama3() {

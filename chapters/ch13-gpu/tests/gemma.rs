@@ -44,3 +44,10 @@ fn gemma3_teacher_forced_on_chapter_9_s_text_agrees_with_the_cpu_engine() {
     let slice = e2e::env_or("LLM_BOOK_GPU_SLICE", SLICE, 2);
     e2e::teacher_forced(loaded(), from, slice, Rule::NearTies);
 }
+
+/// Past the sliding window: 520 tokens as a prefill (positions 512 and on no longer see
+/// position 0 on five layers of six), then a token decoded.
+#[test]
+fn gemma3_prefill_past_the_window_agrees_with_the_cpu_engine() {
+    e2e::prefill_text(loaded(), 520, 1, Rule::NearTies);
+}

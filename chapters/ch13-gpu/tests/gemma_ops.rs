@@ -23,10 +23,11 @@ fn run(gpu: &Gpu, d: &Dispatch) {
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
-/// The step's small buffer as `step.rs` writes it: token, position, two words of padding,
-/// then each table's cos and sin.
-fn step_buffer(gpu: &Gpu, pos: usize, trig: &[f32]) -> wgpu::Buffer {
-    let mut words = vec![0.0f32, f32::from_bits(pos as u32), 0.0, 0.0];
+/// The step's small buffer as `step.rs` writes it for one token: its position, one token,
+/// the count of `tables`, a word of padding, then each table's cos and sin.
+fn step_buffer(gpu: &Gpu, pos: usize, tables: usize, trig: &[f32]) -> wgpu::Buffer {
+    let header = [pos as u32, 1, tables as u32, 0].map(f32::from_bits);
+    let mut words = header.to_vec();
     words.extend_from_slice(trig);
     gpu.upload_f32("step", &words, wgpu::BufferUsages::empty())
 }
@@ -82,7 +83,7 @@ fn attention_sees_only_the_window_and_caps_as_chapter_8_does() {
         k_cache[j * hd..(j + 1) * hd].copy_from_slice(&k);
         v_cache[j * hd..(j + 1) * hd].copy_from_slice(&v);
     }
-    let step = step_buffer(&gpu, pos, &vec![0.0; hd]);
+    let step = step_buffer(&gpu, pos, 1, &vec![0.0; hd]);
     let up = |name: &str, x: &[f32]| gpu.upload_f32(name, x, wgpu::BufferUsages::empty());
     let (qb, kb, vb) = (up("q", &q), up("k", &k), up("v", &v));
     let empty = wgpu::BufferUsages::empty();
@@ -239,7 +240,7 @@ fn rope_turns_with_the_layer_s_table() {
         })
         .collect();
     let trig: Vec<f32> = tables.iter().flat_map(|t| t.at(pos)).collect();
-    let step = step_buffer(&gpu, pos, &trig);
+    let step = step_buffer(&gpu, pos, tables.len(), &trig);
     let mut rng = Rng::new(63);
     let q: Vec<f32> = (0..n_heads * hd).map(|_| rng.signed()).collect();
     let k: Vec<f32> = (0..n_kv * hd).map(|_| rng.signed()).collect();

@@ -201,6 +201,75 @@ pub fn forced_ids(decoder: &Decoder, engine: &Engine, ids: &[u32]) -> Compared {
     compare(&cpu, &gpu, engine.model.config.vocab_size)
 }
 
+// ANCHOR: prefilled
+/// `ids` run as a prefill through `decoder` (a submission for each piece of up to its chunk
+/// of tokens) and through chapter 8's engine, then `after` more tokens decoded one at a time
+/// (the CPU's greedy choices, fed to both): the logits after the prompt and after each
+/// token, compared. What the prefill wrote into the KV cache is read by every step after it.
+pub fn prefilled(decoder: &Decoder, engine: &Engine, ids: &[u32], after: usize) -> Compared {
+    let total = ids.len() + after;
+    let mut cache = engine.new_cache(total).unwrap();
+    let mut cpu = engine.forward(&mut cache, ids, 0).unwrap();
+    let (_, logits) = decoder.prefill(ids, 0, true).unwrap();
+    let mut gpu = logits.expect("asked for");
+    let vocab = engine.model.config.vocab_size;
+    for pos in ids.len()..total {
+        let next = first_max(&cpu[cpu.len() - vocab..]) as u32;
+        cpu.extend(engine.forward(&mut cache, &[next], pos).unwrap());
+        gpu.extend(decoder.step(next, pos, true).unwrap().1.expect("asked for"));
+    }
+    compare(&cpu, &gpu, vocab)
+}
+// ANCHOR_END: prefilled
+
+/// The first `n` tokens of chapter 9's perplexity text (BOS in front, as chapter 9 scores a
+/// window) as a prefill on the GPU and on the CPU, then `after` tokens decoded
+/// ([`prefilled`]): every top-1 miss a near-tie ([`Rule::NearTies`]), or every logit the
+/// CPU's ([`Rule::Bits`]).
+pub fn prefill_text(m: &Loaded, n: usize, after: usize, rule: Rule) {
+    let gpu = gpu();
+    let shaders = rule.shaders(&gpu);
+    let model = GpuModel::upload(&gpu, &m.model).unwrap();
+    let path = models::workspace_root().join("fixtures/reference/perplexity-text.txt");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let bos = m.tokenizer.bos.filter(|_| m.tokenizer.add_bos);
+    let ids: Vec<u32> = bos
+        .into_iter()
+        .chain(m.tokenizer.tokenizer.encode(&text, false))
+        .take(n)
+        .collect();
+    assert_eq!(ids.len(), n, "the text has fewer than {n} tokens");
+    let decoder = Decoder::new(&gpu, &shaders, &model, n + after).unwrap();
+    let engine = m.engine().unwrap();
+    let start = std::time::Instant::now();
+    let c = prefilled(&decoder, &engine, &ids, after);
+    eprintln!(
+        "{}: a prefill of {n} tokens in pieces of {}, then {after} decoded: top-1 {}/{}, max \
+         |Δ logit| {:.4}; {:.1} s on {} with the CPU's ({rule:?})",
+        m.model.family.name,
+        decoder.chunk,
+        c.agree,
+        c.positions,
+        c.worst,
+        start.elapsed().as_secs_f64(),
+        gpu.info.name
+    );
+    match rule {
+        Rule::Bits => assert!(
+            c.worst == 0.0,
+            "a prefill of {n} tokens: with the products in the CPU's order a logit differs from \
+             the CPU's by {}",
+            c.worst
+        ),
+        Rule::NearTies => assert!(
+            c.misses.is_empty(),
+            "a prefill of {n} tokens: the GPU's top token is not the CPU's where the CPU's \
+             logits prefer theirs by {NEAR_TIE} or more: {:?}",
+            c.misses
+        ),
+    }
+}
+
 /// Teacher-forced on `slice` tokens of chapter 9's perplexity text from token `from`, run
 /// from an empty cache at position 0 (BOS first, as chapter 9 scores a window): every
 /// position where the two top-1 tokens differ is a near-tie in the CPU's logits, they agree

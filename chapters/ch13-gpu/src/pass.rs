@@ -1,0 +1,290 @@
+//! One pass over the model, bound once: every dispatch from the embedding lookup to the
+//! argmax, for a fixed number of tokens. A decode step is the pass of one token (its
+//! products the matrix-vector shader's); a prefill is the pass of a prompt's piece, up to
+//! `tokens` at once (its products the tiled shader's, its attention causal over the piece).
+//! Both passes of a [`Decoder`](crate::step::Decoder) share what lives from one submission
+//! to the next ([`Shared`]): the small step buffers the host writes, the KV cache, the
+//! logits. What a family adds (Gemma-3's norms, window, GELU, second RoPE base, Qwen2's
+//! biases, Gemma-2's soft-caps) is more ops or other parameters, chosen here from the
+//! uploaded model.
+
+use crate::bind::{Builder, Shaders};
+use crate::gpu::{Error, Result};
+use crate::model::GpuModel;
+use crate::ops::groups_of_64;
+
+/// What both passes bind: written or kept from one submission to the next.
+pub struct Shared {
+    /// The first token's position, the token count, the RoPE tables' count, a word of
+    /// padding, then each token's cos and sin for each table: `(tokens, tables, head_dim)`.
+    pub step: wgpu::Buffer,
+    pub ids: wgpu::Buffer,                         // (tokens) u32
+    pub caches: Vec<(wgpu::Buffer, wgpu::Buffer)>, // each layer's K and V, (capacity, kv_dim)
+    pub scores: wgpu::Buffer,                      // (tokens, n_heads, capacity)
+    pub logits: wgpu::Buffer,                      // (vocab): the last token's
+    pub best: wgpu::Buffer,                        // (1) u32: their argmax
+}
+
+impl Shared {
+    /// The buffers for a cache of `capacity` positions and passes of up to `tokens` tokens.
+    pub fn new(b: &Builder, model: &GpuModel, capacity: usize, tokens: usize) -> Shared {
+        let s = model.shape;
+        let trig = tokens * model.ropes.len() * s.head_dim;
+        let caches = (0..s.layers)
+            .map(|_| {
+                let floats = capacity * s.kv_dim();
+                (b.f32s("k_cache", floats), b.f32s("v_cache", floats))
+            })
+            .collect();
+        Shared {
+            step: b
+                .gpu
+                .storage("step", 16 + trig * 4, wgpu::BufferUsages::COPY_DST),
+            ids: b
+                .gpu
+                .storage("ids", tokens * 4, wgpu::BufferUsages::COPY_DST),
+            caches,
+            scores: b.f32s("scores", tokens * s.n_heads * capacity),
+            logits: b.f32s("logits", s.vocab),
+            best: b.f32s("best", 1),
+        }
+    }
+}
+
+/// A pass's activation buffers, `tokens` rows each; kept for tests that look inside a step.
+pub struct Activations {
+    pub x: wgpu::Buffer,     // (tokens, dim): the residual stream
+    pub xn: wgpu::Buffer,    // (tokens, dim): the last norm's output
+    pub q: wgpu::Buffer,     // (tokens, n_heads * head_dim)
+    pub k: wgpu::Buffer,     // (tokens, n_kv_heads * head_dim)
+    pub v: wgpu::Buffer,     // (tokens, n_kv_heads * head_dim)
+    pub heads: wgpu::Buffer, // (tokens, n_heads * head_dim): attention's output
+    pub o: wgpu::Buffer,     // (tokens, dim): the last block's output
+    pub gate: wgpu::Buffer,  // (tokens, ffn): SiLU(gate) · up after a layer's feed-forward
+}
+
+// ANCHOR: build
+/// Binds every dispatch of a pass of `tokens` tokens over `model` into `b`, against a cache
+/// of `capacity` positions.
+pub fn build(
+    b: &mut Builder,
+    model: &GpuModel,
+    shared: &Shared,
+    capacity: usize,
+    tokens: usize,
+) -> Result<Activations> {
+    let s = model.shape;
+    let shaders: &Shaders = b.shaders;
+    let (dim, q_dim, kv_dim, ffn) = (s.dim, s.q_dim(), s.kv_dim(), s.ffn);
+    let rows = |label: &str, n: usize| b.f32s(label, tokens * n);
+    let x = rows("x", dim); //          (tokens, dim): the residual stream
+    let xn = rows("xn", dim); //        (tokens, dim): normed
+    let q = rows("q", q_dim); //        (tokens, n_heads * head_dim)
+    let k = rows("k", kv_dim); //       (tokens, n_kv_heads * head_dim)
+    let v = rows("v", kv_dim); //       (tokens, n_kv_heads * head_dim)
+    let heads = rows("heads", q_dim); // (tokens, n_heads * head_dim): attention's output
+    let o = rows("o", dim); //          (tokens, dim): a block's output
+    let gate = rows("gate", ffn); //    (tokens, ffn)
+    let up = rows("up", ffn); //        (tokens, ffn)
+    // Q and K as the products give them, before the norm on each head (Gemma-3)
+    let q_raw = rows("q_raw", q_dim);
+    let k_raw = rows("k_raw", kv_dim);
+    let Shared { step, ids, .. } = shared;
+    let e = model.embed_format();
+    for (first, part) in &model.embed.parts {
+        // one dispatch per part of the table; the part holding a token writes its row
+        let (n, first, scale) = (u(part.rows)?, u(*first)?, model.embed_scale.to_bits());
+        b.grid(
+            &shaders.ops.embed,
+            &[&part.buffer, step, ids, &x],
+            &[n, u(dim)?, e, scale, first, 0, 0, 0],
+            (groups_of_64(dim), tokens),
+        )?;
+    }
+    let [nh, nkv, hd] = [u(s.n_heads)?, u(s.n_kv_heads)?, u(s.head_dim)?];
+    for (layer, (k_cache, v_cache)) in model.layers.iter().zip(&shared.caches) {
+        // ANCHOR: attention_half
+        // attention
+        b.norm_rows(&x, &layer.attn_norm, &xn, dim, tokens, s.eps)?;
+        let mut input = b.input(&xn, dim, tokens);
+        let (q_out, k_out) = match layer.qk_norm {
+            Some(_) => (&q_raw, &k_raw),
+            None => (&q, &k),
+        };
+        b.product(&layer.wq, &mut input, q_out)?;
+        b.product(&layer.wk, &mut input, k_out)?;
+        b.product(&layer.wv, &mut input, &v)?;
+        for (bias, out) in [(&layer.bq, q_out), (&layer.bk, k_out), (&layer.bv, &v)] {
+            if let Some(bias) = bias {
+                add(b, out, bias)?; // Qwen2: a bias on each product, as chapter 8
+            }
+        }
+        if let Some((q_norm, k_norm)) = &layer.qk_norm {
+            // Gemma-3: every head of Q and K normalised, a row of head_dim each
+            b.norm_rows(&q_raw, q_norm, &q, s.head_dim, tokens * s.n_heads, s.eps)?;
+            b.norm_rows(&k_raw, k_norm, &k, s.head_dim, tokens * s.n_kv_heads, s.eps)?;
+        }
+        let pairs = (s.n_heads + s.n_kv_heads) * s.head_dim / 2;
+        b.grid(
+            &shaders.ops.rope,
+            &[step, &q, &k],
+            &[nh, nkv, hd, 1, u(layer.rope)?, 0, 0, 0],
+            (groups_of_64(pairs), tokens),
+        )?;
+        let window = u(layer.window.unwrap_or(0))?; // 0: every position
+        let [cap, inv_cap] = cap_words(s.attn_softcap); // Gemma-2
+        let params = [
+            nh,
+            nkv,
+            hd,
+            u(capacity)?,
+            s.scale.to_bits(),
+            window,
+            cap,
+            inv_cap,
+        ];
+        b.grid(
+            &shaders.ops.attention,
+            &[step, &q, &k, &v, k_cache, v_cache, &heads, &shared.scores],
+            &params,
+            (s.n_heads, tokens),
+        )?;
+        let mut input = b.input(&heads, q_dim, tokens);
+        b.product(&layer.wo, &mut input, &o)?;
+        residual(b, &x, &o, layer.post_attn_norm.as_ref(), &xn, tokens, s.eps)?;
+        // ANCHOR_END: attention_half
+        // ANCHOR: ffn
+        // feed-forward
+        b.norm_rows(&x, &layer.ffn_norm, &xn, dim, tokens, s.eps)?;
+        let mut input = b.input(&xn, dim, tokens);
+        b.product(&layer.w_gate, &mut input, &gate)?;
+        b.product(&layer.w_up, &mut input, &up)?;
+        let n = [u(tokens * ffn)?, 0, 0, 0];
+        match &model.gelu {
+            None => b.shader(
+                &shaders.ops.swiglu,
+                &[&gate, &up],
+                &n,
+                groups_of_64(tokens * ffn),
+            )?,
+            Some(table) => b.shader(
+                &shaders.ops.gelu,
+                &[&gate, &up, table],
+                &n,
+                groups_of_64(tokens * ffn),
+            )?,
+        }
+        let mut input = b.input(&gate, ffn, tokens);
+        b.product(&layer.w_down, &mut input, &o)?;
+        residual(b, &x, &o, layer.post_ffn_norm.as_ref(), &xn, tokens, s.eps)?;
+        // ANCHOR_END: ffn
+    }
+    head(b, model, shared, &x, tokens)?;
+    Ok(Activations {
+        x,
+        xn,
+        q,
+        k,
+        v,
+        heads,
+        o,
+        gate,
+    })
+}
+// ANCHOR_END: build
+
+// ANCHOR: head
+/// The logits of the last token only, and their argmax: a prefill first copies its last
+/// row out of `x` (`shaders/last.wgsl`), so the final norm and the LM head run on one row.
+fn head(
+    b: &mut Builder,
+    model: &GpuModel,
+    shared: &Shared,
+    x: &wgpu::Buffer,
+    tokens: usize,
+) -> Result<()> {
+    let s = model.shape;
+    let shaders: &Shaders = b.shaders;
+    let last = match tokens {
+        1 => x.clone(),
+        _ => {
+            let last = b.f32s("last", s.dim);
+            let params = [u(s.dim)?, 0, 0, 0];
+            b.shader(
+                &shaders.ops.last,
+                &[&shared.step, x, &last],
+                &params,
+                groups_of_64(s.dim),
+            )?;
+            last
+        }
+    };
+    let xn = b.f32s("xn last", s.dim);
+    b.norm_rows(&last, &model.final_norm, &xn, s.dim, 1, s.eps)?;
+    let mut input = b.input(&xn, s.dim, 1);
+    b.product_split(model.lm_head(), &mut input, &shared.logits)?;
+    if s.final_softcap.is_some() {
+        let [cap, inv_cap] = cap_words(s.final_softcap); // Gemma-2
+        b.shader(
+            &shaders.ops.softcap,
+            &[&shared.logits],
+            &[u(s.vocab)?, cap, inv_cap, 0],
+            groups_of_64(s.vocab),
+        )?;
+    }
+    b.shader(
+        &shaders.ops.argmax,
+        &[&shared.logits, &shared.best],
+        &[u(s.vocab)?, 0, 0, 0],
+        1,
+    )
+}
+// ANCHOR_END: head
+
+/// `n` as a shader's u32, or an error saying it does not fit.
+pub fn u(n: usize) -> Result<u32> {
+    u32::try_from(n).map_err(|_| Error::Input(format!("{n} does not fit a u32")))
+}
+
+/// A soft-cap as the shaders take it: `cap` and `1/cap` (rounded in f32, as chapter 8
+/// rounds it) as bits; 0 and 0 for none.
+fn cap_words(cap: Option<f32>) -> [u32; 2] {
+    cap.map_or([0, 0], |c| [c.to_bits(), (1.0 / c).to_bits()])
+}
+
+// ANCHOR: residual
+/// `x += out`, or with a post-norm (Gemma) `x += RMSNorm(out)` row by row, normed into
+/// `scratch`.
+fn residual(
+    b: &mut Builder,
+    x: &wgpu::Buffer,
+    out: &wgpu::Buffer,
+    post_norm: Option<&wgpu::Buffer>,
+    scratch: &wgpu::Buffer,
+    tokens: usize,
+    eps: f32,
+) -> Result<()> {
+    let added = match post_norm {
+        Some(w) => {
+            let dim = (x.size() / 4) as usize / tokens;
+            b.norm_rows(out, w, scratch, dim, tokens, eps)?;
+            scratch
+        }
+        None => out,
+    };
+    add(b, x, added)
+}
+// ANCHOR_END: residual
+
+/// `x += y`, value by value (`shaders/add.wgsl`): the residual; or a bias, `y` added to
+/// each of `x`'s rows of `y`'s length.
+fn add(b: &mut Builder, x: &wgpu::Buffer, y: &wgpu::Buffer) -> Result<()> {
+    let (n, m) = ((x.size() / 4) as usize, (y.size() / 4) as usize);
+    let shaders = b.shaders;
+    b.shader(
+        &shaders.ops.add,
+        &[x, y],
+        &[u(n)?, u(m)?, 0, 0],
+        groups_of_64(n),
+    )
+}
