@@ -34,7 +34,7 @@ struct Dims {
     rows: u32,   // rows of W
     blocks: u32, // blocks of 32 in a row
     tokens: u32, // rows of X
-    _pad: u32,
+    zero: u32,   // 0, always: the host writes it, the compiler cannot know it (`alone`)
 }
 @group(0) @binding(3) var<uniform> dims: Dims;
 // ANCHOR_END: bindings
@@ -121,6 +121,20 @@ fn load(c: u32, row0: u32, token0: u32, i: u32) {
 }
 // ANCHOR_END: load
 
+// ANCHOR: alone
+// A term rounded on its own before it joins the sum, as the CPU rounds it. WGSL marks no f32
+// operation exact, so a compiler may add `sum + (a + b)` as `(sum + a) + b`, which rounds
+// differently. Lavapipe's does so here (not in the matrix-vector product, which stores each
+// term in workgroup memory first) for Q4_1 and Q4_K, whose term adds two products (the
+// scales' and the minimums'): without this their sums are a few units in the last place
+// from the CPU's. An exclusive-or with a word the compiler cannot see is 0 makes the term a
+// value of its own at the cost of one integer operation a term; a term of one product (Q4_0,
+// Q8_0, Q5_0, Q6_K) passes through unchanged.
+fn alone(term: f32) -> f32 {
+    return bitcast<f32>(bitcast<u32>(term) ^ dims.zero);
+}
+// ANCHOR_END: alone
+
 // ANCHOR: main
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) i: u32) {
@@ -140,7 +154,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
         // 32, or a K-quant's whole super-block (the format's `term`, TERM_BLOCKS blocks)
         for (var t = 0u; t < n / TERM_BLOCKS; t++) {
             for (var r = 0u; r < ROWS_EACH; r++) {
-                sums[r] += term(mine + r, t);
+                sums[r] += alone(term(mine + r, t));
             }
         }
         workgroupBarrier(); // before the next step overwrites the tile

@@ -194,7 +194,8 @@ impl Tiled {
     }
 }
 
-/// Queues the shader's `Dims`: each count below 2³², as [`sizes`] checked.
+/// Queues the shader's `Dims`: each count below 2³², as [`sizes`] checked, and the word
+/// `zero` that keeps each term rounded on its own (`alone` in the shader).
 fn write_dims(gpu: &Gpu, uniform: &wgpu::Buffer, rows: usize, blocks: usize, tokens: usize) {
     let words = [rows, blocks, tokens, 0].map(|n| n as u32);
     let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
