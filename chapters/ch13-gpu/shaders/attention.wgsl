@@ -112,12 +112,9 @@ fn capped(s: f32) -> f32 {
 
 // ANCHOR: attend
 @compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_id) me: vec3<u32>) {
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
     let t = group.y; // this submission's token, at position step.pos + t
-    if t >= step.tokens {
-        return; // a prefill's last piece, shorter than the buffers
-    }
-    let lane = me.x;
+    if t >= step.tokens { return; } // a prefill's last piece, shorter than the buffers
     let hd = params.head_dim;
     let kv = group.x / (params.n_heads / params.n_kv_heads);
     let h = t * params.n_heads + group.x; // the query head, counted over all tokens

@@ -97,7 +97,7 @@ pub fn generate(g: &Generate, json: bool) -> Result<(), ch13_gpu::Error> {
         return Ok(());
     }
     eprintln!(
-        "\n---\n{} prompt tokens in {:.1} ms (as decode steps); {} generated at {:.1} tok/s on {}, \
+        "\n---\n{} prompt tokens in {:.1} ms (a prefill); {} generated at {:.1} tok/s on {}, \
          {} dispatches a token; stopped: {}",
         prompt.len(),
         run.prefill_seconds * 1e3,

@@ -9,10 +9,11 @@
 //! - [`matmul`]: the prefill product `X · Wᵀ`, many tokens a dispatch, tile by tile.
 //! - [`split`]: a matrix larger than one binding, split by rows over several buffers.
 //! - [`quantize`], [`rmsnorm`]: the input quantized on the GPU, and RMSNorm.
-//! - [`model`], [`ops`], [`bind`], [`step`]: chapter 8's model uploaded once, the small
-//!   shaders of a decode step (embedding, RoPE, attention, the SwiGLU and GELU gates,
-//!   residual, soft-cap, argmax), each dispatch bound once, and the step itself, one
-//!   submission a token, for every family chapter 8 runs (SmolLM2 and Gemma-3's files, and
+//! - [`model`], [`ops`], [`bind`], [`pass`], [`step`]: chapter 8's model uploaded once, the
+//!   small shaders of a pass (embedding, RoPE, attention, the SwiGLU and GELU gates,
+//!   residual, soft-cap, last row, argmax), each dispatch bound once, a pass over one token
+//!   or a prompt's piece, and the decoder that runs them: one submission a token, one a
+//!   piece of the prompt, for every family chapter 8 runs (SmolLM2 and Gemma-3's files, and
 //!   chapter 8's synthetic Llama 3, Mistral, Qwen2, Qwen3, Phi-3 and Gemma-2 files).
 //! - [`generate`]: chapter 9's generation loop on that step.
 //! - [`info`], [`bench`], [`decode_bench`], [`tile_bench`]: the binary's `info`, `kernels`,

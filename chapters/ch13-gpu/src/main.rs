@@ -11,12 +11,12 @@ mod commands;
 
 const USAGE: &str = "\
 usage: ch13-gpu [-m FILE] -p TEXT [-n N] [sampling options] [--json]
-           generates as ch09-generate does, each token one submission to the GPU (the
-           prompt runs as decode steps, a token at a time); greedy (--temp 0) reads
-           back the GPU's argmax, other sampling reads back the logits
+           generates as ch09-generate does: the prompt as a prefill (a submission for
+           each 256 tokens, the products tiled), then each token one submission; greedy
+           (--temp 0) reads back the GPU's argmax, other sampling the logits
        ch13-gpu bench [-m FILE] [--pp N] [--tg N] [--per-dispatch] [--json]
-           the model's decode on the GPU: pp prompt tokens as decode steps, then tg
-           greedy tokens, one submission each, and the dispatches a token; with
+           the model on the GPU: pp prompt tokens as a prefill, then tg greedy
+           tokens, one submission each, and the dispatches a token; with
            --per-dispatch the tg tokens again with a submission per dispatch
        ch13-gpu info [--json]
            every GPU adapter wgpu sees: name, backend, driver, the limits a compute
@@ -116,7 +116,10 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
             Long("tokens") => a.tiles.tokens = number(&mut p, "--tokens")?,
             Long("format") => {
                 let v = p.value()?.string()?;
-                a.tiles.format = ch06_quantization::Format::parse(&v).ok_or(format!(
+                // any case: the K-quants' names are written q4_K, q6_K
+                let formats = ch13_gpu::matvec::FORMATS;
+                let found = formats.iter().find(|f| f.name().eq_ignore_ascii_case(&v));
+                a.tiles.format = *found.ok_or(format!(
                     "--format {v:?}: q4_0, q8_0, q4_1, q5_0, q4_k or q6_k"
                 ))?;
             }

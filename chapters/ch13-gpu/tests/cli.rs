@@ -32,6 +32,7 @@ fn help_and_bad_flags() {
         &["dance"],
         &[],
         &["kernels", "--secs", "x"],
+        &["tiles", "--format", "q9_9"],
     ] {
         let out = ch13(bad, false);
         assert_eq!(
@@ -45,6 +46,14 @@ fn help_and_bad_flags() {
             "{bad:?} says what is wrong"
         );
     }
+    // a format is named in any case (the K-quants are q4_K and q6_K): past the flags, the
+    // run stops at the 0 tokens, not at the name
+    let out = ch13(&["tiles", "--format", "Q4_k", "--tokens", "0"], false);
+    let err = text(&out.stderr);
+    assert!(
+        out.status.code() != Some(0) && !err.contains("--format"),
+        "--format Q4_k names Q4_K: {err}"
+    );
     let out = ch13(&["kernels", "--secs", "0"], false);
     assert_eq!(
         out.status.code(),

@@ -51,6 +51,10 @@ impl Rule {
     }
 }
 
+/// The most tokens a prefill submission takes in [`greedy`]: SmolLM2's chat prompt of 16
+/// tokens runs in two pieces, each shorter than a tile.
+pub const PIECE: usize = 12;
+
 /// The model at `path`, loaded once per test file by the caller's `OnceLock`.
 pub fn load(path: std::path::PathBuf) -> Loaded {
     let path = models::require(&path).unwrap_or_else(|e| panic!("{e}"));
@@ -71,10 +75,10 @@ pub fn env_or(var: &str, default: usize, min: usize) -> usize {
 }
 
 // ANCHOR: greedy
-/// `n` greedy tokens after `prompt` (control tokens parsed) on the GPU and on the CPU. Under
-/// [`Rule::NearTies`], the same tokens until the first where they differ, and there a
-/// near-tie in the CPU's logits; under [`Rule::Bits`], every token and every step's logits
-/// the same.
+/// `prompt` (control tokens parsed) as a prefill in pieces of up to [`PIECE`] tokens, then
+/// `n` greedy tokens, on the GPU and on the CPU. Under [`Rule::NearTies`], the same tokens
+/// until the first where they differ, and there a near-tie in the CPU's logits; under
+/// [`Rule::Bits`], every token and the logits after the prompt and after each token the same.
 pub fn greedy(m: &Loaded, prompt: &str, n: usize, rule: Rule) {
     let gpu = gpu();
     let shaders = rule.shaders(&gpu);
@@ -83,19 +87,18 @@ pub fn greedy(m: &Loaded, prompt: &str, n: usize, rule: Rule) {
     let total = prompt.len() + n;
     let engine = m.engine().unwrap();
     let cpu = engine.greedy(&prompt, n, false, &mut |_| {}).unwrap().ids;
-    let decoder = Decoder::new(&gpu, &shaders, &model, total).unwrap();
+    let piece = PIECE.min(total);
+    let decoder = Decoder::with_chunk(&gpu, &shaders, &model, total, piece).unwrap();
     eprintln!(
-        "{} on {}: {} dispatches a token",
+        "{} on {}: {} dispatches a token; a prompt of {} tokens in pieces of {piece}",
         m.model.family.name,
         gpu.info.name,
-        decoder.dispatches()
+        decoder.dispatches(),
+        prompt.len()
     );
     let start = std::time::Instant::now();
-    let (mut next, mut gpu_logits) = (0, Vec::new());
-    for (pos, &id) in prompt.iter().enumerate() {
-        let (best, logits) = decoder.step(id, pos, pos + 1 == prompt.len()).unwrap();
-        (next, gpu_logits) = (best, logits.unwrap_or_default());
-    }
+    let (mut next, logits) = decoder.prefill(&prompt, 0, true).unwrap();
+    let mut gpu_logits = logits.expect("asked for");
     let mut cache = engine.new_cache(total).unwrap();
     let mut cpu_logits = engine.forward(&mut cache, &prompt, 0).unwrap();
     let mut worst = 0.0f32;
@@ -134,8 +137,8 @@ pub fn greedy(m: &Loaded, prompt: &str, n: usize, rule: Rule) {
     }
     let secs = start.elapsed().as_secs_f64();
     eprintln!(
-        "{total} steps in {secs:.2} s ({:.2} tok/s on this adapter); max |Δ logit| vs the CPU {worst:.4}",
-        total as f64 / secs
+        "the prefill and {} steps in {secs:.2} s on this adapter; max |Δ logit| vs the CPU {worst:.4}",
+        n.saturating_sub(1)
     );
 }
 // ANCHOR_END: greedy
@@ -221,54 +224,6 @@ pub fn prefilled(decoder: &Decoder, engine: &Engine, ids: &[u32], after: usize) 
     compare(&cpu, &gpu, vocab)
 }
 // ANCHOR_END: prefilled
-
-/// The first `n` tokens of chapter 9's perplexity text (BOS in front, as chapter 9 scores a
-/// window) as a prefill on the GPU and on the CPU, then `after` tokens decoded
-/// ([`prefilled`]): every top-1 miss a near-tie ([`Rule::NearTies`]), or every logit the
-/// CPU's ([`Rule::Bits`]).
-pub fn prefill_text(m: &Loaded, n: usize, after: usize, rule: Rule) {
-    let gpu = gpu();
-    let shaders = rule.shaders(&gpu);
-    let model = GpuModel::upload(&gpu, &m.model).unwrap();
-    let path = models::workspace_root().join("fixtures/reference/perplexity-text.txt");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let bos = m.tokenizer.bos.filter(|_| m.tokenizer.add_bos);
-    let ids: Vec<u32> = bos
-        .into_iter()
-        .chain(m.tokenizer.tokenizer.encode(&text, false))
-        .take(n)
-        .collect();
-    assert_eq!(ids.len(), n, "the text has fewer than {n} tokens");
-    let decoder = Decoder::new(&gpu, &shaders, &model, n + after).unwrap();
-    let engine = m.engine().unwrap();
-    let start = std::time::Instant::now();
-    let c = prefilled(&decoder, &engine, &ids, after);
-    eprintln!(
-        "{}: a prefill of {n} tokens in pieces of {}, then {after} decoded: top-1 {}/{}, max \
-         |Δ logit| {:.4}; {:.1} s on {} with the CPU's ({rule:?})",
-        m.model.family.name,
-        decoder.chunk,
-        c.agree,
-        c.positions,
-        c.worst,
-        start.elapsed().as_secs_f64(),
-        gpu.info.name
-    );
-    match rule {
-        Rule::Bits => assert!(
-            c.worst == 0.0,
-            "a prefill of {n} tokens: with the products in the CPU's order a logit differs from \
-             the CPU's by {}",
-            c.worst
-        ),
-        Rule::NearTies => assert!(
-            c.misses.is_empty(),
-            "a prefill of {n} tokens: the GPU's top token is not the CPU's where the CPU's \
-             logits prefer theirs by {NEAR_TIE} or more: {:?}",
-            c.misses
-        ),
-    }
-}
 
 /// Teacher-forced on `slice` tokens of chapter 9's perplexity text from token `from`, run
 /// from an empty cache at position 0 (BOS first, as chapter 9 scores a window): every
