@@ -34,6 +34,17 @@ impl Op {
             Op::Shader(s) => s.record(pass),
         }
     }
+
+    /// [`Op::record`] for a piece of a prefill of `tokens` tokens: the tiled products and
+    /// the shaders whose grid runs over the tokens dispatch only the piece's; the rest (the
+    /// norms, the quantizers, the gates and adds, value by value) run over the whole buffers.
+    pub fn record_tokens(&self, pass: &mut wgpu::ComputePass<'_>, tokens: usize) {
+        match self {
+            Op::Tiled(s) => s.record_tokens(pass, tokens),
+            Op::Shader(s) => s.record_tokens(pass, tokens as u32),
+            Op::Norm(_) | Op::Quantize(_) | Op::Product(_) => self.record(pass),
+        }
+    }
 }
 
 /// The shaders a step uses, compiled once.
@@ -203,7 +214,9 @@ impl Builder<'_> {
         params: &[u32],
         groups: usize,
     ) -> Result<()> {
-        self.grid(pipeline, buffers, params, (groups, 1))
+        let d = Dispatch::new(self.gpu, pipeline, buffers, params, groups)?;
+        self.ops.push(Op::Shader(d));
+        Ok(())
     }
 
     /// [`Builder::shader`] over a grid of workgroups: `(x, tokens)`.
@@ -214,7 +227,8 @@ impl Builder<'_> {
         params: &[u32],
         groups: (usize, usize),
     ) -> Result<()> {
-        let d = Dispatch::grid(self.gpu, pipeline, buffers, params, groups)?;
+        let mut d = Dispatch::grid(self.gpu, pipeline, buffers, params, groups)?;
+        d.per_token = true;
         self.ops.push(Op::Shader(d));
         Ok(())
     }

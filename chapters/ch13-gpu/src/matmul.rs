@@ -188,9 +188,16 @@ impl Tiled {
 
     /// Records the product into `pass`: one dispatch for every token.
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
+        self.record_tokens(pass, self.tokens);
+    }
+
+    /// Records the product of the first `tokens` tokens bound (at most [`Tiled::tokens`]):
+    /// only their tiles are dispatched, so a prompt's short last piece costs its own tokens.
+    pub fn record_tokens(&self, pass: &mut wgpu::ComputePass<'_>, tokens: usize) {
+        let tiles = tokens.min(self.tokens).div_ceil(TILE_TOKENS).max(1) as u32;
         pass.set_pipeline(&self.pipeline);
         pass.set_bind_group(0, &self.bind_group, &[]);
-        pass.dispatch_workgroups(self.groups.0, self.groups.1, 1);
+        pass.dispatch_workgroups(self.groups.0, tiles, 1);
     }
 }
 

@@ -50,6 +50,8 @@ pub struct Dispatch {
     pipeline: wgpu::ComputePipeline,
     bind_group: wgpu::BindGroup,
     groups: (u32, u32),
+    /// The grid's y is a pass's tokens: a shorter piece dispatches fewer (`record_tokens`).
+    pub per_token: bool,
 }
 
 impl Dispatch {
@@ -87,6 +89,7 @@ impl Dispatch {
             pipeline: pipeline.clone(),
             bind_group: gpu.bind(pipeline, &all)?,
             groups: (x as u32, y as u32),
+            per_token: false,
         })
     }
 
@@ -95,6 +98,18 @@ impl Dispatch {
         pass.set_pipeline(&self.pipeline);
         pass.set_bind_group(0, &self.bind_group, &[]);
         pass.dispatch_workgroups(self.groups.0, self.groups.1, 1);
+    }
+
+    /// [`Dispatch::record`] for a piece of `tokens` tokens: a grid over the tokens
+    /// dispatches that many rows of workgroups (at most the tokens bound).
+    pub fn record_tokens(&self, pass: &mut wgpu::ComputePass<'_>, tokens: u32) {
+        let y = match self.per_token {
+            true => tokens.clamp(1, self.groups.1),
+            false => self.groups.1,
+        };
+        pass.set_pipeline(&self.pipeline);
+        pass.set_bind_group(0, &self.bind_group, &[]);
+        pass.dispatch_workgroups(self.groups.0, y, 1);
     }
 }
 // ANCHOR_END: dispatch

@@ -136,7 +136,7 @@ impl<'g> Decoder<'g> {
     ) -> Result<(u32, Option<Vec<f32>>)> {
         self.check(&[token], pos)?;
         self.write_step(&[token], pos);
-        self.submit(&self.ops, pos, want_logits)
+        self.submit(&self.ops, 1, pos, want_logits)
     }
     // ANCHOR_END: step
 
@@ -160,7 +160,7 @@ impl<'g> Decoder<'g> {
                 _ => &self.prefill,
             };
             self.write_step(piece, at);
-            last = self.submit(ops, at, want_logits && i + 1 == pieces)?;
+            last = self.submit(ops, piece.len(), at, want_logits && i + 1 == pieces)?;
         }
         Ok(last)
     }
@@ -186,15 +186,21 @@ impl<'g> Decoder<'g> {
     }
 
     // ANCHOR: submit
-    /// Records `ops` into one compute pass, submits it, and reads back the argmax (and the
-    /// logits).
-    fn submit(&self, ops: &[Op], pos: usize, want_logits: bool) -> Result<(u32, Option<Vec<f32>>)> {
+    /// Records `ops` for `tokens` tokens into one compute pass, submits it, and reads back
+    /// the argmax (and the logits).
+    fn submit(
+        &self,
+        ops: &[Op],
+        tokens: usize,
+        pos: usize,
+        want_logits: bool,
+    ) -> Result<(u32, Option<Vec<f32>>)> {
         let vocab = self.model.shape.vocab;
         let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
         {
             let mut pass = encoder.begin_compute_pass(&Default::default());
             for op in ops {
-                op.record(&mut pass);
+                op.record_tokens(&mut pass, tokens);
             }
         }
         encoder.copy_buffer_to_buffer(&self.shared.best, 0, &self.read_best, 0, 4);

@@ -231,8 +231,9 @@ fn prefill(
 }
 
 /// Tokens a prefill submission takes in [`prefill`]: fewer than the prompts, so they run
-/// in pieces, and more than a tile's 16 tokens, so a piece has two tiles, one part full.
-const PIECE: usize = 24;
+/// in two pieces, the first three tiles of 16 tokens (the last part full), the second
+/// shorter, so that most of these prompts dispatch fewer tiles for it than were bound.
+const PIECE: usize = 40;
 /// Tokens decoded after the prefill.
 const AFTER: usize = 2;
 
