@@ -18,11 +18,18 @@ use crate::stats::median;
 /// that has no source tree, as `scripts/cpu-scale.sh` does), else the one
 /// `scripts/llamacpp.sh` built, or an error saying how to build it.
 pub fn llama_bench_path() -> Result<PathBuf, String> {
-    if let Some(bin) = std::env::var_os("LLM_BOOK_LLAMA_BENCH").filter(|v| !v.is_empty()) {
+    llama_bench_built("LLM_BOOK_LLAMA_BENCH", &[])
+}
+
+/// A llama-bench binary: the one the environment variable `var` names when set, else the one
+/// `scripts/llamacpp.sh` built with `flags` (`--vulkan`: chapter 13's GPU build), or an
+/// error saying how to build it.
+pub fn llama_bench_built(var: &str, flags: &[&str]) -> Result<PathBuf, String> {
+    if let Some(bin) = std::env::var_os(var).filter(|v| !v.is_empty()) {
         let bin = PathBuf::from(bin);
         if !bin.is_file() {
             return Err(format!(
-                "LLM_BOOK_LLAMA_BENCH names {}, which is not a file",
+                "{var} names {}, which is not a file",
                 bin.display()
             ));
         }
@@ -31,14 +38,16 @@ pub fn llama_bench_path() -> Result<PathBuf, String> {
     let script = ch01_tensors::models::workspace_root().join("scripts/llamacpp.sh");
     let out = Command::new("bash")
         .arg(&script)
+        .args(flags)
         .arg("--path")
         .output()
         .map_err(|e| format!("running {}: {e}", script.display()))?;
     if !out.status.success() {
-        return Err(
-            "llama-bench is not built: run `bash scripts/llamacpp.sh` once (about 15 minutes)"
-                .into(),
-        );
+        let build = ["bash scripts/llamacpp.sh"].iter().chain(flags).copied();
+        return Err(format!(
+            "llama-bench is not built: run `{}` once (about 15 minutes)",
+            build.collect::<Vec<_>>().join(" ")
+        ));
     }
     Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
 }
@@ -71,7 +80,7 @@ pub fn llama_tool_failed(bin: &Path, status: std::process::ExitStatus, stderr: &
 
 /// One llama-bench run of `gguf` on `threads` with the test flags `tests` (`-p 512 -n 128`,
 /// say): the JSON it prints, one object per test.
-fn llama_bench_json(
+pub fn llama_bench_json(
     bin: &Path,
     gguf: &Path,
     threads: usize,
@@ -92,7 +101,7 @@ fn llama_bench_json(
 
 /// The tokens per second of the test with `prompt` prompt and `generated` generated tokens
 /// in llama-bench's JSON `v` (`name` for the message when it is missing).
-fn llama_bench_rate(
+pub fn llama_bench_rate(
     v: &serde_json::Value,
     prompt: u64,
     generated: u64,

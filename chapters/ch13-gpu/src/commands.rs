@@ -137,3 +137,30 @@ pub fn bench(
     }
     Ok(())
 }
+
+/// `bench --compare`: the race against llama.cpp's Vulkan backend (`ch13_gpu::compare`).
+pub fn compare(
+    g: &Generate,
+    sizes: (usize, usize),
+    rounds: usize,
+    json: bool,
+) -> Result<(), ch13_gpu::Error> {
+    use ch13_gpu::Error::Input;
+    let gpu = Gpu::open()?; // first: without a GPU there is nothing to race
+    ch13_gpu::compare::raceable(&gpu)?;
+    let path = model_path(g).map_err(Input)?;
+    let m = ch08_gguf::load(&path).map_err(|e| Input(format!("{}: {e}", path.display())))?;
+    let model = GpuModel::upload(&gpu, &m.model)?;
+    let mut report = ch13_gpu::compare::run(&gpu, &model, &path, sizes, rounds, &mut |line| {
+        if !json {
+            eprintln!("{line}");
+        }
+    })?;
+    report["model"] = json!(models::shown(&path));
+    if json {
+        println!("{report}");
+    } else {
+        print!("{}", ch13_gpu::compare::text(&report));
+    }
+    Ok(())
+}

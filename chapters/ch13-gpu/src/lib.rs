@@ -16,8 +16,8 @@
 //!   piece of the prompt, for every family chapter 8 runs (SmolLM2 and Gemma-3's files, and
 //!   chapter 8's synthetic Llama 3, Mistral, Qwen2, Qwen3, Phi-3 and Gemma-2 files).
 //! - [`generate`]: chapter 9's generation loop on that step.
-//! - [`info`], [`bench`], [`decode_bench`], [`tile_bench`]: the binary's `info`, `kernels`,
-//!   `bench` and `tiles` commands.
+//! - [`info`], [`bench`], [`decode_bench`], [`compare`], [`tile_bench`]: the binary's `info`,
+//!   `kernels`, `bench`, `bench --compare` and `tiles` commands.
 
 // A match over a format names every format (as in chapters 6 to 8), so that a new format
 // makes the compiler list the places that must handle it.
@@ -26,6 +26,7 @@
 pub mod acts;
 pub mod bench;
 pub mod bind;
+pub mod compare;
 pub mod decode_bench;
 pub mod generate;
 pub mod gpu;

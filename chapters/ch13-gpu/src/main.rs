@@ -18,6 +18,10 @@ usage: ch13-gpu [-m FILE] -p TEXT [-n N] [sampling options] [--json]
            the model on the GPU: pp prompt tokens as a prefill, then tg greedy
            tokens, one submission each, and the dispatches a token; with
            --per-dispatch the tg tokens again with a submission per dispatch
+       ch13-gpu bench --compare [-m FILE] [--pp N] [--tg N] [--rounds R] [--json]
+           ours against llama.cpp's Vulkan llama-bench (scripts/llamacpp.sh --vulkan)
+           on the same file, alternating rounds, medians and ratios; needs a GPU
+           (llama.cpp skips CPU drivers such as lavapipe)
        ch13-gpu info [--json]
            every GPU adapter wgpu sees: name, backend, driver, the limits a compute
            shader meets, subgroup sizes, features
@@ -44,6 +48,7 @@ options (defaults in brackets):
   --stop TEXT             stop when TEXT appears (up to 16 times)
   --pp N, --tg N          bench: prompt tokens and generated tokens, 1 to 4096 [32, 32]
   --per-dispatch          bench: also time a submission per dispatch
+  --compare, --rounds R   bench: race llama.cpp's Vulkan backend, R rounds [3]
   --secs S                kernels, tiles: seconds each measurement runs, 0.01 to 10 [0.25]
   --json                  one JSON object (generate: prompt_ids, generated_ids, text,
                           stop_reason, adapter, dispatches_per_token, timings)
@@ -65,6 +70,7 @@ struct Args {
     pp: usize,
     tg: usize,
     per_dispatch: bool,
+    compare: Option<usize>, // bench --compare: its rounds
     tiles: tile_bench::Shape,
     generate: commands::Generate,
 }
@@ -85,6 +91,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         pp: 32,
         tg: 32,
         per_dispatch: false,
+        compare: None,
         tiles: tile_bench::Shape {
             format: ch06_quantization::Format::Q4_0,
             rows: 2048,
@@ -111,6 +118,8 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
             Long("pp") => a.pp = number(&mut p, "--pp")?,
             Long("tg") => a.tg = number(&mut p, "--tg")?,
             Long("per-dispatch") => a.per_dispatch = true,
+            Long("compare") => a.compare = Some(a.compare.unwrap_or(3)),
+            Long("rounds") => a.compare = Some(number(&mut p, "--rounds")?),
             Long("rows") => a.tiles.rows = number(&mut p, "--rows")?,
             Long("cols") => a.tiles.cols = number(&mut p, "--cols")?,
             Long("tokens") => a.tiles.tokens = number(&mut p, "--tokens")?,
@@ -143,6 +152,9 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
     let generating = g.prompt.is_some() || g.model.is_some();
     match a.command.as_str() {
         "info" | "kernels" | "tiles" if !generating => {}
+        "bench" if a.compare.is_some() && a.per_dispatch => {
+            return Err("--compare races what llama-bench runs: no --per-dispatch".into());
+        }
         "bench" if g.prompt.is_none() => {}
         "bench" => return Err("bench takes no -p".into()),
         "" if generating => a.command = "generate".into(),
@@ -190,7 +202,10 @@ fn check_generate(g: &commands::Generate) -> Result<(), lexopt::Error> {
 fn run(a: &Args) -> Result<(), Error> {
     match a.command.as_str() {
         "generate" => commands::generate(&a.generate, a.json)?,
-        "bench" => commands::bench(&a.generate, a.pp, a.tg, a.per_dispatch, a.json)?,
+        "bench" => match a.compare {
+            Some(rounds) => commands::compare(&a.generate, (a.pp, a.tg), rounds, a.json)?,
+            None => commands::bench(&a.generate, a.pp, a.tg, a.per_dispatch, a.json)?,
+        },
         "tiles" => {
             bench::check_secs(a.secs)?;
             a.tiles.check()?;

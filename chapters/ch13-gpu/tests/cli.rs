@@ -78,6 +78,31 @@ fn no_adapter_is_one_line_and_exit_1() {
     }
 }
 
+/// `bench --compare` on lavapipe: llama.cpp's Vulkan backend skips drivers that run on the
+/// CPU, so there is nothing to race: one error line and exit 1, before a model or llama-bench
+/// is looked for. With `--per-dispatch`, which llama-bench has no counterpart of, a usage
+/// error.
+#[test]
+fn compare_on_a_cpu_driver_says_there_is_no_gpu_to_race() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ch13-gpu"))
+        .args(["bench", "--compare", "-m", "/nonexistent.gguf"])
+        .env("LLM_BOOK_GPU", "llvmpipe")
+        .output()
+        .expect("the ch13-gpu binary runs");
+    let err = text(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "bench --compare on lavapipe: {err}"
+    );
+    assert!(
+        err.contains("no GPU here to race on"),
+        "it says why there is no race: {err}"
+    );
+    let out = ch13(&["bench", "--compare", "--per-dispatch"], false);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
+
 #[test]
 fn info_lists_the_adapter_as_json() {
     let out = ch13(&["info", "--json"], false);
