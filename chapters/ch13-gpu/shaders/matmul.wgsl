@@ -89,6 +89,15 @@ fn half_at(at: u32) -> f32 {
 fn i8_at(word: u32, k: u32) -> i32 {
     return extractBits(i32(word), 8u * k, 8u);
 }
+
+// Σ of block `b`'s 32 activation quants, four at a time.
+fn act_sum(b: u32) -> i32 {
+    var sum = 0;
+    for (var i = 0u; i < 8u; i++) {
+        sum += dot4I8Packed(acts[b].qs[i], 0x01010101u);
+    }
+    return sum;
+}
 // ANCHOR_END: bytes
 
 // ANCHOR: load

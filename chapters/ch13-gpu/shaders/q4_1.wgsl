@@ -11,13 +11,8 @@ fn block_dot(row: u32, b: u32) -> f32 {
     var sumi = 0;
     for (var i = 0u; i < 4u; i++) {
         let w = word_at(at + 4u + 4u * i);
-        let lo = acts[b].qs[i];
-        let hi = acts[b].qs[i + 4u];
-        for (var k = 0u; k < 4u; k++) {
-            let q_lo = i32(extractBits(w, 8u * k, 4u));
-            let q_hi = i32(extractBits(w, 8u * k + 4u, 4u));
-            sumi += q_lo * i8_at(lo, k) + q_hi * i8_at(hi, k);
-        }
+        sumi += dot4I8Packed(w & 0x0f0f0f0fu, acts[b].qs[i]); // elements 4i..4i+4
+        sumi += dot4I8Packed((w >> 4u) & 0x0f0f0f0fu, acts[b].qs[i + 4u]); // 16 + 4i..
     }
     return (d * acts[b].d) * f32(sumi) + m * acts[b].s;
 }

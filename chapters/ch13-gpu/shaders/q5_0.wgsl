@@ -3,23 +3,24 @@
 // then 16 bytes of nibbles laid out as Q4_0's. Element j is d · (nibble | bit << 4) − 16.
 const BLOCK_BYTES: u32 = 22u;
 
+// Four bits of `qh` from bit `j` on, each moved to bit 4 of its own byte.
+fn fifth_bits(qh: u32, j: u32) -> u32 {
+    let h = extractBits(qh, j, 4u);
+    return ((h & 1u) << 4u) | ((h & 2u) << 11u) | ((h & 4u) << 18u) | ((h & 8u) << 25u);
+}
+
 fn block_dot(row: u32, b: u32) -> f32 {
     let at = (row * params.blocks + b) * BLOCK_BYTES;
     let d = half_at(at);
     let qh = word_at(at + 2u);
-    var sumi = 0;
+    var sumi = 0; // Σ (u − 16)·p = Σ u·p − 16·Σ p, with u the stored 5-bit value
     for (var i = 0u; i < 4u; i++) {
         let w = word_at(at + 6u + 4u * i);
-        let lo = acts[b].qs[i];
-        let hi = acts[b].qs[i + 4u];
-        for (var k = 0u; k < 4u; k++) {
-            let j = 4u * i + k; // elements j and j + 16
-            let q_lo = i32(extractBits(w, 8u * k, 4u) | (extractBits(qh, j, 1u) << 4u)) - 16;
-            let q_hi = i32(extractBits(w, 8u * k + 4u, 4u) | (extractBits(qh, j + 16u, 1u) << 4u)) - 16;
-            sumi += q_lo * i8_at(lo, k) + q_hi * i8_at(hi, k);
-        }
+        let lo = (w & 0x0f0f0f0fu) | fifth_bits(qh, 4u * i); //               elements 4i..
+        let hi = ((w >> 4u) & 0x0f0f0f0fu) | fifth_bits(qh, 16u + 4u * i); //  16 + 4i..
+        sumi += dot4I8Packed(lo, acts[b].qs[i]) + dot4I8Packed(hi, acts[b].qs[i + 4u]);
     }
-    return f32(sumi) * (d * acts[b].d);
+    return f32(sumi - 16 * act_sum(b)) * (d * acts[b].d);
 }
 // ANCHOR_END: q5_0
 

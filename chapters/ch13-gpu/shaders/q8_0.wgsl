@@ -1,6 +1,6 @@
 // ANCHOR: q8_0
 // Q8_0: 34 bytes a block, `d` (f16) then 32 quants as i8, in order: word i of the quants
-// lines up with word i of the activations.
+// lines up with word i of the activations, four products a `dot4I8Packed`.
 const BLOCK_BYTES: u32 = 34u;
 
 fn block_dot(row: u32, b: u32) -> f32 {
@@ -8,11 +8,7 @@ fn block_dot(row: u32, b: u32) -> f32 {
     let d = half_at(at);
     var sumi = 0;
     for (var i = 0u; i < 8u; i++) {
-        let w = word_at(at + 2u + 4u * i);
-        let a = acts[b].qs[i];
-        for (var k = 0u; k < 4u; k++) {
-            sumi += i8_at(w, k) * i8_at(a, k);
-        }
+        sumi += dot4I8Packed(word_at(at + 2u + 4u * i), acts[b].qs[i]);
     }
     return f32(sumi) * (d * acts[b].d);
 }
