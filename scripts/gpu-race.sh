@@ -21,7 +21,7 @@
 #    embedding, or for gemma3 Gemma-3-270M's own mix; in a temporary folder removed at the end), one unmeasured run on each (the
 #    driver compiles llama.cpp's pipelines on first use), then rounds: each round runs
 #    llama-bench (`-ngl 99 -p 512 -n 128 -r 1`) on every file, and ours where ours can
-#    generate (`ch13-gpu bench --pp 512 --tg 128`: its prompt runs as decode steps), alternating, so a
+#    generate (`ch13-gpu bench --pp 512 --tg 128`: its prompt a prefill through the tiled product), alternating, so a
 #    slow minute falls on both. $OUT/gpu/decode.md: medians, and llama.cpp's decode as a
 #    share of that read rate (the file's tensor bytes a token, read once).
 # 4. A watchdog: every command runs under `timeout`, within what is left of --budget seconds
