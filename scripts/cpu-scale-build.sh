@@ -4,17 +4,21 @@
 # `gguf` Python package as a wheel, and SmolLM2's vocabulary alone (a GGUF file with no
 # tensors). Run here, once; then carry the folder (git-ignored) to the machine with the cores.
 #
-#   bash scripts/cpu-scale-build.sh [DIR]    # default DIR: .scale/ at the repository root
+#   bash scripts/cpu-scale-build.sh [--no-llama] [DIR]    # default DIR: .scale/ at the repository root
 #
 # DIR gets:
 #   bin/ch08-gguf            cargo build --release (the workspace's flags: no target-cpu, the
 #                            kernels pick AVX-512, AVX2 or scalar when the program starts)
+#   bin/ch07-simd-parallel   the same, for `cpu-scale.sh --regions` (what one region costs)
 #   bin/llama-bench          llama.cpp at the fixtures' pinned version, statically linked,
 #                            for an x86-64 with AVX-512 (F, BW, VL, VNNI, BF16, VBMI); AMX off
 #   bin/llama-bench-avx2     the same for an AVX2-only x86-64 (cpu-scale.sh picks by /proc/cpuinfo)
 #   wheels/gguf-*.whl        what make_synthetic_gguf.py imports (numpy is on the machine)
 #   smollm2-vocab.gguf       SmolLM2-135M-Instruct's tokenizer metadata, no tensors
 #   built-from               the commit bin/ch08-gguf was built from (the tables' headers say it)
+#
+# --no-llama builds no llama-bench (for `cpu-scale.sh --no-llama` or `--regions`, which race
+# ours alone; a rehearsal here without the twenty minutes of llama.cpp's build).
 #
 # Features are named one by one rather than with GGML_NATIVE, and AMX stays off, for the
 # reason `scripts/llamacpp.sh` gives. The llama.cpp source is the one `scripts/llamacpp.sh`
@@ -24,6 +28,11 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+with_llama=yes
+if [[ "${1:-}" == --no-llama ]]; then
+    with_llama=no
+    shift
+fi
 out="${1:-$root/.scale}"
 target="${CARGO_TARGET_DIR:-$root/target}"
 venv="${LLM_BOOK_VENV:-$root/.venv}"
@@ -32,7 +41,7 @@ llamacpp="${LLM_BOOK_LLAMACPP:-$root/.llamacpp}"
 src="$llamacpp/src/llama_cpp_python-0.3.36/vendor/llama.cpp"
 smollm2="$models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
 
-if [[ ! -f "$src/CMakeLists.txt" ]]; then
+if [[ $with_llama == yes && ! -f "$src/CMakeLists.txt" ]]; then
     echo "error: no llama.cpp source at $src; run: bash scripts/llamacpp.sh" >&2
     exit 1
 fi
@@ -70,17 +79,20 @@ build() {
         exit 1
     fi
 }
-echo "==> llama-bench for AVX2 (x86-64-v3)"
-build "$v3"
-cp "$dir/bin/llama-bench" "$out/bin/llama-bench-avx2"
-echo "==> llama-bench for AVX-512 (x86-64-v4 with VNNI, BF16 and VBMI)"
-build "$v4"
-cp "$dir/bin/llama-bench" "$out/bin/llama-bench"
-"$out/bin/llama-bench-avx2" --help >/dev/null
+if [[ $with_llama == yes ]]; then
+    echo "==> llama-bench for AVX2 (x86-64-v3)"
+    build "$v3"
+    cp "$dir/bin/llama-bench" "$out/bin/llama-bench-avx2"
+    echo "==> llama-bench for AVX-512 (x86-64-v4 with VNNI, BF16 and VBMI)"
+    build "$v4"
+    cp "$dir/bin/llama-bench" "$out/bin/llama-bench"
+    "$out/bin/llama-bench-avx2" --help >/dev/null
+fi
 
-echo "==> ch08-gguf (release)"
-cargo build --release --quiet -p ch08-gguf --manifest-path "$root/Cargo.toml"
+echo "==> ch08-gguf and ch07-simd-parallel (release)"
+cargo build --release --quiet -p ch08-gguf -p ch07-simd-parallel --manifest-path "$root/Cargo.toml"
 cp "$target/release/ch08-gguf" "$out/bin/ch08-gguf"
+cp "$target/release/ch07-simd-parallel" "$out/bin/ch07-simd-parallel"
 
 echo "==> the gguf wheel"
 rm -f "$out"/wheels/*.whl # made by this script (the folder is marked .cpu-scale)
@@ -101,5 +113,6 @@ if [[ -n "$(git -C "$root" status --porcelain --untracked-files=no chapters)" ]]
 fi
 echo "$commit" >"$out/built-from"
 
-strip "$out/bin/llama-bench" "$out/bin/llama-bench-avx2" "$out/bin/ch08-gguf"
+strip "$out/bin/ch08-gguf" "$out/bin/ch07-simd-parallel"
+[[ $with_llama == no ]] || strip "$out/bin/llama-bench" "$out/bin/llama-bench-avx2"
 du -ah "$out"

@@ -5,8 +5,9 @@
 #
 #   bash scripts/cpu-scale.sh --out DIR [--threads 2,4,8,16] [--threads SHAPE=LIST]
 #        [--shapes smollm2,1b,7b] [--rounds 3] [--budget 450] [--carried .scale]
-#        [--ours NAME=PATH[@VAR=VALUE]]... [--no-llama] [--tag TAG] [--llama-bench PATH] [--dry-run]
-#   bash scripts/cpu-scale.sh --regions --out DIR [--threads 16] [--carried DIR]
+#        [--ours NAME=PATH[@VAR=VALUE]...]... [--candidates] [--no-llama] [--tag TAG]
+#        [--llama-bench PATH] [--dry-run]
+#   bash scripts/cpu-scale.sh --regions --out DIR [--threads 16] [--carried DIR] [--candidates]
 #
 # It builds nothing: it runs what `scripts/cpu-scale-build.sh` put in the carried folder
 # (default .scale/, git-ignored): bin/ch08-gguf, bin/llama-bench (AVX-512) or
@@ -14,16 +15,33 @@
 # imports) and smollm2-vocab.gguf. It needs python3 with numpy. --llama-bench PATH races
 # another llama-bench build instead of the one picked. --threads SHAPE=LIST gives one shape
 # its own thread counts (a 7B's at 2 threads takes minutes). --ours NAME=PATH (PATH in the
-# carried folder, or absolute; @VAR=VALUE sets an environment variable for it) races builds
-# of ours beside each other: the first is the one the tables set against llama.cpp, the
-# others get a second table (the same rounds, alternating with the rest); without --ours,
-# one build, bin/ch08-gguf. --no-llama leaves llama-bench out; --tag TAG names the files
-# <shape>-TAG.md, cpu-scale-TAG.log and rounds-TAG.tsv, so two runs can share a folder.
+# carried folder, or absolute; each @VAR=VALUE sets an environment variable for it) races
+# builds of ours beside each other: the first is the one the tables set against llama.cpp,
+# the others get a second table (the same rounds, alternating with the rest); without
+# --ours, one build, bin/ch08-gguf. --candidates adds the decode policies below to the
+# builds. --no-llama leaves llama-bench out; --tag TAG names the files <shape>-TAG.md,
+# cpu-scale-TAG.log and rounds-TAG.tsv, so two runs can share a folder.
 # --regions races nothing: it writes $OUT/scale-16/regions.md, what one parallel region
 # costs at 1, 2, 4, ... threads up to the highest of --threads (`ch07-simd-parallel
-# regions`, team and rayon) and how a decode step of the SmolLM2-shaped file is cut into
-# regions (`ch08-gguf regions`); it needs bin/ch07-simd-parallel beside bin/ch08-gguf and
-# no llama-bench.
+# regions`, team and rayon), and how a decode step of the SmolLM2-shaped file is cut into
+# regions and where its time goes, part by part, with lscpu's topology (`ch08-gguf
+# regions`), for each build of ours; it needs bin/ch07-simd-parallel beside bin/ch08-gguf
+# and no llama-bench.
+#
+# The candidates (--candidates; all the same binary, all the same bits, each off unless its
+# variable is set), for a small model's decode past eight threads:
+#   floor-64k   LLM_BOOK_TASK_BYTES=65536: no decode task under 64 KiB of weights (32 KiB
+#               unset), so SmolLM2's 576-wide products take half the threads at 16
+#   cap-8       LLM_BOOK_DECODE_THREADS=8: a decode region is cut for 8 threads and shared
+#               by 8 at most (one a core, if 16 CPUs are 8 cores' hyperthreads); the other
+#               helpers spin idle through the step
+#   cap-8-park  the same, and LLM_BOOK_IDLE=park: the helpers a region leaves out sleep
+#   park        LLM_BOOK_IDLE=park alone: all 16 threads, the helpers a small region leaves
+#               out sleep until one has a task for them
+# One lease races them with the default (a few minutes for both commands):
+#   bash scripts/cpu-scale.sh --out OUT --regions --threads 16 --candidates
+#   bash scripts/cpu-scale.sh --out OUT --tag candidates --shapes smollm2 --threads 8,16 \
+#        --candidates --rounds 3
 #
 # 1. The log ($OUT/cpu-scale.log) begins with the machine: lscpu, nproc, memory, load.
 # 2. The files are made into a temporary folder (removed at the end) by
@@ -68,10 +86,11 @@ declare -A shape_threads=()
 ours_specs=()
 with_llama=yes
 regions=no
+candidates=no
 tag=""
 
 usage() {
-    sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,44p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 while [[ $# -gt 0 ]]; do
@@ -84,6 +103,7 @@ while [[ $# -gt 0 ]]; do
         esac
         shift 2 ;;
     --ours) ours_specs+=("${2:?--ours needs NAME=PATH}"); shift 2 ;;
+    --candidates) candidates=yes; shift ;;
     --no-llama) with_llama=no; shift ;;
     --regions) regions=yes; with_llama=no; shift ;;
     --tag) tag="${2:?--tag needs a name}"; shift 2 ;;
@@ -117,14 +137,23 @@ threads_of() { printf '%s\n' ${shape_threads[$1]:-$threads} | tr , '\n' | sort -
 
 # the builds of ours: name, program, environment (VAR=VALUE or nothing)
 ((${#ours_specs[@]} > 0)) || ours_specs=("ours=bin/ch08-gguf")
+if [[ $candidates == yes ]]; then
+    ours_specs+=(
+        "floor-64k=bin/ch08-gguf@LLM_BOOK_TASK_BYTES=65536"
+        "cap-8=bin/ch08-gguf@LLM_BOOK_DECODE_THREADS=8"
+        "cap-8-park=bin/ch08-gguf@LLM_BOOK_DECODE_THREADS=8@LLM_BOOK_IDLE=park"
+        "park=bin/ch08-gguf@LLM_BOOK_IDLE=park"
+    )
+fi
 ours_names=() ours_bins=() ours_envs=()
 for spec in "${ours_specs[@]}"; do
-    [[ "$spec" =~ ^([a-z0-9-]{1,20})=([^@]+)(@([A-Z_][A-Z0-9_]*=[A-Za-z0-9._-]*))?$ ]] ||
-        { echo "error: --ours $spec is not NAME=PATH[@VAR=VALUE] (NAME: a-z, 0-9, -)" >&2; exit 2; }
-    bin="${BASH_REMATCH[2]}"
+    [[ "$spec" =~ ^([a-z0-9-]{1,20})=([^@]+)((@[A-Z_][A-Z0-9_]*=[A-Za-z0-9._-]*)*)$ ]] ||
+        { echo "error: --ours $spec is not NAME=PATH[@VAR=VALUE...] (NAME: a-z, 0-9, -)" >&2; exit 2; }
+    name="${BASH_REMATCH[1]}" bin="${BASH_REMATCH[2]}" envs="${BASH_REMATCH[3]//@/ }"
+    [[ " ${ours_names[*]} " != *" $name "* ]] || { echo "error: --ours: two builds named $name" >&2; exit 2; }
     [[ "$bin" == /* ]] || bin="$carried/$bin"
     [[ -x "$bin" ]] || { echo "error: --ours $spec: $bin is not an executable file" >&2; exit 1; }
-    ours_names+=("${BASH_REMATCH[1]}") ours_bins+=("$bin") ours_envs+=("${BASH_REMATCH[4]}")
+    ours_names+=("$name") ours_bins+=("$bin") ours_envs+=("${envs# }")
 done
 wheels=("$carried"/wheels/*.whl)
 vocab="$carried/smollm2-vocab.gguf"
@@ -217,6 +246,9 @@ def tables(tsv, outdir, suffix, head, shapes, engines):
         for t in map(str, threads):
             ok, bad = note(shape, t, main)
             lok, lbad = note(shape, t, "llama.cpp")
+            if ok and not lok and not lbad:  # --no-llama: ours alone
+                lines.append(f"| {t} | {len(ok)} | {med(ok, 4):.1f} tok/s | – | | {med(ok, 5):.1f} tok/s | – | |")
+                continue
             if not ok or not lok:
                 lines.append(f"| {t} | 0 | {', '.join(bad + lbad) or 'not run'} | | | | | |")
                 continue
@@ -261,8 +293,17 @@ if [[ $regions == yes ]]; then
     rc=0
     run 120 "$carried/bin/ch07-simd-parallel" regions --threads "$most" --runs 3 >"$work/r7.md" 2>>"$log" || rc=$?
     ((rc == 0)) || { say "ch07-simd-parallel regions failed (status $rc)"; exit 1; }
-    run 120 "${ours_bins[0]}" regions -m "$work/smollm2.gguf" --threads "$most" >"$work/r8.md" 2>>"$log" || rc=$?
-    ((rc == 0)) || { say "ch08-gguf regions failed (status $rc)"; exit 1; }
+    for i in "${!ours_names[@]}"; do
+        rc=0
+        # shellcheck disable=SC2086 # the assignments are words
+        run 120 env ${ours_envs[$i]} "${ours_bins[$i]}" regions -m "$work/smollm2.gguf" \
+            --threads "$most" >"$work/r8-$i.md" 2>>"$log" || rc=$?
+        if ((rc != 0)); then
+            ((i > 0)) || { say "ch08-gguf regions failed (status $rc)"; exit 1; }
+            say "ch08-gguf regions, ${ours_names[$i]}, failed (status $rc)"
+            echo "failed (status $rc; 124: out of time)" >"$work/r8-$i.md"
+        fi
+    done
     {
         echo "*Measured on $cpu (family $family, model $model), $(nproc) cores, 1 to $most threads, load $load at the start, $(date -u +%Y-%m-%d), commit $(cat "$carried/built-from" 2>/dev/null || echo unknown): \`bash scripts/cpu-scale.sh --regions\`*"
         [[ $dry == yes ]] && printf '\n**Dry run on a shared machine: these numbers mean nothing.**\n'
@@ -270,7 +311,14 @@ if [[ $regions == yes ]]; then
         cat "$work/r7.md"
         echo
         # the file name printed is the temporary one: say what it is instead
-        sed "s|$work/smollm2.gguf|A SmolLM2-shaped file (random Q4_0 weights)|" "$work/r8.md"
+        for i in "${!ours_names[@]}"; do
+            if ((i > 0)); then
+                printf '\n**The build `%s`** (%s):\n\n' "${ours_names[$i]}" "${ours_envs[$i]:-no variable set}"
+            fi
+            # the topology once, with the first build
+            sed "s|$work/smollm2.gguf|A SmolLM2-shaped file (random Q4_0 weights)|" "$work/r8-$i.md" |
+                if ((i > 0)); then sed '/^The CPUs/,$d'; else cat; fi
+        done
     } >"$md"
     cp "$md" "$out/scale-16/regions$suffix.md"
     tee -a "$log" <"$md"
@@ -336,6 +384,7 @@ commit="$(cat "$carried/built-from" 2>/dev/null || echo unknown)"
 llama_kind="AVX-512"
 [[ "$llama" == *-avx2 ]] && llama_kind="AVX2"
 [[ -n "$llama_choice" ]] && llama_kind="its own flags (--llama-bench $(basename "$llama"))"
+[[ $with_llama == yes ]] || llama_kind="nothing (--no-llama: ours alone)"
 head="*Measured on $cpu (family $family, model $model), ${level:-unknown} kernels, $(nproc) cores, $shown threads, load $load at the start, $(date -u +%Y-%m-%d), commit $commit, llama-bench built for $llama_kind: \`bash scripts/cpu-scale.sh\`*"
 if [[ $dry == yes ]]; then
     head="$head"$'\n\n'"**Dry run on a shared machine: these numbers mean nothing.**"

@@ -22,11 +22,23 @@
 //! region, with as many threads as the rayon pool it runs in ([`rayon::current_num_threads`]),
 //! and remade when that changes. The tasks' results do not depend on which thread runs them,
 //! so the bits are rayon's.
+//!
+//! Two choices can be changed from the environment, to race them ([`policy`]): the most
+//! threads a region is shared by, and whether a helper that a region leaves out parks at
+//! once. [`record_step`] shows what a step's regions and named parts took.
+
+mod policy;
+mod record;
+
+pub use policy::{IDLE_VAR, Idle, THREADS_VAR, TeamPolicy, decode_threads, team_policy};
+pub use record::{MAX_LOG, Part, Recording, record_regions, record_step, timed};
 
 use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
+
+use record::{RECORDING, note_region};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -66,10 +78,7 @@ pub fn for_each_task(tasks: usize, f: impl Fn(usize) + Sync) {
 /// [`for_each_task`] on the runner given, not the one `LLM_BOOK_POOL` picked (to compare).
 pub fn for_each_task_on(runner: Runner, tasks: usize, f: impl Fn(usize) + Sync) {
     if tasks > 1 && RECORDING.load(Ordering::Relaxed) {
-        let mut log = LOG.lock().unwrap_or_else(|e| e.into_inner());
-        if log.len() < MAX_LOG {
-            log.push(tasks);
-        }
+        note_region(tasks);
     }
     if tasks <= 1 || rayon::current_num_threads() == 1 {
         (0..tasks).for_each(f);
@@ -85,7 +94,7 @@ pub fn for_each_task_on(runner: Runner, tasks: usize, f: impl Fn(usize) + Sync) 
             let threads = rayon::current_num_threads();
             if team.as_ref().is_none_or(|t| t.helpers.len() + 1 != threads) {
                 *team = None; // the old team's threads stop before the new one starts
-                *team = Some(Team::new(threads - 1));
+                *team = Some(Team::new(threads - 1, team_policy().unwrap_or_default()));
             }
             team.as_ref().expect("made above").run(tasks, &f);
         }
@@ -95,26 +104,6 @@ pub fn for_each_task_on(runner: Runner, tasks: usize, f: impl Fn(usize) + Sync) 
     });
 }
 // ANCHOR_END: for_each_task
-
-/// Runs `f` and returns, with its result, the number of tasks of each region it ran (at
-/// most the first [`MAX_LOG`]; regions other threads run meanwhile are in it too): how a
-/// program sees how many threads each piece of a decode step gets. One recording at a time:
-/// a second caller waits for the first to finish (so `f` must not record in turn).
-pub fn record_regions<T>(f: impl FnOnce() -> T) -> (T, Vec<usize>) {
-    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    LOG.lock().unwrap_or_else(|e| e.into_inner()).clear();
-    RECORDING.store(true, Ordering::SeqCst);
-    let out = f();
-    RECORDING.store(false, Ordering::SeqCst);
-    let log = std::mem::take(&mut *LOG.lock().unwrap_or_else(|e| e.into_inner()));
-    (out, log)
-}
-
-static RECORDING: AtomicBool = AtomicBool::new(false);
-static LOG: Mutex<Vec<usize>> = Mutex::new(Vec::new());
-/// The most regions [`record_regions`] keeps.
-pub const MAX_LOG: usize = 1 << 16;
 
 /// [`for_each_task`] over `items`, each handed to `f` once (a task's `&mut` output, say).
 pub fn for_each_item<T: Send>(items: Vec<T>, f: impl Fn(T) + Sync) {
@@ -179,11 +168,42 @@ struct Shared {
     stop: AtomicBool,
     /// Helpers asleep; a region wakes them through `bell`.
     sleepers: AtomicUsize,
+    /// What a helper does in a region with no task for it ([`Idle`]).
+    idle: Idle,
+    /// With [`Idle::Park`], which helpers are asleep (by number; 0, the caller, never is).
+    asleep: Box<[AtomicBool]>,
     lock: Mutex<()>,
     bell: Condvar,
 }
 
 impl Shared {
+    /// Whether a region shared by `share` threads must ring the bell: a helper is asleep
+    /// (with [`Idle::Park`]: a helper the region has a task for).
+    fn must_wake(&self, share: usize) -> bool {
+        match self.idle {
+            Idle::Spin => self.sleepers.load(Ordering::SeqCst) > 0,
+            Idle::Park => self.asleep[..share]
+                .iter()
+                .any(|a| a.load(Ordering::SeqCst)),
+        }
+    }
+
+    /// With [`Idle::Park`]: helper `me` sleeps until a region after `seen` has a task for it,
+    /// or the team stops. It says it is asleep before it looks at the region word, and the
+    /// caller publishes a region before it looks at who is asleep, so one of them sees the
+    /// other (both in sequentially consistent order).
+    fn park(&self, me: usize, seen: u64) {
+        let mut held = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.asleep[me].store(true, Ordering::SeqCst);
+        while !self.stop.load(Ordering::SeqCst) && {
+            let (region, _, share) = unword(self.region.load(Ordering::SeqCst));
+            region == seen || me >= share
+        } {
+            held = self.bell.wait(held).unwrap_or_else(|e| e.into_inner());
+        }
+        self.asleep[me].store(false, Ordering::SeqCst);
+    }
+
     /// Claims, runs and finishes task `i` of `region` if no thread has claimed it.
     fn take(&self, i: usize, region: u64) {
         if !self.slots[i].claim(region) {
@@ -202,10 +222,13 @@ impl Shared {
 struct Team {
     shared: Arc<Shared>,
     helpers: Vec<JoinHandle<()>>,
+    /// The most threads that share a region ([`TeamPolicy::most_threads`]).
+    most: usize,
 }
 
 impl Team {
-    fn new(helpers: usize) -> Team {
+    fn new(helpers: usize, policy: TeamPolicy) -> Team {
+        let helpers = helpers.min(0xFFE); // `share` fits in 12 bits
         let shared = Arc::new(Shared {
             region: AtomicU64::new(0),
             job: AtomicPtr::new(std::ptr::null_mut()),
@@ -213,16 +236,22 @@ impl Team {
             panicked: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             sleepers: AtomicUsize::new(0),
+            idle: policy.idle,
+            asleep: (0..=helpers).map(|_| AtomicBool::new(false)).collect(),
             lock: Mutex::new(()),
             bell: Condvar::new(),
         });
-        let helpers = (1..=helpers.min(0xFFE)) // `share` fits in 12 bits
+        let helpers = (1..=helpers)
             .map(|me| {
                 let shared = Arc::clone(&shared);
                 std::thread::spawn(move || helper(&shared, me))
             })
             .collect();
-        Team { shared, helpers }
+        Team {
+            shared,
+            helpers,
+            most: policy.most_threads,
+        }
     }
 
     fn run(&self, tasks: usize, f: &(dyn Fn(usize) + Sync)) {
@@ -241,14 +270,14 @@ impl Team {
     fn region(&self, tasks: usize, f: &(dyn Fn(usize) + Sync)) {
         let s = &*self.shared;
         let job = Job { f };
-        let share = tasks.min(self.helpers.len() + 1);
+        let share = tasks.min(self.helpers.len() + 1).min(self.most);
         let region = unword(s.region.load(Ordering::Relaxed)).0 + 1;
         // SAFETY: a thread reads the pointer only after claiming a task of this region,
         // and this function returns only after every task has finished.
         let erased = (&job as *const Job<'_>).cast::<Job<'static>>().cast_mut();
         s.job.store(erased, Ordering::Relaxed);
         s.region.store(word(region, tasks, share), Ordering::SeqCst);
-        if s.sleepers.load(Ordering::SeqCst) > 0 {
+        if s.must_wake(share) {
             let _held = s.lock.lock().unwrap_or_else(|e| e.into_inner());
             s.bell.notify_all();
         }
@@ -305,6 +334,8 @@ fn helper(s: &Shared, me: usize) {
             seen = region;
             if me < share {
                 (me..tasks).step_by(share).for_each(|i| s.take(i, region));
+            } else if s.idle == Idle::Park {
+                s.park(me, seen);
             }
             (idle_since, spins) = (Instant::now(), 0);
             continue;
@@ -322,6 +353,9 @@ fn helper(s: &Shared, me: usize) {
             std::hint::spin_loop();
         } else if idle < PARK {
             std::thread::yield_now();
+        } else if s.idle == Idle::Park {
+            s.park(me, seen);
+            idle_since = Instant::now();
         } else {
             let mut held = s.lock.lock().unwrap_or_else(|e| e.into_inner());
             s.sleepers.fetch_add(1, Ordering::SeqCst);
@@ -363,6 +397,44 @@ mod tests {
                 }
             })
             .unwrap();
+        }
+    }
+
+    #[test]
+    fn every_policy_runs_every_task_once_and_wakes_its_sleepers() {
+        let policies = [(usize::MAX, Idle::Park), (2, Idle::Spin), (3, Idle::Park)];
+        for (most_threads, idle) in policies {
+            for helpers in [0, 1, 2, 15] {
+                let team = Team::new(helpers, TeamPolicy { most_threads, idle });
+                for round in 0..3 {
+                    for tasks in [2, 5, 17, 1, 64, 3] {
+                        let counts: Vec<AtomicUsize> =
+                            (0..tasks).map(|_| AtomicUsize::new(0)).collect();
+                        let who = Mutex::new(std::collections::HashSet::new());
+                        team.run(tasks, &|i| {
+                            counts[i].fetch_add(1, Ordering::Relaxed);
+                            who.lock().unwrap().insert(std::thread::current().id());
+                            std::thread::sleep(Duration::from_micros(20)); // time to join in
+                        });
+                        let threads = who.lock().unwrap().len();
+                        assert!(
+                            threads <= most_threads,
+                            "a region of {tasks} tasks ran on {threads} threads, over the most, \
+                             {most_threads}"
+                        );
+                        let runs: Vec<usize> =
+                            counts.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+                        assert!(
+                            runs.iter().all(|&r| r == 1),
+                            "{helpers} helpers, at most {most_threads} threads, {idle:?}, \
+                             {tasks} tasks: runs per task {runs:?}, not once each"
+                        );
+                    }
+                    if round == 1 {
+                        std::thread::sleep(PARK * 3); // every helper asleep
+                    }
+                }
+            }
         }
     }
 

@@ -18,6 +18,7 @@
 use ch05_kv_cache::forward::kv_layout;
 use ch05_kv_cache::{KvLayout, KvStore, RingCache};
 use ch06_quantization::Kernels;
+use ch07_simd_parallel::team;
 
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
@@ -73,12 +74,22 @@ impl<'m> Engine<'m> {
     }
     // ANCHOR_END: cache
 
+    // The products go through these three, each timed as its kind when a program records a
+    // step (`ch08-gguf regions`; chapter 7's `team::timed`, one relaxed load otherwise).
     fn matmul(&self, w: &Matrix, out: &mut [f32], x: &[f32], seq: usize) {
-        w.matmul(self.kernels, self.kkernels, out, x, seq);
+        let kind = match w {
+            _ if std::ptr::eq(w, self.model.lm_head()) => "LM head",
+            _ if w.cols() == self.model.config.intermediate_size => "down",
+            _ => "o",
+        };
+        team::timed(kind, || w.matmul(self.kernels, self.kkernels, out, x, seq));
     }
 
     fn matmul_group(&self, w: &[&Matrix], outs: &mut [&mut [f32]], x: &[f32], seq: usize) {
-        crate::matrix::matmul_group(self.kernels, self.kkernels, w, outs, x, seq);
+        let (k, kk) = (self.kernels, self.kkernels);
+        team::timed("q/k/v", || {
+            crate::matrix::matmul_group(k, kk, w, outs, x, seq)
+        });
     }
 
     fn matmul_pair_then(
@@ -89,7 +100,10 @@ impl<'m> Engine<'m> {
         seq: usize,
         then: &(dyn Fn(&mut [f32], &[f32]) + Sync),
     ) {
-        crate::matrix::matmul_pair_then(self.kernels, self.kkernels, w, outs, x, seq, then);
+        let (k, kk) = (self.kernels, self.kkernels);
+        team::timed("gate/up", || {
+            crate::matrix::matmul_pair_then(k, kk, w, outs, x, seq, then)
+        });
     }
 
     /// The embedding rows of `ids`, scaled as the family says: `(seq, dim)`.

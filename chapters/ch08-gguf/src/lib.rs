@@ -11,7 +11,8 @@
 //! - [`hexdump`]: the first bytes of a file, annotated;
 //! - [`matrix`]: a weight matrix of any format the file holds, and the drivers that pick a
 //!   product's path (one token, a few, a prefill) over chapter 7's kernels;
-//! - [`engine`], [`arch`]: one decoder layer for both families, and the model from its file.
+//! - [`engine`], [`arch`]: one decoder layer for both families, and the model from its file;
+//! - [`step_parts`]: where a decode step's time goes, product by product.
 
 pub mod arch;
 pub mod bench;
@@ -27,6 +28,7 @@ pub mod matrix;
 pub mod memory;
 pub mod metadata;
 pub mod model;
+pub mod step_parts;
 pub mod synth;
 pub mod tokenizer;
 pub mod types;
@@ -96,6 +98,7 @@ pub fn kernels() -> std::result::Result<
 impl Loaded {
     /// An engine over this model with `kernels()`.
     pub fn engine(&self) -> std::result::Result<engine::Engine<'_>, String> {
+        matrix::policy::check()?; // LLM_BOOK_TASK_BYTES and chapter 7's team's variables
         let (k, kk) = kernels()?;
         Ok(engine::Engine::new(&self.model, k, kk))
     }

@@ -46,7 +46,8 @@ commands:
   depth            tg128 after --depth tokens already in the cache, ours and
                    llama-bench -d, alternating rounds; medians and the ratio
   regions          one decode step's parallel regions at 1, 2, 4, ... threads up to --threads:
-                   how many, how many tasks (threads) each gets, and what they cost here
+                   how many, how many tasks (threads) each gets, what they cost here, and
+                   each kind of part's time in a step (the products, attention, the rest)
   synth            a small model file of one architecture with random weights
                    (ch08-gguf synth --help)
 
@@ -69,7 +70,12 @@ options:
   --markdown FILE  compare, levels, depth: also write the result as a Markdown table
   --depth N        depth: tokens in the cache before the 128 timed (default 4096)
   --json           machine-readable output
-  -h, --help       this text";
+  -h, --help       this text
+
+environment (how a decode step is cut for threads; the same bits whatever they say):
+  LLM_BOOK_TASK_BYTES=N      the fewest bytes of weights a decode task reads [32768]
+  LLM_BOOK_DECODE_THREADS=N  the most threads a decode region is shared by [all]
+  LLM_BOOK_IDLE=park         a helper a region has no task for sleeps at once [spin]";
 
 /// Parsed command line.
 pub struct Args {

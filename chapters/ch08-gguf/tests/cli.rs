@@ -93,3 +93,34 @@ fn bad_files_are_clear_errors() {
     std::fs::remove_file(&truncated).unwrap();
     std::fs::remove_dir(&dir).unwrap();
 }
+
+/// A misspelt policy variable stops the program with a message naming the good values; it
+/// is not quietly the default (a race of policies would race the default against itself).
+#[test]
+fn bad_policy_variables_are_clear_errors() {
+    use ch01_tensors::models;
+    let path = models::require(&models::smollm2_gguf()).unwrap_or_else(|e| panic!("{e}"));
+    let model = path.to_str().expect("a UTF-8 path");
+    for (var, value, names) in [
+        ("LLM_BOOK_IDLE", "sleep", "spin or park"),
+        ("LLM_BOOK_DECODE_THREADS", "0", "from 1 to 4095"),
+        ("LLM_BOOK_TASK_BYTES", "64k", "from 1024 to 67108864"),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_ch08-gguf"))
+            .args(["logits", "-m", model, "--ids", "1"])
+            .env(var, value)
+            .output()
+            .expect("the binary runs");
+        let err = stderr(&o);
+        assert_eq!(
+            o.status.code(),
+            Some(1),
+            "{var}={value}: {:?}: {err}",
+            o.status
+        );
+        assert!(
+            err.starts_with("error: ") && err.contains(var) && err.contains(names),
+            "{var}={value} should be an error naming the good values ({names}): {err}"
+        );
+    }
+}

@@ -7,21 +7,45 @@
 //! it. On sixteen threads (oversubscribed on a small machine: only the counts matter here)
 //! a small product gets fewer tasks than the LM head, whose bytes justify more threads.
 //!
+//! The same steps are timed part by part (`ch08-gguf regions`): the parts are the layers'
+//! products and attention and the LM head, and they add up to no more than the step. And a
+//! step's logits are the same bits at any thread count, whatever policy the environment
+//! sets for cutting it (`LLM_BOOK_TASK_BYTES`, `LLM_BOOK_DECODE_THREADS`, `LLM_BOOK_IDLE`:
+//! run these tests with each set to check one).
+//!
 //! A missing model fails with the command that fetches it.
+
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use ch01_tensors::models;
 use ch07_simd_parallel::pool::in_pool;
-use ch07_simd_parallel::team::record_regions;
+use ch07_simd_parallel::team::{self, record_regions};
+use ch08_gguf::Loaded;
+use ch08_gguf::step_parts::{KINDS, record_decode};
+
+/// SmolLM2-135M's layers.
+const LAYERS: usize = 30;
+
+/// One test runs here at a time: the log of regions is the process's, and another test's
+/// unrecorded steps must not land in it.
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static ONE: Mutex<()> = Mutex::new(());
+    ONE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn smollm2() -> &'static Loaded {
+    static M: OnceLock<Loaded> = OnceLock::new();
+    M.get_or_init(|| {
+        let path = models::require(&models::smollm2_gguf()).unwrap_or_else(|e| panic!("{e}"));
+        ch08_gguf::load(&path).unwrap_or_else(|e| panic!("loading {}: {e}", path.display()))
+    })
+}
 
 /// The tasks of each region of one decode step, after a prompt of four tokens and one
-/// unrecorded step, in a pool of `threads`. One test runs here at a time: the log is the
-/// process's, and the other test's unrecorded steps must not land in it.
+/// unrecorded step, in a pool of `threads`.
 fn step_regions(threads: usize) -> Vec<usize> {
-    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let path = models::require(&models::smollm2_gguf()).unwrap_or_else(|e| panic!("{e}"));
-    let m = ch08_gguf::load(&path).unwrap_or_else(|e| panic!("loading {}: {e}", path.display()));
-    let engine = m.engine().expect("SmolLM2's engine");
+    let _turn = one_at_a_time();
+    let engine = smollm2().engine().expect("SmolLM2's engine");
     in_pool(threads, || {
         let mut cache = engine.new_cache(8).expect("a cache");
         engine
@@ -37,7 +61,7 @@ fn step_regions(threads: usize) -> Vec<usize> {
 
 #[test]
 fn two_threads_every_region_of_a_step_is_shared() {
-    let layers = 30; // SmolLM2-135M
+    let layers = LAYERS;
     let tasks = step_regions(2);
     assert_eq!(
         tasks.len(),
@@ -62,8 +86,89 @@ fn sixteen_threads_small_products_take_fewer_tasks_than_the_lm_head() {
         fewest < head,
         "on 16 threads a small product ({fewest} tasks) should get fewer than the LM head ({head}): {tasks:?}"
     );
+    // all 16, or as many as LLM_BOOK_DECODE_THREADS allows a decode region
+    let threads = in_pool(16, team::decode_threads).expect("a pool");
     assert!(
-        head >= 16,
-        "the LM head (about 30 MB of weights) should keep all 16 threads busy, not {head} tasks"
+        head >= threads,
+        "the LM head (about 30 MB of weights) should keep {threads} threads busy, not {head} tasks"
     );
+}
+
+#[test]
+fn a_step_s_parts_are_its_products_and_attention_and_add_up_to_no_more_than_the_step() {
+    let engine = smollm2().engine().expect("SmolLM2's engine");
+    for threads in [1, 2, 16] {
+        let steps = {
+            let _turn = one_at_a_time();
+            in_pool(threads, || record_decode(&engine, &[1, 2, 3, 4], 3))
+                .expect("a pool")
+                .expect("three recorded decode steps")
+        };
+        for (i, s) in steps.iter().enumerate() {
+            let parts = s.parts_seconds();
+            assert!(
+                parts > 0.0 && parts <= s.seconds,
+                "{threads} threads, step {i}: its parts took {parts} s, the step {} s: the \
+                 parts are inside the step, one after another",
+                s.seconds
+            );
+            for kind in KINDS {
+                let n = s.parts.iter().filter(|p| p.kind == kind).count();
+                let want = if kind == "LM head" { 1 } else { LAYERS };
+                assert_eq!(
+                    n, want,
+                    "{threads} threads, step {i}: {n} parts of kind {kind}, not {want}: {:?}",
+                    s.parts
+                );
+            }
+            assert_eq!(
+                s.parts.len(),
+                5 * LAYERS + 1,
+                "{threads} threads, step {i}: parts of other kinds: {:?}",
+                s.parts
+            );
+            if threads == 2 {
+                assert_eq!(
+                    s.regions.len(),
+                    5 * LAYERS + 1,
+                    "timing the parts must not change the regions: {:?}",
+                    s.regions
+                );
+            }
+        }
+    }
+}
+
+/// Whatever the environment's policy (the tests run with it set, one variable at a time,
+/// to check a candidate), a decode step's logits are the same bits at 1, 2, 3 and 16
+/// threads (16 oversubscribed on a small machine).
+#[test]
+fn a_decode_step_is_the_same_bits_at_any_thread_count() {
+    let engine = smollm2().engine().expect("SmolLM2's engine");
+    let steps = |threads: usize| {
+        let _turn = one_at_a_time(); // its parts must not land in another test's recording
+        in_pool(threads, || {
+            let mut cache = engine.new_cache(8).expect("a cache");
+            engine
+                .forward(&mut cache, &[1, 2, 3, 4], 0)
+                .expect("prefill");
+            let a = engine.forward(&mut cache, &[5], 4).expect("a decode step");
+            let b = engine.forward(&mut cache, &[6], 5).expect("a decode step");
+            [a, b]
+        })
+        .expect("a pool")
+    };
+    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<u32>>();
+    let one = steps(1);
+    for threads in [2, 3, 16] {
+        let got = steps(threads);
+        for (i, (g, w)) in got.iter().zip(&one).enumerate() {
+            let first = bits(g).iter().zip(bits(w)).position(|(a, b)| *a != b);
+            assert!(
+                first.is_none(),
+                "decode step {i} on {threads} threads: logit {first:?} differs from one \
+                 thread's"
+            );
+        }
+    }
 }

@@ -30,7 +30,7 @@ use super::rowwise::{rmsnorm_rows_into, sized};
 pub fn attention_part(heads: Heads, rows: usize) -> usize {
     let group = heads.group_size();
     match heads.head_dim {
-        _ if rows >= rayon::current_num_threads() => heads.n_heads,
+        _ if rows >= team::decode_threads() => heads.n_heads,
         ..=64 => 1,
         _ if group.is_multiple_of(2) => group / 2,
         _ => group,
@@ -206,14 +206,16 @@ impl Engine<'_> {
             rows.attend(&at, t, first..first + part, q_t, out, scratch);
         };
         let width = part * heads.head_dim;
-        if n < rayon::current_num_threads() {
-            // a decode step: its few tasks on the team that runs its products
-            let pieces = heads_out.chunks_mut(width).enumerate().collect();
-            team::for_each_item(pieces, |p| task(&mut R::Scratch::default(), p));
-        } else {
-            let pieces = heads_out.par_chunks_mut(width).enumerate();
-            pieces.for_each_init(R::Scratch::default, task);
-        }
+        team::timed("attention", || {
+            if n < rayon::current_num_threads() {
+                // a decode step: its few tasks on the team that runs its products
+                let pieces = heads_out.chunks_mut(width).enumerate().collect();
+                team::for_each_item(pieces, |p| task(&mut R::Scratch::default(), p));
+            } else {
+                let pieces = heads_out.par_chunks_mut(width).enumerate();
+                pieces.for_each_init(R::Scratch::default, task);
+            }
+        });
         let o = sized(&mut b.o, n * dim); // (n, dim)
         self.matmul(&w.wo, o, &b.heads, n);
         if let Some(norm) = &w.post_attn_norm {

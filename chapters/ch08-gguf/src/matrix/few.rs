@@ -7,6 +7,7 @@ use ch06_quantization::Kernels;
 use ch06_quantization::matrix::{Activations, Format, Packable, Q32, QBlocks};
 
 use super::bands::rows_in_fours;
+use super::policy::{TASK_BYTES, task_bytes};
 use super::types::{Acts, Matrix};
 use ch07_simd_parallel::kernels::{ByToken, ManyTokens};
 use ch07_simd_parallel::layout::eights::{Eights, Rows32};
@@ -14,6 +15,7 @@ use ch07_simd_parallel::layout::eights_k::{EightsK, RowsK};
 use ch07_simd_parallel::layout::kquant::KQuant;
 use ch07_simd_parallel::layout::packed::{self, Packed};
 use ch07_simd_parallel::layout::packed_dot::PackedToken;
+use ch07_simd_parallel::team;
 
 /// Tokens a thread must have before a product is split by tokens (a prefill: each thread
 /// reads every weight for its band of tokens) rather than by rows
@@ -42,18 +44,14 @@ pub(super) fn decode_tasks_per_thread(bytes: usize) -> usize {
     if bytes >= LONG_PRODUCT { 2 } else { 1 }
 }
 
-/// The fewest bytes of weights a decode task reads. Handing a task to another thread costs
-/// about as much as that thread reading a few tens of kilobytes, so a smaller product is not
-/// spread over more threads than it can keep busy: on two threads every product of a
-/// model's layers has two tasks or more, on sixteen SmolLM2's 576-wide products have a few.
-const TASK_BYTES: usize = 32 << 10;
-
 // ANCHOR: decode_task_count
 /// How many tasks a decode step's product of `bytes` bytes of weights is cut into:
-/// [`decode_tasks_per_thread`] a thread, but none under [`TASK_BYTES`].
+/// [`decode_tasks_per_thread`] a thread of those a decode region may use
+/// ([`team::decode_threads`]), but none under [`task_bytes`] ([`TASK_BYTES`] unless told).
 pub(super) fn decode_task_count(bytes: usize) -> usize {
-    let most = decode_tasks_per_thread(bytes) * rayon::current_num_threads();
-    most.min(bytes.div_ceil(TASK_BYTES)).max(1)
+    let most = decode_tasks_per_thread(bytes) * team::decode_threads();
+    let floor = task_bytes().unwrap_or(TASK_BYTES);
+    most.min(bytes.div_ceil(floor)).max(1)
 }
 // ANCHOR_END: decode_task_count
 

@@ -1,6 +1,7 @@
 //! The choices a product makes that are policy, not kernels: which prefill layout a level
-//! with both uses, and whether matrices are packed at load. Read once, from the environment
-//! where a reader can override them, and from the kernels' capabilities.
+//! with both uses, whether matrices are packed at load, and the fewest bytes a decode task
+//! reads. Read once, from the environment where a reader can override them, and from the
+//! kernels' capabilities.
 
 use ch07_simd_parallel::kernels::ManyTokens;
 
@@ -67,4 +68,67 @@ pub fn use_quads(kk: &dyn ManyTokens) -> bool {
 /// quads were asked for).
 pub fn use_eights(kk: &dyn ManyTokens) -> bool {
     kk.has_eights() && !use_quads(kk)
+}
+
+/// The fewest bytes of weights a decode task reads: `LLM_BOOK_TASK_BYTES=N` (1 KiB to 64 MiB),
+/// to race other floors against the default on a machine with many cores (at sixteen threads
+/// a higher floor leaves SmolLM2's 576-wide products on fewer threads).
+pub const TASK_BYTES_VAR: &str = "LLM_BOOK_TASK_BYTES";
+
+/// The default floor: handing a task to another thread costs about as much as that thread
+/// reading a few tens of kilobytes, so a smaller product is not spread over more threads
+/// than it can keep busy. On two threads every product of a model's layers has two tasks or
+/// more, on sixteen SmolLM2's 576-wide products have a few.
+pub const TASK_BYTES: usize = 32 << 10;
+
+/// The floor `value` names (`None` or empty: [`TASK_BYTES`]).
+pub fn parse_task_bytes(value: Option<&str>) -> Result<usize, String> {
+    const RANGE: std::ops::RangeInclusive<usize> = (1 << 10)..=(64 << 20);
+    match value {
+        None | Some("") => Ok(TASK_BYTES),
+        Some(v) => v.parse().ok().filter(|n| RANGE.contains(n)).ok_or_else(|| {
+            format!(
+                "{TASK_BYTES_VAR}={v:?}: the fewest bytes of weights a decode task reads, a \
+                 whole number from {} to {} (unset: {TASK_BYTES})",
+                RANGE.start(),
+                RANGE.end()
+            )
+        }),
+    }
+}
+
+/// The floor this process runs with, read once from [`TASK_BYTES_VAR`].
+pub fn task_bytes() -> Result<usize, String> {
+    static FLOOR: std::sync::OnceLock<Result<usize, String>> = std::sync::OnceLock::new();
+    FLOOR
+        .get_or_init(|| parse_task_bytes(std::env::var(TASK_BYTES_VAR).ok().as_deref()))
+        .clone()
+}
+
+/// Every policy the environment sets for a decode step, checked: this chapter's floor and
+/// chapter 7's team ([`ch07_simd_parallel::team::team_policy`]). An engine is not made with a
+/// bad value.
+pub fn check() -> Result<(), String> {
+    task_bytes()?;
+    ch07_simd_parallel::team::team_policy()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_floor_is_a_number_of_bytes_or_an_error_that_says_so() {
+        assert_eq!(parse_task_bytes(None), Ok(TASK_BYTES));
+        assert_eq!(parse_task_bytes(Some("")), Ok(TASK_BYTES));
+        assert_eq!(parse_task_bytes(Some("65536")), Ok(65536));
+        for bad in ["64k", "0", "1023", "67108865", "-5"] {
+            let e = parse_task_bytes(Some(bad)).unwrap_err();
+            assert!(
+                e.contains("from 1024 to 67108864"),
+                "{TASK_BYTES_VAR}={bad} should say what it takes: {e}"
+            );
+        }
+    }
 }
