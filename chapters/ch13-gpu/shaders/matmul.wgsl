@@ -161,9 +161,9 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
         let n = min(CHUNK, dims.blocks - c * CHUNK);
         // each row's terms added in order, left to right, as the CPU adds them: a block of
         // 32, or a K-quant's whole super-block (the format's `term`, TERM_BLOCKS blocks)
-        for (var t = 0u; t < n / TERM_BLOCKS; t++) {
+        for (var k = 0u; k < n / TERM_BLOCKS; k++) { // the step's k-th term of each row
             for (var r = 0u; r < ROWS_EACH; r++) {
-                sums[r] += alone(term(mine + r, t));
+                sums[r] += alone(term(mine + r, k));
             }
         }
         workgroupBarrier(); // before the next step overwrites the tile
