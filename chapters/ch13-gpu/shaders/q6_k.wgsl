@@ -15,18 +15,24 @@ fn sub_block(at: u32, s: u32, b: u32) -> i32 {
     let qh = at + 128u + 32u * h;
     let low_shift = 4u * ((s % 4u) / 2u);
     let high_shift = 2u * (s % 4u);
-    var sums = array<i32, 2>(0, 0); // Σ (q − 32)·p over elements 0..16 and 16..32
+    var qp = array<i32, 2>(0, 0); // Σ q·p over elements 0..16 and 16..32
     for (var i = 0u; i < 8u; i++) {
-        let lw = word_at(ql + 4u * i); // elements 4i..4i+4 of the block
-        let hw = word_at(qh + 4u * i);
-        let a = acts[b].qs[i];
-        for (var k = 0u; k < 4u; k++) {
-            let q = extractBits(lw, 8u * k + low_shift, 4u) | (extractBits(hw, 8u * k + high_shift, 2u) << 4u);
-            sums[i / 4u] += (i32(q) - 32) * i8_at(a, k);
-        }
+        // elements 4i..4i+4 of the block, one a byte: four nibbles from `ql`, and four pairs
+        // of high bits from `qh` moved to bits 4 and 5, so each byte is q, 0 to 63
+        let low = (word_at(ql + 4u * i) >> low_shift) & 0x0f0f0f0fu;
+        let high = (word_at(qh + 4u * i) >> high_shift) & 0x03030303u;
+        qp[i / 4u] += dot4I8Packed(low | (high << 4u), acts[b].qs[i]);
     }
+    // Σ (q − 32)·p = Σ q·p − 32·Σ p in each group: the first group's Σ p from its four
+    // words, the second's the block's `s` (its Σ p) less the first's
+    var p0 = 0;
+    for (var i = 0u; i < 4u; i++) {
+        p0 += dot4I8Packed(acts[b].qs[i], 0x01010101u);
+    }
+    let p1 = i32(acts[b].s) - p0;
     let scales = i32(word_at(at + 192u + 2u * s)); // bytes 2s and 2s + 1, as i8
-    return extractBits(scales, 0u, 8u) * sums[0] + extractBits(scales, 8u, 8u) * sums[1];
+    return extractBits(scales, 0u, 8u) * (qp[0] - 32 * p0)
+        + extractBits(scales, 8u, 8u) * (qp[1] - 32 * p1);
 }
 
 fn block_dot(row: u32, b: u32) -> f32 {
