@@ -54,11 +54,6 @@ fn half_at(at: u32) -> f32 {
     return unpack2x16float(word_at(at)).x;
 }
 
-// Byte k (0..4) of a word read as an i8, sign-extended.
-fn i8_at(word: u32, k: u32) -> i32 {
-    return extractBits(i32(word), 8u * k, 8u);
-}
-
 // Σ of block `b`'s 32 activation quants, four at a time.
 fn act_sum(b: u32) -> i32 {
     var sum = 0;
