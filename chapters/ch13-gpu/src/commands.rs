@@ -110,57 +110,52 @@ pub fn generate(g: &Generate, json: bool) -> Result<(), ch13_gpu::Error> {
     Ok(())
 }
 
-/// `bench`: the model's decode on the GPU (`ch13_gpu::decode_bench`).
+/// `bench`: the model on the GPU (`ch13_gpu::decode_bench`), or with `compare` (its rounds)
+/// the race against llama.cpp's Vulkan backend (`ch13_gpu::compare`).
 pub fn bench(
     g: &Generate,
-    pp: usize,
-    tg: usize,
+    (pp, tg): (usize, usize),
     per_dispatch: bool,
+    compare: Option<usize>,
     json: bool,
 ) -> Result<(), ch13_gpu::Error> {
-    use ch13_gpu::Error::Input;
-    let path = model_path(g).map_err(Input)?;
-    let m = ch08_gguf::load(&path).map_err(|e| Input(format!("{}: {e}", path.display())))?;
+    use ch13_gpu::{Error::Input, compare, decode_bench};
     let gpu = Gpu::open()?;
-    let model = GpuModel::upload(&gpu, &m.model)?;
-    let mut report =
-        ch13_gpu::decode_bench::run(&gpu, &model, pp, tg, per_dispatch, &mut |what| {
-            if !json {
-                eprintln!("timing {what}");
-            }
-        })?;
-    report["model"] = json!(models::shown(&path));
-    if json {
-        println!("{report}");
-    } else {
-        print!("{}", ch13_gpu::decode_bench::text(&report));
+    if compare.is_some() {
+        compare::raceable(&gpu)?; // first: without a GPU there is nothing to race
     }
-    Ok(())
-}
-
-/// `bench --compare`: the race against llama.cpp's Vulkan backend (`ch13_gpu::compare`).
-pub fn compare(
-    g: &Generate,
-    sizes: (usize, usize),
-    rounds: usize,
-    json: bool,
-) -> Result<(), ch13_gpu::Error> {
-    use ch13_gpu::Error::Input;
-    let gpu = Gpu::open()?; // first: without a GPU there is nothing to race
-    ch13_gpu::compare::raceable(&gpu)?;
     let path = model_path(g).map_err(Input)?;
     let m = ch08_gguf::load(&path).map_err(|e| Input(format!("{}: {e}", path.display())))?;
     let model = GpuModel::upload(&gpu, &m.model)?;
-    let mut report = ch13_gpu::compare::run(&gpu, &model, &path, sizes, rounds, &mut |line| {
+    let say = |line: String| {
         if !json {
             eprintln!("{line}");
         }
-    })?;
+    };
+    let (mut report, text): (serde_json::Value, fn(&serde_json::Value) -> String) = match compare {
+        Some(rounds) => {
+            let r = compare::run(
+                &gpu,
+                &model,
+                &path,
+                (pp, tg),
+                rounds,
+                &mut |l| say(l.into()),
+            )?;
+            (r, compare::text)
+        }
+        None => {
+            let r = decode_bench::run(&gpu, &model, pp, tg, per_dispatch, &mut |what| {
+                say(format!("timing {what}"))
+            })?;
+            (r, decode_bench::text)
+        }
+    };
     report["model"] = json!(models::shown(&path));
     if json {
         println!("{report}");
     } else {
-        print!("{}", ch13_gpu::compare::text(&report));
+        print!("{}", text(&report));
     }
     Ok(())
 }

@@ -49,7 +49,10 @@ pub fn run(
             (seed % vocab) as u32
         })
         .collect();
-    progress(&format!("pp{pp}: {pieces} prefill submissions"));
+    progress(&format!(
+        "pp{pp}: a prefill in {pieces} piece(s) of up to {} tokens",
+        decoder.chunk
+    ));
     let start = Instant::now();
     let mut next = decoder.prefill(&prompt, 0, false)?.0;
     let pp_s = start.elapsed().as_secs_f64();

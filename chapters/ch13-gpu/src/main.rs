@@ -202,10 +202,10 @@ fn check_generate(g: &commands::Generate) -> Result<(), lexopt::Error> {
 fn run(a: &Args) -> Result<(), Error> {
     match a.command.as_str() {
         "generate" => commands::generate(&a.generate, a.json)?,
-        "bench" => match a.compare {
-            Some(rounds) => commands::compare(&a.generate, (a.pp, a.tg), rounds, a.json)?,
-            None => commands::bench(&a.generate, a.pp, a.tg, a.per_dispatch, a.json)?,
-        },
+        "bench" => {
+            let sizes = (a.pp, a.tg);
+            commands::bench(&a.generate, sizes, a.per_dispatch, a.compare, a.json)?
+        }
         "tiles" => {
             bench::check_secs(a.secs)?;
             a.tiles.check()?;
