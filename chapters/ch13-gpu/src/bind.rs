@@ -214,9 +214,7 @@ impl Builder<'_> {
         params: &[u32],
         groups: usize,
     ) -> Result<()> {
-        let d = Dispatch::new(self.gpu, pipeline, buffers, params, groups)?;
-        self.ops.push(Op::Shader(d));
-        Ok(())
+        self.grid(pipeline, buffers, params, (groups, 1))
     }
 
     /// [`Builder::shader`] over a grid of workgroups: `(x, tokens)`.
@@ -227,8 +225,7 @@ impl Builder<'_> {
         params: &[u32],
         groups: (usize, usize),
     ) -> Result<()> {
-        let mut d = Dispatch::grid(self.gpu, pipeline, buffers, params, groups)?;
-        d.per_token = true;
+        let d = Dispatch::grid(self.gpu, pipeline, buffers, params, groups)?;
         self.ops.push(Op::Shader(d));
         Ok(())
     }

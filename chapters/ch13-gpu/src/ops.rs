@@ -49,9 +49,7 @@ impl Ops {
 pub struct Dispatch {
     pipeline: wgpu::ComputePipeline,
     bind_group: wgpu::BindGroup,
-    groups: (u32, u32),
-    /// The grid's y is a pass's tokens: a shorter piece dispatches fewer (`record_tokens`).
-    pub per_token: bool,
+    groups: (u32, u32), // y: the tokens of a pass (1 for a decode step's and `new`'s)
 }
 
 impl Dispatch {
@@ -67,8 +65,8 @@ impl Dispatch {
         Dispatch::grid(gpu, pipeline, buffers, params, (groups, 1))
     }
 
-    /// [`Dispatch::new`] with a grid of `(x, y)` workgroups: a prefill's shaders take its
-    /// tokens along y.
+    /// [`Dispatch::new`] with a grid of `(x, y)` workgroups, y a pass's tokens: a prefill's
+    /// shaders take its tokens along y, and a shorter piece dispatches fewer rows.
     pub fn grid(
         gpu: &Gpu,
         pipeline: &wgpu::ComputePipeline,
@@ -89,27 +87,20 @@ impl Dispatch {
             pipeline: pipeline.clone(),
             bind_group: gpu.bind(pipeline, &all)?,
             groups: (x as u32, y as u32),
-            per_token: false,
         })
     }
 
     /// Records the dispatch into `pass`.
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
-        pass.set_pipeline(&self.pipeline);
-        pass.set_bind_group(0, &self.bind_group, &[]);
-        pass.dispatch_workgroups(self.groups.0, self.groups.1, 1);
+        self.record_tokens(pass, self.groups.1);
     }
 
-    /// [`Dispatch::record`] for a piece of `tokens` tokens: a grid over the tokens
-    /// dispatches that many rows of workgroups (at most the tokens bound).
+    /// [`Dispatch::record`] for a piece of `tokens` tokens: the grid's rows of workgroups,
+    /// one a token, only for the piece's (at most the tokens bound).
     pub fn record_tokens(&self, pass: &mut wgpu::ComputePass<'_>, tokens: u32) {
-        let y = match self.per_token {
-            true => tokens.clamp(1, self.groups.1),
-            false => self.groups.1,
-        };
         pass.set_pipeline(&self.pipeline);
         pass.set_bind_group(0, &self.bind_group, &[]);
-        pass.dispatch_workgroups(self.groups.0, y, 1);
+        pass.dispatch_workgroups(self.groups.0, tokens.clamp(1, self.groups.1), 1);
     }
 }
 // ANCHOR_END: dispatch

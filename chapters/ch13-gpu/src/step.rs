@@ -151,7 +151,7 @@ impl<'g> Decoder<'g> {
         want_logits: bool,
     ) -> Result<(u32, Option<Vec<f32>>)> {
         self.check(tokens, pos)?;
-        let pieces = tokens.chunks(self.chunk).count();
+        let pieces = tokens.len().div_ceil(self.chunk);
         let mut last = (0, None);
         for (i, piece) in tokens.chunks(self.chunk).enumerate() {
             let at = pos + i * self.chunk;
