@@ -107,6 +107,15 @@ pub trait Kernels: Sync {
             }
         }
     }
+    /// `ys[g] += w[g · n + j] · row j of rows` for every output `g` of `d` floats and the `n`
+    /// rows of `d` in order: an `axpy_rows` per output (a SIMD set reads each row once for
+    /// all of them; SmolLM2's three heads on a KV head of 64).
+    fn axpy_rows_many(&self, ys: &mut [f32], d: usize, w: &[f32], rows: &[f32]) {
+        let n = rows.len() / d.max(1);
+        for (y, w) in ys.chunks_exact_mut(d.max(1)).zip(w.chunks_exact(n.max(1))) {
+            self.axpy_rows(y, w, rows);
+        }
+    }
     // ANCHOR_END: kernels_many
     // ANCHOR: kernels_exp
     /// `x[i] = e^x[i]`: `f32::exp` of each, bit for bit (the C library's `expf`; a SIMD set

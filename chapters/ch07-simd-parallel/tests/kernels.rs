@@ -293,6 +293,45 @@ fn grouped_row_dots_equal_one_dot_per_query_and_row() {
 }
 
 #[test]
+fn grouped_row_sums_equal_one_axpy_per_output_and_row() {
+    // SmolLM2's 64 floats (one to four heads in registers), 128 (one or two), Gemma-3's 256
+    // and 20 (the fallback); five heads (past what the registers hold)
+    for d in [64usize, 128, 256, 20] {
+        for heads in 1..=5 {
+            let n = 37;
+            let rows = uniform(n * d, 2);
+            let w: Vec<f32> = uniform(heads * n, 3)
+                .iter()
+                .map(|v| v.abs() * 0.1)
+                .collect();
+            let y0 = uniform(heads * d, 4);
+            let mut want = y0.clone();
+            for (y, w) in want.chunks_exact_mut(d).zip(w.chunks_exact(n)) {
+                for (&w, row) in w.iter().zip(rows.chunks_exact(d)) {
+                    Scalar.axpy(y, w, row);
+                }
+            }
+            for (isa, k) in simd_levels()
+                .into_iter()
+                .chain([(Isa::Scalar, &Scalar as &dyn Kernels)])
+            {
+                let mut y = y0.clone();
+                k.axpy_rows_many(&mut y, d, &w, &rows);
+                for (i, (a, b)) in y.iter().zip(&want).enumerate() {
+                    assert_eq!(
+                        a.to_bits(),
+                        b.to_bits(),
+                        "{isa:?} d={d}, {heads} heads: output {} element {} differs from one axpy per row",
+                        i / d,
+                        i % d
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn attention_group_kernels_equal_one_call_per_head() {
     // Gemma-3's 256 floats and four heads a KV head; SmolLM2's 64; 20 (a tail of four); one
     // to five heads (the four-at-a-time path, its remainder, and the fallback)

@@ -338,6 +338,11 @@ fn interleaved_q4_k_kernel_equals_the_scalar_dot() {
 /// `row`'s blocks rotated left by 0, 1, 2 and 3 places: four different rows (given two
 /// blocks or more) for the four-row kernels.
 fn four_rows(row: &[u8], bytes: usize) -> [Vec<u8>; 4] {
+    rotated_rows(row, bytes)
+}
+
+/// `N` rows made from `row`, row `j` its blocks rotated left by `j` (modulo the count).
+fn rotated_rows<const N: usize>(row: &[u8], bytes: usize) -> [Vec<u8>; N] {
     let nb = row.len() / bytes;
     std::array::from_fn(|j| {
         let mut r = row.to_vec();
@@ -499,6 +504,22 @@ fn check_interleaved_32(q40: &[u8], q50: &[u8], q41: &[u8], q: &[i8], nb: usize)
                     got16.map(f32::to_bits),
                     sixteen_bits(twin(eights), twin(second)),
                     "{format:?} four rows against two eights of tokens, {nb} blocks, row {r}, {isa:?}"
+                );
+            }
+            let eight: [Vec<u8>; 8] = rotated_rows(w, format.format().block_bytes());
+            k.unpack_rows32(format, &eight.each_ref().map(|r| &r[..]), &mut rows);
+            let got8 = k.dot16x8_row32(
+                format,
+                std::array::from_fn(|r| rows.row(r)),
+                [eights, second],
+            );
+            for (r, got8) in got8.iter().enumerate() {
+                let twin =
+                    |a| ch07_simd_parallel::layout::eights::dot8_row32(format, rows.row(r), a);
+                assert_eq!(
+                    got8.map(f32::to_bits),
+                    sixteen_bits(twin(eights), twin(second)),
+                    "{format:?} eight rows against two eights of tokens, {nb} blocks, row {r}, {isa:?}"
                 );
             }
             k.unpack_rows32(format, &[w], &mut rows);

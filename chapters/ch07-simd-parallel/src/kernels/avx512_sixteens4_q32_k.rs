@@ -41,7 +41,7 @@ fn pair_ps(lo: &[f32; 8], hi: &[f32; 8]) -> __m512 {
 /// Each row's sixteen lanes written out.
 #[inline]
 #[target_feature(enable = "avx512f")]
-fn lanes(acc: [__m512; 4]) -> [[f32; 16]; 4] {
+fn lanes<const R: usize>(acc: [__m512; R]) -> [[f32; 16]; R] {
     acc.map(|v| {
         let mut out = [0.0f32; 16];
         // SAFETY: sixteen f32 into sixteen f32.
@@ -62,18 +62,22 @@ unsafe fn quants(w: *const u8) -> __m512i {
 }
 
 // ANCHOR: sixteen_row32
-/// Four unpacked Q4_0, Q5_0 or Q4_1 rows (Q4_1 with `Q4_1`) against two eights of tokens:
-/// row `r`'s lanes 0..8 are [`super::avx2_eights4_q32::dot8x4_row32`]`(rows, a[0])[r]`, its
-/// lanes 8..16 the same for `a[1]`. Per block, eight steps of one 512-bit load of both
-/// eights' activations and, for each row, a broadcast of its four quants and a `vpdpbusd`.
+/// `R` (four or eight) unpacked Q4_0, Q5_0 or Q4_1 rows (Q4_1 with `Q4_1`) against two
+/// eights of tokens: row `r`'s lanes 0..8 are
+/// [`super::avx2_eights4_q32::dot8x4_row32`]`(rows, a[0])` of that row, its lanes 8..16 the
+/// same for `a[1]`. Per block, eight steps of one 512-bit load of both eights' activations
+/// and, for each row, a broadcast of its four quants and a `vpdpbusd`. Eight rows give the
+/// core eight independent `vpdpbusd` chains (each waits about five cycles for the one before
+/// it in its row, so four chains leave the multiplier idle part of the time) and share each
+/// load of the activations among eight rows instead of four.
 ///
 /// # Safety
 /// The CPU must have AVX-512 F, BW, VL and VNNI; the lengths are checked here.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2")]
-pub(super) unsafe fn dot16x4_row32<const Q4_1: bool>(
-    rows: [&[Block32]; 4],
+pub(super) unsafe fn dot16_rows32<const Q4_1: bool, const R: usize>(
+    rows: [&[Block32]; R],
     a: [&Eights; 2],
-) -> [[f32; 16]; 4] {
+) -> [[f32; 16]; R] {
     let n = a[0].qs.len();
     assert!(
         rows.iter().all(|r| r.len() == n)
@@ -82,23 +86,23 @@ pub(super) unsafe fn dot16x4_row32<const Q4_1: bool>(
             }),
         "one activation block per weight block"
     );
-    let mut acc = [_mm512_setzero_ps(); 4]; // row r, lane t: token t's sum so far
+    let mut acc = [_mm512_setzero_ps(); R]; // row r, lane t: token t's sum so far
     for (b, (x0, x1)) in a[0].qs.iter().zip(&a[1].qs).enumerate() {
         let (x0, x1): (*const u8, *const u8) = (x0.as_ptr().cast(), x1.as_ptr().cast());
-        let w: [&Block32; 4] = std::array::from_fn(|r| &rows[r][b]);
-        let mut dots = [_mm512_setzero_si512(); 4];
+        let w: [&Block32; R] = std::array::from_fn(|r| &rows[r][b]);
+        let mut dots = [_mm512_setzero_si512(); R];
         for s in 0..8 {
             // SAFETY: step s's 32 bytes of each eight's 256, and quants 4s..4s + 4 of 32.
             unsafe {
                 let xs = pair(x0.add(32 * s), x1.add(32 * s));
-                for r in 0..4 {
+                for r in 0..R {
                     let q = quants(w[r].q.as_ptr().add(4 * s));
                     dots[r] = _mm512_dpbusd_epi32(dots[r], q, xs);
                 }
             }
         }
         let da = pair_ps(&a[0].d[b], &a[1].d[b]);
-        for r in 0..4 {
+        for r in 0..R {
             let dw = _mm512_set1_ps(w[r].d);
             let p = if Q4_1 {
                 let s = pair_ps(&a[0].s[b], &a[1].s[b]);

@@ -159,6 +159,18 @@ pub trait ManyTokens: OneToken {
     fn dot16x4_row32(&self, format: Q32, rows: [&[Block32]; 4], a: [&Eights; 2]) -> [[f32; 16]; 4] {
         row32_by_eights(self, format, rows, a)
     }
+    /// Eight unpacked rows against two eights of tokens: [`ManyTokens::dot16x4_row32`] of
+    /// rows 0..4 and 4..8, bit for bit. Levels with 512-bit registers and VNNI take the
+    /// eight rows together (eight multiply-add chains in flight, each activation load shared
+    /// by eight rows).
+    fn dot16x8_row32(&self, format: Q32, rows: [&[Block32]; 8], a: [&Eights; 2]) -> [[f32; 16]; 8] {
+        let [r0, r1, r2, r3, r4, r5, r6, r7] = rows;
+        let (lo, hi) = (
+            self.dot16x4_row32(format, [r0, r1, r2, r3], a),
+            self.dot16x4_row32(format, [r4, r5, r6, r7], a),
+        );
+        std::array::from_fn(|r| if r < 4 { lo[r] } else { hi[r - 4] })
+    }
     /// Q4_K (or Q6_K) rows unpacked for [`ManyTokens::dot8_q4_k`] (`dot8_q6_k`).
     fn unpack_rows_k(&self, format: KQuant, rows: &[&[u8]], out: &mut RowsK) {
         match format {

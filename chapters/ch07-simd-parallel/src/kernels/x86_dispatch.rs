@@ -9,7 +9,7 @@
 use super::X86;
 use super::products::{ByToken, ManyTokens, OneToken, q8_0_rows_with_half};
 use super::{avx2_exp, avx2_many_f32, avx2_one_f32, avx2_one_q4_q8, avx2_quantize};
-use super::{avx2_rows4_q4_q8, avx512_exp};
+use super::{avx2_rows4_q4_q8, avx512_attention_f32, avx512_exp};
 use crate::layout::eights::{Block32, Eights, Rows32};
 use crate::layout::eights_k::{EightsK, RowsK};
 use crate::layout::kquant::{BlockQ8K, KQuant, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide};
@@ -110,13 +110,36 @@ impl<const VNNI: bool> Kernels for X86<VNNI> {
         unsafe { avx2_one_f32::dot_f32_rows(q, rows, out) }
     }
     fn axpy_rows(&self, y: &mut [f32], w: &[f32], rows: &[f32]) {
-        unsafe { avx2_one_f32::axpy_rows(y, w, rows) }
+        let d = y.len();
+        unsafe {
+            if VNNI && d.is_multiple_of(16) && (16..=128).contains(&d) {
+                avx512_attention_f32::axpy_rows(y, w, rows)
+            } else {
+                avx2_one_f32::axpy_rows(y, w, rows)
+            }
+        }
     }
     fn dot_f32_many(&self, qs: &[&[f32]], rows: &[&[f32]], out: &mut [f32]) {
         unsafe { avx2_many_f32::dot_f32_many(qs, rows, out) }
     }
+    fn axpy_rows_many(&self, ys: &mut [f32], d: usize, w: &[f32], rows: &[f32]) {
+        // SAFETY: VNNI only where the CPU has AVX-512 F.
+        if VNNI && unsafe { avx512_attention_f32::axpy_rows_many(ys, d, w, rows) }.is_some() {
+            return;
+        }
+        let n = rows.len() / d.max(1);
+        for (y, w) in ys.chunks_exact_mut(d.max(1)).zip(w.chunks_exact(n.max(1))) {
+            self.axpy_rows(y, w, rows);
+        }
+    }
     fn dot_f32_rows_many(&self, qs: &[f32], d: usize, rows: &[f32], out: &mut [f32]) {
-        unsafe { avx2_many_f32::dot_f32_rows_many(qs, d, rows, out) }
+        unsafe {
+            if VNNI {
+                avx512_attention_f32::dot_f32_rows_many(qs, d, rows, out)
+            } else {
+                avx2_many_f32::dot_f32_rows_many(qs, d, rows, out)
+            }
+        }
     }
     fn axpy_many(&self, ys: &mut [f32], w: &[f32], rows: &[&[f32]]) {
         unsafe { avx2_many_f32::axpy_many(ys, w, rows) }
@@ -332,19 +355,23 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
         }
     }
     fn dot16x4_row32(&self, format: Q32, rows: [&[Block32]; 4], a: [&Eights; 2]) -> [[f32; 16]; 4] {
-        use super::avx512_sixteens4_q32_k::dot16x4_row32;
         if !VNNI {
             return super::products::row32_by_eights(self, format, rows, a);
         }
-        // SAFETY: for_isa hands out VNNI only when the CPU has AVX-512 F/BW/VL and VNNI; the
-        // kernels check the lengths.
-        unsafe {
-            if format.has_min() {
-                dot16x4_row32::<true>(rows, a)
-            } else {
-                dot16x4_row32::<false>(rows, a)
-            }
+        // SAFETY: for_isa hands out VNNI only when the CPU has AVX-512 F/BW/VL and VNNI.
+        unsafe { sixteens_row32(format, rows, a) }
+    }
+    fn dot16x8_row32(&self, format: Q32, rows: [&[Block32]; 8], a: [&Eights; 2]) -> [[f32; 16]; 8] {
+        if !VNNI {
+            let [r0, r1, r2, r3, r4, r5, r6, r7] = rows;
+            let (lo, hi) = (
+                self.dot16x4_row32(format, [r0, r1, r2, r3], a),
+                self.dot16x4_row32(format, [r4, r5, r6, r7], a),
+            );
+            return std::array::from_fn(|r| if r < 4 { lo[r] } else { hi[r - 4] });
         }
+        // SAFETY: for_isa hands out VNNI only when the CPU has AVX-512 F/BW/VL and VNNI.
+        unsafe { sixteens_row32(format, rows, a) }
     }
     fn dot16x4_k(
         &self,
@@ -407,5 +434,25 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
     fn packed8(&self, group: &[u8], tokens: &[PackedToken], out: &mut [[f32; 8]]) {
         // SAFETY: as above; the kernels check the lengths.
         unsafe { super::avx2_packed_dispatch::packed8(group, tokens, out) }
+    }
+}
+
+/// `R` rows against two eights on the 512-bit VNNI kernel.
+///
+/// # Safety
+/// The CPU must have AVX-512 F/BW/VL and VNNI.
+unsafe fn sixteens_row32<const R: usize>(
+    format: Q32,
+    rows: [&[Block32]; R],
+    a: [&Eights; 2],
+) -> [[f32; 16]; R] {
+    use super::avx512_sixteens4_q32_k::dot16_rows32;
+    // SAFETY: the caller's promise; the kernel checks the lengths.
+    unsafe {
+        if format.has_min() {
+            dot16_rows32::<true, R>(rows, a)
+        } else {
+            dot16_rows32::<false, R>(rows, a)
+        }
     }
 }

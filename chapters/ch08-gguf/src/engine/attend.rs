@@ -88,17 +88,17 @@ pub fn attend_heads<S: KvStore + ?Sized>(
         .flatten();
     if let Some((ks, vs)) = runs {
         // Small heads (SmolLM2's 64) with their keys side by side in the cache: the heads'
-        // scores in one kernel call, each key loaded once for all of them, and each head's
-        // weighted sum of values (kept in registers) in one more; the same numbers as the
+        // scores in one kernel call, each key loaded once for all of them, and their weighted
+        // sums of values (kept in registers) in one more, each value loaded once; the same numbers as the
         // loops below. Large heads (Gemma-3's 256) go through the loops, which read each
         // key once for the heads together too.
         k.dot_f32_rows_many(&q[hs.start * d..hs.end * d], d, ks, &mut scores[..]);
-        for (g, row) in scores.chunks_exact_mut(n).enumerate() {
+        for row in scores.chunks_exact_mut(n) {
             weights(at, row);
-            let o = &mut out[g * d..(g + 1) * d];
-            o.fill(0.0);
-            k.axpy_rows(o, row, vs);
         }
+        let o = &mut out[..hs.len() * d];
+        o.fill(0.0);
+        k.axpy_rows_many(o, d, &scores[..], vs);
         return;
     }
     // ANCHOR_END: attend_heads

@@ -21,7 +21,7 @@ use super::bands::prefill_bands;
 /// at a time (`eights(first token)`), then walks the weights in tiles of `tile` rows unpacked
 /// once for the band (`unpack(rows, into)`), every eight tokens meeting the whole tile
 /// while their activations are in L1. The kernel (`dot16(unpacked, row in the tile, eights,
-/// out)`) takes one or four rows and two eights at a time (one if the band has an odd
+/// out)`) takes one, four or eight rows and two eights at a time (one if the band has an odd
 /// count), the first eight's results in lanes 0..8 of each row's `out`, the second's in
 /// 8..16. The band's last one to seven tokens go four (`dot4(row, first token)`) and then
 /// one (`dot(row, token)`) at a time. Every output is the scalar kernel's number, whichever
@@ -54,8 +54,8 @@ pub fn prefill<A: Send, U: Default>(
                 for (p, two) in groups.chunks(2).enumerate() {
                     let mut r = r0;
                     while r < r1 {
-                        let k = if r + 4 <= r1 { 4 } else { 1 }; // rows at once
-                        let mut v = [[0.0f32; 16]; 4];
+                        let k = [8, 4, 1].into_iter().find(|&k| r + k <= r1).unwrap_or(1); // rows at once
+                        let mut v = [[0.0f32; 16]; 8];
                         dot16(&unpacked, r - r0, two, &mut v[..k]);
                         for j in 0..8 * two.len() {
                             let at = (16 * p + j) * rows + r; // token 16p + j's rows r..r + k
@@ -93,6 +93,10 @@ pub(super) fn dot16_by_eights<A>(
     four: impl Fn(&A) -> [[f32; 8]; 4],
     one: impl Fn(&A) -> [f32; 8],
 ) {
+    assert!(
+        matches!(out.len(), 1 | 4),
+        "dot16_by_eights takes one row or four"
+    );
     if let ([x, y], 4) = (a, out.len()) {
         out.copy_from_slice(&sixteen(x, y));
         return;
@@ -168,14 +172,22 @@ pub fn prefill_unpacked32(
         eights,
         unpack,
         |u, i, a, out| {
-            let four = || std::array::from_fn(|j| u.row(i + j));
-            dot16_by_eights(
-                out,
-                a,
-                |x, y| kk.dot16x4_row32(format, four(), [x, y]),
-                |a| kk.dot8x4_row32(format, four(), a),
-                |a| kk.dot8_row32(format, u.row(i), a),
-            );
+            if let ([x, y], 8) = (a, out.len()) {
+                let eight = std::array::from_fn(|j| u.row(i + j));
+                out.copy_from_slice(&kk.dot16x8_row32(format, eight, [x, y]));
+                return;
+            }
+            for (c, out) in out.chunks_mut(4).enumerate() {
+                let i = i + 4 * c;
+                let four = || std::array::from_fn(|j| u.row(i + j));
+                dot16_by_eights(
+                    out,
+                    a,
+                    |x, y| kk.dot16x4_row32(format, four(), [x, y]),
+                    |a| kk.dot8x4_row32(format, four(), a),
+                    |a| kk.dot8_row32(format, u.row(i), a),
+                );
+            }
         },
         dot4,
         dot,
@@ -297,7 +309,7 @@ pub(super) fn q4_prefill(
     }
 }
 
-/// Rows `i..i + out.len()` (one or four) of a tile of unpacked Q4_K or Q6_K rows against
+/// Rows `i..i + out.len()` (one, four or eight) of a tile of unpacked Q4_K or Q6_K rows against
 /// one or two eights of tokens ([`prefill`]'s `dot16`).
 pub(super) fn dot16_k(
     kk: &dyn ManyTokens,
@@ -307,6 +319,12 @@ pub(super) fn dot16_k(
     a: &[EightsK],
     out: &mut [[f32; 16]],
 ) {
+    if out.len() == 8 {
+        let (lo, hi) = out.split_at_mut(4);
+        dot16_k(kk, kquant, u, i, a, lo);
+        dot16_k(kk, kquant, u, i + 4, a, hi);
+        return;
+    }
     dot16_by_eights(
         out,
         a,

@@ -1,0 +1,203 @@
+//! Attention's two inner products in 512-bit registers, for the heads that share a KV head:
+//! [`super::avx2_many_f32::dot_f32_rows_many`] with two keys side by side in one register
+//! (the first key's eight lanes in lanes 0..8, the second's in 8..16), and
+//! [`super::avx2_one_f32::axpy_rows`] sixteen floats of the output at a time.
+//!
+//! Each lane still does what the 256-bit kernel's lane does, in the same order: a key's
+//! score is one running sum of eight lanes (multiply, then add), summed by the same halving
+//! tree; an output element is `y + w·x`, key after key. So every score and every output is
+//! the 256-bit kernel's, bit for bit, with half the multiply and add instructions. In a
+//! prefill, where every query of a long prompt meets every key before it, these two loops
+//! take as long as the matrix products on a small model.
+
+// As in `avx2_one_q4_q8.rs`: each function's only requirement is the CPU features it names.
+#![allow(clippy::missing_safety_doc)]
+
+use std::arch::x86_64::*;
+
+/// Two keys' eight floats at `c` (`a` and `b`) in one register, `a`'s in lanes 0..8.
+///
+/// # Safety
+/// `a` and `b` must each be readable for 8 floats.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn two_keys(a: *const f32, b: *const f32) -> __m512 {
+    // SAFETY: the caller's promise.
+    unsafe {
+        let lo = _mm512_castps256_ps512(_mm256_loadu_ps(a));
+        _mm512_castpd_ps(_mm512_insertf64x4::<1>(
+            _mm512_castps_pd(lo),
+            _mm256_castps_pd(_mm256_loadu_ps(b)),
+        ))
+    }
+}
+
+/// The same eight floats at `q` in both halves of a register.
+///
+/// # Safety
+/// `q` must be readable for 8 floats.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn both_halves(q: *const f32) -> __m512 {
+    // SAFETY: the caller's promise.
+    unsafe { _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(q)))) }
+}
+
+// ANCHOR: reduce_two
+/// [`super::avx2_one_f32::reduce8`] of both halves at once: `(sum of lanes 0..8, sum of
+/// lanes 8..16)`, each added in the 256-bit kernel's order: lane `i` and `i + 4`, then
+/// those four halved the same way, then the last two.
+#[inline]
+#[target_feature(enable = "avx512f,avx2")]
+fn reduce_two(acc: __m512) -> (f32, f32) {
+    // 128-bit quarters [a0..4, a4..8, b0..4, b4..8]: (a0..4, b0..4) + (a4..8, b4..8)
+    let x = _mm512_shuffle_f32x4::<0b10_00_10_00>(acc, acc);
+    let y = _mm512_shuffle_f32x4::<0b11_01_11_01>(acc, acc);
+    let h = _mm512_castps512_ps256(_mm512_add_ps(x, y)); // a's four in 0..4, b's in 4..8
+    let h = _mm256_add_ps(h, _mm256_permute_ps::<0b11_10_11_10>(h)); // (·0+·2, ·1+·3)
+    let h = _mm256_add_ps(h, _mm256_permute_ps::<0b01>(h)); // lane 0 and lane 4: the sums
+    let b = _mm256_extractf128_ps::<1>(h);
+    (_mm_cvtss_f32(_mm256_castps256_ps128(h)), _mm_cvtss_f32(b))
+}
+// ANCHOR_END: reduce_two
+
+/// `out[g · n + j] = dot_f32(qs[g], rows[j])` for every query and each of the `n` rows
+/// (`out`: one row of `n` scores per query): one to four queries with `d` a multiple of 8
+/// two rows at a time, anything else by the 256-bit kernel.
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub fn dot_f32_rows_many(qs: &[f32], d: usize, rows: &[f32], out: &mut [f32]) {
+    let Some((_, g)) = super::products::rows_many_shape(qs, d, rows, out) else {
+        return;
+    };
+    match g {
+        1 if d.is_multiple_of(8) => two_rows_at_a_time::<1>(qs, d, rows, out),
+        2 if d.is_multiple_of(8) => two_rows_at_a_time::<2>(qs, d, rows, out),
+        3 if d.is_multiple_of(8) => two_rows_at_a_time::<3>(qs, d, rows, out),
+        4 if d.is_multiple_of(8) => two_rows_at_a_time::<4>(qs, d, rows, out),
+        _ => super::avx2_many_f32::dot_f32_rows_many(qs, d, rows, out),
+    }
+}
+
+/// [`dot_f32_rows_many`] for `G` queries and `d` a multiple of 8, two rows at a time; an
+/// odd last row by the 256-bit kernel.
+#[inline]
+#[target_feature(enable = "avx512f,avx2,fma")]
+fn two_rows_at_a_time<const G: usize>(qs: &[f32], d: usize, rows: &[f32], out: &mut [f32]) {
+    let n = rows.len() / d;
+    assert!(
+        d.is_multiple_of(8) && qs.len() == G * d && rows.len() == n * d && out.len() == G * n,
+        "dot_f32_rows_many: qs is (G, d), rows (n, d), out (G, n), d whole steps of eight"
+    );
+    let pairs = rows.chunks_exact(2 * d);
+    let last = pairs.remainder();
+    for (p, two) in pairs.enumerate() {
+        let (a, b) = two.split_at(d);
+        let mut acc = [_mm512_setzero_ps(); G];
+        for c in (0..d).step_by(8) {
+            // SAFETY: 8 f32 at c + 8 ≤ d of each row and of each query.
+            let k = unsafe { two_keys(a.as_ptr().add(c), b.as_ptr().add(c)) };
+            for (g, acc) in acc.iter_mut().enumerate() {
+                let q = unsafe { both_halves(qs.as_ptr().add(g * d + c)) };
+                *acc = _mm512_add_ps(*acc, _mm512_mul_ps(q, k));
+            }
+        }
+        for (g, acc) in acc.into_iter().enumerate() {
+            let (x, y) = reduce_two(acc);
+            out[g * n + 2 * p] = x;
+            out[g * n + 2 * p + 1] = y;
+        }
+    }
+    if !last.is_empty() {
+        for (g, q) in qs.chunks_exact(d).enumerate() {
+            out[g * n + n - 1] = super::avx2_one_f32::dot_f32(q, last);
+        }
+    }
+}
+
+/// `y += w[j] · rows[j]` for each row in order, `y` (`d` floats, a multiple of 16, at most
+/// 128) held in registers between rows: each element sees `y + w·x`, row after row, as the
+/// 256-bit kernel computes it.
+#[target_feature(enable = "avx512f")]
+pub fn axpy_rows(y: &mut [f32], w: &[f32], rows: &[f32]) {
+    let d = y.len();
+    assert!(
+        d.is_multiple_of(16) && (16..=128).contains(&d),
+        "axpy_rows: y is 16 to 128 floats, a multiple of 16"
+    );
+    let lanes = d / 16;
+    let mut acc = [_mm512_setzero_ps(); 8];
+    for (i, a) in acc.iter_mut().enumerate().take(lanes) {
+        // SAFETY: 16 f32 at 16i < d.
+        *a = unsafe { _mm512_loadu_ps(y.as_ptr().add(16 * i)) };
+    }
+    for (&w, row) in w.iter().zip(rows.chunks_exact(d)) {
+        let wv = _mm512_set1_ps(w);
+        for (i, a) in acc.iter_mut().enumerate().take(lanes) {
+            // SAFETY: 16 f32 at 16i < d of a row of d.
+            *a = _mm512_add_ps(
+                *a,
+                _mm512_mul_ps(wv, unsafe { _mm512_loadu_ps(row.as_ptr().add(16 * i)) }),
+            );
+        }
+    }
+    for (i, a) in acc.iter().enumerate().take(lanes) {
+        // SAFETY: 16 f32 at 16i < d.
+        unsafe { _mm512_storeu_ps(y.as_mut_ptr().add(16 * i), *a) };
+    }
+}
+
+/// `ys[g] += w[g · n + j] · rows[j]` for `G` outputs of `16 · L` floats and the `n` rows of
+/// as many in order: every output in registers across all the rows, each row read once for
+/// all of them. Each element sees `y + w·x`, row after row, as [`axpy_rows`] of one output
+/// computes it.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn rows_in_registers<const G: usize, const L: usize>(ys: &mut [f32], w: &[f32], rows: &[f32]) {
+    let d = 16 * L;
+    let n = rows.len() / d;
+    assert!(
+        ys.len() == G * d && w.len() == G * n && rows.len() == n * d,
+        "axpy_rows_many: ys is (G, d), w (G, n), rows (n, d)"
+    );
+    // output g, floats 16i..16i + 16
+    // SAFETY (loads and stores): 16 f32 at 16i < d of output g.
+    let mut acc: [[__m512; L]; G] = std::array::from_fn(|g| {
+        std::array::from_fn(|i| unsafe { _mm512_loadu_ps(ys.as_ptr().add(g * d + 16 * i)) })
+    });
+    for (j, row) in rows.chunks_exact(d).enumerate() {
+        // SAFETY: 16 f32 at 16i < d of a row of d.
+        let v: [__m512; L] =
+            std::array::from_fn(|i| unsafe { _mm512_loadu_ps(row.as_ptr().add(16 * i)) });
+        for (g, acc) in acc.iter_mut().enumerate() {
+            let s = _mm512_set1_ps(w[g * n + j]);
+            for (a, v) in acc.iter_mut().zip(v) {
+                *a = _mm512_add_ps(*a, _mm512_mul_ps(s, v));
+            }
+        }
+    }
+    for (g, acc) in acc.iter().enumerate() {
+        for (i, a) in acc.iter().enumerate() {
+            unsafe { _mm512_storeu_ps(ys.as_mut_ptr().add(g * d + 16 * i), *a) };
+        }
+    }
+}
+
+/// [`rows_in_registers`] for the shapes whose outputs fit in sixteen registers: heads of 64
+/// floats (SmolLM2's), one to four of them, or of 128, one or two; `None` (nothing done) for
+/// any other.
+#[target_feature(enable = "avx512f")]
+pub fn axpy_rows_many(ys: &mut [f32], d: usize, w: &[f32], rows: &[f32]) -> Option<()> {
+    if d == 0 || !rows.len().is_multiple_of(d) {
+        return None;
+    }
+    match (ys.len() / d, d) {
+        (1, 64) => rows_in_registers::<1, 4>(ys, w, rows),
+        (2, 64) => rows_in_registers::<2, 4>(ys, w, rows),
+        (3, 64) => rows_in_registers::<3, 4>(ys, w, rows),
+        (4, 64) => rows_in_registers::<4, 4>(ys, w, rows),
+        (1, 128) => rows_in_registers::<1, 8>(ys, w, rows),
+        (2, 128) => rows_in_registers::<2, 8>(ys, w, rows),
+        _ => return None,
+    }
+    Some(())
+}
