@@ -159,8 +159,11 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     }
     storageBarrier(); // every lane has added them all before any lane divides its own
     workgroupBarrier();
+    // Each divided by it; a weight below the smallest normal f32 is zero, as on the CPU
+    // (chapter 8's `flush_subnormal`).
     for (var j = first + lane; j <= pos; j += LANES) {
-        scores[row + j] = scores[row + j] / sum;
+        let w = scores[row + j] / sum;
+        scores[row + j] = select(w, 0.0, w < 1.17549435e-38);
     }
     storageBarrier(); // every lane's weights written before any lane reads them all
     workgroupBarrier();
