@@ -34,8 +34,8 @@ pub fn weights(at: &LayerAttention, row: &mut [f32]) {
 }
 
 /// Weights too small for a normal f32 (below 2⁻¹²⁶, about 1.2·10⁻³⁸) set to zero. A key that
-/// far below the best (a score 87 or more under it) adds nothing a sum of weights near 1 can
-/// hold, but a subnormal operand costs an x86 core a microcode assist, about a hundred cycles,
+/// far below the best (a score 87 or more under it) is lost in rounding beside any normal
+/// weight, but a subnormal operand costs an x86 core a microcode assist, about a hundred cycles,
 /// in every multiply that meets it: on a prompt whose attention is nearly one-hot, most of a
 /// row. (llama.cpp rounds the weights to f16 for this product, which zeroes them below 6·10⁻⁸.)
 pub fn flush_subnormal(row: &mut [f32]) {
