@@ -83,22 +83,46 @@ fn exp4(x: __m256d) -> __m256d {
 pub fn exp_inplace(x: &mut [f32]) {
     let (eights, tail) = x.as_chunks_mut::<8>();
     for e in eights {
+        let before = *e;
         // SAFETY: e is 8 f32.
         let v = unsafe { _mm256_loadu_ps(e.as_ptr()) };
-        // |x| ≥ 88 (bits of |x| from 0x42b0_0000 up, infinities and NaN included): the
-        // library's branches, in the library
+        // below −104 the answer is +0 (`exp_edge`): those lanes take 0 in and give 0 out
+        let deep = _mm256_cmp_ps::<_CMP_LT_OQ>(v, _mm256_set1_ps(-104.0));
+        // the other lanes with |x| ≥ 88 (bits of |x| from 0x42b0_0000 up, infinities and NaN
+        // included): the library's branches, in the library, afterwards
         let abs = _mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(0x7fff_ffff));
-        let edge = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x42af_ffff));
-        if _mm256_testz_si256(edge, edge) == 0 {
-            e.iter_mut().for_each(|v| *v = v.exp());
-            continue;
-        }
+        let big = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x42af_ffff));
+        let edge = _mm256_andnot_ps(deep, _mm256_castsi256_ps(big));
+        let zero = _mm256_setzero_ps();
+        let v = _mm256_blendv_ps(v, zero, _mm256_or_ps(deep, edge));
         let lo = exp4(_mm256_cvtps_pd(_mm256_castps256_ps128(v)));
         let hi = exp4(_mm256_cvtps_pd(_mm256_extractf128_ps::<1>(v)));
         let y = _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo));
+        let y = _mm256_blendv_ps(y, zero, deep);
         // SAFETY: as the load.
         unsafe { _mm256_storeu_ps(e.as_mut_ptr(), y) };
+        library_lanes(e, &before, _mm256_movemask_ps(edge) as u32);
     }
-    tail.iter_mut().for_each(|v| *v = v.exp());
+    tail.iter_mut().for_each(|v| *v = exp_edge(*v));
 }
 // ANCHOR_END: exp_inplace
+
+/// `f32::exp` of one value, below −104 without asking the library: e^x is then under half
+/// the smallest subnormal (2⁻¹⁵⁰ is e^−103.97), so the answer is +0, and the library would
+/// reach it through its underflow branch, which sets `errno` (an attention row whose keys
+/// lie far below the best one asks this hundreds of times).
+#[inline]
+pub(super) fn exp_edge(v: f32) -> f32 {
+    if v < -104.0 { 0.0 } else { v.exp() }
+}
+
+/// The lanes of `e` set in `mask` (bit `i` for lane `i`) replaced by [`exp_edge`] of what
+/// they held `before`.
+#[inline]
+pub(super) fn library_lanes(e: &mut [f32], before: &[f32], mut mask: u32) {
+    while mask != 0 {
+        let i = mask.trailing_zeros() as usize;
+        e[i] = exp_edge(before[i]);
+        mask &= mask - 1;
+    }
+}
