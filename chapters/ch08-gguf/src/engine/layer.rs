@@ -20,7 +20,7 @@ use super::attend::{LayerAttention, attend, attend_heads};
 use super::family::Activation;
 use super::model::{Engine, Layer};
 use super::rowwise::gelu_f16_inplace;
-use super::rowwise::{rmsnorm_rows_into, sized};
+use super::rowwise::{PAR_ROWS, add_rows, rmsnorm_rows_into, sized};
 
 /// How many query heads a task of the attention of `rows` query rows takes: a whole row
 /// when there are as many rows as threads; with fewer (a decode step), a part of one KV
@@ -164,20 +164,27 @@ impl Engine<'_> {
             rmsnorm_rows_into(&mut b.normed, &b.k, kn, eps);
             std::mem::swap(&mut b.k, &mut b.normed);
         }
-        // each row rotated at its own position and its key and value stored, every row
-        // before any attends (so the tokens of a prompt see each other)
+        // each row rotated at its own position (a prefill's rows on the threads), then
+        // every row's key and value stored before any row attends (so the tokens of a
+        // prompt see each other)
         let rope = &self.model.ropes[w.rope];
         let (q, k) = (&mut b.q, &mut b.k);
-        for t in 0..n {
-            let (qt, kt) = (t * q_dim..(t + 1) * q_dim, t * kv_dim..(t + 1) * kv_dim);
+        let rotate = |(t, (qt, kt)): (usize, (&mut [f32], &mut [f32]))| {
             let pos = rows.pos(t);
-            rope.apply(&mut q[qt], cfg.n_heads, pos, Pairing::SplitHalves);
-            rope.apply(
-                &mut k[kt.clone()],
-                cfg.n_kv_heads,
-                pos,
-                Pairing::SplitHalves,
-            );
+            rope.apply(qt, cfg.n_heads, pos, Pairing::SplitHalves);
+            rope.apply(kt, cfg.n_kv_heads, pos, Pairing::SplitHalves);
+        };
+        if n >= PAR_ROWS {
+            let pairs = q.par_chunks_mut(q_dim).zip(k.par_chunks_mut(kv_dim));
+            pairs.enumerate().for_each(rotate);
+        } else {
+            q.chunks_mut(q_dim)
+                .zip(k.chunks_mut(kv_dim))
+                .enumerate()
+                .for_each(rotate);
+        }
+        for t in 0..n {
+            let kt = t * kv_dim..(t + 1) * kv_dim;
             rows.write_kv(l, t, &k[kt.clone()], &b.v[kt]);
         }
         // ANCHOR_END: layer
@@ -223,7 +230,7 @@ impl Engine<'_> {
             rmsnorm_rows_into(&mut b.normed, &b.o, norm, eps);
             std::mem::swap(&mut b.o, &mut b.normed);
         }
-        ops::add_inplace(x, &b.o);
+        add_rows(x, &b.o, dim);
         self.ffn(w, x, b);
     }
     // ANCHOR_END: layer_attention
@@ -248,7 +255,7 @@ impl Engine<'_> {
             rmsnorm_rows_into(&mut b.normed, &b.o, norm, eps);
             std::mem::swap(&mut b.o, &mut b.normed);
         }
-        ops::add_inplace(x, &b.o);
+        add_rows(x, &b.o, dim);
     }
 
     /// The family's activation of the gate's outputs `g`, times up's `u`, in place in `g`.

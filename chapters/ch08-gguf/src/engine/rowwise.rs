@@ -12,7 +12,7 @@ use super::family::gelu_table;
 
 /// Rows from which a row-wise step is split across the threads: below it (a decode step, a
 /// few sequences) the fork and join would cost more than the rows.
-const PAR_ROWS: usize = 32;
+pub(super) const PAR_ROWS: usize = 32;
 
 /// Chapter 4's `rmsnorm_rows`, the rows split across the threads when there are many (a
 /// prefill of many sequences), so that no thread waits while one normalizes them all.
@@ -37,6 +37,20 @@ pub fn rmsnorm_rows_into(out: &mut Vec<f32>, x: &[f32], weight: &[f32], eps: f32
         .zip(x.par_chunks(dim))
         .with_min_len(8)
         .for_each(|(o, row)| ops::rmsnorm(o, row, weight, eps));
+}
+
+/// `x += y`, value by value, the rows (`dim` values each) split across the threads when there
+/// are many: a prefill's residual adds, which one thread would make the others wait for.
+pub fn add_rows(x: &mut [f32], y: &[f32], dim: usize) {
+    assert_eq!(x.len(), y.len(), "add_rows: x and y differ in length");
+    if x.len() < PAR_ROWS * dim {
+        ops::add_inplace(x, y);
+        return;
+    }
+    x.par_chunks_mut(dim)
+        .zip(y.par_chunks(dim))
+        .with_min_len(8)
+        .for_each(|(x, y)| ops::add_inplace(x, y));
 }
 
 /// `buf` as `len` floats, its allocation kept: what it held is left for the caller to

@@ -196,7 +196,8 @@ pub fn prefill_unpacked32(
 
 /// Each token's row of `x` (`cols` values) quantized on the threads by `quantize`, its
 /// blocks back to back in one list, Q8_1 if `q8_1`, else Q8_0: the same blocks as one call
-/// over all of `x`.
+/// over all of `x`. The lists are joined on the threads too: on sixteen threads, a copy of
+/// every block on one of them would stand where the fifteen others wait.
 pub(super) fn quantize_tokens(
     x: &[f32],
     cols: usize,
@@ -208,26 +209,35 @@ pub(super) fn quantize_tokens(
     }
     let per_token: Vec<Activations> = x.par_chunks(cols).map(&quantize).collect();
     if q8_1 {
-        Activations::Q8_1(
-            per_token
-                .into_iter()
-                .flat_map(|a| match a {
-                    Activations::Q8_1(a) => a,
-                    Activations::Q8_0(_) => unreachable!("quantize gives Q8_1 here"),
-                })
-                .collect(),
-        )
+        let parts = per_token.iter().map(|a| match a {
+            Activations::Q8_1(a) => &a[..],
+            Activations::Q8_0(_) => unreachable!("quantize gives Q8_1 here"),
+        });
+        Activations::Q8_1(joined(parts.collect()))
     } else {
-        Activations::Q8_0(
-            per_token
-                .into_iter()
-                .flat_map(|a| match a {
-                    Activations::Q8_0(a) => a,
-                    Activations::Q8_1(_) => unreachable!("quantize gives Q8_0 here"),
-                })
-                .collect(),
-        )
+        let parts = per_token.iter().map(|a| match a {
+            Activations::Q8_0(a) => &a[..],
+            Activations::Q8_1(_) => unreachable!("quantize gives Q8_0 here"),
+        });
+        Activations::Q8_0(joined(parts.collect()))
     }
+}
+
+/// The lists of `parts` (all the same length) one after the other, copied on the threads.
+fn joined<T: Copy + Send + Sync>(parts: Vec<&[T]>) -> Vec<T> {
+    let Some(&first) = parts.first().and_then(|p| p.first()) else {
+        return Vec::new();
+    };
+    let each = parts[0].len();
+    assert!(
+        parts.iter().all(|p| p.len() == each),
+        "every token has as many blocks"
+    );
+    let mut out = vec![first; each * parts.len()];
+    out.par_chunks_mut(each)
+        .zip(parts.par_iter())
+        .for_each(|(o, p)| o.copy_from_slice(p));
+    out
 }
 
 /// Chapter 6's product for a Q4_0, Q4_1 or Q8_0 matrix in a prefill, the same numbers bit

@@ -127,7 +127,12 @@ impl Matrix {
     pub(super) fn quantize(&self, k: &dyn Kernels, x: &[f32]) -> Acts {
         match self {
             Matrix::Q(m) => Acts::Q(m.quantize_activations(k, x)),
-            Matrix::K(m) => Acts::K(x.chunks_exact(m.cols).map(|t| m.quantize(k, t)).collect()),
+            Matrix::K(m) if x.len() == m.cols => Acts::K(vec![m.quantize(k, x)]),
+            Matrix::K(m) => Acts::K(
+                x.par_chunks_exact(m.cols)
+                    .map(|t| m.quantize(k, t))
+                    .collect(),
+            ),
             Matrix::P(m) if m.layout.is_k() => Acts::K(
                 x.par_chunks_exact(m.cols)
                     .map(|t| KActs::Q8K(kquant::quantize_q8_k_row(t)))
@@ -143,8 +148,14 @@ impl Matrix {
                             .collect(),
                     ),
                     Activations::Q8_0(a) => {
-                        let sums = a.iter().map(|b| b.qs.iter().map(|&q| i32::from(q)).sum());
-                        let sums = sums.collect();
+                        let sum = |b: &ch06_quantization::blocks::BlockQ8_0| {
+                            b.qs.iter().map(|&q| i32::from(q)).sum()
+                        };
+                        let sums = if x.len() == m.cols {
+                            a.iter().map(sum).collect() // a decode step's one token
+                        } else {
+                            a.par_iter().map(sum).collect() // on the threads, as the blocks were made
+                        };
                         Acts::Sums(a, sums)
                     }
                     q8_1 => Acts::Q(q8_1),
