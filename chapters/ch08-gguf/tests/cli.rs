@@ -105,6 +105,7 @@ fn bad_policy_variables_are_clear_errors() {
         ("LLM_BOOK_IDLE", "sleep", "spin or park"),
         ("LLM_BOOK_DECODE_THREADS", "0", "from 1 to 4095"),
         ("LLM_BOOK_TASK_BYTES", "64k", "from 1024 to 67108864"),
+        ("LLM_BOOK_PREFILL_BAND", "4", "from 8 to 4096"),
     ] {
         let o = Command::new(env!("CARGO_BIN_EXE_ch08-gguf"))
             .args(["logits", "-m", model, "--ids", "1"])
@@ -121,6 +122,49 @@ fn bad_policy_variables_are_clear_errors() {
         assert!(
             err.starts_with("error: ") && err.contains(var) && err.contains(names),
             "{var}={value} should be an error naming the good values ({names}): {err}"
+        );
+    }
+}
+
+/// A prefill cut into fewer, longer bands of tokens, each band's rows shared by the threads
+/// (`LLM_BOOK_PREFILL_BAND`), gives the logits of the default cut, a band a thread, to the
+/// bit: the same kernels on the same tokens and rows, whichever thread runs them.
+#[test]
+fn a_prefill_cut_by_rows_gives_the_same_logits() {
+    use ch01_tensors::models;
+    let path = models::require(&models::smollm2_gguf()).unwrap_or_else(|e| panic!("{e}"));
+    let model = path.to_str().expect("a UTF-8 path");
+    // 200 tokens: on 8 threads, past the 16 a thread below which products split by rows
+    let ids: Vec<String> = (100..300).map(|i: u32| i.to_string()).collect();
+    let ids = ids.join(",");
+    let logits = |band: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_ch08-gguf"));
+        c.args([
+            "logits",
+            "-m",
+            model,
+            "--ids",
+            &ids,
+            "--threads",
+            "8",
+            "--top",
+            "8",
+            "--json",
+        ]);
+        if let Some(band) = band {
+            c.env("LLM_BOOK_PREFILL_BAND", band);
+        }
+        let o = c.output().expect("the binary runs");
+        assert!(o.status.success(), "logits failed: {}", stderr(&o));
+        String::from_utf8(o.stdout).expect("UTF-8 JSON")
+    };
+    let default = logits(None);
+    // one band of eight runs of rows; three bands of two runs each
+    for band in ["128", "64"] {
+        assert_eq!(
+            logits(Some(band)),
+            default,
+            "LLM_BOOK_PREFILL_BAND={band} changed the logits of a 200-token prefill"
         );
     }
 }

@@ -105,11 +105,62 @@ pub fn task_bytes() -> Result<usize, String> {
         .clone()
 }
 
+/// The fewest tokens a band of a prefill's eight-token products takes:
+/// `LLM_BOOK_PREFILL_BAND=N` (8 to 4096). Unset, every thread takes a band of its own and
+/// walks every row: at sixteen threads a band of a 512-token prompt is 32 tokens, and each
+/// thread unpacks every tile of the weights for them. Set, there are fewer, longer bands,
+/// and the threads share each band's rows instead.
+pub const PREFILL_BAND_VAR: &str = "LLM_BOOK_PREFILL_BAND";
+
+/// The band length `value` names (`None` or empty: `None`, a band a thread).
+pub fn parse_prefill_band(value: Option<&str>) -> Result<Option<usize>, String> {
+    match value {
+        None | Some("") => Ok(None),
+        Some(v) => v
+            .parse()
+            .ok()
+            .filter(|n| (8..=4096).contains(n))
+            .map(Some)
+            .ok_or_else(|| {
+                format!(
+                    "{PREFILL_BAND_VAR}={v:?}: the fewest tokens a prefill band takes, a whole \
+                     number from 8 to 4096 (unset: a band a thread)"
+                )
+            }),
+    }
+}
+
+/// The band length this process runs with, read once from [`PREFILL_BAND_VAR`].
+pub fn prefill_band() -> Result<Option<usize>, String> {
+    static BAND: std::sync::OnceLock<Result<Option<usize>, String>> = std::sync::OnceLock::new();
+    BAND.get_or_init(|| parse_prefill_band(std::env::var(PREFILL_BAND_VAR).ok().as_deref()))
+        .clone()
+}
+
+/// How a prefill of `seq` tokens on `threads` threads is cut: `(bands of tokens, runs of
+/// rows in each band)`, from [`prefill_band`] (checked when the engine was made).
+pub fn prefill_split(seq: usize, threads: usize) -> (usize, usize) {
+    split_for(prefill_band().ok().flatten(), seq, threads)
+}
+
+/// [`prefill_split`] for a given band length (`None`: a band a thread, every row each).
+pub fn split_for(band: Option<usize>, seq: usize, threads: usize) -> (usize, usize) {
+    let threads = threads.max(1);
+    match band {
+        None => (threads, 1),
+        Some(band) => {
+            let bands = (seq / band).clamp(1, threads);
+            (bands, (threads / bands).max(1))
+        }
+    }
+}
+
 /// Every policy the environment sets for a decode step, checked: this chapter's floor and
 /// chapter 7's team ([`ch07_simd_parallel::team::team_policy`]). An engine is not made with a
 /// bad value.
 pub fn check() -> Result<(), String> {
     task_bytes()?;
+    prefill_band()?;
     ch07_simd_parallel::team::team_policy()?;
     Ok(())
 }
@@ -117,6 +168,24 @@ pub fn check() -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_prefill_band_is_a_number_of_tokens_or_an_error_that_says_so() {
+        assert_eq!(parse_prefill_band(None), Ok(None));
+        assert_eq!(parse_prefill_band(Some("128")), Ok(Some(128)));
+        for bad in ["7", "4097", "x", "-1"] {
+            let e = parse_prefill_band(Some(bad)).unwrap_err();
+            assert!(
+                e.contains("from 8 to 4096"),
+                "{PREFILL_BAND_VAR}={bad}: {e}"
+            );
+        }
+        // unset: a band a thread; 128 at sixteen threads: four bands of four runs of rows
+        assert_eq!(split_for(None, 512, 16), (16, 1));
+        assert_eq!(split_for(Some(128), 512, 16), (4, 4));
+        assert_eq!(split_for(Some(128), 512, 2), (2, 1));
+        assert_eq!(split_for(Some(128), 40, 16), (1, 16));
+    }
 
     #[test]
     fn a_floor_is_a_number_of_bytes_or_an_error_that_says_so() {

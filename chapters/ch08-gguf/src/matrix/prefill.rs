@@ -26,8 +26,12 @@ use super::bands::prefill_bands;
 /// 8..16. The band's last one to seven tokens go four (`dot4(row, first token)`) and then
 /// one (`dot(row, token)`) at a time. Every output is the scalar kernel's number, whichever
 /// way it was computed.
+///
+/// How the tokens and rows are shared among the threads is [`super::policy::prefill_split`]'s:
+/// a band of tokens a thread unless `LLM_BOOK_PREFILL_BAND` says otherwise, then fewer,
+/// longer bands, each band's rows split into runs of whole tiles, a run a thread.
 #[allow(clippy::too_many_arguments)]
-pub fn prefill<A: Send, U: Default>(
+pub fn prefill<A: Send + Sync, U: Default>(
     out: &mut [f32],
     rows: usize,
     seq: usize,
@@ -39,44 +43,69 @@ pub fn prefill<A: Send, U: Default>(
     dot: impl Fn(usize, usize) -> f32 + Sync,
 ) {
     assert_eq!(out.len(), seq * rows, "prefill: out is not (seq, rows)");
-    let band = seq.div_ceil(rayon::current_num_threads());
+    let (bands, parts) = super::policy::prefill_split(seq, rayon::current_num_threads());
+    let band = seq.div_ceil(bands);
+    // Rows `rs` of a band's `n` tokens from `t0` (their eights `groups`): token t's row r
+    // into out[t · stride + r − rs.start].
+    let run = |out: &mut [f32], stride: usize, rs: Range<usize>, groups: &[A], t0, n| {
+        let mut unpacked = U::default();
+        for r0 in rs.clone().step_by(tile) {
+            let r1 = (r0 + tile).min(rs.end);
+            if !groups.is_empty() {
+                unpack(r0..r1, &mut unpacked); // for nothing when the band has < 8 tokens
+            }
+            for (p, two) in groups.chunks(2).enumerate() {
+                let mut r = r0;
+                while r < r1 {
+                    let k = [8, 4, 1].into_iter().find(|&k| r + k <= r1).unwrap_or(1); // rows at once
+                    let mut v = [[0.0f32; 16]; 8];
+                    dot16(&unpacked, r - r0, two, &mut v[..k]);
+                    for j in 0..8 * two.len() {
+                        let at = (16 * p + j) * stride + r - rs.start; // token 16p + j's rows r..r + k
+                        for (o, v) in out[at..at + k].iter_mut().zip(&v) {
+                            *o = v[j];
+                        }
+                    }
+                    r += k;
+                }
+            }
+            for r in r0..r1 {
+                let mut i = n / 8 * 8;
+                while i + 4 <= n {
+                    for (j, v) in dot4(r, t0 + i).into_iter().enumerate() {
+                        out[(i + j) * stride + r - rs.start] = v;
+                    }
+                    i += 4;
+                }
+                for i in i..n {
+                    out[i * stride + r - rs.start] = dot(r, t0 + i);
+                }
+            }
+        }
+    };
     out.par_chunks_mut(band * rows)
         .enumerate()
         .for_each(|(b, out_band)| {
             let (t0, n) = (b * band, out_band.len() / rows);
             let groups: Vec<A> = (0..n / 8).map(|g| eights(t0 + 8 * g)).collect();
-            let mut unpacked = U::default();
-            for r0 in (0..rows).step_by(tile) {
-                let r1 = (r0 + tile).min(rows);
-                if !groups.is_empty() {
-                    unpack(r0..r1, &mut unpacked); // for nothing when the band has < 8 tokens
-                }
-                for (p, two) in groups.chunks(2).enumerate() {
-                    let mut r = r0;
-                    while r < r1 {
-                        let k = [8, 4, 1].into_iter().find(|&k| r + k <= r1).unwrap_or(1); // rows at once
-                        let mut v = [[0.0f32; 16]; 8];
-                        dot16(&unpacked, r - r0, two, &mut v[..k]);
-                        for j in 0..8 * two.len() {
-                            let at = (16 * p + j) * rows + r; // token 16p + j's rows r..r + k
-                            for (o, v) in out_band[at..at + k].iter_mut().zip(&v) {
-                                *o = v[j];
-                            }
-                        }
-                        r += k;
-                    }
-                }
-                for r in r0..r1 {
-                    let mut i = n / 8 * 8;
-                    while i + 4 <= n {
-                        for (j, v) in dot4(r, t0 + i).into_iter().enumerate() {
-                            out_band[(i + j) * rows + r] = v;
-                        }
-                        i += 4;
-                    }
-                    for i in i..n {
-                        out_band[i * rows + r] = dot(r, t0 + i);
-                    }
+            if parts == 1 {
+                return run(out_band, rows, 0..rows, &groups, t0, n);
+            }
+            // the band's rows in runs of whole tiles, a run a thread, each into its own buffer
+            let per = rows.div_ceil(tile).div_ceil(parts) * tile;
+            let starts: Vec<usize> = (0..rows).step_by(per).collect();
+            let done: Vec<(Range<usize>, Vec<f32>)> = starts
+                .into_par_iter()
+                .map(|r0| {
+                    let rs = r0..(r0 + per).min(rows);
+                    let mut part = vec![0.0f32; n * rs.len()];
+                    run(&mut part, rs.len(), rs.clone(), &groups, t0, n);
+                    (rs, part)
+                })
+                .collect();
+            for (rs, part) in done {
+                for (t, row) in part.chunks_exact(rs.len()).enumerate() {
+                    out_band[t * rows + rs.start..][..rs.len()].copy_from_slice(row);
                 }
             }
         });
