@@ -164,12 +164,7 @@ pub trait ManyTokens: OneToken {
     /// eight rows together (eight multiply-add chains in flight, each activation load shared
     /// by eight rows).
     fn dot16x8_row32(&self, format: Q32, rows: [&[Block32]; 8], a: [&Eights; 2]) -> [[f32; 16]; 8] {
-        let [r0, r1, r2, r3, r4, r5, r6, r7] = rows;
-        let (lo, hi) = (
-            self.dot16x4_row32(format, [r0, r1, r2, r3], a),
-            self.dot16x4_row32(format, [r4, r5, r6, r7], a),
-        );
-        std::array::from_fn(|r| if r < 4 { lo[r] } else { hi[r - 4] })
+        row32_by_fours(self, format, rows, a)
     }
     /// Q4_K (or Q6_K) rows unpacked for [`ManyTokens::dot8_q4_k`] (`dot8_q6_k`).
     fn unpack_rows_k(&self, format: KQuant, rows: &[&[u8]], out: &mut RowsK) {
@@ -358,6 +353,21 @@ pub(crate) fn row32_by_eights<K: ManyTokens + ?Sized>(
 ) -> [[f32; 16]; 4] {
     let x = a.map(|a| k.dot8x4_row32(format, rows, a));
     std::array::from_fn(|r| two_eights(x[0][r], x[1][r]))
+}
+
+/// [`ManyTokens::dot16x8_row32`] as two calls of the four-row kernel.
+pub(crate) fn row32_by_fours<K: ManyTokens + ?Sized>(
+    k: &K,
+    format: Q32,
+    rows: [&[Block32]; 8],
+    a: [&Eights; 2],
+) -> [[f32; 16]; 8] {
+    let [r0, r1, r2, r3, r4, r5, r6, r7] = rows;
+    let (lo, hi) = (
+        k.dot16x4_row32(format, [r0, r1, r2, r3], a),
+        k.dot16x4_row32(format, [r4, r5, r6, r7], a),
+    );
+    std::array::from_fn(|r| if r < 4 { lo[r] } else { hi[r - 4] })
 }
 
 /// [`ManyTokens::dot16x4_k`] as two calls of the eight-token kernel.

@@ -363,12 +363,7 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
     }
     fn dot16x8_row32(&self, format: Q32, rows: [&[Block32]; 8], a: [&Eights; 2]) -> [[f32; 16]; 8] {
         if !VNNI {
-            let [r0, r1, r2, r3, r4, r5, r6, r7] = rows;
-            let (lo, hi) = (
-                self.dot16x4_row32(format, [r0, r1, r2, r3], a),
-                self.dot16x4_row32(format, [r4, r5, r6, r7], a),
-            );
-            return std::array::from_fn(|r| if r < 4 { lo[r] } else { hi[r - 4] });
+            return super::products::row32_by_fours(self, format, rows, a);
         }
         // SAFETY: for_isa hands out VNNI only when the CPU has AVX-512 F/BW/VL and VNNI.
         unsafe { sixteens_row32(format, rows, a) }
