@@ -151,17 +151,14 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     }
     storageBarrier();
     workgroupBarrier();
-    // The sum in order, position by position, as the CPU adds it: every lane adds the
-    // same numbers (a decode step's few hundred), so none waits for another's.
+    // The sum in order, as the CPU adds it: every lane adds them all, none waits for another.
     var sum = 0.0;
     for (var j = first; j <= pos; j++) {
         sum += scores[row + j];
     }
     storageBarrier(); // every lane has added them all before any lane divides its own
     workgroupBarrier();
-    // Each divided by it; a weight below the smallest normal f32 is zero, as on the CPU
-    // (chapter 8's `flush_subnormal`).
-    for (var j = first + lane; j <= pos; j += LANES) {
+    for (var j = first + lane; j <= pos; j += LANES) { // below f32's least normal: 0, as on the CPU
         let w = scores[row + j] / sum;
         scores[row + j] = select(w, 0.0, w < 1.17549435e-38);
     }

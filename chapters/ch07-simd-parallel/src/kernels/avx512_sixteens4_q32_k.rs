@@ -63,13 +63,9 @@ unsafe fn quants(w: *const u8) -> __m512i {
 
 // ANCHOR: sixteen_row32
 /// `R` (four or eight) unpacked Q4_0, Q5_0 or Q4_1 rows (Q4_1 with `Q4_1`) against two
-/// eights of tokens: row `r`'s lanes 0..8 are
-/// [`super::avx2_eights4_q32::dot8x4_row32`]`(rows, a[0])` of that row, its lanes 8..16 the
-/// same for `a[1]`. Per block, eight steps of one 512-bit load of both eights' activations
-/// and, for each row, a broadcast of its four quants and a `vpdpbusd`. Eight rows give the
-/// core eight independent `vpdpbusd` chains (each waits about five cycles for the one before
-/// it in its row, so four chains leave the multiplier idle part of the time) and share each
-/// load of the activations among eight rows instead of four.
+/// eights of tokens: row `r`'s lanes 0..8 are [`super::avx2_eights4_q32::dot8x4_row32`]'s
+/// for `a[0]`, lanes 8..16 for `a[1]`. Per block, eight steps of one 512-bit load of both
+/// eights' activations and, for each row, a broadcast of its four quants and a `vpdpbusd`.
 ///
 /// # Safety
 /// The CPU must have AVX-512 F, BW, VL and VNNI; the lengths are checked here.
