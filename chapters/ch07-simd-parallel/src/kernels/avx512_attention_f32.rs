@@ -8,7 +8,7 @@
 //! tree; an output element is `y + w·x`, key after key. So every score and every output is
 //! the 256-bit kernel's, bit for bit, with half the multiply and add instructions. In a
 //! prefill, where every query of a long prompt meets every key before it, these two loops
-//! take as long as the matrix products on a small model.
+//! took as long as the matrix products on a small model (SmolLM2's shape, one thread).
 
 // As in `avx2_one_q4_q8.rs`: each function's only requirement is the CPU features it names.
 #![allow(clippy::missing_safety_doc)]
@@ -43,7 +43,6 @@ unsafe fn both_halves(q: *const f32) -> __m512 {
     unsafe { _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(q)))) }
 }
 
-// ANCHOR: reduce_two
 /// [`super::avx2_one_f32::reduce8`] of both halves at once: `(sum of lanes 0..8, sum of
 /// lanes 8..16)`, each added in the 256-bit kernel's order: lane `i` and `i + 4`, then
 /// those four halved the same way, then the last two.
@@ -59,7 +58,6 @@ fn reduce_two(acc: __m512) -> (f32, f32) {
     let b = _mm256_extractf128_ps::<1>(h);
     (_mm_cvtss_f32(_mm256_castps256_ps128(h)), _mm_cvtss_f32(b))
 }
-// ANCHOR_END: reduce_two
 
 /// `out[g · n + j] = dot_f32(qs[g], rows[j])` for every query and each of the `n` rows
 /// (`out`: one row of `n` scores per query): one to four queries with `d` a multiple of 8
