@@ -111,10 +111,7 @@ pub trait Kernels: Sync {
     /// rows of `d` in order: an `axpy_rows` per output (a SIMD set reads each row once for
     /// all of them; SmolLM2's three heads on a KV head of 64).
     fn axpy_rows_many(&self, ys: &mut [f32], d: usize, w: &[f32], rows: &[f32]) {
-        let n = rows.len() / d.max(1);
-        for (y, w) in ys.chunks_exact_mut(d.max(1)).zip(w.chunks_exact(n.max(1))) {
-            self.axpy_rows(y, w, rows);
-        }
+        axpy_rows_each(self, ys, d, w, rows);
     }
     // ANCHOR_END: kernels_many
     // ANCHOR: kernels_exp
@@ -155,6 +152,21 @@ pub trait Kernels: Sync {
         for (o, &h) in dst.iter_mut().zip(src) {
             *o = crate::f16::f16_to_f32_fast(h);
         }
+    }
+}
+
+/// [`Kernels::axpy_rows_many`] as an `axpy_rows` per output: the default, and what a SIMD
+/// set does with a shape its kernel does not take.
+pub fn axpy_rows_each<K: Kernels + ?Sized>(
+    k: &K,
+    ys: &mut [f32],
+    d: usize,
+    w: &[f32],
+    rows: &[f32],
+) {
+    let n = rows.len() / d.max(1);
+    for (y, w) in ys.chunks_exact_mut(d.max(1)).zip(w.chunks_exact(n.max(1))) {
+        k.axpy_rows(y, w, rows);
     }
 }
 

@@ -83,7 +83,6 @@ fn exp4(x: __m256d) -> __m256d {
 pub fn exp_inplace(x: &mut [f32]) {
     let (eights, tail) = x.as_chunks_mut::<8>();
     for e in eights {
-        let before = *e;
         // SAFETY: e is 8 f32.
         let v = unsafe { _mm256_loadu_ps(e.as_ptr()) };
         // below −104 the answer is +0 (`exp_edge`): those lanes take 0 in and give 0 out
@@ -93,6 +92,8 @@ pub fn exp_inplace(x: &mut [f32]) {
         let abs = _mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(0x7fff_ffff));
         let big = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x42af_ffff));
         let edge = _mm256_andnot_ps(deep, _mm256_castsi256_ps(big));
+        let lanes = _mm256_movemask_ps(edge) as u32;
+        let before = (lanes != 0).then_some(*e); // what the library's lanes held
         let zero = _mm256_setzero_ps();
         let v = _mm256_blendv_ps(v, zero, _mm256_or_ps(deep, edge));
         let lo = exp4(_mm256_cvtps_pd(_mm256_castps256_ps128(v)));
@@ -101,7 +102,9 @@ pub fn exp_inplace(x: &mut [f32]) {
         let y = _mm256_blendv_ps(y, zero, deep);
         // SAFETY: as the load.
         unsafe { _mm256_storeu_ps(e.as_mut_ptr(), y) };
-        library_lanes(e, &before, _mm256_movemask_ps(edge) as u32);
+        if let Some(before) = before {
+            library_lanes(e, &before, lanes);
+        }
     }
     tail.iter_mut().for_each(|v| *v = exp_edge(*v));
 }

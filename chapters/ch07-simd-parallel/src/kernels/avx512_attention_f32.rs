@@ -1,7 +1,8 @@
 //! Attention's two inner products in 512-bit registers, for the heads that share a KV head:
 //! [`super::avx2_many_f32::dot_f32_rows_many`] with two keys side by side in one register
 //! (the first key's eight lanes in lanes 0..8, the second's in 8..16), and
-//! [`super::avx2_one_f32::axpy_rows`] sixteen floats of the output at a time.
+//! [`super::avx2_one_f32::axpy_rows`] sixteen floats of the output at a time, for one output
+//! or for the heads together.
 //!
 //! Each lane still does what the 256-bit kernel's lane does, in the same order: a key's
 //! score is one running sum of eight lanes (multiply, then add), summed by the same halving
@@ -112,42 +113,10 @@ fn two_rows_at_a_time<const G: usize>(qs: &[f32], d: usize, rows: &[f32], out: &
     }
 }
 
-/// `y += w[j] · rows[j]` for each row in order, `y` (`d` floats, a multiple of 16, at most
-/// 128) held in registers between rows: each element sees `y + w·x`, row after row, as the
-/// 256-bit kernel computes it.
-#[target_feature(enable = "avx512f")]
-pub fn axpy_rows(y: &mut [f32], w: &[f32], rows: &[f32]) {
-    let d = y.len();
-    assert!(
-        d.is_multiple_of(16) && (16..=128).contains(&d),
-        "axpy_rows: y is 16 to 128 floats, a multiple of 16"
-    );
-    let lanes = d / 16;
-    let mut acc = [_mm512_setzero_ps(); 8];
-    for (i, a) in acc.iter_mut().enumerate().take(lanes) {
-        // SAFETY: 16 f32 at 16i < d.
-        *a = unsafe { _mm512_loadu_ps(y.as_ptr().add(16 * i)) };
-    }
-    for (&w, row) in w.iter().zip(rows.chunks_exact(d)) {
-        let wv = _mm512_set1_ps(w);
-        for (i, a) in acc.iter_mut().enumerate().take(lanes) {
-            // SAFETY: 16 f32 at 16i < d of a row of d.
-            *a = _mm512_add_ps(
-                *a,
-                _mm512_mul_ps(wv, unsafe { _mm512_loadu_ps(row.as_ptr().add(16 * i)) }),
-            );
-        }
-    }
-    for (i, a) in acc.iter().enumerate().take(lanes) {
-        // SAFETY: 16 f32 at 16i < d.
-        unsafe { _mm512_storeu_ps(y.as_mut_ptr().add(16 * i), *a) };
-    }
-}
-
 /// `ys[g] += w[g · n + j] · rows[j]` for `G` outputs of `16 · L` floats and the `n` rows of
 /// as many in order: every output in registers across all the rows, each row read once for
-/// all of them. Each element sees `y + w·x`, row after row, as [`axpy_rows`] of one output
-/// computes it.
+/// all of them. Each element sees `y + w·x`, row after row, as the 256-bit `axpy_rows` of
+/// one output computes it.
 #[inline]
 #[target_feature(enable = "avx512f")]
 fn rows_in_registers<const G: usize, const L: usize>(ys: &mut [f32], w: &[f32], rows: &[f32]) {
@@ -180,16 +149,22 @@ fn rows_in_registers<const G: usize, const L: usize>(ys: &mut [f32], w: &[f32], 
     }
 }
 
-/// [`rows_in_registers`] for the shapes whose outputs fit in sixteen registers: heads of 64
-/// floats (SmolLM2's), one to four of them, or of 128, one or two; `None` (nothing done) for
-/// any other.
+/// [`rows_in_registers`] for the shapes whose outputs fit in sixteen registers: one output of
+/// 16 to 128 floats (a multiple of 16), or heads of 64 floats (SmolLM2's), two to four of
+/// them, or of 128, two; `None` (nothing done) for any other.
 #[target_feature(enable = "avx512f")]
 pub fn axpy_rows_many(ys: &mut [f32], d: usize, w: &[f32], rows: &[f32]) -> Option<()> {
     if d == 0 || !rows.len().is_multiple_of(d) {
         return None;
     }
     match (ys.len() / d, d) {
+        (1, 16) => rows_in_registers::<1, 1>(ys, w, rows),
+        (1, 32) => rows_in_registers::<1, 2>(ys, w, rows),
+        (1, 48) => rows_in_registers::<1, 3>(ys, w, rows),
         (1, 64) => rows_in_registers::<1, 4>(ys, w, rows),
+        (1, 80) => rows_in_registers::<1, 5>(ys, w, rows),
+        (1, 96) => rows_in_registers::<1, 6>(ys, w, rows),
+        (1, 112) => rows_in_registers::<1, 7>(ys, w, rows),
         (2, 64) => rows_in_registers::<2, 4>(ys, w, rows),
         (3, 64) => rows_in_registers::<3, 4>(ys, w, rows),
         (4, 64) => rows_in_registers::<4, 4>(ys, w, rows),

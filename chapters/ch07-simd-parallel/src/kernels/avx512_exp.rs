@@ -46,13 +46,13 @@ pub fn exp_inplace(x: &mut [f32]) {
     let t = table();
     let (sixteens, tail) = x.as_chunks_mut::<16>();
     for e in sixteens {
-        let before = *e;
         // SAFETY: e is 16 f32.
         let v = unsafe { _mm512_loadu_ps(e.as_ptr()) };
         let abs = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fff_ffff));
         // below −104: +0 (`exp_edge`); other lanes with |x| ≥ 88: the library's, afterwards
         let deep = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(v, _mm512_set1_ps(-104.0));
         let edge = _mm512_cmpge_epu32_mask(abs, _mm512_set1_epi32(0x42b0_0000)) & !deep;
+        let before = (edge != 0).then_some(*e); // what the library's lanes held
         let v = _mm512_mask_blend_ps(deep | edge, v, _mm512_setzero_ps());
         let upper = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
         let lo = _mm512_cvtpd_ps(exp8(_mm512_cvtps_pd(_mm512_castps512_ps256(v)), &t));
@@ -64,7 +64,9 @@ pub fn exp_inplace(x: &mut [f32]) {
         let y = _mm512_mask_blend_ps(deep, _mm512_castpd_ps(y), _mm512_setzero_ps());
         // SAFETY: as the load.
         unsafe { _mm512_storeu_ps(e.as_mut_ptr(), y) };
-        super::avx2_exp::library_lanes(e, &before, u32::from(edge));
+        if let Some(before) = before {
+            super::avx2_exp::library_lanes(e, &before, u32::from(edge));
+        }
     }
     super::avx2_exp::exp_inplace(tail); // AVX-512 implies AVX2 and FMA
 }

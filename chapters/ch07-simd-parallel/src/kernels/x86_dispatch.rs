@@ -110,14 +110,16 @@ impl<const VNNI: bool> Kernels for X86<VNNI> {
         unsafe { avx2_one_f32::dot_f32_rows(q, rows, out) }
     }
     fn axpy_rows(&self, y: &mut [f32], w: &[f32], rows: &[f32]) {
+        // one output of the 512-bit kernel where it takes the shape (a weight a row)
         let d = y.len();
-        unsafe {
-            if VNNI && d.is_multiple_of(16) && (16..=128).contains(&d) {
-                avx512_attention_f32::axpy_rows(y, w, rows)
-            } else {
-                avx2_one_f32::axpy_rows(y, w, rows)
-            }
+        if VNNI
+            && w.len() * d == rows.len()
+            // SAFETY: VNNI only where the CPU has AVX-512 F.
+            && unsafe { avx512_attention_f32::axpy_rows_many(y, d, w, rows) }.is_some()
+        {
+            return;
         }
+        unsafe { avx2_one_f32::axpy_rows(y, w, rows) }
     }
     fn dot_f32_many(&self, qs: &[&[f32]], rows: &[&[f32]], out: &mut [f32]) {
         unsafe { avx2_many_f32::dot_f32_many(qs, rows, out) }
@@ -127,10 +129,7 @@ impl<const VNNI: bool> Kernels for X86<VNNI> {
         if VNNI && unsafe { avx512_attention_f32::axpy_rows_many(ys, d, w, rows) }.is_some() {
             return;
         }
-        let n = rows.len() / d.max(1);
-        for (y, w) in ys.chunks_exact_mut(d.max(1)).zip(w.chunks_exact(n.max(1))) {
-            self.axpy_rows(y, w, rows);
-        }
+        ch06_quantization::kernels::axpy_rows_each(self, ys, d, w, rows);
     }
     fn dot_f32_rows_many(&self, qs: &[f32], d: usize, rows: &[f32], out: &mut [f32]) {
         unsafe {
