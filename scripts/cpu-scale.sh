@@ -38,10 +38,10 @@
 #   cap-8-park  the same, and LLM_BOOK_IDLE=park: the helpers a region leaves out sleep
 #   park        LLM_BOOK_IDLE=park alone: all 16 threads, the helpers a small region leaves
 #               out sleep until one has a task for them
-#   band-128    LLM_BOOK_PREFILL_BAND=128, for the prefill: bands of at least 128 tokens,
-#               each band's rows shared by the threads (at 16 threads a 512-token prompt's
-#               four bands, four runs of rows each), where by default each of the 16 threads
-#               takes 32 tokens and unpacks every tile of the weights for them
+#   band-8      LLM_BOOK_PREFILL_BAND=8, for the prefill: a band of tokens a thread, as before
+#               2026-11-29 (each of 16 threads takes 32 tokens of a 512-token prompt and
+#               unpacks every tile of the weights for them), where by default at most four
+#               bands share a product and the other threads split each band's rows
 # One lease races them with the default (a few minutes for both commands):
 #   bash scripts/cpu-scale.sh --out OUT --regions --threads 16 --candidates
 #   bash scripts/cpu-scale.sh --out OUT --tag candidates --shapes smollm2 --threads 8,16 \
@@ -147,7 +147,7 @@ if [[ $candidates == yes ]]; then
         "cap-8=bin/ch08-gguf@LLM_BOOK_DECODE_THREADS=8"
         "cap-8-park=bin/ch08-gguf@LLM_BOOK_DECODE_THREADS=8@LLM_BOOK_IDLE=park"
         "park=bin/ch08-gguf@LLM_BOOK_IDLE=park"
-        "band-128=bin/ch08-gguf@LLM_BOOK_PREFILL_BAND=128"
+        "band-8=bin/ch08-gguf@LLM_BOOK_PREFILL_BAND=8"
     )
 fi
 ours_names=() ours_bins=() ours_envs=()

@@ -77,7 +77,7 @@ environment (how a step is cut for threads; the same bits whatever they say):
   LLM_BOOK_DECODE_THREADS=N  the most threads a decode region is shared by [all]
   LLM_BOOK_IDLE=park         a helper a region has no task for sleeps at once [spin]
   LLM_BOOK_PREFILL_BAND=N    the fewest tokens a prefill band takes, its rows shared by
-                             the threads [a band a thread]";
+                             the threads [a band a thread, at most four bands]";
 
 /// Parsed command line.
 pub struct Args {

@@ -126,9 +126,10 @@ fn bad_policy_variables_are_clear_errors() {
     }
 }
 
-/// A prefill cut into fewer, longer bands of tokens, each band's rows shared by the threads
-/// (`LLM_BOOK_PREFILL_BAND`), gives the logits of the default cut, a band a thread, to the
-/// bit: the same kernels on the same tokens and rows, whichever thread runs them.
+/// A prefill cut into bands of tokens in other ways, each band's rows shared by the threads
+/// (`LLM_BOOK_PREFILL_BAND`), gives the logits of the default cut (on 8 threads, four bands
+/// of two runs of rows) to the bit: the same kernels on the same tokens and rows, whichever
+/// thread runs them.
 #[test]
 fn a_prefill_cut_by_rows_gives_the_same_logits() {
     use ch01_tensors::models;
@@ -159,8 +160,8 @@ fn a_prefill_cut_by_rows_gives_the_same_logits() {
         String::from_utf8(o.stdout).expect("UTF-8 JSON")
     };
     let default = logits(None);
-    // one band of eight runs of rows; three bands of two runs each
-    for band in ["128", "64"] {
+    // a band a thread; one band of eight runs of rows; three bands of two runs each
+    for band in ["8", "128", "64"] {
         assert_eq!(
             logits(Some(band)),
             default,

@@ -28,8 +28,9 @@ use super::bands::prefill_bands;
 /// way it was computed.
 ///
 /// How the tokens and rows are shared among the threads is [`super::policy::prefill_split`]'s:
-/// a band of tokens a thread unless `LLM_BOOK_PREFILL_BAND` says otherwise, then fewer,
-/// longer bands, each band's rows split into runs of whole tiles, a run a thread.
+/// a band of tokens a thread up to four threads, past that at most four bands, each band's
+/// rows split into runs of whole tiles, a run a thread (each run's outputs made in a buffer
+/// of its own, then copied to its place in every token's row).
 #[allow(clippy::too_many_arguments)]
 pub fn prefill<A: Send + Sync, U: Default>(
     out: &mut [f32],
@@ -83,31 +84,44 @@ pub fn prefill<A: Send + Sync, U: Default>(
             }
         }
     };
+    // rows in runs of whole tiles, a run a thread (one run of every row unless the split
+    // says otherwise)
+    let per = rows.div_ceil(tile).div_ceil(parts) * tile;
     out.par_chunks_mut(band * rows)
         .enumerate()
         .for_each(|(b, out_band)| {
             let (t0, n) = (b * band, out_band.len() / rows);
-            let groups: Vec<A> = (0..n / 8).map(|g| eights(t0 + 8 * g)).collect();
+            let groups: Vec<A> = if parts == 1 {
+                (0..n / 8).map(|g| eights(t0 + 8 * g)).collect()
+            } else {
+                (0..n / 8)
+                    .into_par_iter()
+                    .map(|g| eights(t0 + 8 * g))
+                    .collect()
+            };
             if parts == 1 {
                 return run(out_band, rows, 0..rows, &groups, t0, n);
             }
-            // the band's rows in runs of whole tiles, a run a thread, each into its own buffer
-            let per = rows.div_ceil(tile).div_ceil(parts) * tile;
-            let starts: Vec<usize> = (0..rows).step_by(per).collect();
-            let done: Vec<(Range<usize>, Vec<f32>)> = starts
-                .into_par_iter()
-                .map(|r0| {
-                    let rs = r0..(r0 + per).min(rows);
-                    let mut part = vec![0.0f32; n * rs.len()];
-                    run(&mut part, rs.len(), rs.clone(), &groups, t0, n);
-                    (rs, part)
-                })
-                .collect();
-            for (rs, part) in done {
-                for (t, row) in part.chunks_exact(rs.len()).enumerate() {
-                    out_band[t * rows + rs.start..][..rs.len()].copy_from_slice(row);
+            // the band's rows in runs, a run a thread: each run's outputs into a buffer of its
+            // own (compact, so in cache), then copied to its piece of every token's outputs
+            let mut pieces: Vec<Vec<&mut [f32]>> = Vec::new();
+            pieces.resize_with(rows.div_ceil(per), || Vec::with_capacity(n));
+            for token in out_band.chunks_mut(rows) {
+                for (list, piece) in pieces.iter_mut().zip(token.chunks_mut(per)) {
+                    list.push(piece);
                 }
             }
+            pieces
+                .into_par_iter()
+                .enumerate()
+                .for_each(|(k, mut pieces)| {
+                    let rs = k * per..(k * per + per).min(rows);
+                    let mut part = vec![0.0f32; n * rs.len()];
+                    run(&mut part, rs.len(), rs.clone(), &groups, t0, n);
+                    for (piece, row) in pieces.iter_mut().zip(part.chunks_exact(rs.len())) {
+                        piece.copy_from_slice(row);
+                    }
+                });
         });
 }
 // ANCHOR_END: prefill
