@@ -91,17 +91,15 @@ pub fn prefill<A: Send + Sync, U: Default>(
         .enumerate()
         .for_each(|(b, out_band)| {
             let (t0, n) = (b * band, out_band.len() / rows);
-            let groups: Vec<A> = if parts == 1 {
-                (0..n / 8).map(|g| eights(t0 + 8 * g)).collect()
-            } else {
-                (0..n / 8)
-                    .into_par_iter()
-                    .map(|g| eights(t0 + 8 * g))
-                    .collect()
-            };
             if parts == 1 {
+                let groups: Vec<A> = (0..n / 8).map(|g| eights(t0 + 8 * g)).collect();
                 return run(out_band, rows, 0..rows, &groups, t0, n);
             }
+            // the band's eights made on the threads that share it
+            let groups: Vec<A> = (0..n / 8)
+                .into_par_iter()
+                .map(|g| eights(t0 + 8 * g))
+                .collect();
             // the band's rows in runs, a run a thread: each run's outputs into a buffer of its
             // own (compact, so in cache), then copied to its piece of every token's outputs
             let mut pieces: Vec<Vec<&mut [f32]>> = Vec::new();
@@ -114,11 +112,11 @@ pub fn prefill<A: Send + Sync, U: Default>(
             pieces
                 .into_par_iter()
                 .enumerate()
-                .for_each(|(k, mut pieces)| {
+                .for_each(|(k, mut mine)| {
                     let rs = k * per..(k * per + per).min(rows);
                     let mut part = vec![0.0f32; n * rs.len()];
                     run(&mut part, rs.len(), rs.clone(), &groups, t0, n);
-                    for (piece, row) in pieces.iter_mut().zip(part.chunks_exact(rs.len())) {
+                    for (piece, row) in mine.iter_mut().zip(part.chunks_exact(rs.len())) {
                         piece.copy_from_slice(row);
                     }
                 });
