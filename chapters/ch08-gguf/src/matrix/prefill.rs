@@ -84,9 +84,6 @@ pub fn prefill<A: Send + Sync, U: Default>(
             }
         }
     };
-    // rows in runs of whole tiles, a run a thread (one run of every row unless the split
-    // says otherwise)
-    let per = rows.div_ceil(tile).div_ceil(parts) * tile;
     out.par_chunks_mut(band * rows)
         .enumerate()
         .for_each(|(b, out_band)| {
@@ -100,8 +97,10 @@ pub fn prefill<A: Send + Sync, U: Default>(
                 .into_par_iter()
                 .map(|g| eights(t0 + 8 * g))
                 .collect();
-            // the band's rows in runs, a run a thread: each run's outputs into a buffer of its
-            // own (compact, so in cache), then copied to its piece of every token's outputs
+            // the band's rows in runs of whole tiles, a run a thread: each run's outputs into a
+            // buffer of its own (compact, so in cache), then copied to its piece of every
+            // token's outputs
+            let per = rows.div_ceil(tile).div_ceil(parts) * tile;
             let mut pieces: Vec<Vec<&mut [f32]>> = Vec::new();
             pieces.resize_with(rows.div_ceil(per), || Vec::with_capacity(n));
             for token in out_band.chunks_mut(rows) {
