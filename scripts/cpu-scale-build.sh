@@ -10,9 +10,11 @@
 #   bin/ch08-gguf            cargo build --release (the workspace's flags: no target-cpu, the
 #                            kernels pick AVX-512, AVX2 or scalar when the program starts)
 #   bin/ch07-simd-parallel   the same, for `cpu-scale.sh --regions` (what one region costs)
-#   bin/llama-bench          llama.cpp at the fixtures' pinned version, statically linked,
-#                            for an x86-64 with AVX-512 (F, BW, VL, VNNI, BF16, VBMI); AMX off
-#   bin/llama-bench-avx2     the same for an AVX2-only x86-64 (cpu-scale.sh picks by /proc/cpuinfo)
+#   bin/llama-bench.xz       llama.cpp at the fixtures' pinned version, statically linked,
+#                            for an x86-64 with AVX-512 (F, BW, VL, VNNI, BF16, VBMI); AMX off;
+#                            compressed with xz (cpu-scale.sh unpacks it into its temporary
+#                            folder), so that this folder and .gpu/ fit one device call
+#   bin/llama-bench-avx2.xz  the same for an AVX2-only x86-64 (cpu-scale.sh picks by /proc/cpuinfo)
 #   wheels/gguf-*.whl        what make_synthetic_gguf.py imports (numpy is on the machine)
 #   smollm2-vocab.gguf       SmolLM2-135M-Instruct's tokenizer metadata, no tensors
 #   built-from               the commit bin/ch08-gguf was built from (the tables' headers say it)
@@ -114,5 +116,10 @@ fi
 echo "$commit" >"$out/built-from"
 
 strip "$out/bin/ch08-gguf" "$out/bin/ch07-simd-parallel"
-[[ $with_llama == no ]] || strip "$out/bin/llama-bench" "$out/bin/llama-bench-avx2"
+if [[ $with_llama == yes ]]; then
+    # compressed, a third of their size, so that this folder and .gpu/ travel together
+    rm -f "$out/bin/llama-bench.xz" "$out/bin/llama-bench-avx2.xz" # made by this script
+    strip "$out/bin/llama-bench" "$out/bin/llama-bench-avx2"
+    xz -9 "$out/bin/llama-bench" "$out/bin/llama-bench-avx2"
+fi
 du -ah "$out"

@@ -164,7 +164,10 @@ wheels=("$carried"/wheels/*.whl)
 vocab="$carried/smollm2-vocab.gguf"
 needed=("$vocab" "${wheels[0]}")
 if [[ $with_llama == yes ]]; then
-    needed+=("$carried/bin/llama-bench" "$carried/bin/llama-bench-avx2")
+    for b in llama-bench llama-bench-avx2; do
+        # as cpu-scale-build.sh leaves them, compressed (so the folder travels beside .gpu/), or not
+        if [[ -e "$carried/bin/$b.xz" ]]; then needed+=("$carried/bin/$b.xz"); else needed+=("$carried/bin/$b"); fi
+    done
 fi
 if [[ $regions == yes ]]; then
     needed+=("$carried/bin/ch07-simd-parallel")
@@ -201,6 +204,11 @@ log="$out/cpu-scale$suffix.log"
 tsv="$out/rounds$suffix.tsv"
 work="$(mktemp -d "${TMPDIR:-/tmp}/cpu-scale-XXXXXX")"
 trap 'rm -rf "$work"' EXIT # this run's own files
+if [[ $with_llama == yes && -z "$llama_choice" && ! -e "$llama" ]]; then
+    xz -dc "$llama.xz" >"$work/$(basename "$llama")"
+    llama="$work/$(basename "$llama")"
+    chmod +x "$llama"
+fi
 # say, run (the watchdog) and make_files: scripts/race-lib.sh
 source "$root/scripts/race-lib.sh"
 

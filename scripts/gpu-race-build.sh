@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Make the folder that `scripts/gpu-race.sh` needs on a GPU machine that has no Rust, no
-# network and no pip. Run here, once; then carry the folder (git-ignored) to the GPU.
+# network and no pip. Run here, once; then carry the folder (git-ignored) to the GPU
+# (`scripts/lease.sh` runs this race and the 16 cores' in one device call).
 #
 #   bash scripts/gpu-race-build.sh [DIR]    # default DIR: .gpu/ at the repository root
 #
@@ -10,9 +11,10 @@
 #                              the same build's, so that the GPU machine's many cores can
 #                              also run `bash scripts/cpu-scale.sh --regions --carried .gpu`
 #   bin/llama-bench-vulkan.xz  llama.cpp's llama-bench with its Vulkan backend, at the fixtures'
-#                              pinned version (`bash scripts/llamacpp.sh --vulkan` builds it;
-#                              run that first, with the same LLM_BOOK_VULKAN_INCLUDE),
-#                              compressed: its shaders make it large
+#                              pinned version (`bash scripts/llamacpp.sh --vulkan`, after
+#                              `scripts/vulkan-deps.sh`: this script runs both when it is not
+#                              built, half an hour on 2 cores), compressed: its shaders make
+#                              it large
 #   wheels/                    the gguf package and PyYAML, what make_synthetic_gguf.py imports
 #   smollm2-vocab.gguf         SmolLM2-135M-Instruct's tokenizer metadata, no tensors
 #   gemma3-vocab.gguf          Gemma-3-270M's, for the Gemma-3-shaped file
@@ -30,7 +32,12 @@ models="${LLM_BOOK_MODELS:-$root/models}"
 smollm2="$models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
 gemma="$models/gemma-3-270m/gemma-3-270m-q4_k_m.gguf"
 
-llama="$(bash "$root/scripts/llamacpp.sh" --vulkan --path)" || exit 1
+if ! llama="$(bash "$root/scripts/llamacpp.sh" --vulkan --path 2>/dev/null)"; then
+    echo "==> llama.cpp's Vulkan llama-bench is not built: scripts/vulkan-deps.sh, then llamacpp.sh --vulkan"
+    bash "$root/scripts/vulkan-deps.sh"
+    bash "$root/scripts/llamacpp.sh" --vulkan
+    llama="$(bash "$root/scripts/llamacpp.sh" --vulkan --path)" || exit 1
+fi
 for f in "$smollm2" "$gemma"; do
     if [[ ! -f "$f" ]]; then
         echo "error: $f is missing; run: bash scripts/models.sh" >&2

@@ -9,15 +9,18 @@
 #   bash scripts/llamacpp.sh --vulkan [--path]
 #                                     # llama-bench with the Vulkan backend (GGML_VULKAN), for
 #                                     # chapter 13's race on a GPU: Debian's glslc,
-#                                     # libvulkan-dev and spirv-headers must be installed
-#                                     # (apt-get install ...); built into .llamacpp/build-vulkan/ with
-#                                     # libstdc++ linked in and no OpenMP, so that the binary
-#                                     # runs on a machine with only libc and a Vulkan loader.
-#                                     # The backend needs Vulkan headers 1.3.261 or newer
-#                                     # (Debian 12's are 1.3.239): LLM_BOOK_VULKAN_INCLUDE
-#                                     # names a folder with newer ones (vulkan/vulkan.hpp),
-#                                     # e.g. usr/include of Debian 13's libvulkan-dev unpacked
-#                                     # with dpkg -x
+#                                     # libvulkan-dev and spirv-headers, and Vulkan headers
+#                                     # 1.3.261 or newer (Debian 12's are 1.3.239):
+#                                     # `bash scripts/vulkan-deps.sh` installs the first,
+#                                     # unpacks newer headers into .llamacpp/vulkan-headers/
+#                                     # and, where Debian's glslc lacks the extensions of the
+#                                     # backend's fast shaders (cooperative matrices, integer
+#                                     # dot products), a newer one into .llamacpp/vulkan-glslc/;
+#                                     # used unless LLM_BOOK_VULKAN_INCLUDE and
+#                                     # LLM_BOOK_VULKAN_GLSLC name others.
+#                                     # Built into .llamacpp/build-vulkan/ with libstdc++
+#                                     # linked in and no OpenMP, so that the binary runs on a
+#                                     # machine with only libc and a Vulkan loader.
 #
 # The source is the copy of llama.cpp vendored inside the `llama-cpp-python` source
 # package (the fixtures' pinned version), fetched with `pip download`; cmake and ninja come
@@ -80,18 +83,30 @@ if [[ $vulkan == yes ]]; then
     extra=(-DGGML_VULKAN=ON -DGGML_OPENMP=OFF -DLLAMA_BUILD_SERVER=OFF
         -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc")
     include="${LLM_BOOK_VULKAN_INCLUDE:-/usr/include}"
+    if [[ -z "${LLM_BOOK_VULKAN_INCLUDE:-}" && -f "$dest/vulkan-headers/usr/include/vulkan/vulkan.hpp" ]]; then
+        include="$dest/vulkan-headers/usr/include" # unpacked by scripts/vulkan-deps.sh
+    fi
     core="$include/vulkan/vulkan_core.h"
     if [[ ! -f "$core" || ! -f "$include/vulkan/vulkan.hpp" ]]; then
-        echo "error: no Vulkan headers in $include (vulkan/vulkan_core.h, vulkan/vulkan.hpp): apt-get install libvulkan-dev, or set LLM_BOOK_VULKAN_INCLUDE" >&2
+        echo "error: no Vulkan headers in $include (vulkan/vulkan_core.h, vulkan/vulkan.hpp): run: bash scripts/vulkan-deps.sh" >&2
         exit 1
     fi
     minor="$(sed -n 's/^#define VK_HEADER_VERSION_COMPLETE VK_MAKE_API_VERSION(0, *1, *\([0-9]*\),.*/\1/p' "$core")"
     patch="$(sed -n 's/^#define VK_HEADER_VERSION \([0-9]*\).*/\1/p' "$core")"
     if [[ -z "$minor" || -z "$patch" ]] || ((minor < 3 || (minor == 3 && patch < 261))); then
-        echo "error: the Vulkan headers in $include are 1.${minor:-?}.${patch:-?}; llama.cpp's Vulkan backend needs 1.3.261 or newer: set LLM_BOOK_VULKAN_INCLUDE to newer ones (see this script's header)" >&2
+        echo "error: the Vulkan headers in $include are 1.${minor:-?}.${patch:-?}; llama.cpp's Vulkan backend needs 1.3.261 or newer: run bash scripts/vulkan-deps.sh, or set LLM_BOOK_VULKAN_INCLUDE to newer ones" >&2
         exit 1
     fi
-    extra+=(-DVulkan_INCLUDE_DIR="$include")
+    glslc="${LLM_BOOK_VULKAN_GLSLC:-}"
+    if [[ -z "$glslc" && -x "$dest/vulkan-glslc/glslc" ]]; then
+        glslc="$dest/vulkan-glslc/glslc" # unpacked by scripts/vulkan-deps.sh
+    fi
+    glslc="${glslc:-$(command -v glslc || true)}"
+    if [[ "${1:-}" != "--path" && ! -x "$glslc" ]]; then
+        echo "error: no glslc (the Vulkan shader compiler); run: bash scripts/vulkan-deps.sh" >&2
+        exit 1
+    fi
+    extra+=(-DVulkan_INCLUDE_DIR="$include" -DVulkan_GLSLC_EXECUTABLE="$glslc")
     want+=" ${extra[*]}"
 fi
 again="bash scripts/llamacpp.sh"

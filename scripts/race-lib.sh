@@ -25,6 +25,10 @@ run() {
 # gemma3 in Gemma-3-270M's own mix of formats with $gemma_vocab's (its 262 144-row
 # embedding needs Gemma's tokenizer). The shapes made are left in the array `made`. Stops
 # the script when $python cannot import gguf and numpy. Also expects $root.
+# With RACE_FILES set to a folder (scripts/lease.sh sets it, so that its two races make
+# each file once), a file is made there unless a whole one is there already, and $work gets
+# a link to it (the script writes a temporary file and renames it, so a file there is
+# whole); the same arguments make the same bytes, so either race may make it.
 make_files() {
     export PYTHONPATH="$(IFS=:; echo "${wheels[*]}")${PYTHONPATH:+:$PYTHONPATH}"
     if ! "$python" -c "import gguf, numpy; print('== gguf from', gguf.__file__, '; numpy', numpy.__version__)" >>"$log" 2>&1; then
@@ -38,12 +42,19 @@ make_files() {
         rc=0
         mix=q4_0 tokenizer="$vocab"
         [[ $s == gemma3 ]] && mix=q4_k_m tokenizer="${gemma_vocab:?}"
-        run 200 "$python" "$root/scripts/make_synthetic_gguf.py" --shape "$s" --mix "$mix" \
-            --tokenizer-from "$tokenizer" --out "$work/$s.gguf" >>"$log" 2>"$work/make.err" || rc=$?
-        tr '\r' '\n' <"$work/make.err" | grep -v '^ *[0-9]*/[0-9]* tensors' >>"$log" || true # not the progress
+        local dir="${RACE_FILES:-$work}"
+        if [[ -f "$dir/$s.gguf" ]]; then
+            say "$s.gguf is already made in $dir"
+        else
+            : >"$work/make.err"
+            run 200 "$python" "$root/scripts/make_synthetic_gguf.py" --shape "$s" --mix "$mix" \
+                --tokenizer-from "$tokenizer" --out "$dir/$s.gguf" >>"$log" 2>"$work/make.err" || rc=$?
+            tr '\r' '\n' <"$work/make.err" | grep -v '^ *[0-9]*/[0-9]* tensors' >>"$log" || true # not the progress
+        fi
+        [[ "$dir" == "$work" || $rc -ne 0 ]] || ln -s "$dir/$s.gguf" "$work/$s.gguf"
         if ((rc == 0)); then
             made+=("$s")
-            say "made $s.gguf ($(du -m "$work/$s.gguf" | cut -f1) MB)"
+            say "made $s.gguf ($(du -mL "$work/$s.gguf" | cut -f1) MB)"
         else
             say "making $s.gguf failed (status $rc; 124: out of time); it is not raced"
         fi
