@@ -1,15 +1,15 @@
 //! Chapter 8's fast attention path over a paged sequence, a block at a time.
 //!
 //! For small heads (SmolLM2's 64 floats) chapter 8's `attend` computes the scores of the
-//! heads on a KV head with one `dot_f32_rows_many` call and each head's weighted sum of
-//! values with one `axpy_rows` call, when the store keeps the keys side by side
+//! heads on a KV head with one `dot_f32_rows_many` call and their weighted sums of values
+//! with one `axpy_rows_many` call, when the store keeps the keys side by side
 //! (`KvStore::runs`). Chapter 9's ring cache always does; a paged sequence does only inside
 //! a block, so `attend` would take its loop path, a kernel call per key for the scores and
 //! more for the values. Here the calls are made once per block instead:
-//! `dot_f32_rows_many` is a `dot_f32` per query and row, and `axpy_rows` adds row after row
-//! into `y`, which it loads at the start of a call and stores at the end — so cutting the
-//! rows into blocks changes no bit (the batch invariance tests compare with chapter 9's
-//! ring cache).
+//! `dot_f32_rows_many` is a `dot_f32` per query and row, and `axpy_rows_many` adds row after
+//! row into each output, which it loads at the start of a call and stores at the end — so
+//! cutting the rows into blocks changes no bit (the batch invariance tests compare with
+//! chapter 9's ring cache).
 
 use ch05_kv_cache::KvStore;
 use ch08_gguf::engine::{LayerAttention, weights};
@@ -21,7 +21,7 @@ use crate::seq::SeqKv;
 /// positions (the last `window` of them, or all), for the query heads `hs` (all of them, or
 /// a part of one KV head's group), into `out` (`hs.len()` heads): chapter 8's fast path,
 /// with one call for the scores of a KV head's heads per block of the sequence, and one for
-/// each head's weighted sum. `at`: the layer, its heads, window and scores (chapter 8's).
+/// their weighted sums. `at`: the layer, its heads, window and scores (chapter 8's).
 pub fn attend_blocks(
     at: &LayerAttention,
     out: &mut [f32],
@@ -65,15 +65,19 @@ pub fn attend_blocks(
         }
         // ANCHOR_END: attend_blocks
         // ANCHOR: attend_blocks_values
-        for (g, row) in rows.chunks_exact_mut(n).enumerate() {
+        for row in rows.chunks_exact_mut(n) {
             weights(at, row); // chapter 8's scale, soft-cap and softmax
-            let h = part.start - hs.start + g;
-            let o = &mut out[h * d..(h + 1) * d];
-            o.fill(0.0);
-            for (i, ps) in runs() {
-                let (_, vs) = store.runs(layer, kv, ps.clone()).expect("inside one block");
-                k.axpy_rows(o, &row[i..i + ps.len()], vs);
+        }
+        let h = part.start - hs.start;
+        let o = &mut out[h * d..(h + heads_here) * d]; // (heads, d)
+        o.fill(0.0);
+        for (i, ps) in runs() {
+            let (_, vs) = store.runs(layer, kv, ps.clone()).expect("inside one block");
+            let w = &mut block[..heads_here * ps.len()]; // (heads, this run): its weights
+            for (run, row) in w.chunks_exact_mut(ps.len()).zip(rows.chunks_exact(n)) {
+                run.copy_from_slice(&row[i..i + ps.len()]);
             }
+            k.axpy_rows_many(o, d, w, vs);
         }
     }
 }
