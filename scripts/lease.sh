@@ -3,7 +3,7 @@
 # in one call, inside the device's 10 minutes a command: chapter 13's race on the GPU
 # (`scripts/gpu-race.sh`) and the race past two cores (`scripts/cpu-scale.sh`).
 #
-#   bash scripts/lease.sh --out "$OUT" [--budget 570] [--gpu-budget 250] [--dry-run]
+#   bash scripts/lease.sh --out "$OUT" [--budget 540] [--gpu-budget 240] [--dry-run]
 #
 # Build here first, then carry both folders (with the working tree, about 45 MiB of the 64):
 #   bash scripts/gpu-race-build.sh     # .gpu/   (half an hour the first time: llama.cpp's Vulkan build)
@@ -32,8 +32,8 @@ export LC_ALL=C
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out=""
-budget=570
-gpu_budget=250
+budget=540
+gpu_budget=240
 dry=()
 usage() {
     sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
