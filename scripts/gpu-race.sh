@@ -23,7 +23,8 @@
 #    llama-bench (`-ngl 99 -p 512 -n 128 -r 1`) on every file, and ours where ours can
 #    generate (`ch13-gpu bench --pp 512 --tg 128`: its prompt a prefill through the tiled product), alternating, so a
 #    slow minute falls on both. $OUT/gpu/decode.md: medians, and llama.cpp's decode as a
-#    share of that read rate (the file's tensor bytes a token, read once).
+#    share of that read rate (the file's tensor bytes a token, read once), and llama.cpp's
+#    line about the adapter (whether its build uses integer dot products and tensor cores).
 # 4. A watchdog: every command runs under `timeout`, within what is left of --budget seconds
 #    (default 420, counted from the start); what runs past it is killed and recorded, and
 #    what is not started in time is recorded as not run.
@@ -48,7 +49,7 @@ dry=no
 python="${SCALE_PYTHON:-python3}"
 
 usage() {
-    sed -n '2,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,38p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 while [[ $# -gt 0 ]]; do
@@ -164,7 +165,7 @@ def render_kernels(v):
                      f"| {b['us_per_product']:.1f} | {b['gbps']:.0f} | {100 * b['gbps'] / read:.0f}% "
                      f"| {e['us_per_product']:.1f} |")
     return lines
-def tables(tsv, outfile, head, shapes, bytes_json, copy_gbs):
+def tables(tsv, outfile, head, shapes, bytes_json, copy_gbs, device=""):
     rows = [l.rstrip("\n").split("\t") for l in open(tsv)][1:]
     sizes = json.loads(bytes_json)
     copy = float(copy_gbs) if copy_gbs else None
@@ -188,6 +189,10 @@ def tables(tsv, outfile, head, shapes, bytes_json, copy_gbs):
             gbs = sizes[shape] * tg / 1e9
             share = f" {100 * gbs / copy:.0f}% |" if copy else ""
             lines.append(f"| {NAMES[shape]} | {engine} | {len(mine)} | {pp:.0f} tok/s | {tg:.1f} tok/s | {gbs:.0f} GB/s |{share}")
+    if device:
+        # what llama.cpp's build found on the adapter: integer dot products, cooperative
+        # matrices (tensor cores), which its prefill uses where it has them
+        lines += ["", f"llama.cpp's Vulkan backend on this adapter said: `{device.strip()}`"]
     open(outfile, "x").write("\n".join(lines) + "\n")
 def tensor_bytes(*paths):
     import gguf
@@ -277,7 +282,8 @@ for ((r = 1; r <= rounds; r++)); do
         fi
     done
 done
-"$python" "$work/race.py" tables "$tsv" "$out/gpu/decode.md" "$head" "$(IFS=,; echo "${made[*]}")" "$sizes" "$copy"
+device="$(grep -m1 '^ggml_vulkan: 0 = ' "$log" || true)" # llama-bench's own line about the adapter
+"$python" "$work/race.py" tables "$tsv" "$out/gpu/decode.md" "$head" "$(IFS=,; echo "${made[*]}")" "$sizes" "$copy" "$device"
 say "wrote $out/gpu/; $((budget - SECONDS))s of the budget left"
 cat "$out/gpu/decode.md" | tee -a "$log"
 
