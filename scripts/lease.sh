@@ -4,6 +4,7 @@
 # (`scripts/gpu-race.sh`) and the race past two cores (`scripts/cpu-scale.sh`).
 #
 #   bash scripts/lease.sh --out "$OUT" [--budget 540] [--gpu-budget 240] [--dry-run]
+#        [-- CPU-SCALE OPTIONS...]
 #
 # Build here first, then carry both folders (with the working tree, about 45 MiB of the 64):
 #   bash scripts/gpu-race-build.sh     # .gpu/   (half an hour the first time: llama.cpp's Vulkan build)
@@ -19,7 +20,9 @@
 # 3. cpu-scale.sh with what is left of --budget: SmolLM2's and the 1B's shapes at 2, 4, 8 and 16
 #    threads, the 7B's at 8 and 16 (at 2 it takes minutes a round), up to 3 rounds, ours
 #    and llama-bench. Both races take their synthetic files from one folder (RACE_FILES), so
-#    the 7B-shaped file is made once.
+#    the 7B-shaped file is made once. What follows `--` is passed on to cpu-scale.sh after
+#    these (a later --threads or --rounds wins), e.g. to race the old prefill cut beside
+#    ours: -- --ours ours=bin/ch08-gguf --ours band-8=bin/ch08-gguf@LLM_BOOK_PREFILL_BAND=8
 # 4. What comes back (the device returns at most 8 files): $OUT/gpu/kernels.md and
 #    decode.md, $OUT/scale-16/smollm2.md, 1b.md and 7b.md, each ready for
 #    book/src/measured/ as it is, and $OUT/lease.tar.xz with both races' whole folders
@@ -35,8 +38,9 @@ out=""
 budget=540
 gpu_budget=240
 dry=()
+cpu_extra=()
 usage() {
-    sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 while [[ $# -gt 0 ]]; do
@@ -45,6 +49,7 @@ while [[ $# -gt 0 ]]; do
     --budget) budget="${2:?--budget needs seconds}"; shift 2 ;;
     --gpu-budget) gpu_budget="${2:?--gpu-budget needs seconds}"; shift 2 ;;
     --dry-run) dry=(--dry-run); shift ;;
+    --) shift; cpu_extra=("$@"); break ;;
     -h | --help) usage ;;
     *) echo "error: unknown argument $1" >&2; usage ;;
     esac
@@ -90,7 +95,7 @@ left=$((budget - SECONDS))
 if ((left >= 60)); then
     echo "[lease] cpu-scale.sh, ${left}s" >&2
     bash "$root/scripts/cpu-scale.sh" --carried "$root/.scale" --out "$work/cpu-scale" \
-        --threads 2,4,8,16 --threads 7b=8,16 --budget "$left" "${dry[@]}" || rc_cpu=$?
+        --threads 2,4,8,16 --threads 7b=8,16 --budget "$left" "${dry[@]}" "${cpu_extra[@]}" || rc_cpu=$?
 else
     echo "[lease] cpu-scale.sh not run: ${left}s left of the budget" >&2
     rc_cpu=125
