@@ -266,10 +266,10 @@ fn attention_row_kernels_equal_one_call_per_row() {
 #[test]
 fn grouped_row_dots_equal_one_dot_per_query_and_row() {
     // SmolLM2's 64 floats with three heads a KV head, Gemma-3's 256; 20 (not whole steps of
-    // eight: the fallback); one to five queries (the side-by-side sums, and the fallback)
+    // eight: the fallback); one to five queries (the side-by-side sums, and the fallback);
+    // keys in sixteens, with pairs and an odd one left over, or none
     for d in [64usize, 256, 20] {
-        for heads in 1..=5 {
-            let n = 37;
+        for (heads, n) in (1..=5).flat_map(|h| [(h, 37), (h, 48), (h, 7)]) {
             let qs = uniform(heads * d, 20 + heads as u64);
             let rows = uniform(n * d, 2);
             for (isa, k) in simd_levels()
