@@ -61,7 +61,9 @@ done
 for d in "$root/.gpu" "$root/.scale"; do
     [[ -d "$d" ]] || { echo "error: $d is missing: build it here (this script's header) and carry it" >&2; exit 1; }
 done
-for f in gpu/kernels.md gpu/decode.md scale-16/smollm2.md scale-16/1b.md scale-16/7b.md lease.tar.xz; do
+# the tables that come back, each from its race's folder
+tables=(gpu/kernels.md gpu/decode.md scale-16/smollm2.md scale-16/1b.md scale-16/7b.md)
+for f in "${tables[@]}" lease.tar.xz; do
     [[ ! -e "$out/$f" ]] || { echo "error: $out/$f exists; this script never overwrites a file" >&2; exit 1; }
 done
 mkdir -p "$out"
@@ -102,14 +104,10 @@ else
 fi
 
 rm -rf "$work/files" # the synthetic models, before the folders are packed
-for f in gpu/kernels.md gpu/decode.md; do
-    if [[ -f "$work/gpu-race/$f" ]]; then mkdir -p "$out/gpu"; cp "$work/gpu-race/$f" "$out/$f"; fi
-done
-for s in smollm2 1b 7b; do
-    if [[ -f "$work/cpu-scale/scale-16/$s.md" ]]; then
-        mkdir -p "$out/scale-16"
-        cp "$work/cpu-scale/scale-16/$s.md" "$out/scale-16/$s.md"
-    fi
+for f in "${tables[@]}"; do
+    race=cpu-scale
+    [[ $f == gpu/* ]] && race=gpu-race
+    if [[ -f "$work/$race/$f" ]]; then mkdir -p "$out/$(dirname "$f")"; cp "$work/$race/$f" "$out/$f"; fi
 done
 dirs=()
 for d in gpu-race cpu-scale; do [[ -d "$work/$d" ]] && dirs+=("$d"); done

@@ -86,15 +86,14 @@ if [[ $vulkan == yes ]]; then
     if [[ -z "${LLM_BOOK_VULKAN_INCLUDE:-}" && -f "$dest/vulkan-headers/usr/include/vulkan/vulkan.hpp" ]]; then
         include="$dest/vulkan-headers/usr/include" # unpacked by scripts/vulkan-deps.sh
     fi
-    core="$include/vulkan/vulkan_core.h"
-    if [[ ! -f "$core" || ! -f "$include/vulkan/vulkan.hpp" ]]; then
+    if [[ ! -f "$include/vulkan/vulkan_core.h" || ! -f "$include/vulkan/vulkan.hpp" ]]; then
         echo "error: no Vulkan headers in $include (vulkan/vulkan_core.h, vulkan/vulkan.hpp): run: bash scripts/vulkan-deps.sh" >&2
         exit 1
     fi
-    minor="$(sed -n 's/^#define VK_HEADER_VERSION_COMPLETE VK_MAKE_API_VERSION(0, *1, *\([0-9]*\),.*/\1/p' "$core")"
-    patch="$(sed -n 's/^#define VK_HEADER_VERSION \([0-9]*\).*/\1/p' "$core")"
-    if [[ -z "$minor" || -z "$patch" ]] || ((minor < 3 || (minor == 3 && patch < 261))); then
-        echo "error: the Vulkan headers in $include are 1.${minor:-?}.${patch:-?}; llama.cpp's Vulkan backend needs 1.3.261 or newer: run bash scripts/vulkan-deps.sh, or set LLM_BOOK_VULKAN_INCLUDE to newer ones" >&2
+    source "$root/scripts/vulkan-lib.sh" # header_version, new_enough
+    version="$(header_version "$include")"
+    if ! new_enough "$version"; then
+        echo "error: the Vulkan headers in $include are ${version:-of no version we can read}; llama.cpp's Vulkan backend needs 1.3.261 or newer: run bash scripts/vulkan-deps.sh, or set LLM_BOOK_VULKAN_INCLUDE to newer ones" >&2
         exit 1
     fi
     glslc="${LLM_BOOK_VULKAN_GLSLC:-}"

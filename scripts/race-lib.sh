@@ -37,16 +37,14 @@ make_files() {
     fi
     say "making the files in $work"
     made=()
-    local s rc mix tokenizer
+    local s rc mix tokenizer dir="${RACE_FILES:-$work}"
     for s in "$@"; do
         rc=0
         mix=q4_0 tokenizer="$vocab"
         [[ $s == gemma3 ]] && mix=q4_k_m tokenizer="${gemma_vocab:?}"
-        local dir="${RACE_FILES:-$work}"
         if [[ -f "$dir/$s.gguf" ]]; then
             say "$s.gguf is already made in $dir"
         else
-            : >"$work/make.err"
             run 200 "$python" "$root/scripts/make_synthetic_gguf.py" --shape "$s" --mix "$mix" \
                 --tokenizer-from "$tokenizer" --out "$dir/$s.gguf" >>"$log" 2>"$work/make.err" || rc=$?
             tr '\r' '\n' <"$work/make.err" | grep -v '^ *[0-9]*/[0-9]* tensors' >>"$log" || true # not the progress

@@ -29,21 +29,9 @@ headers="$dest/vulkan-headers"
 glslc_dir="$dest/vulkan-glslc"
 next_release="trixie" # Debian 13: libvulkan-dev 1.4.309, glslc 2025.2
 
-# The headers' version as 1.MINOR.PATCH, or nothing.
-header_version() {
-    local core="$1/vulkan/vulkan_core.h" minor patch
-    [[ -f "$core" && -f "$1/vulkan/vulkan.hpp" ]] || return 0
-    minor="$(sed -n 's/^#define VK_HEADER_VERSION_COMPLETE VK_MAKE_API_VERSION(0, *1, *\([0-9]*\),.*/\1/p' "$core")"
-    patch="$(sed -n 's/^#define VK_HEADER_VERSION \([0-9]*\).*/\1/p' "$core")"
-    [[ -n "$minor" && -n "$patch" ]] && echo "1.$minor.$patch"
-}
-new_enough() {
-    local v="$1" minor patch
-    [[ -n "$v" ]] || return 1
-    minor="$(echo "$v" | cut -d. -f2)"
-    patch="$(echo "$v" | cut -d. -f3)"
-    ((minor > 3 || (minor == 3 && patch >= 261)))
-}
+# header_version and new_enough
+source "$root/scripts/vulkan-lib.sh"
+
 # Whether the glslc given compiles a shader that asks for each extension llama.cpp's fast
 # paths are written in.
 glslc_knows_all() {
