@@ -1,22 +1,16 @@
-// The feed-forward gate of the Gemma families: gate = GELU(gate) · up, value by value, in
-// place. GELU is chapter 8's `gelu_f16`, llama.cpp's: the input rounded to f16 and looked up
-// in a table of the 65 536 f16 values' GELU (chapter 8's table, uploaded once as f32); 0 at
-// or below −10, the input itself at or above 10. The table makes the tanh the CPU's, bit for
-// bit. The rounding to f16 is done here in integers, to nearest with ties to even as the
-// CPU's `f32_to_f16`, because WGSL lets a conversion to f16 round either way.
+// The feed-forward gate of the Gemma families, computed as the quantizer of the down
+// product's input reads it (`quantize.wgsl`): gate = GELU(gate) · up, value by value,
+// written back in place. GELU is chapter 8's `gelu_f16`, llama.cpp's: the input rounded to
+// f16 and looked up in a table of the 65 536 f16 values' GELU (chapter 8's table, uploaded
+// once as f32); 0 at or below −10, the input itself at or above 10. The table makes the
+// tanh the CPU's, bit for bit. The rounding to f16 is done here in integers, to nearest
+// with ties to even as the CPU's `f32_to_f16`, because WGSL lets a conversion to f16 round
+// either way.
 
 // ANCHOR: gelu
 @group(0) @binding(0) var<storage, read_write> gate: array<f32>; // (ffn)
-@group(0) @binding(1) var<storage, read> up: array<f32>; //         (ffn)
-@group(0) @binding(2) var<storage, read> table: array<f32>; //      (65536): GELU of each f16
-
-struct Params {
-    n: u32,
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
-}
-@group(0) @binding(3) var<uniform> params: Params;
+@group(0) @binding(3) var<storage, read> up: array<f32>; //         (ffn)
+@group(0) @binding(4) var<storage, read> table: array<f32>; //      (65536): GELU of each f16
 
 // The bits of the f16 nearest `x` (ties to even), for a finite `x` inside (−10, 10).
 fn f16_bits(x: f32) -> u32 {
@@ -47,12 +41,7 @@ fn f16_bits(x: f32) -> u32 {
     return sign | magnitude;
 }
 
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) id: vec3<u32>) {
-    let i = id.x;
-    if i >= params.n {
-        return;
-    }
+fn value(i: u32) -> f32 {
     let g = gate[i];
     var a = g; // at or above 10 (and a NaN, which fails both tests) as it is
     if g <= -10.0 {
@@ -60,6 +49,8 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
     } else if g < 10.0 {
         a = table[f16_bits(g)];
     }
-    gate[i] = a * up[i];
+    let v = a * up[i];
+    gate[i] = v;
+    return v;
 }
 // ANCHOR_END: gelu

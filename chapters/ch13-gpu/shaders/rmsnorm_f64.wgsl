@@ -3,7 +3,7 @@
 // devices with f64 arithmetic (wgpu's SHADER_F64); rmsnorm.wgsl is the f32 version.
 // One workgroup per row; its 256 invocations stride over the row, a tree adds their sums.
 
-@group(0) @binding(0) var<storage, read> x: array<f32>;      // (rows, n)
+@group(0) @binding(0) var<storage, read_write> x: array<f32>; // (rows, n)
 @group(0) @binding(1) var<storage, read> weight: array<f32>; // (n): the file's F32 norm
 @group(0) @binding(2) var<storage, read_write> out: array<f32>; // (rows, n)
 
@@ -11,9 +11,16 @@ struct Params {
     n: u32,
     rows: u32,
     eps: f32,
-    _pad: u32,
+    add: u32,   // 1: first x += y (the residual the last block left)
+    quant: u32, // 0: no more; else out quantized too, as Q8_0, Q8_1 or Q8_K, plus one
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 @group(0) @binding(3) var<uniform> params: Params;
+@group(0) @binding(4) var<storage, read> y: array<f32>; // (rows, n), read when add is 1
+// (rows · n / 32) blocks, written when quant is not 0 (`quantize_chunk.wgsl`)
+@group(0) @binding(5) var<storage, read_write> acts: array<ActBlock>;
 
 const LANES: u32 = 256u;
 var<workgroup> partial: array<f64, 256>;
@@ -27,8 +34,12 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_id) m
     var sum = f64(0.0);
     if row < params.rows {
         for (var i = lane; i < params.n; i += LANES) {
-            let v = f64(x[start + i]);
-            sum += v * v; // exact: an f32's square fits an f64
+            var v = x[start + i];
+            if params.add == 1u {
+                v += y[start + i];
+                x[start + i] = v;
+            }
+            sum += f64(v) * f64(v); // exact: an f32's square fits an f64
         }
     }
     partial[lane] = sum;
@@ -40,9 +51,17 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_id) m
         workgroupBarrier();
     }
     let scale = f64(1.0) / sqrt(partial[0] / f64(params.n) + f64(params.eps));
-    if row < params.rows {
-        for (var i = lane; i < params.n; i += LANES) {
-            out[start + i] = f32(f64(x[start + i]) * scale) * weight[i];
+    // Each invocation's values again, in chunks of 256, the chunk quantized where asked.
+    for (var c = 0u; c < params.n; c += LANES) {
+        let i = c + lane;
+        var v = 0.0;
+        if row < params.rows && i < params.n {
+            v = f32(f64(x[start + i]) * scale) * weight[i];
+            out[start + i] = v;
+        }
+        if params.quant != 0u {
+            let blocks = min((params.n - c) / 32u, 8u);
+            quantize_chunk(lane, v, (start + c) / 32u, blocks, params.quant - 1u);
         }
     }
 }

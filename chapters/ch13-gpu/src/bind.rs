@@ -11,7 +11,7 @@ use crate::gpu::{Error, Gpu, Result};
 use crate::matmul::{MatMul, Tiled};
 use crate::matvec::{GpuMatrix, MatVec, Product, Reduction};
 use crate::ops::{Dispatch, Ops};
-use crate::quantize::{Quantize, QuantizeStep};
+use crate::quantize::{Gate, Quantize, QuantizeStep};
 use crate::rmsnorm::{NormStep, RmsNorm};
 use crate::split::SplitMatrix;
 
@@ -121,6 +121,73 @@ impl Builder<'_> {
         Ok(())
     }
 
+    /// RMSNorm of `tokens` rows of `n` values of `x` into `out`, after `x += add` where
+    /// that is given, as the input of products of `first`'s format: quantized for them in
+    /// the same dispatch. Products that want another activation format quantize `out`
+    /// again, as [`Builder::product`] does.
+    #[allow(clippy::too_many_arguments)] // the norm's arguments, and what comes next
+    pub fn norm_input(
+        &mut self,
+        x: &wgpu::Buffer,
+        add: Option<&wgpu::Buffer>,
+        w: &wgpu::Buffer,
+        out: &wgpu::Buffer,
+        n: usize,
+        tokens: usize,
+        eps: f32,
+        first: Format,
+    ) -> Result<Input> {
+        let mut input = self.input(out, n, tokens);
+        let quant = first
+            .activation()
+            .map(|format| (format, self.acts_buffer(&input)));
+        let s = NormStep::fused(
+            self.gpu,
+            &self.shaders.norm,
+            x,
+            add,
+            w,
+            out,
+            n,
+            tokens,
+            eps,
+            quant.as_ref().map(|(f, b)| (*f, b)),
+        )?;
+        self.ops.push(Op::Norm(s));
+        input.acts.extend(quant);
+        Ok(input)
+    }
+
+    /// The feed-forward gate, `gate = act(gate) · up` over `tokens` rows of `n`, as the
+    /// input of products of `first`'s format: computed by the quantizer as it reads it.
+    pub fn gated_input(
+        &mut self,
+        gate: &wgpu::Buffer,
+        up: &wgpu::Buffer,
+        act: Gate<'_>,
+        n: usize,
+        tokens: usize,
+        first: Format,
+    ) -> Result<Input> {
+        let format = activation(first)?;
+        let mut input = self.input(gate, n, tokens);
+        let b = self.acts_buffer(&input);
+        let blocks = tokens * input.blocks;
+        let q = QuantizeStep::gated(
+            self.gpu,
+            &self.shaders.quantize,
+            act,
+            format,
+            gate,
+            up,
+            &b,
+            blocks,
+        )?;
+        self.ops.push(Op::Quantize(q));
+        input.acts.push((format, b));
+        Ok(input)
+    }
+
     /// The first `tokens` rows of `n` values in `x`, as products' input.
     pub fn input(&self, x: &wgpu::Buffer, n: usize, tokens: usize) -> Input {
         Input {
@@ -183,17 +250,12 @@ impl Builder<'_> {
     /// `input` quantized to the activation format that `format`'s products read: made by a
     /// new dispatch, or the one an earlier product of the same input made.
     fn acts(&mut self, format: Format, input: &mut Input) -> Result<wgpu::Buffer> {
-        let format = format.activation().ok_or_else(|| {
-            Error::Input(format!("{} has no quantized activations", format.name()))
-        })?;
+        let format = activation(format)?;
         if let Some((_, b)) = input.acts.iter().find(|(f, _)| *f == format) {
             return Ok(b.clone());
         }
         let blocks = input.tokens * input.blocks;
-        let words = blocks * crate::acts::BLOCK_WORDS;
-        let b = self
-            .gpu
-            .storage("acts", words * 4, wgpu::BufferUsages::empty());
+        let b = self.acts_buffer(input);
         let q = QuantizeStep::new(
             self.gpu,
             &self.shaders.quantize,
@@ -205,6 +267,13 @@ impl Builder<'_> {
         self.ops.push(Op::Quantize(q));
         input.acts.push((format, b.clone()));
         Ok(b)
+    }
+
+    /// A buffer for `input` quantized: its blocks of 32, [`crate::acts::BLOCK_WORDS`] words each.
+    fn acts_buffer(&self, input: &Input) -> wgpu::Buffer {
+        let words = input.tokens * input.blocks * crate::acts::BLOCK_WORDS;
+        self.gpu
+            .storage("acts", words * 4, wgpu::BufferUsages::empty())
     }
 
     pub fn shader(
@@ -229,4 +298,11 @@ impl Builder<'_> {
         self.ops.push(Op::Shader(d));
         Ok(())
     }
+}
+
+/// The activation format `format`'s products read, or an error saying it has none.
+fn activation(format: Format) -> Result<ActFormat> {
+    format
+        .activation()
+        .ok_or_else(|| Error::Input(format!("{} has no quantized activations", format.name())))
 }

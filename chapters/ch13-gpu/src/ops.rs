@@ -1,7 +1,9 @@
-//! The small shaders of a decode step, besides the products, quantization and RMSNorm: the
-//! embedding lookup, RoPE, attention over the KV cache, the SwiGLU and GELU gates, the
-//! residual add, Gemma-2's soft-cap, a prefill's last row and greedy argmax (`shaders/embed.wgsl` … `argmax.wgsl`). Each is compiled once
-//! ([`Ops`]) and bound once per place it is used in the step ([`Dispatch`]).
+//! The small shaders of a decode step, besides the products, quantization (with the
+//! feed-forward gates) and RMSNorm (with most residual adds): the embedding lookup, RoPE,
+//! attention over the KV cache, an add (a bias; a prefill's last residual), Gemma-2's
+//! soft-cap, a prefill's last row and greedy argmax (`shaders/embed.wgsl` …
+//! `argmax.wgsl`). Each is compiled once ([`Ops`]) and bound once per place it is used in
+//! the step ([`Dispatch`]).
 
 use crate::gpu::{Error, Gpu, Result};
 
@@ -10,8 +12,6 @@ pub struct Ops {
     pub embed: wgpu::ComputePipeline,
     pub rope: wgpu::ComputePipeline,
     pub attention: wgpu::ComputePipeline,
-    pub swiglu: wgpu::ComputePipeline,
-    pub gelu: wgpu::ComputePipeline,
     pub add: wgpu::ComputePipeline,
     pub softcap: wgpu::ComputePipeline,
     pub last: wgpu::ComputePipeline,
@@ -33,8 +33,6 @@ impl Ops {
                 "attention",
                 &with_exp(include_str!("../shaders/attention.wgsl")),
             )?,
-            swiglu: gpu.pipeline("swiglu", &with_exp(include_str!("../shaders/swiglu.wgsl")))?,
-            gelu: gpu.pipeline("gelu", include_str!("../shaders/gelu.wgsl"))?,
             add: gpu.pipeline("add", include_str!("../shaders/add.wgsl"))?,
             softcap: gpu.pipeline("softcap", include_str!("../shaders/softcap.wgsl"))?,
             last: gpu.pipeline("last", include_str!("../shaders/last.wgsl"))?,

@@ -12,6 +12,7 @@ use crate::bind::{Builder, Shaders};
 use crate::gpu::{Error, Result};
 use crate::model::GpuModel;
 use crate::ops::groups_of_64;
+use crate::quantize::Gate;
 
 /// What both passes bind: written or kept from one submission to the next.
 pub struct Shared {
@@ -86,6 +87,7 @@ pub fn build(
     let o = rows("o", dim); //          (tokens, dim): a block's output
     let gate = rows("gate", ffn); //    (tokens, ffn)
     let up = rows("up", ffn); //        (tokens, ffn)
+    let post = rows("post", dim); //    (tokens, dim): a block's output normed (Gemma)
     // Q and K as the products give them, before the norm on each head (Gemma-3)
     let q_raw = rows("q_raw", q_dim);
     let k_raw = rows("k_raw", kv_dim);
@@ -102,11 +104,13 @@ pub fn build(
         )?;
     }
     let [nh, nkv, hd] = [u(s.n_heads)?, u(s.n_kv_heads)?, u(s.head_dim)?];
+    // what the next norm adds to `x` before it norms it: the last block's output
+    let mut pending: Option<wgpu::Buffer> = None;
     for (layer, (k_cache, v_cache)) in model.layers.iter().zip(&shared.caches) {
         // ANCHOR: attention_half
-        // attention
-        b.norm_rows(&x, &layer.attn_norm, &xn, dim, tokens, s.eps)?;
-        let mut input = b.input(&xn, dim, tokens);
+        // attention: x += the last block's output, normed and quantized, in one dispatch
+        let (w, f) = (&layer.attn_norm, layer.wq.format);
+        let mut input = b.norm_input(&x, pending.as_ref(), w, &xn, dim, tokens, s.eps, f)?;
         let (q_out, k_out) = match layer.qk_norm {
             Some(_) => (&q_raw, &k_raw),
             None => (&q, &k),
@@ -151,35 +155,24 @@ pub fn build(
         )?;
         let mut input = b.input(&heads, q_dim, tokens);
         b.product(&layer.wo, &mut input, &o)?;
-        residual(b, &x, &o, layer.post_attn_norm.as_ref(), &xn, tokens, s.eps)?;
+        let post_norm = layer.post_attn_norm.as_ref(); // Gemma
+        pending = Some(residual(b, &o, post_norm, &post, tokens, s.eps)?);
         // ANCHOR_END: attention_half
         // ANCHOR: ffn
-        // feed-forward
-        b.norm_rows(&x, &layer.ffn_norm, &xn, dim, tokens, s.eps)?;
-        let mut input = b.input(&xn, dim, tokens);
+        // feed-forward: x += attention's output, normed and quantized, in one dispatch
+        let (w, f) = (&layer.ffn_norm, layer.w_gate.format);
+        let mut input = b.norm_input(&x, pending.as_ref(), w, &xn, dim, tokens, s.eps, f)?;
         b.product(&layer.w_gate, &mut input, &gate)?;
         b.product(&layer.w_up, &mut input, &up)?;
-        let n = [u(tokens * ffn)?, 0, 0, 0];
-        match &model.gelu {
-            None => b.shader(
-                &shaders.ops.swiglu,
-                &[&gate, &up],
-                &n,
-                groups_of_64(tokens * ffn),
-            )?,
-            Some(table) => b.shader(
-                &shaders.ops.gelu,
-                &[&gate, &up, table],
-                &n,
-                groups_of_64(tokens * ffn),
-            )?,
-        }
-        let mut input = b.input(&gate, ffn, tokens);
+        // SiLU(gate) · up (Gemma: GELU), computed as the down product's input is quantized
+        let act = model.gelu.as_ref().map_or(Gate::Swiglu, Gate::Gelu);
+        let mut input = b.gated_input(&gate, &up, act, ffn, tokens, layer.w_down.format)?;
         b.product(&layer.w_down, &mut input, &o)?;
-        residual(b, &x, &o, layer.post_ffn_norm.as_ref(), &xn, tokens, s.eps)?;
+        let post_norm = layer.post_ffn_norm.as_ref(); // Gemma
+        pending = Some(residual(b, &o, post_norm, &post, tokens, s.eps)?);
         // ANCHOR_END: ffn
     }
-    head(b, model, shared, &x, tokens)?;
+    head(b, model, shared, &x, pending.as_ref(), tokens)?;
     Ok(Activations {
         x,
         xn,
@@ -194,20 +187,25 @@ pub fn build(
 // ANCHOR_END: build
 
 // ANCHOR: head
-/// The logits of the last token only, and their argmax: a prefill first copies its last
-/// row out of `x` (`shaders/last.wgsl`), so the final norm and the LM head run on one row.
+/// The logits of the last token only, and their argmax, after `x += pending` (the last
+/// block's output): a prefill first copies its last row out of `x` (`shaders/last.wgsl`),
+/// so the final norm and the LM head run on one row.
 fn head(
     b: &mut Builder,
     model: &GpuModel,
     shared: &Shared,
     x: &wgpu::Buffer,
+    pending: Option<&wgpu::Buffer>,
     tokens: usize,
 ) -> Result<()> {
     let s = model.shape;
     let shaders: &Shaders = b.shaders;
-    let last = match tokens {
-        1 => x.clone(),
+    let (last, pending) = match tokens {
+        1 => (x.clone(), pending), // the final norm adds it
         _ => {
+            if let Some(y) = pending {
+                add(b, x, y)?; // every row, before the last is copied out
+            }
             let last = b.f32s("last", s.dim);
             let params = [u(s.dim)?, 0, 0, 0];
             b.shader(
@@ -216,12 +214,12 @@ fn head(
                 &params,
                 groups_of_64(s.dim),
             )?;
-            last
+            (last, None)
         }
     };
     let xn = b.f32s("xn last", s.dim);
-    b.norm_rows(&last, &model.final_norm, &xn, s.dim, 1, s.eps)?;
-    let mut input = b.input(&xn, s.dim, 1);
+    let (w, f) = (&model.final_norm, model.lm_head().format);
+    let mut input = b.norm_input(&last, pending, w, &xn, s.dim, 1, s.eps, f)?;
     b.product_split(model.lm_head(), &mut input, &shared.logits)?;
     if s.final_softcap.is_some() {
         let [cap, inv_cap] = cap_words(s.final_softcap); // Gemma-2
@@ -253,26 +251,24 @@ fn cap_words(cap: Option<f32>) -> [u32; 2] {
 }
 
 // ANCHOR: residual
-/// `x += out`, or with a post-norm (Gemma) `x += RMSNorm(out)` row by row, normed into
-/// `scratch`.
+/// What a block adds to the residual stream, which the next norm adds before it norms:
+/// `out`, or with a post-norm (Gemma) `RMSNorm(out)` row by row, normed into `scratch`.
 fn residual(
     b: &mut Builder,
-    x: &wgpu::Buffer,
     out: &wgpu::Buffer,
     post_norm: Option<&wgpu::Buffer>,
     scratch: &wgpu::Buffer,
     tokens: usize,
     eps: f32,
-) -> Result<()> {
-    let added = match post_norm {
+) -> Result<wgpu::Buffer> {
+    Ok(match post_norm {
         Some(w) => {
-            let dim = (x.size() / 4) as usize / tokens;
+            let dim = (out.size() / 4) as usize / tokens;
             b.norm_rows(out, w, scratch, dim, tokens, eps)?;
-            scratch
+            scratch.clone()
         }
-        None => out,
-    };
-    add(b, x, added)
+        None => out.clone(),
+    })
 }
 // ANCHOR_END: residual
 

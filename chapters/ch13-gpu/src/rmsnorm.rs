@@ -1,11 +1,19 @@
 //! RMSNorm on the GPU (`shaders/rmsnorm.wgsl`): chapter 1's `ops::rmsnorm`, one workgroup a
-//! row.
+//! row; where a step asks, the same dispatch first adds the residual the last block left
+//! (`x += y`) and afterwards quantizes the row it normalised for the products that read it
+//! (`shaders/quantize_chunk.wgsl`): three steps of the CPU's, one dispatch.
 
+use ch06_quantization::matrix::ActFormat;
+
+use crate::acts::BLOCK_WORDS;
 use crate::gpu::{Error, Gpu, Result};
 
-/// The compiled shader: made once.
+/// The compiled shader: made once, with the small buffers bound in place of the ones a
+/// plain norm does not use.
 pub struct RmsNorm {
     pipeline: wgpu::ComputePipeline,
+    no_add: wgpu::Buffer,
+    no_acts: wgpu::Buffer,
 }
 
 impl RmsNorm {
@@ -17,8 +25,11 @@ impl RmsNorm {
             true => include_str!("../shaders/rmsnorm_f64.wgsl"),
             false => include_str!("../shaders/rmsnorm.wgsl"),
         };
+        let chunk = include_str!("../shaders/quantize_chunk.wgsl");
         Ok(RmsNorm {
-            pipeline: gpu.pipeline("rmsnorm", wgsl)?,
+            pipeline: gpu.pipeline("rmsnorm", &format!("{chunk}\n{wgsl}"))?,
+            no_add: gpu.storage("no residual", 16, wgpu::BufferUsages::empty()),
+            no_acts: gpu.storage("no blocks", BLOCK_WORDS * 4, wgpu::BufferUsages::empty()),
         })
     }
 }
@@ -44,6 +55,24 @@ impl NormStep {
         rows: usize,
         eps: f32,
     ) -> Result<NormStep> {
+        NormStep::fused(gpu, shader, x, None, weight, out, n, rows, eps, None)
+    }
+
+    /// [`NormStep::new`], after `x += add` where `add` is given (`x` then keeps the sum),
+    /// and with `out` also quantized into `quant`'s blocks where that is given.
+    #[allow(clippy::too_many_arguments)]
+    pub fn fused(
+        gpu: &Gpu,
+        shader: &RmsNorm,
+        x: &wgpu::Buffer,
+        add: Option<&wgpu::Buffer>,
+        weight: &wgpu::Buffer,
+        out: &wgpu::Buffer,
+        n: usize,
+        rows: usize,
+        eps: f32,
+        quant: Option<(ActFormat, &wgpu::Buffer)>,
+    ) -> Result<NormStep> {
         let values = (n as u64).saturating_mul(rows as u64).saturating_mul(4);
         let max_rows = u64::from(gpu.limits.max_compute_workgroups_per_dimension);
         if n == 0 || rows == 0 || rows as u64 > max_rows || n > u32::MAX as usize {
@@ -59,8 +88,40 @@ impl NormStep {
                 out.size()
             )));
         }
-        let params = gpu.uniform(&[n as u32, rows as u32, eps.to_bits(), 0]);
-        let bind_group = gpu.bind(&shader.pipeline, &[x, weight, out, &params])?;
+        if add.is_some_and(|y| y.size() < values) {
+            return Err(Error::Input(format!(
+                "RMSNorm of {rows}x{n} after a residual: the residual is too small"
+            )));
+        }
+        let code = match quant {
+            None => 0,
+            Some((format, acts)) => {
+                let whole = if format == ActFormat::Q8_K { 256 } else { 32 };
+                let need = (rows * n / 32 * BLOCK_WORDS * 4) as u64;
+                if !n.is_multiple_of(whole) || acts.size() < need {
+                    return Err(Error::Input(format!(
+                        "RMSNorm of {rows}x{n} quantized to {format:?}: rows of whole \
+                         blocks of {whole}, {need} bytes of blocks (there are {})",
+                        acts.size()
+                    )));
+                }
+                1 + crate::quantize::code(format)
+            }
+        };
+        let words = [
+            n as u32,
+            rows as u32,
+            eps.to_bits(),
+            u32::from(add.is_some()),
+            code,
+            0,
+            0,
+            0,
+        ];
+        let params = gpu.uniform(&words);
+        let y = add.unwrap_or(&shader.no_add);
+        let acts = quant.map_or(&shader.no_acts, |(_, b)| b);
+        let bind_group = gpu.bind(&shader.pipeline, &[x, weight, out, &params, y, acts])?;
         Ok(NormStep {
             pipeline: shader.pipeline.clone(),
             bind_group,

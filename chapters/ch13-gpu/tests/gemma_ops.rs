@@ -9,10 +9,13 @@ use ch01_tensors::models;
 use ch03_attention::{Heads, Pairing};
 use ch05_kv_cache::{KvCache, KvLayout, KvStore};
 use ch06_quantization::kernels::Scalar;
+use ch06_quantization::matrix::ActFormat;
 use ch08_gguf::engine::{LayerAttention, LazyRope, attend, gelu_f16};
 use ch13_gpu::Gpu;
+use ch13_gpu::acts::{self, BLOCK_WORDS};
 use ch13_gpu::model::{RopeAngles, unsupported};
 use ch13_gpu::ops::{Dispatch, Ops, groups_of_64};
+use ch13_gpu::quantize::{Gate, Quantize, QuantizeStep};
 use ch13_gpu::random::Rng;
 use ch13_gpu::rmsnorm::{NormStep, RmsNorm};
 use common::{gpu, max_diff};
@@ -144,11 +147,12 @@ fn attention_sees_only_the_window_and_caps_as_chapter_8_does() {
 
 /// GELU(gate) · up with up = 1 on every f16 value, every midpoint between two neighbouring
 /// f16 values inside ±10 (where rounding to f16 ties, to even), and random values across
-/// ±12: bit for bit chapter 8's `gelu_f16`.
+/// ±12: bit for bit chapter 8's `gelu_f16`, computed by the quantizer of the down product's
+/// input, whose blocks are chapter 6's of those values.
 #[test]
 fn gelu_is_chapter_8_s_bit_for_bit() {
     let gpu = gpu();
-    let ops = Ops::new(&gpu).unwrap();
+    let quantize = Quantize::new(&gpu).unwrap();
     let f16 = |b: u16| ch06_quantization::f16::f16_to_f32_fast(b);
     let mut x: Vec<f32> = (0..=u16::MAX).map(f16).filter(|v| !v.is_nan()).collect();
     for b in 0..0x7bffu16 {
@@ -161,15 +165,23 @@ fn gelu_is_chapter_8_s_bit_for_bit() {
     }
     let mut rng = Rng::new(62);
     x.extend((0..65536).map(|_| rng.signed() * 12.0));
+    x.resize(x.len().next_multiple_of(32), 0.0); // whole blocks for the quantizer
     let n = x.len();
     let gate = gpu.upload_f32("gate", &x, wgpu::BufferUsages::COPY_SRC);
     let up = gpu.upload_f32("up", &vec![1.0; n], wgpu::BufferUsages::empty());
     let table = ch08_gguf::engine::gelu_table();
     let table = gpu.upload_f32("gelu table", table, wgpu::BufferUsages::empty());
-    let params = [n as u32, 0, 0, 0];
-    let groups = groups_of_64(n);
-    let d = Dispatch::new(&gpu, &ops.gelu, &[&gate, &up, &table], &params, groups).unwrap();
-    run(&gpu, &d);
+    let blocks = n / 32;
+    let acts = gpu.storage(
+        "acts",
+        blocks * BLOCK_WORDS * 4,
+        wgpu::BufferUsages::COPY_SRC,
+    );
+    let (act, format) = (Gate::Gelu(&table), ActFormat::Q8_0);
+    let step = QuantizeStep::gated(&gpu, &quantize, act, format, &gate, &up, &acts, blocks);
+    let step = step.unwrap_or_else(|e| panic!("{e}"));
+    gpu.submit_pass("GELU, quantized", |pass| step.record(pass))
+        .unwrap_or_else(|e| panic!("{e}"));
     let got = bits(&gpu, &gate, n);
     let wrong: Vec<_> = x
         .iter()
@@ -182,6 +194,15 @@ fn gelu_is_chapter_8_s_bit_for_bit() {
         wrong.is_empty(),
         "GELU on the GPU differs from chapter 8's at {} of {n} inputs; (x, GPU, CPU): {wrong:?}",
         wrong.len()
+    );
+    let blocks_got: Vec<u32> = bits(&gpu, &acts, blocks * BLOCK_WORDS)
+        .iter()
+        .map(|v| v.to_bits())
+        .collect();
+    assert!(
+        blocks_got == acts::quantize(format, &got).unwrap(),
+        "the gate's values are chapter 8's, but the blocks quantized from them in the same \
+         dispatch are not chapter 6's"
     );
 }
 

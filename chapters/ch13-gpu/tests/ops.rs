@@ -9,7 +9,8 @@ use ch06_quantization::matrix::ActFormat;
 use ch13_gpu::acts::{self, BLOCK_WORDS};
 use ch13_gpu::bench::ReadProbe;
 use ch13_gpu::matvec::FORMATS;
-use ch13_gpu::quantize::{Quantize, QuantizeStep};
+use ch13_gpu::ops::{Dispatch, Ops, groups_of_64};
+use ch13_gpu::quantize::{Gate, Quantize, QuantizeStep};
 use ch13_gpu::random::{self, Rng};
 use ch13_gpu::rmsnorm::{NormStep, RmsNorm};
 use ch13_gpu::{Gpu, GpuMatrix, MatVec, Product, matvec};
@@ -319,4 +320,163 @@ fn exp_on_the_gpu_is_the_cpu_s() {
         worst.0,
         worst.1
     );
+}
+
+/// A norm that first adds the residual and afterwards quantizes its output (one dispatch,
+/// as a step runs it) against the three apart: the add shader, the plain norm, the
+/// quantizer. The same bits in `x`, in the norm's output and in every block, for rows
+/// shorter and longer than the workgroup's 256, not whole chunks of 256, several rows;
+/// with the f64 shader where the device has f64 and always with the f32 one.
+#[test]
+fn the_fused_norm_is_the_add_the_norm_and_the_quantizer_apart() {
+    let mut gpu = gpu();
+    let (quantize, ops) = (Quantize::new(&gpu).unwrap(), Ops::new(&gpu).unwrap());
+    let mut norms = vec![("f32", false)];
+    if gpu.found.shader_f64 {
+        norms.push(("f64", true));
+    }
+    for (sums, f64) in norms {
+        gpu.found.shader_f64 = f64;
+        let norm = RmsNorm::new(&gpu).unwrap();
+        fused_against_apart(&gpu, sums, &norm, &quantize, &ops);
+    }
+}
+
+fn fused_against_apart(gpu: &Gpu, sums: &str, norm: &RmsNorm, quantize: &Quantize, ops: &Ops) {
+    let mut rng = Rng::new(70);
+    let read = |b: &wgpu::Buffer, n: usize| -> Vec<u32> {
+        gpu.read_f32(b, n)
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect()
+    };
+    for (n, rows) in [(576, 1), (640, 3), (992, 2), (2048, 2)] {
+        let formats: &[ActFormat] = match n % 256 {
+            0 => &[ActFormat::Q8_0, ActFormat::Q8_1, ActFormat::Q8_K],
+            _ => &[ActFormat::Q8_0, ActFormat::Q8_1],
+        };
+        let x: Vec<f32> = (0..n * rows).map(|_| 3.0 * rng.signed()).collect();
+        let y: Vec<f32> = (0..n * rows).map(|_| rng.signed()).collect();
+        let weight: Vec<f32> = (0..n).map(|_| 1.0 + rng.signed()).collect();
+        let w = gpu.upload_f32("weight", &weight, wgpu::BufferUsages::empty());
+        let yb = gpu.upload_f32("y", &y, wgpu::BufferUsages::empty());
+        for &format in formats {
+            let what = format!("{rows}x{n}, {format:?}, sums in {sums}");
+            let blocks = n * rows / 32;
+            let new = |label| {
+                let x = gpu.upload_f32(label, &x, wgpu::BufferUsages::COPY_SRC);
+                let out = gpu.storage("out", n * rows * 4, wgpu::BufferUsages::COPY_SRC);
+                let acts = gpu.storage(
+                    "acts",
+                    blocks * BLOCK_WORDS * 4,
+                    wgpu::BufferUsages::COPY_SRC,
+                );
+                (x, out, acts)
+            };
+            // apart: three dispatches
+            let (xa, outa, actsa) = new("x apart");
+            let params = [(n * rows) as u32, (n * rows) as u32, 0, 0];
+            let add = Dispatch::new(gpu, &ops.add, &[&xa, &yb], &params, groups_of_64(n * rows));
+            let add = add.unwrap();
+            let plain = NormStep::new(gpu, norm, &xa, &w, &outa, n, rows, 1e-5).unwrap();
+            let q = QuantizeStep::new(gpu, quantize, format, &outa, &actsa, blocks).unwrap();
+            run(gpu, |pass| {
+                add.record(pass);
+                plain.record(pass);
+                q.record(pass);
+            });
+            // fused: one
+            let (xf, outf, actsf) = new("x fused");
+            let fused = NormStep::fused(
+                gpu,
+                norm,
+                &xf,
+                Some(&yb),
+                &w,
+                &outf,
+                n,
+                rows,
+                1e-5,
+                Some((format, &actsf)),
+            )
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+            run(gpu, |pass| fused.record(pass));
+            for (name, a, f, len) in [
+                ("the residual x + y", &xa, &xf, n * rows),
+                ("the norm's output", &outa, &outf, n * rows),
+                ("the quantized blocks", &actsa, &actsf, blocks * BLOCK_WORDS),
+            ] {
+                let (a, f) = (read(a, len), read(f, len));
+                let first = a.iter().zip(&f).position(|(a, f)| a != f);
+                assert!(
+                    first.is_none(),
+                    "{what}: {name} from the fused norm differs from the three dispatches \
+                     apart, first at word {}",
+                    first.unwrap_or(0)
+                );
+            }
+        }
+    }
+}
+
+/// SiLU(gate) · up computed by the quantizer of the down product's input: chapter 1's
+/// `silu` times `up` (bit for bit where the device has f64, as lavapipe does; else within
+/// exp's allowance), written back into `gate`, and the blocks chapter 6's of those values.
+#[test]
+fn the_quantizer_computes_swiglu_as_chapter_1_does() {
+    let gpu = gpu();
+    let quantize = Quantize::new(&gpu).unwrap();
+    let mut rng = Rng::new(71);
+    let n = 1536 * 3;
+    let g: Vec<f32> = (0..n).map(|_| 12.0 * rng.signed()).collect();
+    let u: Vec<f32> = (0..n).map(|_| 2.0 * rng.signed()).collect();
+    for format in [ActFormat::Q8_0, ActFormat::Q8_1, ActFormat::Q8_K] {
+        let gate = gpu.upload_f32("gate", &g, wgpu::BufferUsages::COPY_SRC);
+        let up = gpu.upload_f32("up", &u, wgpu::BufferUsages::empty());
+        let blocks = n / 32;
+        let acts = gpu.storage(
+            "acts",
+            blocks * BLOCK_WORDS * 4,
+            wgpu::BufferUsages::COPY_SRC,
+        );
+        let step = QuantizeStep::gated(
+            &gpu,
+            &quantize,
+            Gate::Swiglu,
+            format,
+            &gate,
+            &up,
+            &acts,
+            blocks,
+        );
+        let step = step.unwrap_or_else(|e| panic!("{e}"));
+        run(&gpu, |pass| step.record(pass));
+        let got = gpu.read_f32(&gate, n).unwrap();
+        let ulps = |a: f32, b: f32| (a.to_bits() as i64 - b.to_bits() as i64).unsigned_abs();
+        for (i, ((g, u), got)) in g.iter().zip(&u).zip(&got).enumerate() {
+            let want = ch01_tensors::ops::silu(*g) * u;
+            // without f64: exp's 3 + 2|x| ulp, through a division and a multiply
+            let allowed = if gpu.found.shader_f64 {
+                0
+            } else {
+                8 + 2 * g.abs().ceil() as u64
+            };
+            assert!(
+                ulps(want, *got) <= allowed,
+                "{format:?}: value {i}: SiLU({g}) · {u} on the GPU is {got}, chapter 1's {want}"
+            );
+        }
+        let blocks_got: Vec<u32> = gpu
+            .read_f32(&acts, blocks * BLOCK_WORDS)
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect();
+        assert!(
+            blocks_got == acts::quantize(format, &got).unwrap(),
+            "{format:?}: the gate's blocks, quantized in the same dispatch, are not chapter 6's \
+             blocks of its values"
+        );
+    }
 }
