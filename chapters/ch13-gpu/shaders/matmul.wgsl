@@ -27,17 +27,36 @@ struct ActBlock {
 }
 @group(0) @binding(1) var<storage, read> tokens: array<ActBlock>;
 
-// (tokens, rows) f32: token t's products are `out[t · dims.rows ..]`.
+// (tokens, rows) f32: token t's products are `out[t · dims.rows ..]`. W may be a stack of
+// matrices, as for the matrix-vector product: then each matrix's (tokens, its rows) go to
+// its own output, `out`, `out1`, `out2` (`store`).
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
+@group(0) @binding(4) var<storage, read_write> out1: array<f32>;
+@group(0) @binding(5) var<storage, read_write> out2: array<f32>;
 
 struct Dims {
     rows: u32,   // rows of W
     blocks: u32, // blocks of 32 in a row
     tokens: u32, // rows of X
     zero: u32,   // 0, always: the host writes it, the compiler cannot know it (`alone`)
+    split1: u32, // the first row of the stack's second matrix (rows: none)
+    split2: u32, // the first row of its third (rows: none)
+    _pad0: u32,
+    _pad1: u32,
 }
 @group(0) @binding(3) var<uniform> dims: Dims;
 // ANCHOR_END: bindings
+
+// Token `token`'s product with row `row` into its matrix's output.
+fn store(token: u32, row: u32, v: f32) {
+    if row < dims.split1 {
+        out[token * dims.split1 + row] = v;
+    } else if row < dims.split2 {
+        out1[token * (dims.split2 - dims.split1) + row - dims.split1] = v;
+    } else {
+        out2[token * (dims.rows - dims.split2) + row - dims.split2] = v;
+    }
+}
 
 // ANCHOR: tile
 const TILE_ROWS: u32 = 32u;
@@ -168,7 +187,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     for (var r = 0u; r < ROWS_EACH; r++) {
         let row = row0 + mine + r;
         if token < dims.tokens && row < dims.rows {
-            out[token * dims.rows + row] = sums[r];
+            store(token, row, sums[r]);
         }
     }
 }

@@ -25,17 +25,36 @@ struct ActBlock {
 }
 @group(0) @binding(1) var<storage, read> acts: array<ActBlock>;
 
-// One f32 per row.
+// One f32 per row. W may be a stack of up to three matrices uploaded one after another
+// (Q, K and V; gate and up), which share the input: each matrix's rows go to its own output,
+// `out`, `out1`, `out2` (`store`).
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
+@group(0) @binding(4) var<storage, read_write> out1: array<f32>;
+@group(0) @binding(5) var<storage, read_write> out2: array<f32>;
 
 struct Params {
     rows: u32,     // rows of W
     blocks: u32,   // blocks in a row: cols / 32
     groups_x: u32, // workgroups along x in the dispatch (a grid can be 2-D when rows are many)
     _pad: u32,
+    split1: u32,   // the first row of the stack's second matrix (rows: none)
+    split2: u32,   // the first row of its third (rows: none)
+    _pad1: u32,
+    _pad2: u32,
 }
 @group(0) @binding(3) var<uniform> params: Params;
 // ANCHOR_END: bindings
+
+// Row `row`'s product into its matrix's output.
+fn store(row: u32, v: f32) {
+    if row < params.split1 {
+        out[row] = v;
+    } else if row < params.split2 {
+        out1[row - params.split1] = v;
+    } else {
+        out2[row - params.split2] = v;
+    }
+}
 
 // ANCHOR: bytes
 // The 4 bytes that start at byte `at` of the weights, little-endian, wherever they start:

@@ -32,7 +32,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
         for (var t = 0u; t < n; t++) {
             sum += terms[mine + t];
         }
-        out[row] = sum;
+        store(row, sum);
     }
 }
 // ANCHOR_END: reduce

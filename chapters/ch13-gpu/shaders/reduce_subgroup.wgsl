@@ -33,7 +33,7 @@ fn main(
         for (var s = 0u; s < subgroups; s++) {
             row_total += totals[s * ROWS + mine];
         }
-        out[row] = row_total;
+        store(row, row_total);
     }
 }
 // ANCHOR_END: reduce

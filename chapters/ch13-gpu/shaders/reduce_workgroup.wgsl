@@ -17,7 +17,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
         workgroupBarrier();
     }
     if lane == 0u && row < params.rows {
-        out[row] = partial[slot];
+        store(row, partial[slot]);
     }
 }
 // ANCHOR_END: reduce

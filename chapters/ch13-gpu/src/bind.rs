@@ -202,23 +202,22 @@ impl Builder<'_> {
     /// format first, unless an earlier product of the same input already has it; the
     /// matrix-vector product for one token, the tiled product for more.
     pub fn product(&mut self, m: &GpuMatrix, input: &mut Input, out: &wgpu::Buffer) -> Result<()> {
+        self.product_into(m, input, &[out])
+    }
+
+    /// [`Builder::product`] for a stack of matrices ([`GpuMatrix::stacked`]): one dispatch,
+    /// each matrix's rows into its own buffer of `outs`, in order.
+    pub fn product_into(
+        &mut self,
+        m: &GpuMatrix,
+        input: &mut Input,
+        outs: &[&wgpu::Buffer],
+    ) -> Result<()> {
         let acts = self.acts(m.format, input)?;
+        let (gpu, shaders) = (self.gpu, self.shaders);
         let op = match input.tokens {
-            1 => Op::Product(Product::between(
-                self.gpu,
-                &self.shaders.matvec,
-                m,
-                &acts,
-                out,
-            )?),
-            tokens => Op::Tiled(Tiled::between(
-                self.gpu,
-                &self.shaders.matmul,
-                m,
-                &acts,
-                out,
-                tokens,
-            )?),
+            1 => Op::Product(Product::into(gpu, &shaders.matvec, m, &acts, outs)?),
+            n => Op::Tiled(Tiled::into(gpu, &shaders.matmul, m, &acts, outs, n)?),
         };
         self.ops.push(op);
         Ok(())

@@ -16,7 +16,7 @@ use ch06_quantization::Format;
 
 use crate::acts::{self, BLOCK_WORDS};
 use crate::gpu::{Error, Gpu, Result};
-use crate::matvec::{FORMATS, GpuMatrix, block_source};
+use crate::matvec::{FORMATS, GpuMatrix, block_source, spare_outputs};
 
 /// Rows and tokens of the output one workgroup takes (`TILE_ROWS`, `TILE_TOKENS` in
 /// `shaders/matmul.wgsl`).
@@ -43,12 +43,15 @@ pub fn source(format: Format) -> Option<String> {
 /// a product of that format is bound (a model uses two to four of the six).
 pub struct MatMul {
     pipelines: [OnceLock<wgpu::ComputePipeline>; FORMATS.len()],
+    /// Bound as `out1` and `out2` where a product has fewer matrices: never written.
+    spare: [wgpu::Buffer; 2],
 }
 
 impl MatMul {
-    pub fn new(_gpu: &Gpu) -> Result<MatMul> {
+    pub fn new(gpu: &Gpu) -> Result<MatMul> {
         Ok(MatMul {
             pipelines: Default::default(),
+            spare: spare_outputs(gpu),
         })
     }
 
@@ -83,6 +86,7 @@ pub struct Tiled {
     groups: (u32, u32),
     rows: usize,
     blocks: usize,
+    splits: [u32; 2],
 }
 
 impl Tiled {
@@ -105,16 +109,29 @@ impl Tiled {
         out: &wgpu::Buffer,
         tokens: usize,
     ) -> Result<Tiled> {
+        Tiled::into(gpu, shaders, m, acts, &[out], tokens)
+    }
+
+    /// [`Tiled::between`] for a stack of matrices: `outs`, one for each, in order, each
+    /// `(tokens, its rows)`.
+    pub fn into(
+        gpu: &Gpu,
+        shaders: &MatMul,
+        m: &GpuMatrix,
+        acts: &wgpu::Buffer,
+        outs: &[&wgpu::Buffer],
+        tokens: usize,
+    ) -> Result<Tiled> {
         let pipeline = shaders.pipeline(gpu, m.format)?;
-        let (acts_bytes, out_bytes) = sizes(gpu, m, tokens)?;
-        if acts.size() < acts_bytes as u64 || out.size() < out_bytes as u64 {
+        let (acts_bytes, _) = sizes(gpu, m, tokens)?;
+        m.check_outs(outs, tokens)?;
+        if acts.size() < acts_bytes as u64 {
             return Err(Error::Input(format!(
-                "a {}x{} product of {tokens} tokens needs {acts_bytes} bytes of input and \
-                 {out_bytes} of output; the buffers have {} and {}",
+                "a {}x{} product of {tokens} tokens needs {acts_bytes} bytes of input; the \
+                 buffer has {}",
                 m.rows,
                 m.cols,
-                acts.size(),
-                out.size()
+                acts.size()
             )));
         }
         // one workgroup per tile: rows along x, tokens along y
@@ -133,15 +150,19 @@ impl Tiled {
         let blocks = m.cols / 32;
         let uniform = gpu.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("dims"),
-            size: 16,
+            size: 32,
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST, // set_tokens
             mapped_at_creation: false,
         });
-        write_dims(gpu, &uniform, m.rows, blocks, tokens);
-        let bind_group = gpu.bind(&pipeline, &[&m.buffer, acts, out, &uniform])?;
+        let splits = m.splits()?;
+        write_dims(gpu, &uniform, m.rows, blocks, tokens, splits);
+        let [o1, o2] = &shaders.spare;
+        let (out1, out2) = (*outs.get(1).unwrap_or(&o1), *outs.get(2).unwrap_or(&o2));
+        let buffers = [&m.buffer, acts, outs[0], &uniform, out1, out2];
+        let bind_group = gpu.bind(&pipeline, &buffers)?;
         Ok(Tiled {
             acts: acts.clone(),
-            out: out.clone(),
+            out: outs[0].clone(),
             tokens,
             capacity: tokens,
             uniform,
@@ -150,6 +171,7 @@ impl Tiled {
             groups,
             rows: m.rows,
             blocks,
+            splits,
         })
     }
     // ANCHOR_END: tiled
@@ -165,7 +187,14 @@ impl Tiled {
                 self.capacity
             )));
         }
-        write_dims(gpu, &self.uniform, self.rows, self.blocks, tokens);
+        write_dims(
+            gpu,
+            &self.uniform,
+            self.rows,
+            self.blocks,
+            tokens,
+            self.splits,
+        );
         self.groups.1 = tokens.div_ceil(TILE_TOKENS) as u32;
         self.tokens = tokens;
         Ok(())
@@ -201,10 +230,27 @@ impl Tiled {
     }
 }
 
-/// Queues the shader's `Dims`: each count below 2³², as [`sizes`] checked, and the word
-/// `zero` that keeps each term rounded on its own (`alone` in the shader).
-fn write_dims(gpu: &Gpu, uniform: &wgpu::Buffer, rows: usize, blocks: usize, tokens: usize) {
-    let words = [rows, blocks, tokens, 0].map(|n| n as u32);
+/// Queues the shader's `Dims`: each count below 2³², as [`sizes`] checked, the word
+/// `zero` that keeps each term rounded on its own (`alone` in the shader), and where a
+/// stack's matrices begin.
+fn write_dims(
+    gpu: &Gpu,
+    uniform: &wgpu::Buffer,
+    rows: usize,
+    blocks: usize,
+    tokens: usize,
+    [split1, split2]: [u32; 2],
+) {
+    let words = [
+        rows as u32,
+        blocks as u32,
+        tokens as u32,
+        0,
+        split1,
+        split2,
+        0,
+        0,
+    ];
     let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
     gpu.queue.write_buffer(uniform, 0, &bytes);
 }

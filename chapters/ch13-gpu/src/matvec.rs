@@ -126,7 +126,9 @@ pub const FORMATS: [Format; 6] = [
     Format::Q6_K,
 ];
 
-/// A weight matrix on the GPU: the file's blocks, row after row, as they were.
+/// A weight matrix on the GPU: the file's blocks, row after row, as they were; or a stack
+/// of up to [`MOST_PARTS`] matrices of one format and width, one after another, which one
+/// dispatch multiplies by their shared input, each into its own output.
 pub struct GpuMatrix {
     pub format: Format,
     pub rows: usize,
@@ -134,13 +136,15 @@ pub struct GpuMatrix {
     /// Bytes of weights (without the padding).
     pub bytes: usize,
     pub buffer: wgpu::Buffer,
+    /// The rows of each matrix in the stack, in order: `[rows]` for one matrix.
+    pub parts: Vec<usize>,
 }
 
+/// The most matrices a stack holds: the product shaders' outputs (`out`, `out1`, `out2`).
+pub const MOST_PARTS: usize = 3;
+
 impl GpuMatrix {
-    /// Uploads `rows × cols` weights of `format` held as raw blocks in `blocks`: checked
-    /// against the shape and the device's limits, padded to whole words plus one (the shader
-    /// reads a word past an unaligned last block's end), and copied once, as they are, into
-    /// the buffer's memory.
+    /// Uploads `rows × cols` weights of `format` held as raw blocks in `blocks`.
     pub fn from_blocks(
         gpu: &Gpu,
         format: Format,
@@ -148,26 +152,49 @@ impl GpuMatrix {
         cols: usize,
         blocks: &[u8],
     ) -> Result<GpuMatrix> {
+        GpuMatrix::stacked(gpu, format, cols, &[(rows, blocks)])
+    }
+
+    /// Uploads matrices of `format`, `cols` wide, each `(rows, raw blocks)`, one after
+    /// another in one buffer: checked against their shapes and the device's limits, padded
+    /// to whole words plus one (the shader reads a word past an unaligned last block's end),
+    /// and copied once, as they are, into the buffer's memory.
+    pub fn stacked(
+        gpu: &Gpu,
+        format: Format,
+        cols: usize,
+        parts: &[(usize, &[u8])],
+    ) -> Result<GpuMatrix> {
         if !FORMATS.contains(&format) {
             return Err(Error::Input(format!("no GPU shader for {}", format.name())));
         }
-        if rows == 0 || cols == 0 || !cols.is_multiple_of(format.block_values()) {
+        if parts.is_empty() || parts.len() > MOST_PARTS {
             return Err(Error::Input(format!(
-                "a {rows}x{cols} matrix is not whole {} blocks",
-                format.name()
+                "a stack of {} matrices: 1 to {MOST_PARTS}",
+                parts.len()
             )));
         }
-        let want = rows.checked_mul(format.row_bytes(cols));
-        if want != Some(blocks.len()) {
-            return Err(Error::Input(format!(
-                "a {rows}x{cols} {} matrix takes {} bytes, not {}",
-                format.name(),
-                want.map_or("too many".to_string(), |w| w.to_string()),
-                blocks.len()
-            )));
+        for &(rows, blocks) in parts {
+            if rows == 0 || cols == 0 || !cols.is_multiple_of(format.block_values()) {
+                return Err(Error::Input(format!(
+                    "a {rows}x{cols} matrix is not whole {} blocks",
+                    format.name()
+                )));
+            }
+            let want = rows.checked_mul(format.row_bytes(cols));
+            if want != Some(blocks.len()) {
+                return Err(Error::Input(format!(
+                    "a {rows}x{cols} {} matrix takes {} bytes, not {}",
+                    format.name(),
+                    want.map_or("too many".to_string(), |w| w.to_string()),
+                    blocks.len()
+                )));
+            }
         }
+        let rows: usize = parts.iter().map(|(r, _)| r).sum();
+        let bytes: usize = parts.iter().map(|(_, b)| b.len()).sum();
         // ANCHOR: upload
-        let padded = (blocks.len().div_ceil(4) + 1) * 4;
+        let padded = (bytes.div_ceil(4) + 1) * 4;
         let limit = gpu
             .limits
             .max_storage_buffer_binding_size
@@ -189,22 +216,62 @@ impl GpuMatrix {
                 .slice(..)
                 .get_mapped_range_mut()
                 .map_err(|e| Error::Gpu(format!("mapping the weights' buffer: {e}")))?;
-            mapped.slice(..blocks.len()).copy_from_slice(blocks);
-            let tail = padded - blocks.len(); // 4 to 7 bytes
-            mapped
-                .slice(blocks.len()..)
-                .copy_from_slice(&[0; 8][..tail]);
+            let mut at = 0;
+            for (_, blocks) in parts {
+                mapped.slice(at..at + blocks.len()).copy_from_slice(blocks);
+                at += blocks.len();
+            }
+            let tail = padded - bytes; // 4 to 7 bytes
+            mapped.slice(bytes..).copy_from_slice(&[0; 8][..tail]);
         }
         buffer.unmap();
         Ok(GpuMatrix {
             format,
             rows,
             cols,
-            bytes: blocks.len(),
+            bytes,
             buffer,
+            parts: parts.iter().map(|(r, _)| *r).collect(),
         })
     }
     // ANCHOR_END: upload
+
+    /// The first rows of the stack's second and third matrices, as the shaders' `split1`
+    /// and `split2` take them (`rows` where there is none).
+    pub fn splits(&self) -> Result<[u32; 2]> {
+        let mut first = [self.rows; 2];
+        let mut at = 0;
+        for (i, r) in self.parts.iter().enumerate().take(MOST_PARTS - 1) {
+            at += r;
+            if i + 1 < self.parts.len() {
+                first[i] = at;
+            }
+        }
+        let u = |n: usize| u32::try_from(n).map_err(|_| Error::Input("too many rows".into()));
+        Ok([u(first[0])?, u(first[1])?])
+    }
+
+    /// Checks that `outs` are one output for each matrix of the stack, each at least
+    /// `tokens` of its rows.
+    pub fn check_outs(&self, outs: &[&wgpu::Buffer], tokens: usize) -> Result<()> {
+        if outs.len() != self.parts.len() {
+            return Err(Error::Input(format!(
+                "a stack of {} matrices with {} outputs",
+                self.parts.len(),
+                outs.len()
+            )));
+        }
+        for (rows, out) in self.parts.iter().zip(outs) {
+            let need = (rows * tokens * 4) as u64;
+            if out.size() < need {
+                return Err(Error::Input(format!(
+                    "a product's output of {} bytes for {tokens} tokens of {rows} rows",
+                    out.size()
+                )));
+            }
+        }
+        Ok(())
+    }
 
     /// Uploads a tensor of chapter 8's file: `info` from its header, `data` its bytes
     /// (`GgufFile::data`).
@@ -235,6 +302,8 @@ impl GpuMatrix {
 pub struct MatVec {
     pub reduction: Reduction,
     pipelines: Vec<(Format, wgpu::ComputePipeline)>,
+    /// Bound as `out1` and `out2` where a product has fewer matrices: never written.
+    spare: [wgpu::Buffer; 2],
 }
 
 impl MatVec {
@@ -261,6 +330,7 @@ impl MatVec {
         Ok(MatVec {
             reduction,
             pipelines,
+            spare: spare_outputs(gpu),
         })
     }
 
@@ -320,27 +390,42 @@ impl Product {
         acts: &wgpu::Buffer,
         out: &wgpu::Buffer,
     ) -> Result<Product> {
+        Product::into(gpu, shaders, m, acts, &[out])
+    }
+
+    /// [`Product::between`] for a stack of matrices: `outs`, one for each, in order.
+    pub fn into(
+        gpu: &Gpu,
+        shaders: &MatVec,
+        m: &GpuMatrix,
+        acts: &wgpu::Buffer,
+        outs: &[&wgpu::Buffer],
+    ) -> Result<Product> {
         shaders.check_row(m)?;
+        m.check_outs(outs, 1)?;
         let pipeline = shaders.pipeline(m.format)?.clone();
         let blocks = m.cols / 32;
         let rows = u32::try_from(m.rows).map_err(|_| Error::Input("too many rows".into()))?;
-        if acts.size() < (blocks * BLOCK_WORDS * 4) as u64 || out.size() < m.rows as u64 * 4 {
+        if acts.size() < (blocks * BLOCK_WORDS * 4) as u64 {
             return Err(Error::Input(format!(
-                "a {}x{} product's buffers are too small (input {}, output {} bytes)",
+                "a {}x{} product's input of {} bytes is too small",
                 m.rows,
                 m.cols,
-                acts.size(),
-                out.size()
+                acts.size()
             )));
         }
         // ceil(rows / 4) workgroups, folded into 2-D past the per-dimension limit.
         let groups = gpu.grid(rows.div_ceil(ROWS_PER_GROUP));
-        let uniform = gpu.uniform(&[rows, blocks as u32, groups.0, 0]);
-        let (acts, out) = (acts.clone(), out.clone());
-        let bind_group = gpu.bind(&pipeline, &[&m.buffer, &acts, &out, &uniform])?;
+        let [split1, split2] = m.splits()?;
+        let words = [rows, blocks as u32, groups.0, 0, split1, split2, 0, 0];
+        let uniform = gpu.uniform(&words);
+        let [o1, o2] = &shaders.spare;
+        let (out1, out2) = (*outs.get(1).unwrap_or(&o1), *outs.get(2).unwrap_or(&o2));
+        let buffers = [&m.buffer, acts, outs[0], &uniform, out1, out2];
+        let bind_group = gpu.bind(&pipeline, &buffers)?;
         Ok(Product {
-            acts,
-            out,
+            acts: acts.clone(),
+            out: outs[0].clone(),
             bind_group,
             pipeline,
             groups,
@@ -362,6 +447,11 @@ impl Product {
         out_at: u64,
     ) -> Result<Product> {
         shaders.check_row(m)?;
+        if m.parts.len() != 1 {
+            return Err(Error::Input(
+                "a part of a split matrix is one matrix".into(),
+            ));
+        }
         let pipeline = shaders.pipeline(m.format)?.clone();
         let blocks = m.cols / 32;
         let rows = u32::try_from(m.rows).map_err(|_| Error::Input("too many rows".into()))?;
@@ -374,7 +464,7 @@ impl Product {
         }
         // ceil(rows / 4) workgroups, folded into 2-D past the per-dimension limit.
         let groups = gpu.grid(rows.div_ceil(ROWS_PER_GROUP));
-        let uniform = gpu.uniform(&[rows, blocks as u32, groups.0, 0]);
+        let uniform = gpu.uniform(&[rows, blocks as u32, groups.0, 0, rows, rows, 0, 0]);
         fn whole(binding: u32, b: &wgpu::Buffer) -> wgpu::BindGroupEntry<'_> {
             wgpu::BindGroupEntry {
                 binding,
@@ -394,6 +484,8 @@ impl Product {
             whole(1, acts),
             out_range,
             whole(3, &uniform),
+            whole(4, &shaders.spare[0]),
+            whole(5, &shaders.spare[1]),
         ];
         let bind_group = gpu.checked("binding a product's buffers", || {
             gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
@@ -436,6 +528,11 @@ impl Product {
         pass.dispatch_workgroups(self.groups.0, self.groups.1, 1);
     }
     // ANCHOR_END: record
+}
+
+/// The two small buffers bound in place of the outputs a product does not have.
+pub(crate) fn spare_outputs(gpu: &Gpu) -> [wgpu::Buffer; 2] {
+    [0, 1].map(|_| gpu.storage("no output", 16, wgpu::BufferUsages::empty()))
 }
 
 fn words_to_bytes(words: &[u32]) -> Vec<u8> {

@@ -46,14 +46,15 @@ impl Shape {
 /// One decoder layer's weights on the GPU.
 pub struct GpuLayer {
     pub attn_norm: wgpu::Buffer, // (dim) f32
-    pub wq: GpuMatrix,           // (n_heads * head_dim, dim), rows as chapter 8 holds them
-    pub wk: GpuMatrix,           // (n_kv_heads * head_dim, dim)
-    pub wv: GpuMatrix,           // (n_kv_heads * head_dim, dim)
-    pub wo: GpuMatrix,           // (dim, n_heads * head_dim)
-    pub ffn_norm: wgpu::Buffer,  // (dim) f32
-    pub w_gate: GpuMatrix,       // (ffn, dim)
-    pub w_up: GpuMatrix,         // (ffn, dim)
-    pub w_down: GpuMatrix,       // (dim, ffn)
+    /// Q's, K's and V's matrices, `(n_heads * head_dim, dim)` and `(n_kv_heads * head_dim,
+    /// dim)` twice, rows as chapter 8 holds them: stacked where their formats agree
+    /// ([`stacks`]), so one dispatch makes all three.
+    pub qkv: Vec<GpuMatrix>,
+    pub wo: GpuMatrix,          // (dim, n_heads * head_dim)
+    pub ffn_norm: wgpu::Buffer, // (dim) f32
+    /// The gate's and up's `(ffn, dim)`, stacked where their formats agree.
+    pub gate_up: Vec<GpuMatrix>,
+    pub w_down: GpuMatrix, // (dim, ffn)
     /// Qwen2: biases added to the products' Q, K and V, `(q_dim)`, `(kv_dim)`, `(kv_dim)` f32.
     pub bq: Option<wgpu::Buffer>,
     pub bk: Option<wgpu::Buffer>,
@@ -183,13 +184,10 @@ impl GpuModel {
             let at = |what: &str| format!("layer {i}'s {what}");
             layers.push(GpuLayer {
                 attn_norm: norm("attn_norm", &l.attn_norm),
-                wq: matrix(&at("wq"), &l.wq)?,
-                wk: matrix(&at("wk"), &l.wk)?,
-                wv: matrix(&at("wv"), &l.wv)?,
+                qkv: stacks(gpu, &at("wq, wk, wv"), &[&l.wq, &l.wk, &l.wv])?,
                 wo: matrix(&at("wo"), &l.wo)?,
                 ffn_norm: norm("ffn_norm", &l.ffn_norm),
-                w_gate: matrix(&at("gate"), &l.w_gate)?,
-                w_up: matrix(&at("up"), &l.w_up)?,
+                gate_up: stacks(gpu, &at("gate, up"), &[&l.w_gate, &l.w_up])?,
                 w_down: matrix(&at("down"), &l.w_down)?,
                 bq: opt("bq", &l.bq),
                 bk: opt("bk", &l.bk),
@@ -251,6 +249,36 @@ impl GpuModel {
     }
     // ANCHOR_END: upload
 }
+
+// ANCHOR: stacks
+/// `ws`, which read the same input, uploaded as few stacks as their formats allow: each run
+/// of neighbours of one format one buffer ([`GpuMatrix::stacked`]), which one dispatch
+/// multiplies, writing each matrix's rows to its own output. A stack larger than the
+/// device's largest binding is uploaded one matrix at a time.
+pub fn stacks(gpu: &Gpu, what: &str, ws: &[&Matrix]) -> Result<Vec<GpuMatrix>> {
+    let blocks: Vec<_> = ws.iter().map(|w| blocks_of(w)).collect();
+    let limit = gpu
+        .limits
+        .max_storage_buffer_binding_size
+        .min(gpu.limits.max_buffer_size);
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < ws.len() {
+        let same = |k: usize| blocks[k].0 == blocks[i].0 && ws[k].cols() == ws[i].cols();
+        let mut j = (i + 1..ws.len()).find(|&k| !same(k)).unwrap_or(ws.len());
+        let bytes: usize = blocks[i..j].iter().map(|(_, b)| b.len()).sum();
+        if bytes as u64 + 8 > limit {
+            j = i + 1; // too large to bind whole: this one alone
+        }
+        let parts: Vec<_> = (i..j).map(|k| (ws[k].rows(), &*blocks[k].1)).collect();
+        let m = GpuMatrix::stacked(gpu, blocks[i].0, ws[i].cols(), &parts)
+            .map_err(|e| Error::Input(format!("{what}: {e}")))?;
+        out.push(m);
+        i = j;
+    }
+    Ok(out)
+}
+// ANCHOR_END: stacks
 
 fn format_of(w: &Matrix) -> Format {
     match w {

@@ -8,8 +8,9 @@
 //! biases, Gemma-2's soft-caps) is more ops or other parameters, chosen here from the
 //! uploaded model.
 
-use crate::bind::{Builder, Shaders};
+use crate::bind::{Builder, Input, Shaders};
 use crate::gpu::{Error, Result};
+use crate::matvec::GpuMatrix;
 use crate::model::GpuModel;
 use crate::ops::groups_of_64;
 use crate::quantize::Gate;
@@ -109,15 +110,13 @@ pub fn build(
     for (layer, (k_cache, v_cache)) in model.layers.iter().zip(&shared.caches) {
         // ANCHOR: attention_half
         // attention: x += the last block's output, normed and quantized, in one dispatch
-        let (w, f) = (&layer.attn_norm, layer.wq.format);
+        let (w, f) = (&layer.attn_norm, layer.qkv[0].format);
         let mut input = b.norm_input(&x, pending.as_ref(), w, &xn, dim, tokens, s.eps, f)?;
         let (q_out, k_out) = match layer.qk_norm {
             Some(_) => (&q_raw, &k_raw),
             None => (&q, &k),
         };
-        b.product(&layer.wq, &mut input, q_out)?;
-        b.product(&layer.wk, &mut input, k_out)?;
-        b.product(&layer.wv, &mut input, &v)?;
+        products(b, &layer.qkv, &mut input, &[q_out, k_out, &v])?;
         for (bias, out) in [(&layer.bq, q_out), (&layer.bk, k_out), (&layer.bv, &v)] {
             if let Some(bias) = bias {
                 add(b, out, bias)?; // Qwen2: a bias on each product, as chapter 8
@@ -160,10 +159,9 @@ pub fn build(
         // ANCHOR_END: attention_half
         // ANCHOR: ffn
         // feed-forward: x += attention's output, normed and quantized, in one dispatch
-        let (w, f) = (&layer.ffn_norm, layer.w_gate.format);
+        let (w, f) = (&layer.ffn_norm, layer.gate_up[0].format);
         let mut input = b.norm_input(&x, pending.as_ref(), w, &xn, dim, tokens, s.eps, f)?;
-        b.product(&layer.w_gate, &mut input, &gate)?;
-        b.product(&layer.w_up, &mut input, &up)?;
+        products(b, &layer.gate_up, &mut input, &[&gate, &up])?;
         // SiLU(gate) · up (Gemma: GELU), computed as the down product's input is quantized
         let act = model.gelu.as_ref().map_or(Gate::Swiglu, Gate::Gelu);
         let mut input = b.gated_input(&gate, &up, act, ffn, tokens, layer.w_down.format)?;
@@ -238,6 +236,24 @@ fn head(
     )
 }
 // ANCHOR_END: head
+
+/// The products of `stacks` (of matrices that read `input`), one dispatch a stack, into
+/// `outs`, one buffer a matrix, in the order the stacks hold them.
+fn products(
+    b: &mut Builder,
+    stacks: &[GpuMatrix],
+    input: &mut Input,
+    outs: &[&wgpu::Buffer],
+) -> Result<()> {
+    let mut rest = outs;
+    for m in stacks {
+        let n = m.parts.len().min(rest.len());
+        let (now, later) = rest.split_at(n);
+        b.product_into(m, input, now)?;
+        rest = later;
+    }
+    Ok(())
+}
 
 /// `n` as a shader's u32, or an error saying it does not fit.
 pub fn u(n: usize) -> Result<u32> {

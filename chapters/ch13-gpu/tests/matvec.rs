@@ -262,3 +262,76 @@ fn bad_shapes_and_formats_are_errors() {
         ),
     }
 }
+
+/// A stack of three matrices of one format (`GpuMatrix::stacked`: Q, K and V's shape, rows
+/// that are not multiples of a workgroup's 4 or a tile's 32) in one dispatch, one output
+/// each, against each matrix alone: the same bits, one token (the matrix-vector product)
+/// and five (the tiled product), every format.
+#[test]
+fn a_stack_of_matrices_gives_each_its_own_product() {
+    let gpu = gpu();
+    let shaders = MatVec::new(&gpu).unwrap_or_else(|e| panic!("{e}"));
+    let tiled = ch13_gpu::matmul::MatMul::new(&gpu).unwrap();
+    let mut rng = Rng::new(72);
+    let parts = [45, 6, 13];
+    for format in ch13_gpu::matvec::FORMATS {
+        let cols = format.block_values() * 3;
+        let blocks: Vec<Vec<u8>> = parts
+            .iter()
+            .map(|&rows| quantized(format, rows, cols, &mut rng))
+            .collect();
+        let stack: Vec<(usize, &[u8])> = parts
+            .iter()
+            .zip(&blocks)
+            .map(|(r, b)| (*r, &b[..]))
+            .collect();
+        let m = GpuMatrix::stacked(&gpu, format, cols, &stack).unwrap_or_else(|e| panic!("{e}"));
+        for tokens in [1, 5] {
+            let x: Vec<f32> = (0..tokens * cols).map(|_| rng.signed()).collect();
+            let act = format.activation().unwrap();
+            let words = ch13_gpu::acts::quantize(act, &x).unwrap();
+            let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            let acts = gpu.storage("acts", bytes.len(), wgpu::BufferUsages::COPY_DST);
+            gpu.queue.write_buffer(&acts, 0, &bytes);
+            let out = |r: usize| gpu.storage("out", r * tokens * 4, wgpu::BufferUsages::COPY_SRC);
+            let outs: Vec<_> = parts.iter().map(|&r| out(r)).collect();
+            let refs: Vec<_> = outs.iter().collect();
+            let record = |m: &GpuMatrix, outs: &[&wgpu::Buffer]| -> ch13_gpu::bind::Op {
+                match tokens {
+                    1 => ch13_gpu::bind::Op::Product(
+                        ch13_gpu::Product::into(&gpu, &shaders, m, &acts, outs).unwrap(),
+                    ),
+                    n => ch13_gpu::bind::Op::Tiled(
+                        ch13_gpu::matmul::Tiled::into(&gpu, &tiled, m, &acts, outs, n).unwrap(),
+                    ),
+                }
+            };
+            let op = record(&m, &refs);
+            gpu.submit_pass("a stack", |pass| op.record(pass)).unwrap();
+            for (i, (&rows, b)) in parts.iter().zip(&blocks).enumerate() {
+                let alone = GpuMatrix::from_blocks(&gpu, format, rows, cols, b).unwrap();
+                let own = out(rows);
+                let op = record(&alone, &[&own]);
+                gpu.submit_pass("alone", |pass| op.record(pass)).unwrap();
+                let want = gpu.read_f32(&own, rows * tokens).unwrap();
+                let got = gpu.read_f32(&outs[i], rows * tokens).unwrap();
+                assert!(
+                    want.iter()
+                        .zip(&got)
+                        .all(|(w, g)| w.to_bits() == g.to_bits()),
+                    "{} x {tokens} tokens: matrix {i} of the stack ({rows} rows) gives other \
+                     products in the stack than alone: {got:?} against {want:?}",
+                    format.name()
+                );
+            }
+        }
+    }
+    // four matrices, more than the shaders' outputs; a stack with one output too few
+    let b = quantized(Format::Q4_0, 1, 32, &mut rng);
+    let four = [(1, &b[..]); 4];
+    assert!(GpuMatrix::stacked(&gpu, Format::Q4_0, 32, &four).is_err());
+    let two = GpuMatrix::stacked(&gpu, Format::Q4_0, 32, &four[..2]).unwrap();
+    let acts = gpu.storage("acts", 64, wgpu::BufferUsages::empty());
+    let out = gpu.storage("out", 64, wgpu::BufferUsages::empty());
+    assert!(ch13_gpu::Product::into(&gpu, &shaders, &two, &acts, &[&out]).is_err());
+}
