@@ -16,7 +16,7 @@
 
 // The input vector, quantized by the host to the format the weights want (Q8_0, Q8_1 or
 // Q8_K), one entry per block of 32: its scale (Q8_K: its super-block's), its sum `s = d·Σq`
-// (Q8_1; Q8_K: Σq; 0 for Q8_0), and the 32 quants as i8, four to a word, element 4i + k in
+// (Q8_1; Q8_0 and Q8_K: Σq, exact in an f32), and the 32 quants as i8, four to a word, element 4i + k in
 // byte k of word i.
 struct ActBlock {
     d: f32,
@@ -73,13 +73,9 @@ fn half_at(at: u32) -> f32 {
     return unpack2x16float(word_at(at)).x;
 }
 
-// Σ of block `b`'s 32 activation quants, four at a time.
+// Σ of block `b`'s 32 activation quants: the quantizer adds them once, for every row's use.
 fn act_sum(b: u32) -> i32 {
-    var sum = 0;
-    for (var i = 0u; i < 8u; i++) {
-        sum += dot4I8Packed(acts[b].qs[i], 0x01010101u);
-    }
-    return sum;
+    return i32(acts[b].s);
 }
 // ANCHOR_END: bytes
 

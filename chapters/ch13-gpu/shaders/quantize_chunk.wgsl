@@ -39,7 +39,8 @@ fn to_half(v: f32) -> f32 {
 // Invocation `j` holds value `j` of the chunk, `v` (0 past the data's end); the chunk's
 // blocks of 32 are `first`, `first + 1`, …, of which the first `blocks` are written.
 // Q8_0 / Q8_1: each block of 32 on its own, d = max|x| / 127, q = round(x / d) (halves
-// away from zero), d kept as an f16, and for Q8_1 also s = d · Σq as an f16.
+// away from zero), d kept as an f16; for Q8_1 s = d · Σq as an f16, for Q8_0 s = Σq (the
+// CPU's Q8_0 block has no sum: it is the products' `act_sum`, added here once).
 // Q8_K: the value of largest magnitude (the first, on a tie) maps to −127, so
 // iscale = −127 / max, q = round(iscale · x) (ties to even) capped at 127, d = 1 / iscale,
 // written into each of the eight blocks with s = the block's Σq.
@@ -99,7 +100,9 @@ fn quantize_chunk(j: u32, v: f32, first: u32, blocks: u32, format: u32) {
     if j < blocks {
         var sum = 0;
         for (var k = 0u; k < 32u; k++) {
-            sum += chunk_quants[32u * j + k];
+            // the byte as stored, an i8: what a NaN's quant became, whatever the driver made
+            // of its conversion to an integer (the CPU's is 0)
+            sum += (chunk_quants[32u * j + k] << 24u) >> 24u;
         }
         if format == Q8_K {
             acts[first + j].d = d; // an f32 already: every invocation holds the same
@@ -107,7 +110,7 @@ fn quantize_chunk(j: u32, v: f32, first: u32, blocks: u32, format: u32) {
         } else {
             let block_d = chunk_amax[32u * j] / 127.0;
             acts[first + j].d = to_half(block_d);
-            acts[first + j].s = select(0.0, to_half(f32(sum) * block_d), format == Q8_1);
+            acts[first + j].s = select(f32(sum), to_half(f32(sum) * block_d), format == Q8_1);
         }
     }
     workgroupBarrier(); // the chunk's arrays are free for the next
