@@ -9,12 +9,20 @@ const BLOCK_BYTES: u32 = 18u;
 // where the GPU has it); Σ (u − 8)·a = Σ u·a − 8·Σ a is the same integer.
 fn block_dot(row: u32, b: u32) -> f32 {
     let at = (row * params.blocks + b) * BLOCK_BYTES;
-    let d = half_at(at);
+    // The block's five words, each read once: it begins at a word's first byte, or at its
+    // third (`odd`: d is then the first word's high half, the quants the next four words).
+    let start = at & ~3u;
+    let odd = at != start;
+    var w: array<u32, 5>;
+    for (var k = 0u; k < 5u; k++) {
+        w[k] = word(start + 4u * k);
+    }
+    let d = first_half(w[0], odd);
     var sumi = 0;
     for (var i = 0u; i < 4u; i++) {
-        let w = word_at(at + 2u + 4u * i); // bytes 4i..4i+4: elements 4i.. and 16 + 4i..
-        sumi += dot4I8Packed(w & 0x0f0f0f0fu, acts[b].qs[i]);
-        sumi += dot4I8Packed((w >> 4u) & 0x0f0f0f0fu, acts[b].qs[i + 4u]);
+        let q = after_half(w[i], w[i + 1u], odd); // bytes 4i..4i+4: elements 4i.., 16 + 4i..
+        sumi += dot4I8Packed(q & 0x0f0f0f0fu, acts[b].qs[i]);
+        sumi += dot4I8Packed((q >> 4u) & 0x0f0f0f0fu, acts[b].qs[i + 4u]);
     }
     return f32(sumi - 8 * act_sum(b)) * (d * acts[b].d);
 }

@@ -11,11 +11,17 @@ fn fifth_bits(qh: u32, j: u32) -> u32 {
 
 fn block_dot(row: u32, b: u32) -> f32 {
     let at = (row * params.blocks + b) * BLOCK_BYTES;
-    let d = half_at(at);
-    let qh = word_at(at + 2u);
+    let start = at & ~3u; // the block's six words, each read once (q4_0.wgsl says how)
+    let odd = at != start;
+    var words: array<u32, 6>;
+    for (var k = 0u; k < 6u; k++) {
+        words[k] = word(start + 4u * k);
+    }
+    let d = first_half(words[0], odd);
+    let qh = after_half(words[0], words[1], odd);
     var sumi = 0; // Σ (u − 16)·p = Σ u·p − 16·Σ p, with u the stored 5-bit value
     for (var i = 0u; i < 4u; i++) {
-        let w = word_at(at + 6u + 4u * i);
+        let w = after_half(words[i + 1u], words[i + 2u], odd); // bytes 6 + 4i..
         let lo = (w & 0x0f0f0f0fu) | fifth_bits(qh, 4u * i); //               elements 4i..
         let hi = ((w >> 4u) & 0x0f0f0f0fu) | fifth_bits(qh, 16u + 4u * i); //  16 + 4i..
         sumi += dot4I8Packed(lo, acts[b].qs[i]) + dot4I8Packed(hi, acts[b].qs[i + 4u]);

@@ -5,12 +5,17 @@ const BLOCK_BYTES: u32 = 34u;
 
 fn block_dot(row: u32, b: u32) -> f32 {
     let at = (row * params.blocks + b) * BLOCK_BYTES;
-    let d = half_at(at);
+    let start = at & ~3u; // the block's nine words, each read once (q4_0.wgsl says how)
+    let odd = at != start;
+    var w: array<u32, 9>;
+    for (var k = 0u; k < 9u; k++) {
+        w[k] = word(start + 4u * k);
+    }
     var sumi = 0;
     for (var i = 0u; i < 8u; i++) {
-        sumi += dot4I8Packed(word_at(at + 2u + 4u * i), acts[b].qs[i]);
+        sumi += dot4I8Packed(after_half(w[i], w[i + 1u], odd), acts[b].qs[i]);
     }
-    return f32(sumi) * (d * acts[b].d);
+    return f32(sumi) * (first_half(w[0], odd) * acts[b].d);
 }
 // ANCHOR_END: q8_0
 
