@@ -27,6 +27,8 @@ struct Step {
 @group(0) @binding(5) var<storage, read_write> v_cache: array<f32>; // (max_pos, n_kv_heads, head_dim)
 @group(0) @binding(6) var<storage, read_write> out: array<f32>; //    (tokens, n_heads, head_dim)
 @group(0) @binding(7) var<storage, read_write> scores: array<f32>; // (tokens, n_heads, max_pos)
+// `out` quantized for the output product, where `quant` asks (quantize_chunk.wgsl)
+@group(0) @binding(8) var<storage, read_write> acts: array<ActBlock>;
 
 struct Params {
     n_heads: u32,
@@ -37,11 +39,16 @@ struct Params {
     window: u32, // positions a query sees, counting itself (0: all)
     softcap: f32, // Gemma-2: scores become cap · tanh(score / cap) (0: none)
     inv_cap: f32, // 1/cap, rounded on the host as the CPU rounds it
+    quant: u32, // 0: `out` only; 1, 2: also quantized, as Q8_0 or Q8_1 (quantize_chunk.wgsl)
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
-@group(0) @binding(8) var<uniform> params: Params;
+@group(0) @binding(9) var<uniform> params: Params;
 // ANCHOR_END: bindings
 
 const LANES: u32 = 64u;
+const CHUNK: u32 = LANES; // values quantized at once (quantize_chunk.wgsl)
 var<workgroup> partial: array<f32, 64>;
 
 // Element d of position j's key (or value) for KV head `kv`: this submission's tokens' from
@@ -171,6 +178,18 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
             acc += scores[row + j] * value(j, kv, d);
         }
         out[h * hd + d] = acc;
+    }
+    // The output product's input, quantized here rather than by a dispatch of its own: the
+    // head's blocks of 32, 64 values at a time, each value the one this lane just wrote.
+    if params.quant != 0u {
+        for (var c = 0u; c < hd; c += LANES) {
+            var v = 0.0;
+            if c + lane < hd {
+                v = out[h * hd + c + lane];
+            }
+            let blocks = min((hd - c) / 32u, LANES / 32u);
+            quantize_chunk(lane, v, (h * hd + c) / 32u, blocks, params.quant - 1u);
+        }
     }
 }
 // ANCHOR_END: attend

@@ -17,6 +17,8 @@ struct Params {
 @group(0) @binding(2) var<uniform> params: Params;
 // ANCHOR_END: bindings
 
+const CHUNK: u32 = 256u;
+
 // ANCHOR: quantize
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_id) me: vec3<u32>) {

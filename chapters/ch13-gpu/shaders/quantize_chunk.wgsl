@@ -1,10 +1,11 @@
-// Quantizing 256 values at once, one an invocation of a workgroup of 256, into the blocks
-// `matvec.wgsl` reads (its `ActBlock`), by the CPU's rules: chapter 6's quantize_q8_0 and
-// quantize_q8_1 for each block of 32, chapter 7's quantize_q8_k for a super-block of 256.
-// The shader that includes this file declares `acts` (its blocks) and calls
-// `quantize_chunk` from every invocation, in uniform control flow (it waits at barriers):
-// the standalone quantizer (`quantize.wgsl`), and RMSNorm, which quantizes the row it has
-// just normalised without a dispatch of its own.
+// Quantizing CHUNK values at once, one an invocation of a workgroup of CHUNK, into the
+// blocks `matvec.wgsl` reads (its `ActBlock`), by the CPU's rules: chapter 6's
+// quantize_q8_0 and quantize_q8_1 for each block of 32, chapter 7's quantize_q8_k for a
+// super-block of 256 (only where CHUNK is 256). The shader that includes this file declares
+// CHUNK and `acts` (its blocks) and calls `quantize_chunk` from every invocation, in uniform
+// control flow (it waits at barriers): the standalone quantizer (`quantize.wgsl`), RMSNorm,
+// which quantizes the row it has just normalised without a dispatch of its own, and
+// attention, its heads' output (CHUNK 64).
 
 struct ActBlock {
     d: f32,
@@ -16,9 +17,9 @@ const Q8_0: u32 = 0u;
 const Q8_1: u32 = 1u;
 const Q8_K: u32 = 2u;
 
-var<workgroup> chunk_amax: array<f32, 256>;
-var<workgroup> chunk_at: array<u32, 256>;
-var<workgroup> chunk_quants: array<i32, 256>;
+var<workgroup> chunk_amax: array<f32, CHUNK>;
+var<workgroup> chunk_at: array<u32, CHUNK>;
+var<workgroup> chunk_quants: array<i32, CHUNK>;
 
 // ANCHOR: round
 // Rounds halves away from zero, as Rust's f32::round does (WGSL's round() goes to even).
@@ -52,7 +53,7 @@ fn quantize_chunk(j: u32, v: f32, first: u32, blocks: u32, format: u32) {
     var d = 0.0;
     if format == Q8_K {
         // where |x| is largest, the first such place on a tie: a tree over (|x|, index)
-        for (var width = 128u; width > 0u; width /= 2u) {
+        for (var width = CHUNK / 2u; width > 0u; width /= 2u) {
             if j < width {
                 let o = j + width;
                 if chunk_amax[o] > chunk_amax[j]
@@ -89,8 +90,8 @@ fn quantize_chunk(j: u32, v: f32, first: u32, blocks: u32, format: u32) {
     }
     chunk_quants[j] = q;
     workgroupBarrier();
-    // Invocations 0..64 pack four quants each; 0..8 add their block's 32 for its s.
-    if j < 64u && j / 8u < blocks {
+    // Invocations 0..CHUNK/4 pack four quants each; 0..CHUNK/32 add their block's 32 for s.
+    if j < CHUNK / 4u && j / 8u < blocks {
         var word = 0u;
         for (var k = 0u; k < 4u; k++) {
             word |= (u32(chunk_quants[4u * j + k]) & 0xffu) << (8u * k);

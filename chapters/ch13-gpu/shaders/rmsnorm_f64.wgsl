@@ -23,6 +23,7 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> acts: array<ActBlock>;
 
 const LANES: u32 = 256u;
+const CHUNK: u32 = LANES; // values quantized at once (quantize_chunk.wgsl)
 var<workgroup> partial: array<f64, 256>;
 
 // ANCHOR: rmsnorm

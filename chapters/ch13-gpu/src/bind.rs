@@ -188,6 +188,14 @@ impl Builder<'_> {
         Ok(input)
     }
 
+    /// A buffer for `input` quantized to `format` by an op of the caller's (attention's
+    /// output, quantized by the attention shader), which products of that format then read.
+    pub fn quantized_by_caller(&self, input: &mut Input, format: ActFormat) -> wgpu::Buffer {
+        let b = self.acts_buffer(input);
+        input.acts.push((format, b.clone()));
+        b
+    }
+
     /// The first `tokens` rows of `n` values in `x`, as products' input.
     pub fn input(&self, x: &wgpu::Buffer, n: usize, tokens: usize) -> Input {
         Input {

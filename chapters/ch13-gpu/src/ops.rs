@@ -31,7 +31,11 @@ impl Ops {
             rope: gpu.pipeline("rope", include_str!("../shaders/rope.wgsl"))?,
             attention: gpu.pipeline(
                 "attention",
-                &with_exp(include_str!("../shaders/attention.wgsl")),
+                &with_exp(&format!(
+                    "{}\n{}",
+                    include_str!("../shaders/quantize_chunk.wgsl"),
+                    include_str!("../shaders/attention.wgsl")
+                )),
             )?,
             add: gpu.pipeline("add", include_str!("../shaders/add.wgsl"))?,
             softcap: gpu.pipeline("softcap", include_str!("../shaders/softcap.wgsl"))?,

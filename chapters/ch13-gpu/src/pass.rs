@@ -13,7 +13,8 @@ use crate::gpu::{Error, Result};
 use crate::matvec::GpuMatrix;
 use crate::model::GpuModel;
 use crate::ops::groups_of_64;
-use crate::quantize::Gate;
+use crate::quantize::{Gate, code};
+use ch06_quantization::matrix::ActFormat;
 
 /// What both passes bind: written or kept from one submission to the next.
 pub struct Shared {
@@ -134,6 +135,15 @@ pub fn build(
             &[nh, nkv, hd, 1, u(layer.rope)?, 0, 0, 0],
             (groups_of_64(pairs), tokens),
         )?;
+        // attention's output is the output product's input: quantized by the attention
+        // shader where its format's blocks of 32 lie inside a head (not Q8_K's 256)
+        let mut input = b.input(&heads, q_dim, tokens);
+        let (acts, quant) = match layer.wo.format.activation() {
+            Some(f @ (ActFormat::Q8_0 | ActFormat::Q8_1)) if s.head_dim % 32 == 0 => {
+                (b.quantized_by_caller(&mut input, f), 1 + code(f))
+            }
+            _ => (b.f32s("no acts", 16), 0),
+        };
         let window = u(layer.window.unwrap_or(0))?; // 0: every position
         let [cap, inv_cap] = cap_words(s.attn_softcap); // Gemma-2
         let params = [
@@ -145,14 +155,27 @@ pub fn build(
             window,
             cap,
             inv_cap,
+            quant,
+            0,
+            0,
+            0,
         ];
         b.grid(
             &shaders.ops.attention,
-            &[step, &q, &k, &v, k_cache, v_cache, &heads, &shared.scores],
+            &[
+                step,
+                &q,
+                &k,
+                &v,
+                k_cache,
+                v_cache,
+                &heads,
+                &shared.scores,
+                &acts,
+            ],
             &params,
             (s.n_heads, tokens),
         )?;
-        let mut input = b.input(&heads, q_dim, tokens);
         b.product(&layer.wo, &mut input, &o)?;
         let post_norm = layer.post_attn_norm.as_ref(); // Gemma
         pending = Some(residual(b, &o, post_norm, &post, tokens, s.eps)?);

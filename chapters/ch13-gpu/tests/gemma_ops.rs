@@ -95,6 +95,12 @@ fn attention_sees_only_the_window_and_caps_as_chapter_8_does() {
         let (kc, vc) = (up("k_cache", &k_cache), up("v_cache", &v_cache));
         let out = gpu.storage("out", n_heads * hd * 4, wgpu::BufferUsages::COPY_SRC);
         let scores = gpu.storage("scores", n_heads * capacity * 4, empty);
+        let blocks = n_heads * hd / 32; // the output quantized too, for the output product
+        let acts = gpu.storage(
+            "acts",
+            blocks * BLOCK_WORDS * 4,
+            wgpu::BufferUsages::COPY_SRC,
+        );
         let params = [
             n_heads as u32,
             n_kv as u32,
@@ -104,8 +110,12 @@ fn attention_sees_only_the_window_and_caps_as_chapter_8_does() {
             window.unwrap_or(0) as u32,
             softcap.map_or(0, f32::to_bits),
             softcap.map_or(0, |c| (1.0 / c).to_bits()),
+            1, // quantized as Q8_0
+            0,
+            0,
+            0,
         ];
-        let buffers = [&step, &qb, &kb, &vb, &kc, &vc, &out, &scores];
+        let buffers = [&step, &qb, &kb, &vb, &kc, &vc, &out, &scores, &acts];
         let d = Dispatch::new(&gpu, &ops.attention, &buffers, &params, n_heads).unwrap();
         run(&gpu, &d);
         let got = bits(&gpu, &out, n_heads * hd);
@@ -128,6 +138,14 @@ fn attention_sees_only_the_window_and_caps_as_chapter_8_does() {
                 i % hd
             );
         }
+        let words: Vec<u32> = bits(&gpu, &acts, blocks * BLOCK_WORDS)
+            .iter()
+            .map(|v| v.to_bits())
+            .collect();
+        assert!(
+            words == acts::quantize(ActFormat::Q8_0, &got).unwrap(),
+            "attention's output, quantized in the same dispatch, is not chapter 6's blocks of it"
+        );
         outputs.push(got);
     }
     let apart = max_diff(&outputs[0], &outputs[1]);
