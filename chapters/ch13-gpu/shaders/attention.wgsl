@@ -117,6 +117,12 @@ fn capped(s: f32) -> f32 {
     return tanh(clamp(s * params.inv_cap, -10.0, 10.0)) * params.softcap;
 }
 
+// Every lane waits here until the others' writes to storage are done and seen.
+fn all_written() {
+    storageBarrier();
+    workgroupBarrier();
+}
+
 // ANCHOR: attend
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
@@ -156,21 +162,18 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     for (var j = first + lane; j <= pos; j += LANES) {
         scores[row + j] = exp_cpu(scores[row + j] - most);
     }
-    storageBarrier();
-    workgroupBarrier();
+    all_written();
     // The sum in order, as the CPU adds it: every lane adds them all, none waits for another.
     var sum = 0.0;
     for (var j = first; j <= pos; j++) {
         sum += scores[row + j];
     }
-    storageBarrier(); // every lane has added them all before any lane divides its own
-    workgroupBarrier();
+    all_written(); // every lane has added them all before any lane divides its own
     for (var j = first + lane; j <= pos; j += LANES) { // below f32's least normal: 0, as on the CPU
         let w = scores[row + j] / sum;
         scores[row + j] = select(w, 0.0, w < 1.17549435e-38);
     }
-    storageBarrier(); // every lane's weights written before any lane reads them all
-    workgroupBarrier();
+    all_written(); // every lane's weights written before any lane reads them all
     // The weighted sum of the values: lane l takes coordinates l, l + 64, …, key by key.
     for (var d = lane; d < hd; d += LANES) {
         var acc = 0.0;
@@ -179,17 +182,23 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
         }
         out[h * hd + d] = acc;
     }
-    // The output product's input, quantized here rather than by a dispatch of its own: the
-    // head's blocks of 32, 64 values at a time, each value the one this lane just wrote.
-    if params.quant != 0u {
-        for (var c = 0u; c < hd; c += LANES) {
-            var v = 0.0;
-            if c + lane < hd {
-                v = out[h * hd + c + lane];
-            }
-            let blocks = min((hd - c) / 32u, LANES / 32u);
-            quantize_chunk(lane, v, (h * hd + c) / 32u, blocks, params.quant - 1u);
-        }
-    }
+    quantize_head(h, lane); // the output product's input, without a dispatch of its own
 }
 // ANCHOR_END: attend
+
+// ANCHOR: quantize_head
+// Head `h`'s output quantized for the output product: its blocks of 32, 64 values at a time,
+// each value the one this lane has just written.
+// (Where `quant` asks: the whole workgroup or none of it, as its barriers need.)
+fn quantize_head(h: u32, lane: u32) {
+    let hd = params.head_dim;
+    for (var c = 0u; c < hd && params.quant != 0u; c += LANES) {
+        var v = 0.0;
+        if c + lane < hd {
+            v = out[h * hd + c + lane];
+        }
+        let blocks = min((hd - c) / 32u, LANES / 32u);
+        quantize_chunk(lane, v, (h * hd + c) / 32u, blocks, params.quant - 1u);
+    }
+}
+// ANCHOR_END: quantize_head

@@ -139,7 +139,7 @@ pub fn build(
         // shader where its format's blocks of 32 lie inside a head (not Q8_K's 256)
         let mut input = b.input(&heads, q_dim, tokens);
         let (acts, quant) = match layer.wo.format.activation() {
-            Some(f @ (ActFormat::Q8_0 | ActFormat::Q8_1)) if s.head_dim % 32 == 0 => {
+            Some(f @ (ActFormat::Q8_0 | ActFormat::Q8_1)) if s.head_dim.is_multiple_of(32) => {
                 (b.quantized_by_caller(&mut input, f), 1 + code(f))
             }
             _ => (b.f32s("no acts", 16), 0),
