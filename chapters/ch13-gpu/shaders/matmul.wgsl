@@ -106,16 +106,6 @@ fn word(at: u32) -> u32 {
     return tile_weights[(at / CHUNK_BYTES * STRIDE * 4u + at % CHUNK_BYTES) / 4u];
 }
 
-// As in matvec.wgsl: a block of 18, 22 or 34 bytes begins at a word's first byte or, `odd`, at its third. Read
-// as whole words from the one it begins in, `w0`, `w1`, …: its f16 `d` is the first two
-// bytes, and the 4 bytes that begin two bytes into word `lo` (`hi` the next word) are these.
-fn first_half(w0: u32, odd: bool) -> f32 {
-    return unpack2x16float(select(w0, w0 >> 16u, odd)).x;
-}
-fn after_half(lo: u32, hi: u32, odd: bool) -> u32 {
-    return select((lo >> 16u) | (hi << 16u), hi, odd);
-}
-
 fn half_at(at: u32) -> f32 {
     return unpack2x16float(word_at(at)).x;
 }

@@ -88,11 +88,11 @@ pub fn source(format: Format, reduction: Reduction) -> Option<String> {
 }
 // ANCHOR_END: sources
 
-/// A format's file of WGSL: its `block_dot` and `term`, which the matrix-vector product and
-/// the tiled one (`matmul.rs`) both put in front of their own `main`. `None` for a format
-/// with no shader yet.
-pub fn block_source(format: Format) -> Option<&'static str> {
-    Some(match format {
+/// A format's file of WGSL, after `shaders/halves.wgsl`: its `block_dot` and `term`, which
+/// the matrix-vector product and the tiled one (`matmul.rs`) both put in front of their own
+/// `main`. `None` for a format with no shader yet.
+pub fn block_source(format: Format) -> Option<String> {
+    let file = match format {
         Format::Q4_0 => include_str!("../shaders/q4_0.wgsl"),
         Format::Q8_0 => include_str!("../shaders/q8_0.wgsl"),
         Format::Q4_1 => include_str!("../shaders/q4_1.wgsl"),
@@ -100,7 +100,9 @@ pub fn block_source(format: Format) -> Option<&'static str> {
         Format::Q4_K => include_str!("../shaders/q4_k.wgsl"),
         Format::Q6_K => include_str!("../shaders/q6_k.wgsl"),
         Format::F32 | Format::Int8 => return None,
-    })
+    };
+    let halves = include_str!("../shaders/halves.wgsl");
+    Some(format!("{halves}\n{file}"))
 }
 
 /// The pipeline compiled for `format` among `pipelines`, or an error naming what has none.

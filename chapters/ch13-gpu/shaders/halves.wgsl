@@ -1,0 +1,12 @@
+// Put before every format's file (`block_source`): a block of 18, 22 or 34 bytes (Q4_0,
+// Q5_0, Q8_0) begins at a word's first byte or, `odd`, at its third. Read as whole words
+// from the one it begins in, `w0`, `w1`, … (each once: `word`, which the product's own file
+// brings), its f16 `d` is the first two bytes, and the 4 bytes that begin two bytes into
+// word `lo` (`hi` the next word) are `after_half`'s.
+fn first_half(w0: u32, odd: bool) -> f32 {
+    return unpack2x16float(select(w0, w0 >> 16u, odd)).x;
+}
+
+fn after_half(lo: u32, hi: u32, odd: bool) -> u32 {
+    return select((lo >> 16u) | (hi << 16u), hi, odd);
+}
