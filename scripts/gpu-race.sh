@@ -154,7 +154,9 @@ def render_kernels(v):
     lines = [f"A shader that only reads {v['read']['bytes'] / 2**20:.0f} MiB reaches {read:.0f} GB/s: the "
              "ceiling for a shader that reads its weights once. (A device-to-device copy of "
              f"{v['copy']['bytes'] / 2**20:.0f} MiB moves {copy:.0f} GB/s, bytes read plus bytes written.) "
-             "The reduction adds a row's lane sums: in subgroups (registers) or in workgroup memory.", "",
+             + (f"A dispatch that does almost nothing costs {v['dispatch_us']:.2f} µs among thousands in one "
+                "submission: the floor under each of a step's dispatches. " if "dispatch_us" in v else "")
+             + "The reduction adds a row's lane sums: in subgroups (registers) or in workgroup memory.", "",
              "| format | rows × cols | weights | reduction | all in one submission: µs a product | GB/s "
              "| of the read rate | one submission each: µs a product |",
              "|---|---|---:|---|---:|---:|---:|---:|"]

@@ -1,6 +1,7 @@
 //! `ch13-gpu kernels`: how fast each product shader reads its weights, beside two ceilings:
 //! a shader that only reads a buffer once (`shaders/read.wgsl`, [`read_rate`]), and a
-//! device-to-device copy ([`copy_rate`]). The read probe is the one a product is measured
+//! device-to-device copy ([`copy_rate`]); and the floor under every dispatch, what one that
+//! does almost nothing costs inside a submission ([`dispatch_floor`]). The read probe is the one a product is measured
 //! against: a driver's copy need not run at the memory's rate (on an H200 it moved fewer
 //! bytes a second than llama.cpp's decode read). Needs no model: the blocks are random
 //! ([`crate::random`]).
@@ -154,6 +155,53 @@ impl ReadProbe {
 
 // ANCHOR_END: read_probe
 
+/// The empty dispatch (`shaders/tick.wgsl`: 64 invocations, each adding 1 to its word)
+/// bound to its counts, `(64)` u32.
+pub struct Tick {
+    pub counts: wgpu::Buffer,
+    pipeline: wgpu::ComputePipeline,
+    bind_group: wgpu::BindGroup,
+}
+
+impl Tick {
+    pub fn new(gpu: &Gpu) -> Result<Tick> {
+        let pipeline = gpu.pipeline("tick", include_str!("../shaders/tick.wgsl"))?;
+        let counts = gpu.storage("counts", 256, wgpu::BufferUsages::COPY_SRC);
+        let bind_group = gpu.bind(&pipeline, &[&counts])?;
+        Ok(Tick {
+            counts,
+            pipeline,
+            bind_group,
+        })
+    }
+
+    /// Records `n` dispatches, each after the one before.
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, n: usize) {
+        for _ in 0..n {
+            pass.set_pipeline(&self.pipeline);
+            pass.set_bind_group(0, &self.bind_group, &[]);
+            pass.dispatch_workgroups(1, 1, 1);
+        }
+    }
+}
+
+/// Seconds one empty dispatch costs, thousands recorded into one submission: the floor
+/// under every dispatch of a decode step, whatever it reads.
+pub fn dispatch_floor(gpu: &Gpu, secs: f64) -> Result<f64> {
+    let tick = Tick::new(gpu)?;
+    let run = |n: usize| {
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            tick.record(&mut pass, n);
+        }
+        submit_timed(gpu, vec![encoder.finish()], false)
+    };
+    run(1)?;
+    let (n, took) = time_until(secs, run)?;
+    Ok(took / n as f64)
+}
+
 // ANCHOR: read_rate
 /// The read probe's rate, bytes read per second, over one buffer as large as a binding may
 /// be (up to [`WORKING_SET`]): the ceiling a product that reads its weights once can
@@ -282,6 +330,8 @@ pub fn run(gpu: &Gpu, secs: f64, mut progress: impl FnMut(&str)) -> Result<Value
     let (read_bytes, read_bps) = read_rate(gpu, secs)?;
     progress("copy");
     let (copy_bytes, copy_bps) = copy_rate(gpu, secs)?;
+    progress("an empty dispatch");
+    let floor = dispatch_floor(gpu, secs)?;
     let mut kernels = Vec::new();
     for format in FORMATS {
         for shape in SHAPES {
@@ -306,6 +356,7 @@ pub fn run(gpu: &Gpu, secs: f64, mut progress: impl FnMut(&str)) -> Result<Value
         "secs_per_measurement": secs,
         "read": { "bytes": read_bytes, "gbps": read_bps / 1e9 },
         "copy": { "bytes": copy_bytes, "gbps_read_plus_write": copy_bps / 1e9 },
+        "dispatch_us": floor * 1e6,
         "kernels": kernels,
         "wall_secs": started.elapsed().as_secs_f64(),
     }))
@@ -335,9 +386,13 @@ pub fn text(r: &Value) -> String {
         f(&r["read"]["gbps"])
     );
     out += &format!(
-        "copy_buffer_to_buffer of {} MiB: {:.1} GB/s read + written\n\n",
+        "copy_buffer_to_buffer of {} MiB: {:.1} GB/s read + written\n",
         r["copy"]["bytes"].as_u64().unwrap_or(0) >> 20,
         f(&r["copy"]["gbps_read_plus_write"])
+    );
+    out += &format!(
+        "an empty dispatch, thousands in one submission: {:.2} µs each (the floor)\n\n",
+        f(&r["dispatch_us"])
     );
     out += "format  rows x cols    reduction  weights MB   batched µs    GB/s  of read   one submission each µs    GB/s\n";
     for k in r["kernels"].as_array().into_iter().flatten() {

@@ -30,7 +30,7 @@ usage: ch13-gpu [-m FILE] -p TEXT [-n N] [sampling options] [--json]
            11008x4096) and SmolLM2's (576x1536): time per product and GB/s of weights,
            many products in one submission and one submission each, beside the
            rate of a shader that only reads (the ceiling) and a device-to-device
-           copy's; needs no model
+           copy's, and what an empty dispatch costs; needs no model
        ch13-gpu tiles [--format F] [--rows R] [--cols C] [--tokens T] [--secs S] [--json]
            the tiled product of T tokens (one dispatch) against T matrix-vector
            dispatches, on one R x C matrix of random F blocks [q4_0 2048 2048 512]

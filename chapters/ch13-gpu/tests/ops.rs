@@ -480,3 +480,23 @@ fn the_quantizer_computes_swiglu_as_chapter_1_does() {
         );
     }
 }
+
+/// `kernels`' dispatch floor times dispatches that each depend on the one before: the
+/// counts show every dispatch ran, once, in a submission of many.
+#[test]
+fn the_empty_dispatch_runs_as_often_as_recorded() {
+    let gpu = gpu();
+    let tick = ch13_gpu::bench::Tick::new(&gpu).unwrap_or_else(|e| panic!("{e}"));
+    run(&gpu, |pass| tick.record(pass, 1000));
+    let counts: Vec<u32> = gpu
+        .read_f32(&tick.counts, 64)
+        .unwrap()
+        .iter()
+        .map(|v| v.to_bits())
+        .collect();
+    assert!(
+        counts.iter().all(|&c| c == 1000),
+        "1000 empty dispatches recorded, but the invocations counted {:?}",
+        &counts[..8]
+    );
+}
