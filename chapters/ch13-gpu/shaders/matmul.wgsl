@@ -101,7 +101,9 @@ fn word_at(at: u32) -> u32 {
     return (tile_weights[i] >> shift) | (tile_weights[i + 1u] << (32u - shift));
 }
 
-// The whole word of the tile that holds byte `at`, as `word` of matvec.wgsl.
+// The whole word of the tile that holds byte `at`, as `word` of matvec.wgsl. The byte is
+// byte `at % 4` of it where CHUNK_BYTES is whole words: every format's that uses `word`
+// (Q6_K's 210 is not, and it reads through `word_at`).
 fn word(at: u32) -> u32 {
     return tile_weights[(at / CHUNK_BYTES * STRIDE * 4u + at % CHUNK_BYTES) / 4u];
 }

@@ -5,16 +5,15 @@
 const BLOCK_BYTES: u32 = 20u;
 
 fn block_dot(row: u32, b: u32) -> f32 {
-    let at = (row * params.blocks + b) * BLOCK_BYTES;
-    let d = half_at(at);
-    let m = half_at(at + 2u);
+    let at = (row * params.blocks + b) * BLOCK_BYTES; // on a word: five whole words a block
+    let dm = unpack2x16float(word(at)); // d, then m
     var sumi = 0;
     for (var i = 0u; i < 4u; i++) {
-        let w = word_at(at + 4u + 4u * i);
+        let w = word(at + 4u + 4u * i);
         sumi += dot4I8Packed(w & 0x0f0f0f0fu, acts[b].qs[i]); // elements 4i..4i+4
         sumi += dot4I8Packed((w >> 4u) & 0x0f0f0f0fu, acts[b].qs[i + 4u]); // 16 + 4i..
     }
-    return (d * acts[b].d) * f32(sumi) + m * acts[b].s;
+    return (dm.x * acts[b].d) * f32(sumi) + dm.y * acts[b].s;
 }
 // ANCHOR_END: q4_1
 

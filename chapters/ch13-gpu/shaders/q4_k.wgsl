@@ -7,8 +7,9 @@
 // `s` the sum of the block's quants, so block b is (d·d_a)·scale·Σ q·p − (dmin·d_a)·min·Σ p.
 const BLOCK_BYTES: u32 = 144u;
 
+// Byte `at`, out of the whole word that holds it (one load, wherever it lies).
 fn byte_at(at: u32) -> u32 {
-    return word_at(at) & 0xffu;
+    return (word(at) >> (at % 4u * 8u)) & 0xffu;
 }
 
 // Sub-block s of the super-block at byte `at`, against activation block b: its scale times
@@ -27,7 +28,7 @@ fn sub_block(at: u32, s: u32, b: u32) -> vec2<i32> {
     let shift = 4u * (s % 2u); //              low nibbles or high
     var sumi = 0; // Σ q·p, four products a `dot4I8Packed` as in Q4_0, with no 8 to take off
     for (var i = 0u; i < 8u; i++) {
-        let w = (word_at(quants + 4u * i) >> shift) & 0x0f0f0f0fu; // elements 4i..4i+4, 0..15
+        let w = (word(quants + 4u * i) >> shift) & 0x0f0f0f0fu; // elements 4i..4i+4, 0..15
         sumi += dot4I8Packed(w, acts[b].qs[i]);
     }
     // the block's Σ p is an integer, held exactly in its f32 `s`
@@ -38,7 +39,8 @@ fn block_dot(row: u32, b: u32) -> f32 {
     let at = (row * params.blocks + b) / 8u * BLOCK_BYTES; // its super-block
     let parts = sub_block(at, b % 8u, b);
     let da = acts[b].d;
-    return (half_at(at) * da) * f32(parts.x) - (half_at(at + 2u) * da) * f32(parts.y);
+    let d = unpack2x16float(word(at)); // d, then dmin: the super-block's first word
+    return (d.x * da) * f32(parts.x) - (d.y * da) * f32(parts.y);
 }
 // ANCHOR_END: q4_k
 
@@ -52,5 +54,6 @@ fn term(row: u32, t: u32) -> f32 {
         sums += sub_block(at, s, 8u * t + s);
     }
     let da = acts[8u * t].d; // the super-block's scale, in each of its blocks
-    return half_at(at) * da * f32(sums.x) - half_at(at + 2u) * da * f32(sums.y);
+    let d = unpack2x16float(word(at)); // d, then dmin
+    return d.x * da * f32(sums.x) - d.y * da * f32(sums.y);
 }
