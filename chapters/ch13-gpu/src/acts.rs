@@ -18,8 +18,9 @@ pub const BLOCK_WORDS: usize = 10;
 
 // ANCHOR: act_block
 /// One block as the shader's `struct ActBlock { d: f32, s: f32, qs: array<u32, 8> }` reads
-/// it: the f16 scale and sum widened to f32 (exactly), the 32 i8 quants four to a word,
-/// element `4i + k` in byte `k` of word `i`.
+/// it: the scale and the sum as f32 (Q8_1's f16s widened exactly; for Q8_0 and Q8_K the sum
+/// of the quants, an integer), the 32 i8 quants four to a word, element `4i + k` in byte `k`
+/// of word `i`.
 fn push_block(out: &mut Vec<u32>, d: f32, s: f32, qs: &[i8; QK]) {
     out.push(d.to_bits());
     out.push(s.to_bits());
