@@ -16,7 +16,8 @@ usage: ch13-gpu [-m FILE] -p TEXT [-n N] [sampling options] [--json]
            (--temp 0) reads back the GPU's argmax, other sampling the logits
        ch13-gpu bench [-m FILE] [--pp N] [--tg N] [--per-dispatch] [--json]
            the model on the GPU: pp prompt tokens as a prefill, then tg greedy
-           tokens, one submission each, and the dispatches a token; with
+           tokens from an empty cache (as llama-bench's tg), one submission each,
+           and the dispatches a token; with
            --per-dispatch the tg tokens again with a submission per dispatch
        ch13-gpu bench --compare [-m FILE] [--pp N] [--tg N] [--rounds R] [--json]
            ours against llama.cpp's Vulkan llama-bench (scripts/llamacpp.sh --vulkan)
