@@ -207,10 +207,7 @@ pub fn dispatch_floor(gpu: &Gpu, secs: f64) -> Result<f64> {
 /// be (up to [`WORKING_SET`]): the ceiling a product that reads its weights once can
 /// approach.
 pub fn read_rate(gpu: &Gpu, secs: f64) -> Result<(u64, f64)> {
-    let limit = gpu
-        .limits
-        .max_storage_buffer_binding_size
-        .min(gpu.limits.max_buffer_size);
+    let limit = gpu.largest_binding();
     let size = (WORKING_SET as u64).min(limit) / 1024 * 1024;
     let data = gpu.storage("read probe", size as usize, wgpu::BufferUsages::empty());
     let probe = ReadProbe::new(gpu, &data)?;

@@ -193,6 +193,12 @@ impl Gpu {
         })
     }
 
+    /// The largest buffer a shader can bind on this GPU, in bytes.
+    pub fn largest_binding(&self) -> u64 {
+        let l = &self.limits;
+        l.max_storage_buffer_binding_size.min(l.max_buffer_size)
+    }
+
     /// A storage buffer of `bytes` bytes, with `extra` usages (copies in or out).
     pub fn storage(&self, label: &str, bytes: usize, extra: wgpu::BufferUsages) -> wgpu::Buffer {
         self.device.create_buffer(&wgpu::BufferDescriptor {

@@ -16,7 +16,7 @@ use ch06_quantization::Format;
 
 use crate::acts::{self, BLOCK_WORDS};
 use crate::gpu::{Error, Gpu, Result};
-use crate::matvec::{FORMATS, GpuMatrix, block_source, spare_outputs};
+use crate::matvec::{FORMATS, GpuMatrix, block_source, spare_outputs, three_outputs};
 
 /// Rows and tokens of the output one workgroup takes (`TILE_ROWS`, `TILE_TOKENS` in
 /// `shaders/matmul.wgsl`).
@@ -156,9 +156,8 @@ impl Tiled {
         });
         let splits = m.splits()?;
         write_dims(gpu, &uniform, m.rows, blocks, tokens, splits);
-        let [o1, o2] = &shaders.spare;
-        let (out1, out2) = (*outs.get(1).unwrap_or(&o1), *outs.get(2).unwrap_or(&o2));
-        let buffers = [&m.buffer, acts, outs[0], &uniform, out1, out2];
+        let [out, out1, out2] = three_outputs(outs, &shaders.spare);
+        let buffers = [&m.buffer, acts, out, &uniform, out1, out2];
         let bind_group = gpu.bind(&pipeline, &buffers)?;
         Ok(Tiled {
             acts: acts.clone(),
@@ -258,10 +257,7 @@ fn write_dims(
 /// The input's and the output's bytes for `tokens` tokens of `m`, checked against the
 /// device's largest binding (so every index the shader computes fits in a u32).
 fn sizes(gpu: &Gpu, m: &GpuMatrix, tokens: usize) -> Result<(usize, usize)> {
-    let limit = gpu
-        .limits
-        .max_storage_buffer_binding_size
-        .min(gpu.limits.max_buffer_size);
+    let limit = gpu.largest_binding();
     let acts = tokens
         .checked_mul(m.cols / 32 * BLOCK_WORDS * 4)
         .filter(|&b| b as u64 <= limit);

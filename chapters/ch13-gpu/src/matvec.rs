@@ -196,11 +196,8 @@ impl GpuMatrix {
         let rows: usize = parts.iter().map(|(r, _)| r).sum();
         let bytes: usize = parts.iter().map(|(_, b)| b.len()).sum();
         // ANCHOR: upload
-        let padded = (bytes.div_ceil(4) + 1) * 4;
-        let limit = gpu
-            .limits
-            .max_storage_buffer_binding_size
-            .min(gpu.limits.max_buffer_size);
+        let padded = padded_bytes(bytes);
+        let limit = gpu.largest_binding();
         if padded as u64 > limit {
             return Err(Error::Input(format!(
                 "{padded} bytes of weights exceed this GPU's largest storage binding ({limit})"
@@ -241,16 +238,12 @@ impl GpuMatrix {
     /// The first rows of the stack's second and third matrices, as the shaders' `split1`
     /// and `split2` take them (`rows` where there is none).
     pub fn splits(&self) -> Result<[u32; 2]> {
-        let mut first = [self.rows; 2];
-        let mut at = 0;
-        for (i, r) in self.parts.iter().enumerate().take(MOST_PARTS - 1) {
-            at += r;
-            if i + 1 < self.parts.len() {
-                first[i] = at;
-            }
-        }
+        let first = |i: usize| match i < self.parts.len() {
+            true => self.parts[..i].iter().sum(),
+            false => self.rows,
+        };
         let u = |n: usize| u32::try_from(n).map_err(|_| Error::Input("too many rows".into()));
-        Ok([u(first[0])?, u(first[1])?])
+        Ok([u(first(1))?, u(first(2))?])
     }
 
     /// Checks that `outs` are one output for each matrix of the stack, each at least
@@ -421,9 +414,8 @@ impl Product {
         let [split1, split2] = m.splits()?;
         let words = [rows, blocks as u32, groups.0, 0, split1, split2, 0, 0];
         let uniform = gpu.uniform(&words);
-        let [o1, o2] = &shaders.spare;
-        let (out1, out2) = (*outs.get(1).unwrap_or(&o1), *outs.get(2).unwrap_or(&o2));
-        let buffers = [&m.buffer, acts, outs[0], &uniform, out1, out2];
+        let [out, out1, out2] = three_outputs(outs, &shaders.spare);
+        let buffers = [&m.buffer, acts, out, &uniform, out1, out2];
         let bind_group = gpu.bind(&pipeline, &buffers)?;
         Ok(Product {
             acts: acts.clone(),
@@ -466,7 +458,8 @@ impl Product {
         }
         // ceil(rows / 4) workgroups, folded into 2-D past the per-dimension limit.
         let groups = gpu.grid(rows.div_ceil(ROWS_PER_GROUP));
-        let uniform = gpu.uniform(&[rows, blocks as u32, groups.0, 0, rows, rows, 0, 0]);
+        let [split1, split2] = m.splits()?; // `rows`: one matrix
+        let uniform = gpu.uniform(&[rows, blocks as u32, groups.0, 0, split1, split2, 0, 0]);
         fn whole(binding: u32, b: &wgpu::Buffer) -> wgpu::BindGroupEntry<'_> {
             wgpu::BindGroupEntry {
                 binding,
@@ -535,6 +528,25 @@ impl Product {
 /// The two small buffers bound in place of the outputs a product does not have.
 pub(crate) fn spare_outputs(gpu: &Gpu) -> [wgpu::Buffer; 2] {
     [0, 1].map(|_| gpu.storage("no output", 16, wgpu::BufferUsages::empty()))
+}
+
+/// A product's `out`, `out1` and `out2`: `outs` (one to three, as [`GpuMatrix::check_outs`]
+/// checked), then `spare` for those it lacks.
+pub(crate) fn three_outputs<'a>(
+    outs: &[&'a wgpu::Buffer],
+    spare: &'a [wgpu::Buffer; 2],
+) -> [&'a wgpu::Buffer; 3] {
+    [
+        outs[0],
+        outs.get(1).copied().unwrap_or(&spare[0]),
+        outs.get(2).copied().unwrap_or(&spare[1]),
+    ]
+}
+
+/// The bytes a matrix's buffer takes for `bytes` of blocks: whole words plus one (the
+/// shader reads a word past an unaligned last block's end).
+pub(crate) fn padded_bytes(bytes: usize) -> usize {
+    (bytes.div_ceil(4) + 1) * 4
 }
 
 fn words_to_bytes(words: &[u32]) -> Vec<u8> {

@@ -13,7 +13,7 @@ use ch08_gguf::engine::{Activation, Model, gelu_table};
 use ch08_gguf::matrix::Matrix;
 
 use crate::gpu::{Error, Gpu, Result};
-use crate::matvec::GpuMatrix;
+use crate::matvec::{GpuMatrix, padded_bytes};
 use crate::split::SplitMatrix;
 
 /// The sizes and constants of one decode step.
@@ -257,17 +257,13 @@ impl GpuModel {
 /// device's largest binding is uploaded one matrix at a time.
 pub fn stacks(gpu: &Gpu, what: &str, ws: &[&Matrix]) -> Result<Vec<GpuMatrix>> {
     let blocks: Vec<_> = ws.iter().map(|w| blocks_of(w)).collect();
-    let limit = gpu
-        .limits
-        .max_storage_buffer_binding_size
-        .min(gpu.limits.max_buffer_size);
     let mut out = Vec::new();
     let mut i = 0;
     while i < ws.len() {
         let same = |k: usize| blocks[k].0 == blocks[i].0 && ws[k].cols() == ws[i].cols();
         let mut j = (i + 1..ws.len()).find(|&k| !same(k)).unwrap_or(ws.len());
         let bytes: usize = blocks[i..j].iter().map(|(_, b)| b.len()).sum();
-        if bytes as u64 + 8 > limit {
+        if padded_bytes(bytes) as u64 > gpu.largest_binding() {
             j = i + 1; // too large to bind whole: this one alone
         }
         let parts: Vec<_> = (i..j).map(|k| (ws[k].rows(), &*blocks[k].1)).collect();

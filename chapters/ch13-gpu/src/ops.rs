@@ -16,6 +16,8 @@ pub struct Ops {
     pub softcap: wgpu::ComputePipeline,
     pub last: wgpu::ComputePipeline,
     pub argmax: wgpu::ComputePipeline,
+    /// Bound as attention's `acts` where it does not quantize its output: never written.
+    pub no_acts: wgpu::Buffer,
 }
 
 impl Ops {
@@ -41,6 +43,7 @@ impl Ops {
             softcap: gpu.pipeline("softcap", include_str!("../shaders/softcap.wgsl"))?,
             last: gpu.pipeline("last", include_str!("../shaders/last.wgsl"))?,
             argmax: gpu.pipeline("argmax", include_str!("../shaders/argmax.wgsl"))?,
+            no_acts: gpu.storage("no blocks", 64, wgpu::BufferUsages::empty()),
         })
     }
 }

@@ -13,7 +13,7 @@ use crate::gpu::{Error, Result};
 use crate::matvec::GpuMatrix;
 use crate::model::GpuModel;
 use crate::ops::groups_of_64;
-use crate::quantize::{Gate, code};
+use crate::quantize::{Gate, quant_word};
 use ch06_quantization::matrix::ActFormat;
 
 /// What both passes bind: written or kept from one submission to the next.
@@ -140,9 +140,9 @@ pub fn build(
         let mut input = b.input(&heads, q_dim, tokens);
         let (acts, quant) = match layer.wo.format.activation() {
             Some(f @ (ActFormat::Q8_0 | ActFormat::Q8_1)) if s.head_dim.is_multiple_of(32) => {
-                (b.quantized_by_caller(&mut input, f), 1 + code(f))
+                (b.quantized_by_caller(&mut input, f), quant_word(Some(f)))
             }
-            _ => (b.f32s("no acts", 16), 0),
+            _ => (shaders.ops.no_acts.clone(), quant_word(None)),
         };
         let window = u(layer.window.unwrap_or(0))?; // 0: every position
         let [cap, inv_cap] = cap_words(s.attn_softcap); // Gemma-2

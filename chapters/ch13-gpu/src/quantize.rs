@@ -69,6 +69,12 @@ pub(crate) fn code(format: ActFormat) -> u32 {
     }
 }
 
+/// The `quant` word of a shader that may also quantize its output (RMSNorm's, attention's):
+/// 0 for none, else `format`'s code plus one.
+pub(crate) fn quant_word(format: Option<ActFormat>) -> u32 {
+    format.map_or(0, |f| 1 + code(f))
+}
+
 // ANCHOR: step
 /// One quantization bound and ready to record: `blocks` blocks of 32 values into `acts`
 /// (the matrix-vector shader's `ActBlock`), as Q8_0, Q8_1 or Q8_K.

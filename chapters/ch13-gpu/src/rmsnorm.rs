@@ -105,7 +105,7 @@ impl NormStep {
                         acts.size()
                     )));
                 }
-                1 + crate::quantize::code(format)
+                crate::quantize::quant_word(Some(format))
             }
         };
         let words = [

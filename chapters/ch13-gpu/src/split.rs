@@ -35,10 +35,7 @@ impl SplitMatrix {
         cols: usize,
         blocks: &[u8],
     ) -> Result<SplitMatrix> {
-        let limit = gpu
-            .limits
-            .max_storage_buffer_binding_size
-            .min(gpu.limits.max_buffer_size);
+        let limit = gpu.largest_binding();
         SplitMatrix::with_limit(gpu, format, rows, cols, blocks, limit)
     }
 

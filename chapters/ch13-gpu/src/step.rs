@@ -283,7 +283,5 @@ fn scores_per_token(model: &GpuModel, capacity: usize) -> usize {
 
 /// The largest buffer a shader can bind on this GPU, in bytes.
 fn largest_binding(gpu: &Gpu) -> usize {
-    let l = &gpu.limits;
-    let bytes = l.max_storage_buffer_binding_size.min(l.max_buffer_size);
-    usize::try_from(bytes).unwrap_or(usize::MAX)
+    usize::try_from(gpu.largest_binding()).unwrap_or(usize::MAX)
 }
