@@ -156,16 +156,43 @@ def render_kernels(v):
              f"{v['copy']['bytes'] / 2**20:.0f} MiB moves {copy:.0f} GB/s, bytes read plus bytes written.) "
              + (f"A dispatch that does almost nothing costs {v['dispatch_us']:.2f} µs among thousands in one "
                 "submission: the floor under each of a step's dispatches. " if "dispatch_us" in v else "")
-             + "The reduction adds a row's lane sums: in subgroups (registers) or in workgroup memory.", "",
-             "| format | rows × cols | weights | reduction | all in one submission: µs a product | GB/s "
+             + "The reduction adds a row's lane sums: in subgroups (registers) or in workgroup memory. "
+             "The layout: how the lanes read their blocks, `direct` (each its own, from memory) or `staged` "
+             "(a workgroup's rows a step at a time through workgroup memory, neighbouring invocations loading "
+             "neighbouring words), and the rows each lane takes, which share the activations it reads"
+             + (f"; the engine's here: {v['layout']}, timed a submission each too." if "layout" in v else
+                " (this run's shaders: direct, one row a lane)."), "",
+             "| format | rows × cols | weights | reduction | layout | all in one submission: µs a product | GB/s "
              "| of the read rate | one submission each: µs a product |",
-             "|---|---|---:|---|---:|---:|---:|---:|"]
+             "|---|---|---:|---|---|---:|---:|---:|---:|"]
+    engine = v.get("layout", "direct-1")
     for k in v["kernels"]:
-        b, e = k["batched"], k["one_submission_each"]
+        if k.get("layout", "direct-1") != engine:
+            continue
+        b, e = k["batched"], k.get("one_submission_each")
+        each = f"{e['us_per_product']:.1f}" if e else ""
         lines.append(f"| {k['format']} | {k['rows']} × {k['cols']} | {k['weight_bytes'] / 2**20:.1f} MiB "
-                     f"| {k.get('reduction', v.get('reduction', '?'))} "
+                     f"| {k.get('reduction', v.get('reduction', '?'))} | {engine} "
                      f"| {b['us_per_product']:.1f} | {b['gbps']:.0f} | {100 * b['gbps'] / read:.0f}% "
-                     f"| {e['us_per_product']:.1f} |")
+                     f"| {each} |")
+    # every layout with the adapter's reduction: µs a product, in one submission
+    own = v.get("reduction")
+    layouts = sorted({k["layout"] for k in v["kernels"] if "layout" in k and k.get("reduction") == own})
+    if len(layouts) > 1:
+        lines += ["", f"Every layout with the {own} reduction, µs a product in one submission "
+                  "(the fastest of each row in bold):", "",
+                  "| format | rows × cols | " + " | ".join(layouts) + " |",
+                  "|---|---|" + "---:|" * len(layouts)]
+        shapes = []
+        for k in v["kernels"]:
+            if (k["format"], k["rows"], k["cols"]) not in shapes:
+                shapes.append((k["format"], k["rows"], k["cols"]))
+        for f, r, c in shapes:
+            us = {k["layout"]: k["batched"]["us_per_product"] for k in v["kernels"]
+                  if (k["format"], k["rows"], k["cols"]) == (f, r, c) and k.get("reduction") == own and "layout" in k}
+            best = min(us.values()) if us else None
+            cell = lambda l: "" if l not in us else (f"**{us[l]:.1f}**" if us[l] == best else f"{us[l]:.1f}")
+            lines.append(f"| {f} | {r} × {c} | " + " | ".join(cell(l) for l in layouts) + " |")
     return lines
 def tables(tsv, outfile, head, shapes, bytes_json, copy_gbs, device=""):
     rows = [l.rstrip("\n").split("\t") for l in open(tsv)][1:]

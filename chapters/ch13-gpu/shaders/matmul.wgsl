@@ -11,7 +11,7 @@
 // where the matrix-vector product reads every byte once per token.
 //
 // `block_dot(row, b)` reads its weights through `word_at`, its activations through
-// `acts[b]`, and finds a row's blocks `params.blocks` apart: here those three names stand for
+// `acts[b]`, and finds a row's blocks `row_blocks()` apart: here those three names stand for
 // the tile in workgroup memory (a row of CHUNK blocks) and the invocation's own token.
 
 // ANCHOR: bindings
@@ -71,10 +71,9 @@ var<workgroup> tile_weights: array<u32, TILE_ROWS * STRIDE + 1u>; // +1: word_at
 var<workgroup> tile_acts: array<ActBlock, TILE_TOKENS * CHUNK>;
 
 // What `block_dot` sees: rows CHUNK blocks long, and its invocation's token's CHUNK blocks.
-struct Rows {
-    blocks: u32,
+fn row_blocks() -> u32 {
+    return CHUNK;
 }
-const params = Rows(CHUNK);
 var<private> acts: array<ActBlock, CHUNK>;
 // ANCHOR_END: tile
 

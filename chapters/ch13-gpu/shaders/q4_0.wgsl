@@ -8,7 +8,7 @@ const BLOCK_BYTES: u32 = 18u;
 // and `dot4I8Packed` multiplies four bytes by four and adds the products (one instruction
 // where the GPU has it); Σ (u − 8)·a = Σ u·a − 8·Σ a is the same integer.
 fn block_dot(row: u32, b: u32) -> f32 {
-    let at = (row * params.blocks + b) * BLOCK_BYTES;
+    let at = (row * row_blocks() + b) * BLOCK_BYTES;
     // The block's five words, each read once: it begins at a word's first byte, or at its
     // third (`odd`: d is then the first word's high half, the quants the next four words).
     let start = at & ~3u;

@@ -5,7 +5,7 @@
 const BLOCK_BYTES: u32 = 20u;
 
 fn block_dot(row: u32, b: u32) -> f32 {
-    let at = (row * params.blocks + b) * BLOCK_BYTES; // on a word: five whole words a block
+    let at = (row * row_blocks() + b) * BLOCK_BYTES; // on a word: five whole words a block
     let dm = unpack2x16float(word(at)); // d, then m
     var sumi = 0;
     for (var i = 0u; i < 4u; i++) {

@@ -36,7 +36,7 @@ fn sub_block(at: u32, s: u32, b: u32) -> vec2<i32> {
 }
 
 fn block_dot(row: u32, b: u32) -> f32 {
-    let at = (row * params.blocks + b) / 8u * BLOCK_BYTES; // its super-block
+    let at = (row * row_blocks() + b) / 8u * BLOCK_BYTES; // its super-block
     let parts = sub_block(at, b % 8u, b);
     let da = acts[b].d;
     let d = unpack2x16float(word(at)); // d, then dmin: the super-block's first word
@@ -48,7 +48,7 @@ fn block_dot(row: u32, b: u32) -> f32 {
 // it: its sub-blocks' integers added first (Σ scale·Σq·p and Σ min·Σp), then rounded.
 const TERM_BLOCKS: u32 = 8u;
 fn term(row: u32, t: u32) -> f32 {
-    let at = (row * params.blocks / 8u + t) * BLOCK_BYTES;
+    let at = (row * row_blocks() / 8u + t) * BLOCK_BYTES;
     var sums = vec2<i32>(0, 0);
     for (var s = 0u; s < 8u; s++) {
         sums += sub_block(at, s, 8u * t + s);

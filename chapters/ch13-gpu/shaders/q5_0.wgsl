@@ -10,7 +10,7 @@ fn fifth_bits(qh: u32, j: u32) -> u32 {
 }
 
 fn block_dot(row: u32, b: u32) -> f32 {
-    let at = (row * params.blocks + b) * BLOCK_BYTES;
+    let at = (row * row_blocks() + b) * BLOCK_BYTES;
     let start = at & ~3u; // the block's six words, each read once (q4_0.wgsl says how)
     let odd = at != start;
     var words: array<u32, 6>;

@@ -36,7 +36,7 @@ fn sub_block(at: u32, s: u32, b: u32) -> i32 {
 }
 
 fn block_dot(row: u32, b: u32) -> f32 {
-    let at = (row * params.blocks + b) / 8u * BLOCK_BYTES; // its super-block
+    let at = (row * row_blocks() + b) / 8u * BLOCK_BYTES; // its super-block
     return (half_at(at + 208u) * acts[b].d) * f32(sub_block(at, b % 8u, b));
 }
 // ANCHOR_END: q6_k
@@ -45,7 +45,7 @@ fn block_dot(row: u32, b: u32) -> f32 {
 // it: its sub-blocks' integer sums added, then one product.
 const TERM_BLOCKS: u32 = 8u;
 fn term(row: u32, t: u32) -> f32 {
-    let at = (row * params.blocks / 8u + t) * BLOCK_BYTES;
+    let at = (row * row_blocks() / 8u + t) * BLOCK_BYTES;
     var total = 0;
     for (var s = 0u; s < 8u; s++) {
         total += sub_block(at, s, 8u * t + s);

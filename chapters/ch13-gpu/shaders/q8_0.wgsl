@@ -4,7 +4,7 @@
 const BLOCK_BYTES: u32 = 34u;
 
 fn block_dot(row: u32, b: u32) -> f32 {
-    let at = (row * params.blocks + b) * BLOCK_BYTES;
+    let at = (row * row_blocks() + b) * BLOCK_BYTES;
     let start = at & ~3u; // the block's nine words, each read once (q4_0.wgsl says how)
     let odd = at != start;
     var w: array<u32, 9>;

@@ -14,10 +14,11 @@
 // ANCHOR: reduce
 const MOST_TERMS: u32 = 1024u; // 32 768 columns (K-quants: 262 144)
 var<workgroup> terms: array<f32, 4096>; // ROWS * MOST_TERMS: 16 KiB, WebGPU's least limit
+// (ROWS_EACH is 1 here: a lane group takes one row)
 
 @compute @workgroup_size(128)
 fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) slot: u32) {
-    let row = row_of(group, slot);
+    let row = first_row(group, slot);
     let lane = slot % LANES;
     let mine = slot / LANES * MOST_TERMS; // this row's terms
     let n = min(params.blocks / TERM_BLOCKS, MOST_TERMS);

@@ -7,7 +7,7 @@
 
 // ANCHOR: reduce
 const MOST_SUBGROUPS: u32 = 32u; // 128 invocations in subgroups of at least 4
-var<workgroup> totals: array<f32, 128>; // MOST_SUBGROUPS * ROWS
+var<workgroup> totals: array<f32, 128 * ROWS_EACH>; // MOST_SUBGROUPS × ROWS
 
 @compute @workgroup_size(128)
 fn main(
@@ -17,23 +17,27 @@ fn main(
     @builtin(num_subgroups) subgroups: u32,
     @builtin(subgroup_invocation_id) in_subgroup: u32,
 ) {
-    let row = row_of(group, i);
+    let first = first_row(group, i);
     let lane = i % LANES;
-    let mine = i / LANES; // which of the workgroup's rows
-    let sum = lane_sum(row, lane);
-    for (var r = 0u; r < ROWS; r++) {
-        let total = subgroupAdd(select(0.0, sum, mine == r));
-        if in_subgroup == 0u {
-            totals[subgroup * ROWS + r] = total;
+    let mine = i / LANES; // which of the workgroup's groups
+    let sums = lane_sums(group, i);
+    for (var g = 0u; g < GROUPS; g++) {
+        for (var k = 0u; k < ROWS_EACH; k++) {
+            let total = subgroupAdd(select(0.0, sums[k], mine == g));
+            if in_subgroup == 0u {
+                totals[(subgroup * GROUPS + g) * ROWS_EACH + k] = total;
+            }
         }
     }
     workgroupBarrier();
-    if lane == 0u && row < params.rows {
-        var row_total = 0.0;
-        for (var s = 0u; s < subgroups; s++) {
-            row_total += totals[s * ROWS + mine];
+    if lane == 0u {
+        for (var k = 0u; k < ROWS_EACH && first + k < params.rows; k++) {
+            var row_total = 0.0;
+            for (var s = 0u; s < subgroups; s++) {
+                row_total += totals[(s * GROUPS + mine) * ROWS_EACH + k];
+            }
+            store(first + k, row_total);
         }
-        store(row, row_total);
     }
 }
 // ANCHOR_END: reduce

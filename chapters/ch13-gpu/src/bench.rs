@@ -13,7 +13,9 @@
 //!   its round trip cost, paid once per dispatch by an engine that does not batch.
 //!
 //! Where the adapter has subgroups, every product is timed with both reductions (subgroup,
-//! then workgroup memory), on the same uploaded matrices.
+//! then workgroup memory), on the same uploaded matrices; and with the adapter's own
+//! reduction in the other [`Layout`]s (staged with 1 and 2 rows a lane, reading directly
+//! with 1, 2 and 4), so that one run on a GPU says which the engine should use there.
 //!
 //! A matrix read over and over would sit in the GPU's last-level cache (tens of MB on a
 //! datacenter GPU), so each shape is uploaded as several copies, [`WORKING_SET`] bytes in
@@ -26,7 +28,7 @@ use serde_json::{Value, json};
 
 use crate::acts;
 use crate::gpu::{Error, Gpu, Result};
-use crate::matvec::{FORMATS, GpuMatrix, MatVec, Product, Reduction};
+use crate::matvec::{FORMATS, GpuMatrix, Layout, MatVec, Product, Reading, Reduction};
 use crate::random::{self, Rng};
 
 /// Bytes of weights the products of one shape cycle through: several times any GPU's cache.
@@ -247,7 +249,8 @@ pub fn product(
     let mut out = Vec::new();
     for (i, shaders) in all.iter().enumerate() {
         let r = shaders.reduction.name();
-        progress(&format!("{} {rows}x{cols} ({r})", format.name()));
+        let layout = shaders.layout.name();
+        progress(&format!("{} {rows}x{cols} ({r}, {layout})", format.name()));
         let products = matrices
             .iter()
             .map(|m| Product::new(gpu, shaders, m))
@@ -262,14 +265,16 @@ pub fn product(
         k["weight_bytes"] = json!(blocks.len());
         k["copies"] = json!(copies);
         k["reduction"] = json!(r);
+        k["layout"] = json!(layout);
         out.push(k);
     }
     Ok(out)
 }
 
-/// `products`, each reading `bytes` of weights, timed both ways (after running each once if
-/// `warm_up`: the first touch of their matrices); a JSON object.
-fn timed(gpu: &Gpu, products: &[Product], warm_up: bool, bytes: f64, secs: f64) -> Result<Value> {
+/// `products`, each reading `bytes` of weights, timed in one submission; and if they are
+/// the `first` of their shape (the engine's own layout), run once before (the first touch
+/// of their matrices) and timed a submission each too. A JSON object.
+fn timed(gpu: &Gpu, products: &[Product], first: bool, bytes: f64, secs: f64) -> Result<Value> {
     let copies = products.len();
     // `n` products recorded into one pass, or into one command buffer each.
     let record = |products: &mut dyn Iterator<Item = &Product>| {
@@ -295,11 +300,10 @@ fn timed(gpu: &Gpu, products: &[Product], warm_up: bool, bytes: f64, secs: f64) 
             .collect();
         submit_timed(gpu, buffers, true)
     };
-    if warm_up {
+    if first {
         gpu.checked("the warm-up products", || batched(copies))??;
     }
     let (n_batched, t_batched) = time_until(secs, batched)?;
-    let (n_each, t_each) = time_until(secs, each)?;
     let per = |n: usize, t: f64| {
         json!({
             "products": n,
@@ -307,21 +311,38 @@ fn timed(gpu: &Gpu, products: &[Product], warm_up: bool, bytes: f64, secs: f64) 
             "gbps": bytes * n as f64 / t / 1e9,
         })
     };
-    Ok(json!({
-        "batched": per(n_batched, t_batched),
-        "one_submission_each": per(n_each, t_each),
-    }))
+    let mut k = json!({ "batched": per(n_batched, t_batched) });
+    if first {
+        let (n_each, t_each) = time_until(secs, each)?;
+        k["one_submission_each"] = per(n_each, t_each);
+    }
+    Ok(k)
 }
 
 /// The whole bench: the adapter, the copy ceiling, every format at every shape. `secs` is
 /// the time each measurement runs for.
 pub fn run(gpu: &Gpu, secs: f64, mut progress: impl FnMut(&str)) -> Result<Value> {
     let started = Instant::now();
-    // The reduction this adapter gets, and the workgroup one beside it when that is not it.
+    // The reduction and layout this adapter gets, the workgroup reduction beside it when
+    // that is not it, then the adapter's own reduction in the other layouts.
     let shaders = MatVec::new(gpu)?;
+    let (own, layout) = (shaders.reduction, shaders.layout);
     let mut all = vec![shaders];
-    if all[0].reduction != Reduction::Workgroup {
-        all.push(MatVec::with(gpu, Reduction::Workgroup)?);
+    if own != Reduction::Workgroup {
+        all.push(MatVec::with_layout(gpu, Reduction::Workgroup, layout)?);
+    }
+    let others = [
+        (Reading::Staged, 1),
+        (Reading::Staged, 2),
+        (Reading::Direct, 1),
+    ]
+    .into_iter()
+    .chain([(Reading::Direct, 2), (Reading::Direct, 4)]);
+    for (reading, rows_each) in others {
+        let other = Layout { reading, rows_each };
+        if other != layout {
+            all.push(MatVec::with_layout(gpu, own, other)?);
+        }
     }
     progress("read");
     let (read_bytes, read_bps) = read_rate(gpu, secs)?;
@@ -350,6 +371,7 @@ pub fn run(gpu: &Gpu, secs: f64, mut progress: impl FnMut(&str)) -> Result<Value
             "driver_info": gpu.info.driver_info,
         },
         "reduction": shaders.reduction.name(),
+        "layout": shaders.layout.name(),
         "secs_per_measurement": secs,
         "read": { "bytes": read_bytes, "gbps": read_bps / 1e9 },
         "copy": { "bytes": copy_bytes, "gbps_read_plus_write": copy_bps / 1e9 },
@@ -373,9 +395,12 @@ pub fn text(r: &Value) -> String {
         s(&a["driver_info"])
     );
     out += &format!(
-        "the reduction here: {} ({}=workgroup, subgroup or in-order picks one)\n",
+        "the reduction here: {} ({}=workgroup, subgroup or in-order picks one), the layout \
+         {} ({}=staged-2, direct-1, … picks one)\n",
         s(&r["reduction"]),
-        crate::matvec::REDUCTION_VAR
+        crate::matvec::REDUCTION_VAR,
+        s(&r["layout"]),
+        crate::matvec::LAYOUT_VAR
     );
     out += &format!(
         "a shader reading {} MiB once: {:.1} GB/s read (the ceiling)\n",
@@ -391,20 +416,30 @@ pub fn text(r: &Value) -> String {
         "an empty dispatch, thousands in one submission: {:.2} µs each (the floor)\n\n",
         f(&r["dispatch_us"])
     );
-    out += "format  rows x cols    reduction  weights MB   batched µs    GB/s  of read   one submission each µs    GB/s\n";
+    out += "format  rows x cols    reduction  layout    weights MB   batched µs    GB/s  of read   one submission each µs    GB/s\n";
     for k in r["kernels"].as_array().into_iter().flatten() {
+        // a submission each: the engine's own layout only
+        let each = &k["one_submission_each"];
+        let (each_us, each_gbps) = match each.is_null() {
+            true => ("-".to_string(), "-".to_string()),
+            false => (
+                format!("{:.1}", f(&each["us_per_product"])),
+                format!("{:.1}", f(&each["gbps"])),
+            ),
+        };
         out += &format!(
-            "{:<6}  {:>5} x {:<5}  {:<9}  {:>10.2}  {:>11.1}  {:>6.1}  {:>6.1}%  {:>22.1}  {:>6.1}\n",
+            "{:<6}  {:>5} x {:<5}  {:<9}  {:<8}  {:>10.2}  {:>11.1}  {:>6.1}  {:>6.1}%  {:>22}  {:>6}\n",
             s(&k["format"]),
             k["rows"].as_u64().unwrap_or(0),
             k["cols"].as_u64().unwrap_or(0),
             s(&k["reduction"]),
+            s(&k["layout"]),
             f(&k["weight_bytes"]) / 1e6,
             f(&k["batched"]["us_per_product"]),
             f(&k["batched"]["gbps"]),
             100.0 * f(&k["fraction_of_read"]),
-            f(&k["one_submission_each"]["us_per_product"]),
-            f(&k["one_submission_each"]["gbps"]),
+            each_us,
+            each_gbps,
         );
     }
     out += &format!("\n{:.1} s in all\n", f(&r["wall_secs"]));

@@ -29,9 +29,10 @@ usage: ch13-gpu [-m FILE] -p TEXT [-n N] [sampling options] [--json]
        ch13-gpu kernels [--secs S] [--json]
            each matrix-vector shader on random blocks at a 7B's shapes (4096x4096,
            11008x4096) and SmolLM2's (576x1536): time per product and GB/s of weights,
-           many products in one submission and one submission each, beside the
-           rate of a shader that only reads (the ceiling) and a device-to-device
-           copy's, and what an empty dispatch costs; needs no model
+           many products in one submission and one submission each, in every
+           layout, beside the rate of a shader that only reads (the ceiling) and
+           a device-to-device copy's, and what an empty dispatch costs; needs no
+           model
        ch13-gpu tiles [--format F] [--rows R] [--cols C] [--tokens T] [--secs S] [--json]
            the tiled product of T tokens (one dispatch) against T matrix-vector
            dispatches, on one R x C matrix of random F blocks [q4_0 2048 2048 512]
@@ -62,7 +63,12 @@ environment:
   LLM_BOOK_GPU_REDUCTION=in-order
                       the products add in the CPU's order: the CPU engine's logits, bit
                       for bit (or workgroup, subgroup) [the adapter's own: subgroup
-                      where it has them, else workgroup]";
+                      where it has them, else workgroup]
+  LLM_BOOK_GPU_LAYOUT=staged-2
+                      how the products' lanes read their blocks, staged through
+                      workgroup memory or direct, and the rows each lane takes:
+                      staged-1, staged-2, direct-1, direct-2, direct-4, direct-8 (the
+                      same bits) [staged-2 on a GPU, direct-2 on a CPU driver]";
 
 struct Args {
     command: String,

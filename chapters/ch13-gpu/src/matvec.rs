@@ -9,8 +9,106 @@ use ch08_gguf::TensorInfo;
 use crate::acts::{self, BLOCK_WORDS};
 use crate::gpu::{Error, Gpu, Result};
 
-/// Rows one workgroup takes (`ROWS` in `shaders/matvec.wgsl`, 32 invocations each).
-pub const ROWS_PER_GROUP: u32 = 4;
+/// How a product's lanes get their blocks: each lane straight from storage
+/// (`shaders/direct.wgsl`), or the workgroup's rows a step at a time through workgroup
+/// memory, loaded together so that neighbouring invocations load neighbouring words
+/// (`shaders/staged.wgsl`). The same blocks in the same order either way: the same bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reading {
+    Direct,
+    Staged,
+}
+
+/// How a product's work is laid out: how its lanes read, and how many rows each lane
+/// takes (`ROWS_EACH` in the shaders), all of a lane's rows sharing the activation blocks
+/// it reads. A workgroup takes four groups of lanes, so 4 × `rows_each` rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub reading: Reading,
+    pub rows_each: u32,
+}
+
+/// The environment variable that picks a [`Layout`] for the reductions that add a tree,
+/// `staged-1`, `staged-2`, or `direct-` and 1, 2, 4 or 8 (unset or empty: the adapter's
+/// own, [`Layout::for_gpu`]).
+pub const LAYOUT_VAR: &str = "LLM_BOOK_GPU_LAYOUT";
+
+impl Layout {
+    /// What the engine uses with a tree reduction on a GPU: staged, two rows a lane.
+    pub const GPU: Layout = Layout {
+        reading: Reading::Staged,
+        rows_each: 2,
+    };
+    /// What it uses on a driver that runs on the CPU (lavapipe): reading directly, two rows
+    /// a lane. There a workgroup's invocations are a few threads' SIMD lanes, a load is
+    /// cached like any other (no line to share out), and every barrier switches each of those
+    /// threads out and in: staging cost three times what it saved on this book's Xeon.
+    pub const CPU: Layout = Layout {
+        reading: Reading::Direct,
+        rows_each: 2,
+    };
+    /// The in-order reduction's: its workgroup memory holds one row's terms a group of lanes.
+    pub const IN_ORDER: Layout = Layout {
+        reading: Reading::Direct,
+        rows_each: 1,
+    };
+
+    /// The layout for `reduction` on `gpu`: the in-order one's, or [`Layout::GPU`] or
+    /// [`Layout::CPU`] by the adapter's kind, or the one `LLM_BOOK_GPU_LAYOUT` names (an
+    /// error if it names none).
+    pub fn for_gpu(gpu: &Gpu, reduction: Reduction) -> Result<Layout> {
+        if reduction == Reduction::InOrder {
+            return Ok(Layout::IN_ORDER);
+        }
+        let own = match gpu.info.device_type == wgpu::DeviceType::Cpu {
+            true => Layout::CPU,
+            false => Layout::GPU,
+        };
+        match std::env::var(LAYOUT_VAR).as_deref() {
+            Err(_) | Ok("") => Ok(own),
+            Ok(v) => Layout::parse(v).ok_or_else(|| {
+                Error::Input(format!(
+                    "{LAYOUT_VAR}={v:?}: staged-1, staged-2, direct-1, direct-2, direct-4 or \
+                     direct-8 (unset: this adapter's own, {})",
+                    own.name()
+                ))
+            }),
+        }
+    }
+
+    fn parse(v: &str) -> Option<Layout> {
+        let (reading, n) = v.split_once('-')?;
+        let reading = match reading {
+            "direct" => Reading::Direct,
+            "staged" => Reading::Staged,
+            _ => return None,
+        };
+        let layout = Layout {
+            reading,
+            rows_each: n.parse().ok()?,
+        };
+        layout.fits().then_some(layout)
+    }
+
+    /// Rows a lane: 1, 2, 4 or 8 reading directly; staged, 1 or 2 (a tile of 8 rows of 32
+    /// Q8_0 blocks and their activations is most of the 16 KiB of workgroup memory every
+    /// adapter has).
+    fn fits(self) -> bool {
+        match self.reading {
+            Reading::Direct => [1, 2, 4, 8].contains(&self.rows_each),
+            Reading::Staged => [1, 2].contains(&self.rows_each),
+        }
+    }
+
+    /// `staged-2`, `direct-1`, …: as `LLM_BOOK_GPU_LAYOUT` takes it.
+    pub fn name(self) -> String {
+        let reading = match self.reading {
+            Reading::Direct => "direct",
+            Reading::Staged => "staged",
+        };
+        format!("{reading}-{}", self.rows_each)
+    }
+}
 
 /// How a workgroup adds its lanes' sums: through workgroup memory, which every adapter has,
 /// or with subgroup operations, where the adapter has them; or, for the CPU's bits, each
@@ -66,26 +164,34 @@ impl Reduction {
 }
 
 // ANCHOR: sources
-/// The WGSL of a format's product: its `block_dot` and `term`, the shared bindings, byte
-/// readers and lane sums, and the reduction's `main`. `None` for a format with no shader yet.
-pub fn source(format: Format, reduction: Reduction) -> Option<String> {
+/// The WGSL of a format's product: its `block_dot` and `term`, the shared bindings, the
+/// layout's way of reading and its lane sums, and the reduction's `main`. `None` for a
+/// format with no shader yet.
+pub fn source(format: Format, reduction: Reduction, layout: Layout) -> Option<String> {
     let block = block_source(format)?;
+    let rows_each = layout.rows_each;
     let common = include_str!("../shaders/matvec.wgsl");
-    Some(match reduction {
-        Reduction::InOrder => {
-            let reduce = include_str!("../shaders/reduce_in_order.wgsl");
-            format!("{block}\n{common}\n{reduce}")
-        }
-        Reduction::Workgroup => {
-            let reduce = include_str!("../shaders/reduce_workgroup.wgsl");
-            format!("{block}\n{common}\n{reduce}")
-        }
-        Reduction::Subgroup => {
-            let reduce = include_str!("../shaders/reduce_subgroup.wgsl");
-            format!("{block}\n{common}\n{reduce}")
-        }
-    })
+    let reading = match layout.reading {
+        Reading::Direct => include_str!("../shaders/direct.wgsl").to_string(),
+        Reading::Staged => format!(
+            "const STEP_BYTES: u32 = {}u;\n{}",
+            format.row_bytes(32 * STEP),
+            include_str!("../shaders/staged.wgsl")
+        ),
+    };
+    let reduce = match reduction {
+        Reduction::InOrder => include_str!("../shaders/reduce_in_order.wgsl"),
+        Reduction::Workgroup => include_str!("../shaders/reduce_workgroup.wgsl"),
+        Reduction::Subgroup => include_str!("../shaders/reduce_subgroup.wgsl"),
+    };
+    Some(format!(
+        "{block}\nconst ROWS_EACH: u32 = {rows_each}u;\n{common}\n{reading}\n{reduce}"
+    ))
 }
+
+/// Blocks of a row a staged product takes a step (`STEP` in `shaders/staged.wgsl`: one a
+/// lane).
+pub const STEP: usize = 32;
 // ANCHOR_END: sources
 
 /// A format's file of WGSL, after `shaders/halves.wgsl`: its `block_dot` and `term`, which
@@ -296,6 +402,7 @@ impl GpuMatrix {
 /// The compiled product pipelines, one per format in [`FORMATS`]: made once.
 pub struct MatVec {
     pub reduction: Reduction,
+    pub layout: Layout,
     pipelines: Vec<(Format, wgpu::ComputePipeline)>,
     /// Bound as `out1` and `out2` where a product has fewer matrices: never written.
     spare: [wgpu::Buffer; 2],
@@ -310,6 +417,20 @@ impl MatVec {
     /// Compiles every format's shader with `reduction`; an error names the format and says
     /// what failed.
     pub fn with(gpu: &Gpu, reduction: Reduction) -> Result<MatVec> {
+        MatVec::with_layout(gpu, reduction, Layout::for_gpu(gpu, reduction)?)
+    }
+
+    /// Compiles every format's shader with `reduction` and `layout`; an error names what
+    /// does not fit (the in-order reduction takes [`Layout::IN_ORDER`] only).
+    pub fn with_layout(gpu: &Gpu, reduction: Reduction, layout: Layout) -> Result<MatVec> {
+        if !layout.fits() || (reduction == Reduction::InOrder && layout != Layout::IN_ORDER) {
+            return Err(Error::Input(format!(
+                "the {} reduction with the layout {}: staged, 1 or 2 rows a lane; direct, 1, \
+                 2, 4 or 8; in the CPU's order, direct-1",
+                reduction.name(),
+                layout.name()
+            )));
+        }
         if reduction == Reduction::Subgroup && !gpu.found.subgroups {
             return Err(Error::Input(format!(
                 "{} has no subgroup operations",
@@ -318,19 +439,35 @@ impl MatVec {
         }
         let mut pipelines = Vec::new();
         for format in FORMATS {
-            let wgsl = source(format, reduction).expect("FORMATS have shaders");
-            let label = format!("{} ({} reduction)", format.name(), reduction.name());
+            let wgsl = source(format, reduction, layout).expect("FORMATS have shaders");
+            let label = format!(
+                "{} ({} reduction, {})",
+                format.name(),
+                reduction.name(),
+                layout.name()
+            );
             pipelines.push((format, gpu.pipeline(&label, &wgsl)?));
         }
         Ok(MatVec {
             reduction,
+            layout,
             pipelines,
             spare: spare_outputs(gpu),
         })
     }
 
-    /// Refuses a row longer than the in-order reduction's workgroup memory holds, under it.
+    /// Refuses a row longer than the in-order reduction's workgroup memory holds, under it,
+    /// and one whose bytes a staged product's byte counts could not hold.
     fn check_row(&self, m: &GpuMatrix) -> Result<()> {
+        let step_bytes = m.format.row_bytes(32 * STEP) as u64;
+        if self.layout.reading == Reading::Staged
+            && (m.cols as u64 / 32) * step_bytes > u32::MAX as u64
+        {
+            return Err(Error::Input(format!(
+                "rows of {} columns are too long",
+                m.cols
+            )));
+        }
         let terms = m.cols / m.format.block_values();
         if self.reduction == Reduction::InOrder && terms > IN_ORDER_MOST_TERMS {
             return Err(Error::Input(format!(
@@ -345,6 +482,12 @@ impl MatVec {
 
     fn pipeline(&self, format: Format) -> Result<&wgpu::ComputePipeline> {
         pipeline_for(&self.pipelines, format, "GPU shader")
+    }
+
+    /// The workgroups a product of `rows` rows takes: four groups of lanes to one, each
+    /// group `rows_each` rows (folded into 2-D past the per-dimension limit).
+    fn groups(&self, gpu: &Gpu, rows: u32) -> (u32, u32) {
+        gpu.grid(rows.div_ceil(4 * self.layout.rows_each))
     }
 }
 
@@ -409,8 +552,7 @@ impl Product {
                 acts.size()
             )));
         }
-        // ceil(rows / 4) workgroups, folded into 2-D past the per-dimension limit.
-        let groups = gpu.grid(rows.div_ceil(ROWS_PER_GROUP));
+        let groups = shaders.groups(gpu, rows);
         let [split1, split2] = m.splits()?;
         let words = [rows, blocks as u32, groups.0, 0, split1, split2, 0, 0];
         let uniform = gpu.uniform(&words);
@@ -456,8 +598,7 @@ impl Product {
                 m.rows, m.cols
             )));
         }
-        // ceil(rows / 4) workgroups, folded into 2-D past the per-dimension limit.
-        let groups = gpu.grid(rows.div_ceil(ROWS_PER_GROUP));
+        let groups = shaders.groups(gpu, rows);
         let [split1, split2] = m.splits()?; // `rows`: one matrix
         let uniform = gpu.uniform(&[rows, blocks as u32, groups.0, 0, split1, split2, 0, 0]);
         fn whole(binding: u32, b: &wgpu::Buffer) -> wgpu::BindGroupEntry<'_> {

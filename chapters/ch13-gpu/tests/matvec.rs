@@ -10,7 +10,7 @@ use ch06_quantization::Format;
 use ch06_quantization::blocks::QK;
 use ch06_quantization::quantize::{quantize_q4_0, quantize_q4_1, quantize_q8_0};
 use ch07_simd_parallel::layout::kquant::QK_K;
-use ch13_gpu::matvec::{IN_ORDER_MOST_TERMS, Reduction};
+use ch13_gpu::matvec::{IN_ORDER_MOST_TERMS, Layout, Reading, Reduction};
 use ch13_gpu::random::{self, Rng};
 use ch13_gpu::{Error, Gpu, GpuMatrix, MatVec, matvec};
 use common::{check, cpu_row, gpu};
@@ -260,6 +260,81 @@ fn bad_shapes_and_formats_are_errors() {
             "a short vector should be an input error: {:?}",
             other.map(|v| v.len())
         ),
+    }
+}
+
+/// How the lanes read their blocks (each from storage, or the workgroup's rows staged
+/// through workgroup memory) and how many rows each lane takes (its rows share the
+/// activation blocks it reads) change which invocation adds what, not the additions: every
+/// layout gives the bits of one row a lane reading directly, with both reductions, every
+/// format, on shapes whose last workgroup is part empty, whose last step is part full, and
+/// (Q4_0, Q5_0: an odd number of blocks) whose rows start mid-word. A layout the shaders do
+/// not have is refused.
+#[test]
+fn every_layout_gives_the_same_bits() {
+    let gpu = gpu();
+    let mut rng = Rng::new(84);
+    let layouts = [
+        (Reading::Direct, 2),
+        (Reading::Direct, 4),
+        (Reading::Direct, 8),
+    ]
+    .into_iter()
+    .chain([(Reading::Staged, 1), (Reading::Staged, 2)])
+    .map(|(reading, rows_each)| Layout { reading, rows_each });
+    for reduction in [Reduction::Workgroup, Reduction::Subgroup] {
+        let build = |layout: Layout| {
+            MatVec::with_layout(&gpu, reduction, layout).unwrap_or_else(|e| panic!("{e}"))
+        };
+        let first = build(Layout::IN_ORDER); // reading directly, one row a lane
+        let all: Vec<MatVec> = layouts.clone().map(build).collect();
+        for format in ch13_gpu::matvec::FORMATS {
+            let k = format.block_values() / QK;
+            for (rows, cols) in [
+                (5, 32 * 33 * k),
+                (37, 32 * 3 * k),
+                (66, 32 * k),
+                (9, 32 * 64 * k),
+            ] {
+                let blocks = random::blocks(format, rows, cols, &mut rng);
+                let x: Vec<f32> = (0..cols).map(|_| rng.signed()).collect();
+                let m = GpuMatrix::from_blocks(&gpu, format, rows, cols, &blocks).unwrap();
+                let one = matvec(&gpu, &first, &m, &x).unwrap();
+                for shaders in &all {
+                    let got = matvec(&gpu, shaders, &m, &x).unwrap();
+                    let same = one
+                        .iter()
+                        .zip(&got)
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(
+                        same && got.len() == rows,
+                        "{} {rows}x{cols}, {} reduction: the layout {} gives other products \
+                         than one row a lane read directly:\n{got:?}\nagainst\n{one:?}",
+                        format.name(),
+                        reduction.name(),
+                        shaders.layout.name()
+                    );
+                }
+            }
+        }
+    }
+    let wrong = [
+        (Reduction::Workgroup, Reading::Direct, 3),
+        (Reduction::Subgroup, Reading::Staged, 4),
+        (Reduction::InOrder, Reading::Staged, 1),
+        (Reduction::InOrder, Reading::Direct, 2),
+    ];
+    for (reduction, reading, rows_each) in wrong {
+        let layout = Layout { reading, rows_each };
+        match MatVec::with_layout(&gpu, reduction, layout) {
+            Err(Error::Input(e)) => eprintln!("{}: {e}", layout.name()),
+            Err(e) => panic!("{}: an input error was expected, not {e}", layout.name()),
+            Ok(_) => panic!(
+                "{} ({} reduction) was accepted",
+                layout.name(),
+                reduction.name()
+            ),
+        }
     }
 }
 
