@@ -15,8 +15,9 @@
 #
 # 1. The log ($OUT/gpu-race.log) begins with the machine: the GPU and its driver
 #    (nvidia-smi, if there), the CPU, memory, and every adapter `ch13-gpu info` sees.
-# 2. `ch13-gpu kernels --json`: our matrix-vector shaders at a 7B's and SmolLM2's shapes,
-#    and a shader that only reads, the bandwidth ceiling: $OUT/gpu/kernels.md.
+# 2. `ch13-gpu kernels --secs 0.15 --json`: our matrix-vector shaders in every layout at a
+#    7B's and SmolLM2's shapes, and a shader that only reads, the bandwidth ceiling:
+#    $OUT/gpu/kernels.md.
 # 3. The synthetic files (scripts/make_synthetic_gguf.py: random Q4_0 weights and a Q8_0
 #    embedding, or for gemma3 Gemma-3-270M's own mix; in a temporary folder removed at the end), one unmeasured run on each (the
 #    driver compiles llama.cpp's pipelines on first use), then rounds: each round runs
@@ -241,7 +242,7 @@ EOF
 
 say "our kernels (ch13-gpu kernels)"
 rc=0
-run 150 "$ours" kernels --json >"$work/kernels.json" 2>>"$log" || rc=$?
+run 150 "$ours" kernels --secs 0.15 --json >"$work/kernels.json" 2>>"$log" || rc=$?
 ((rc == 0)) || say "ch13-gpu kernels failed (status $rc; 124: out of time)"
 cat "$work/kernels.json" >>"$log" 2>/dev/null || true
 
