@@ -177,10 +177,15 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
         }
         let n = min(CHUNK, dims.blocks - c * CHUNK);
         // each row's terms added in order, left to right, as the CPU adds them: a block of
-        // 32, or a K-quant's whole super-block (the format's `term`, TERM_BLOCKS blocks)
-        for (var k = 0u; k < n / TERM_BLOCKS; k++) { // the step's k-th term of each row
-            for (var r = 0u; r < ROWS_EACH; r++) {
-                sums[r] += alone(term(mine + r, k));
+        // 32, or a K-quant's whole super-block (the format's `term`, TERM_BLOCKS blocks).
+        // Counted to CHUNK, not to `n`: loops of a known length can be unrolled, and then
+        // every index into `acts` is a constant, so it can live in registers (indexed by a
+        // variable, a GPU compiler keeps a private array in memory)
+        for (var k = 0u; k < CHUNK / TERM_BLOCKS; k++) { // the step's k-th term of each row
+            if k < n / TERM_BLOCKS {
+                for (var r = 0u; r < ROWS_EACH; r++) {
+                    sums[r] += alone(term(mine + r, k));
+                }
             }
         }
         workgroupBarrier(); // before the next step overwrites the tile
