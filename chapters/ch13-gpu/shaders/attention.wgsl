@@ -47,9 +47,10 @@ struct Params {
 @group(0) @binding(9) var<uniform> params: Params;
 // ANCHOR_END: bindings
 
-const LANES: u32 = 64u;
+// LANES, the workgroup's width, comes before this file (`ops.rs`): 64, or 256 for heads of
+// 256 (Gemma-3's), whose output is then one Q8_K super-block a head, quantized here too.
 const CHUNK: u32 = LANES; // values quantized at once (quantize_chunk.wgsl)
-var<workgroup> partial: array<f32, 64>;
+var<workgroup> partial: array<f32, LANES>;
 
 // Element d of position j's key (or value) for KV head `kv`: this submission's tokens' from
 // `k` (`v`), earlier positions' from the cache.
@@ -124,7 +125,7 @@ fn all_written() {
 }
 
 // ANCHOR: attend
-@compute @workgroup_size(64)
+@compute @workgroup_size(LANES)
 fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
     let t = group.y; // this submission's token, at position step.pos + t
     if t >= step.tokens { return; } // a prefill's last piece, shorter than the buffers
@@ -150,7 +151,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
             v_cache[at] = v[mine];
         }
     }
-    // Scores: lane l takes positions l, l + 64, …; each a whole dot product of head_dim.
+    // Scores: lane l takes positions l, l + LANES, …; each a whole dot product of head_dim.
     var most = -3.4028235e38;
     for (var j = first + lane; j <= pos; j += LANES) {
         let s = capped(dot(h, j, kv) * params.scale);
@@ -174,7 +175,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
         scores[row + j] = select(w, 0.0, w < 1.17549435e-38);
     }
     all_written(); // every lane's weights written before any lane reads them all
-    // The weighted sum of the values: lane l takes coordinates l, l + 64, …, key by key.
+    // The weighted sum of the values: lane l takes coordinates l, l + LANES, …, key by key.
     for (var d = lane; d < hd; d += LANES) {
         var acc = 0.0;
         for (var j = first; j <= pos; j++) {
@@ -187,7 +188,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
 // ANCHOR_END: attend
 
 // ANCHOR: quantize_head
-// Head `h`'s output quantized for the output product: its blocks of 32, 64 values at a time,
+// Head `h`'s output quantized for the output product: its blocks of 32, LANES values at a time,
 // each value the one this lane has just written.
 // (Where `quant` asks: the whole workgroup or none of it, as its barriers need.)
 fn quantize_head(h: u32, lane: u32) {

@@ -5,13 +5,22 @@
 //! `argmax.wgsl`). Each is compiled once ([`Ops`]) and bound once per place it is used in
 //! the step ([`Dispatch`]).
 
+use std::sync::OnceLock;
+
 use crate::gpu::{Error, Gpu, Result};
+
+/// The width of the attention workgroup for heads of a multiple of 256 values (Gemma-3's):
+/// a head's output is then whole Q8_K super-blocks, which it quantizes for an output product
+/// of K-quants (a Q8_K scale needs all 256 values). Other heads take 64.
+pub const WIDE_ATTENTION: usize = 256;
 
 /// The compiled small shaders: made once.
 pub struct Ops {
     pub embed: wgpu::ComputePipeline,
     pub rope: wgpu::ComputePipeline,
+    /// Attention in workgroups of 64; [`Ops::attention_for`] picks by the heads' width.
     pub attention: wgpu::ComputePipeline,
+    attention_wide: OnceLock<wgpu::ComputePipeline>,
     pub add: wgpu::ComputePipeline,
     pub softcap: wgpu::ComputePipeline,
     pub last: wgpu::ComputePipeline,
@@ -22,23 +31,11 @@ pub struct Ops {
 
 impl Ops {
     pub fn new(gpu: &Gpu) -> Result<Ops> {
-        // `exp_cpu`: in f64 where the device has it, to give the CPU's f32::exp bits
-        let exp = match gpu.found.shader_f64 {
-            true => include_str!("../shaders/exp_f64.wgsl"),
-            false => include_str!("../shaders/exp_f32.wgsl"),
-        };
-        let with_exp = |wgsl: &str| format!("{exp}\n{wgsl}");
         Ok(Ops {
             embed: gpu.pipeline("embed", include_str!("../shaders/embed.wgsl"))?,
             rope: gpu.pipeline("rope", include_str!("../shaders/rope.wgsl"))?,
-            attention: gpu.pipeline(
-                "attention",
-                &with_exp(&format!(
-                    "{}\n{}",
-                    include_str!("../shaders/quantize_chunk.wgsl"),
-                    include_str!("../shaders/attention.wgsl")
-                )),
-            )?,
+            attention: gpu.pipeline("attention", &attention_source(gpu, 64))?,
+            attention_wide: OnceLock::new(),
             add: gpu.pipeline("add", include_str!("../shaders/add.wgsl"))?,
             softcap: gpu.pipeline("softcap", include_str!("../shaders/softcap.wgsl"))?,
             last: gpu.pipeline("last", include_str!("../shaders/last.wgsl"))?,
@@ -46,6 +43,37 @@ impl Ops {
             no_acts: gpu.storage("no blocks", 64, wgpu::BufferUsages::empty()),
         })
     }
+
+    /// The attention pipeline for heads of `head_dim`: [`WIDE_ATTENTION`] invocations a
+    /// workgroup where that divides it (compiled the first time asked), else 64. The same
+    /// bits either way: every score, sum and value is one lane's, in the same order.
+    pub fn attention_for(&self, gpu: &Gpu, head_dim: usize) -> Result<wgpu::ComputePipeline> {
+        if !head_dim.is_multiple_of(WIDE_ATTENTION) {
+            return Ok(self.attention.clone());
+        }
+        if let Some(p) = self.attention_wide.get() {
+            return Ok(p.clone());
+        }
+        let p = gpu.pipeline(
+            "attention (256 wide)",
+            &attention_source(gpu, WIDE_ATTENTION),
+        )?;
+        Ok(self.attention_wide.get_or_init(|| p).clone())
+    }
+}
+
+/// The attention shader for workgroups of `lanes`, with the quantizer it calls and
+/// `exp_cpu`: in f64 where the device has it, to give the CPU's f32::exp bits.
+fn attention_source(gpu: &Gpu, lanes: usize) -> String {
+    let exp = match gpu.found.shader_f64 {
+        true => include_str!("../shaders/exp_f64.wgsl"),
+        false => include_str!("../shaders/exp_f32.wgsl"),
+    };
+    format!(
+        "{exp}\nconst LANES: u32 = {lanes}u;\n{}\n{}",
+        include_str!("../shaders/quantize_chunk.wgsl"),
+        include_str!("../shaders/attention.wgsl")
+    )
 }
 
 // ANCHOR: dispatch

@@ -12,7 +12,7 @@ use crate::bind::{Builder, Input, Shaders};
 use crate::gpu::{Error, Result};
 use crate::matvec::GpuMatrix;
 use crate::model::GpuModel;
-use crate::ops::groups_of_64;
+use crate::ops::{WIDE_ATTENTION, groups_of_64};
 use crate::quantize::{Gate, quant_word};
 use ch06_quantization::matrix::ActFormat;
 
@@ -138,8 +138,12 @@ pub fn build(
         // attention's output is the output product's input: quantized by the attention
         // shader where its format's blocks of 32 lie inside a head (not Q8_K's 256)
         let mut input = b.input(&heads, q_dim, tokens);
+        // (Q8_K's 256 values where a head is whole super-blocks, in workgroups as wide)
         let (acts, quant) = match layer.wo.format.activation() {
             Some(f @ (ActFormat::Q8_0 | ActFormat::Q8_1)) if s.head_dim.is_multiple_of(32) => {
+                (b.quantized_by_caller(&mut input, f), quant_word(Some(f)))
+            }
+            Some(f @ ActFormat::Q8_K) if s.head_dim.is_multiple_of(WIDE_ATTENTION) => {
                 (b.quantized_by_caller(&mut input, f), quant_word(Some(f)))
             }
             _ => (shaders.ops.no_acts.clone(), quant_word(None)),
@@ -161,7 +165,7 @@ pub fn build(
             0,
         ];
         b.grid(
-            &shaders.ops.attention,
+            &shaders.ops.attention_for(b.gpu, s.head_dim)?,
             &[
                 step,
                 &q,

@@ -163,6 +163,78 @@ fn attention_sees_only_the_window_and_caps_as_chapter_8_does() {
 }
 // ANCHOR_END: window_test
 
+/// Heads of 256 (Gemma-3's) take attention in workgroups of 256, which quantize each head's
+/// output as one Q8_K super-block for an output product of K-quants: the output is the
+/// 64-wide workgroups' bit for bit (every score, sum and value is one lane's, in the same
+/// order), and the blocks are chapter 7's Q8_K of it, as `acts::quantize` makes them.
+#[test]
+fn wide_attention_is_the_narrow_one_and_quantizes_q8_k() {
+    let gpu = gpu();
+    let ops = Ops::new(&gpu).unwrap();
+    let (n_heads, n_kv, hd, capacity, pos) = (4usize, 2usize, 256usize, 16usize, 9usize);
+    let mut rng = Rng::new(256);
+    let mut random = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.signed()).collect() };
+    let (q, k, v) = (random(n_heads * hd), random(n_kv * hd), random(n_kv * hd));
+    let (k_cache, v_cache) = (random(capacity * n_kv * hd), random(capacity * n_kv * hd));
+    let step = step_buffer(&gpu, pos, 1, &vec![0.0; hd]);
+    let up = |name: &str, x: &[f32]| gpu.upload_f32(name, x, wgpu::BufferUsages::empty());
+    let (qb, kb, vb) = (up("q", &q), up("k", &k), up("v", &v));
+    let blocks = n_heads * hd / 32;
+    let params = |quant: u32| {
+        let scale = 1.0 / (hd as f32).sqrt();
+        [n_heads, n_kv, hd, capacity]
+            .map(|n| n as u32)
+            .into_iter()
+            .chain([scale.to_bits(), 0, 0, 0, quant, 0, 0, 0])
+    };
+    let mut outputs = Vec::new();
+    // 64 wide, not quantizing; then 256 wide, quantizing as Q8_K (the params' 3)
+    let pipelines = [
+        (ops.attention.clone(), 0),
+        (ops.attention_for(&gpu, hd).unwrap(), 3),
+    ];
+    for (pipeline, quant) in pipelines {
+        let (kc, vc) = (up("k_cache", &k_cache), up("v_cache", &v_cache));
+        let out = gpu.storage("out", n_heads * hd * 4, wgpu::BufferUsages::COPY_SRC);
+        let empty = wgpu::BufferUsages::empty();
+        let scores = gpu.storage("scores", n_heads * capacity * 4, empty);
+        let acts = gpu.storage(
+            "acts",
+            blocks * BLOCK_WORDS * 4,
+            wgpu::BufferUsages::COPY_SRC,
+        );
+        let buffers = [&step, &qb, &kb, &vb, &kc, &vc, &out, &scores, &acts];
+        let words: Vec<u32> = params(quant).collect();
+        run(
+            &gpu,
+            &Dispatch::new(&gpu, &pipeline, &buffers, &words, n_heads).unwrap(),
+        );
+        let got = bits(&gpu, &out, n_heads * hd);
+        if quant != 0 {
+            let words: Vec<u32> = bits(&gpu, &acts, blocks * BLOCK_WORDS)
+                .iter()
+                .map(|v| v.to_bits())
+                .collect();
+            assert!(
+                words == acts::quantize(ActFormat::Q8_K, &got).unwrap(),
+                "the 256-wide attention's output, quantized in the same dispatch, is not \
+                 chapter 7's Q8_K blocks of it"
+            );
+        }
+        outputs.push(got);
+    }
+    let same = outputs[0]
+        .iter()
+        .zip(&outputs[1])
+        .all(|(a, b)| a.to_bits() == b.to_bits());
+    assert!(
+        same,
+        "attention in workgroups of 256 gives other values than in workgroups of 64 (by up to \
+         {})",
+        max_diff(&outputs[0], &outputs[1])
+    );
+}
+
 /// GELU(gate) · up with up = 1 on every f16 value, every midpoint between two neighbouring
 /// f16 values inside ±10 (where rounding to f16 ties, to even), and random values across
 /// ±12: bit for bit chapter 8's `gelu_f16`, computed by the quantizer of the down product's
