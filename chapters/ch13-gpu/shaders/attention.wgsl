@@ -5,11 +5,12 @@
 // and what came before). Query heads share a KV head in groups (GQA): head h reads KV head
 // h / (n_heads / n_kv_heads).
 //
-// The keys and values of this submission's tokens are read from the step's `k` and `v` (the
-// keys rotated by `rope.wgsl`), not from the cache: the first head of each group also writes
-// its token's into the cache, for the submissions after this one. No workgroup reads the
-// cache at this submission's positions, so the writes need no barrier between workgroups,
-// and no dispatch of their own.
+// The keys and values of this submission's tokens are read from the step's `k` and `v`, not
+// from the cache: the first head of each group also writes its token's into the cache, for
+// the submissions after this one. No workgroup reads the cache at this submission's
+// positions, so the writes need no barrier between workgroups, and no dispatch of their own.
+// A prefill's queries and keys come rotated by `rope.wgsl`; a decode step's (`params.rotate`)
+// are rotated here, as they are read, by the same arithmetic: one dispatch a layer fewer.
 
 // ANCHOR: bindings
 struct Step {
@@ -39,10 +40,10 @@ struct Params {
     window: u32, // positions a query sees, counting itself (0: all)
     softcap: f32, // Gemma-2: scores become cap · tanh(score / cap) (0: none)
     inv_cap: f32, // 1/cap, rounded on the host as the CPU rounds it
-    quant: u32, // 0: `out` only; 1, 2: also quantized, as Q8_0 or Q8_1 (quantize_chunk.wgsl)
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
+    quant: u32, // 0: `out` only; 1, 2, 3: also quantized, as Q8_0, Q8_1 or Q8_K (quantize_chunk.wgsl)
+    rotate: u32, // 1: q and k as the products gave them, turned here (rope.wgsl's `halves`
+    halves: u32, //   and `table` below); 0: turned already
+    table: u32,
 }
 @group(0) @binding(9) var<uniform> params: Params;
 // ANCHOR_END: bindings
@@ -52,13 +53,57 @@ struct Params {
 const CHUNK: u32 = LANES; // values quantized at once (quantize_chunk.wgsl)
 var<workgroup> partial: array<f32, LANES>;
 
+// This head's query, turned where the step asks: what `dot` reads, once a workgroup.
+const MOST_HEAD_DIM: u32 = 256u; // the host refuses wider heads
+var<workgroup> query: array<f32, MOST_HEAD_DIM>;
+
+// ANCHOR: turn
+// Element d of a head of token t, turned by t's angles as `rope.wgsl` turns it: its pair's
+// two elements a and b (`pair_of`) become a·c − b·s and a·s + b·c.
+fn turned(a: f32, b: f32, t: u32, d: u32) -> f32 {
+    let half = params.head_dim / 2u;
+    var i = d % half; //     the pair d is in, and whether d is its first element
+    var lead = d < half;
+    if params.halves == 0u {
+        i = d / 2u;
+        lead = d % 2u == 0u;
+    }
+    let angles = (t * step.tables + params.table) * params.head_dim; // (2, head_dim / 2)
+    let c = step.trig[angles + i];
+    let s = step.trig[angles + half + i];
+    if lead {
+        return a * c - b * s;
+    }
+    return a * s + b * c;
+}
+
+// The positions, in a head, of the pair element d is in.
+fn pair_of(d: u32) -> vec2<u32> {
+    let half = params.head_dim / 2u;
+    if params.halves == 0u {
+        return vec2<u32>(d / 2u * 2u, d / 2u * 2u + 1u);
+    }
+    return vec2<u32>(d % half, d % half + half);
+}
+// ANCHOR_END: turn
+
+// Element d of the key of this submission's token t for KV head `kv`, turned if it is not.
+fn new_key(t: u32, kv: u32, d: u32) -> f32 {
+    let at = (t * params.n_kv_heads + kv) * params.head_dim;
+    if params.rotate == 0u {
+        return k[at + d];
+    }
+    let p = pair_of(d);
+    return turned(k[at + p.x], k[at + p.y], t, d);
+}
+
 // Element d of position j's key (or value) for KV head `kv`: this submission's tokens' from
 // `k` (`v`), earlier positions' from the cache.
 fn key(j: u32, kv: u32, d: u32) -> f32 {
     let at = kv * params.head_dim + d;
     let row = params.n_kv_heads * params.head_dim;
     if j >= step.pos {
-        return k[(j - step.pos) * row + at];
+        return new_key(j - step.pos, kv, d);
     }
     return k_cache[j * row + at];
 }
@@ -73,23 +118,23 @@ fn value(j: u32, kv: u32, d: u32) -> f32 {
 }
 
 // ANCHOR: dot
-// q·k for query head h (counted over all tokens: token t's head is t · n_heads + h) and position j in the CPU's order (chapter 6's `dot_f32_lanes`): eight
+// q·k for the workgroup's query head (`query`) and position j in the CPU's order (chapter 6's `dot_f32_lanes`): eight
 // running sums, sum l taking the elements i ≡ l (mod 8), each a multiply then an add,
 // added as ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)), then any tail past the last 8.
 // The same order gives the same bits, so a score never differs from the CPU's by the last
 // place that would move a quantized activation across a rounding boundary later on.
-fn dot(h: u32, j: u32, kv: u32) -> f32 {
+fn dot(j: u32, kv: u32) -> f32 {
     var acc = array<f32, 8>(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
     let hd = params.head_dim;
     let whole = hd / 8u * 8u;
     for (var i = 0u; i < whole; i += 8u) {
         for (var l = 0u; l < 8u; l++) {
-            acc[l] = acc[l] + q[h * hd + i + l] * key(j, kv, i + l);
+            acc[l] = acc[l] + query[i + l] * key(j, kv, i + l);
         }
     }
     var sum = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
     for (var i = whole; i < hd; i++) {
-        sum = sum + q[h * hd + i] * key(j, kv, i);
+        sum = sum + query[i] * key(j, kv, i);
     }
     return sum;
 }
@@ -142,19 +187,30 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
         first = pos + 1u - params.window;
     }
     // ANCHOR_END: window
+    // This head's query, turned where it is not yet.
+    for (var d = lane; d < hd; d += LANES) {
+        if params.rotate == 0u {
+            query[d] = q[h * hd + d];
+        } else {
+            let p = pair_of(d);
+            query[d] = turned(q[h * hd + p.x], q[h * hd + p.y], t, d);
+        }
+    }
     // Append: the group's first head stores this token's key and value.
     if group.x % (params.n_heads / params.n_kv_heads) == 0u {
         for (var d = lane; d < hd; d += LANES) {
             let at = (pos * params.n_kv_heads + kv) * hd + d;
-            let mine = (t * params.n_kv_heads + kv) * hd + d;
-            k_cache[at] = k[mine];
-            v_cache[at] = v[mine];
+            k_cache[at] = new_key(t, kv, d);
+            v_cache[at] = v[(t * params.n_kv_heads + kv) * hd + d];
         }
     }
+    workgroupBarrier(); // the query is whole before any lane's dot reads it
+    // ANCHOR_END: attend
+    // ANCHOR: scores
     // Scores: lane l takes positions l, l + LANES, …; each a whole dot product of head_dim.
     var most = -3.4028235e38;
     for (var j = first + lane; j <= pos; j += LANES) {
-        let s = capped(dot(h, j, kv) * params.scale);
+        let s = capped(dot(j, kv) * params.scale);
         scores[row + j] = s;
         most = max(most, s);
     }
@@ -185,7 +241,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     }
     quantize_head(h, lane); // the output product's input, without a dispatch of its own
 }
-// ANCHOR_END: attend
+// ANCHOR_END: scores
 
 // ANCHOR: quantize_head
 // Head `h`'s output quantized for the output product: its blocks of 32, LANES values at a time,

@@ -9,6 +9,10 @@ use std::sync::OnceLock;
 
 use crate::gpu::{Error, Gpu, Result};
 
+/// The widest head attention takes (`MOST_HEAD_DIM` in `shaders/attention.wgsl`: a
+/// workgroup keeps its query there).
+pub const MOST_HEAD_DIM: usize = 256;
+
 /// The width of the attention workgroup for heads of a multiple of 256 values (Gemma-3's):
 /// a head's output is then whole Q8_K super-blocks, which it quantizes for an output product
 /// of K-quants (a Q8_K scale needs all 256 values). Other heads take 64.

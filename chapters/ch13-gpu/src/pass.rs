@@ -12,7 +12,7 @@ use crate::bind::{Builder, Input, Shaders};
 use crate::gpu::{Error, Result};
 use crate::matvec::GpuMatrix;
 use crate::model::GpuModel;
-use crate::ops::{WIDE_ATTENTION, groups_of_64};
+use crate::ops::{MOST_HEAD_DIM, WIDE_ATTENTION, groups_of_64};
 use crate::quantize::{Gate, quant_word};
 use ch06_quantization::matrix::ActFormat;
 
@@ -106,6 +106,12 @@ pub fn build(
         )?;
     }
     let [nh, nkv, hd] = [u(s.n_heads)?, u(s.n_kv_heads)?, u(s.head_dim)?];
+    if s.head_dim > MOST_HEAD_DIM {
+        return Err(Error::Input(format!(
+            "heads of {} values: the GPU's attention takes heads of at most {MOST_HEAD_DIM}",
+            s.head_dim
+        )));
+    }
     // what the next norm adds to `x` before it norms it: the last block's output
     let mut pending: Option<wgpu::Buffer> = None;
     for (layer, (k_cache, v_cache)) in model.layers.iter().zip(&shared.caches) {
@@ -128,13 +134,19 @@ pub fn build(
             b.norm_rows(&q_raw, q_norm, &q, s.head_dim, tokens * s.n_heads, s.eps)?;
             b.norm_rows(&k_raw, k_norm, &k, s.head_dim, tokens * s.n_kv_heads, s.eps)?;
         }
-        let pairs = (s.n_heads + s.n_kv_heads) * s.head_dim / 2;
-        b.grid(
-            &shaders.ops.rope,
-            &[step, &q, &k],
-            &[nh, nkv, hd, 1, u(layer.rope)?, 0, 0, 0],
-            (groups_of_64(pairs), tokens),
-        )?;
+        // RoPE: a prefill's queries and keys turned by a dispatch of their own; a decode
+        // step's by attention, as it reads them (`rotate`)
+        let (halves, table) = (1, u(layer.rope)?); // chapter 8's pairing, the layer's base
+        let rotate = u32::from(tokens == 1);
+        if rotate == 0 {
+            let pairs = (s.n_heads + s.n_kv_heads) * s.head_dim / 2;
+            b.grid(
+                &shaders.ops.rope,
+                &[step, &q, &k],
+                &[nh, nkv, hd, halves, table, 0, 0, 0],
+                (groups_of_64(pairs), tokens),
+            )?;
+        }
         // attention's output is the output product's input: quantized by the attention
         // shader where its format's blocks of 32 lie inside a head (not Q8_K's 256)
         let mut input = b.input(&heads, q_dim, tokens);
@@ -160,9 +172,9 @@ pub fn build(
             cap,
             inv_cap,
             quant,
-            0,
-            0,
-            0,
+            rotate,
+            halves,
+            table,
         ];
         b.grid(
             &shaders.ops.attention_for(b.gpu, s.head_dim)?,

@@ -120,6 +120,12 @@ impl<'g> Decoder<'g> {
     }
     // ANCHOR_END: build
 
+    /// Each layer's cache, `(K, V)`, `(capacity, kv_dim)` f32 each: for tests that look
+    /// inside a step (a decode step's keys are turned only as attention reads them).
+    pub fn caches(&self) -> &[(wgpu::Buffer, wgpu::Buffer)] {
+        &self.shared.caches
+    }
+
     /// Dispatches one token costs.
     pub fn dispatches(&self) -> usize {
         self.ops.len()

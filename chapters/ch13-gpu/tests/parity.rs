@@ -5,12 +5,14 @@
 //! difference left is another op's. For each number of layers L, a model cut to its first L
 //! layers runs on the GPU at positions 0, 1, 2; the CPU runs chapter 8's `Engine::layer` on
 //! the same tokens. The first (L, position) whose residual stream differs is taken apart:
-//! this position's rotated key and value (RoPE), and attention's output recomputed on the
-//! CPU from the GPU's own queries and the CPU's cache. (With the products in the CPU's
+//! this position's rotated key and value (RoPE) in the GPU's cache, and attention's output
+//! recomputed on the CPU from the GPU's own queries (turned on the host, as attention turns
+//! them on the GPU) and the CPU's cache. (With the products in the CPU's
 //! order, none differs on lavapipe: every layer's residual at positions 0 to 2 is the
 //! CPU's.) A second diagnostic asks whether the adapter fuses a multiply and an add.
 
 use ch01_tensors::models;
+use ch03_attention::Pairing;
 use ch05_kv_cache::KvStore;
 use ch08_gguf::engine::{Buffers, Chunk, LayerAttention, attend};
 use ch13_gpu::Gpu;
@@ -87,11 +89,22 @@ fn where_the_gpu_step_first_differs_from_the_cpu_s() {
             if compare("residual", l, pos, x, &read(&decoder.acts.x, dim)) {
                 continue;
             }
-            compare("rotated key", l, pos, k, &read(&decoder.acts.k, kv_dim));
-            compare("value", l, pos, v, &read(&decoder.acts.v, kv_dim));
+            // a decode step's keys and queries are turned by attention as it reads them: the
+            // key as the cache keeps it, the query turned here as the CPU turns it
+            let (k_cache, v_cache) = &decoder.caches()[l];
+            let at = pos * kv_dim..(pos + 1) * kv_dim;
+            compare(
+                "rotated key",
+                l,
+                pos,
+                k,
+                &read(k_cache, (pos + 1) * kv_dim)[at.clone()],
+            );
+            compare("value", l, pos, v, &read(v_cache, (pos + 1) * kv_dim)[at]);
             // attention on the CPU from the GPU's queries and the CPU's cache (this layer's
             // keys and values at positions 0..=pos, the CPU's)
-            let q = read(&decoder.acts.q, cfg.q_dim());
+            let mut q = read(&decoder.acts.q, cfg.q_dim());
+            m.model.ropes[0].apply(&mut q, cfg.n_heads, pos, Pairing::SplitHalves);
             let at = LayerAttention {
                 kernels: m.engine().unwrap().kernels,
                 layer: l,
