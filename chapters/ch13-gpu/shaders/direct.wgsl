@@ -11,15 +11,10 @@ fn row_blocks() -> u32 {
     return params.blocks;
 }
 
-// The 4 bytes that start at byte `at` of the weights, little-endian, wherever they start:
-// a block of 18 or 34 bytes begins on every other half-word, not on a word.
+// The 4 bytes that start at byte `at` of the weights, wherever they start (a block of 18 or
+// 34 bytes begins on every other half-word, not on a word): `halves.wgsl`'s `weight_word`.
 fn word_at(at: u32) -> u32 {
-    let i = at / 4u;
-    let shift = (at % 4u) * 8u;
-    if shift == 0u {
-        return weights[i];
-    }
-    return (weights[i] >> shift) | (weights[i + 1u] << (32u - shift));
+    return weight_word(at);
 }
 
 // The whole word that holds byte `at`: where a block's bytes are read once, word by word.

@@ -10,3 +10,17 @@ fn first_half(w0: u32, odd: bool) -> f32 {
 fn after_half(lo: u32, hi: u32, odd: bool) -> u32 {
     return select((lo >> 16u) | (hi << 16u), hi, odd);
 }
+
+// ANCHOR: weight_word
+// The 4 bytes that start at byte `at` of the weights' buffer in storage (`weights`, which
+// every product's own file binds), little-endian, wherever they start: one word where `at`
+// is on a word, else the two it straddles, shifted together.
+fn weight_word(at: u32) -> u32 {
+    let i = at / 4u;
+    let shift = (at % 4u) * 8u;
+    if shift == 0u {
+        return weights[i];
+    }
+    return (weights[i] >> shift) | (weights[i + 1u] << (32u - shift));
+}
+// ANCHOR_END: weight_word

@@ -78,16 +78,6 @@ var<private> acts: array<ActBlock, CHUNK>;
 // ANCHOR_END: tile
 
 // ANCHOR: bytes
-// The 4 bytes at byte `at` of the weights' buffer in storage, as `word_at` of matvec.wgsl.
-fn weight_word(at: u32) -> u32 {
-    let i = at / 4u;
-    let shift = (at % 4u) * 8u;
-    if shift == 0u {
-        return weights[i];
-    }
-    return (weights[i] >> shift) | (weights[i + 1u] << (32u - shift));
-}
-
 // The 4 bytes at byte `at` of the tile as `block_dot` counts (row r's blocks from
 // r · CHUNK_BYTES), read from workgroup memory, where row r starts at word r · STRIDE.
 fn word_at(at: u32) -> u32 {

@@ -37,20 +37,11 @@ fn word_at(at: u32) -> u32 {
 }
 // ANCHOR_END: tile
 
-// The 4 bytes at byte `at` of the weights in storage: a row starts mid-word where its bytes
-// are not whole words (Q4_0's and Q5_0's with an odd number of blocks).
-fn weight_word(at: u32) -> u32 {
-    let i = at / 4u;
-    let shift = (at % 4u) * 8u;
-    if shift == 0u {
-        return weights[i];
-    }
-    return (weights[i] >> shift) | (weights[i + 1u] << (32u - shift));
-}
-
 // ANCHOR: fill
 // Step `s`: blocks s·STEP .. s·STEP + STEP of the workgroup's rows (from `row0`) into the
-// tile, each invocation a word at a time, and the same blocks of the input into `acts`.
+// tile, each invocation a word at a time (`weight_word`: a row starts mid-word where its
+// bytes are not whole words, Q4_0's and Q5_0's with an odd number of blocks), and the same
+// blocks of the input into `acts`.
 // Zeros past the last row or a row's last block, which no lane uses.
 fn fill(s: u32, row0: u32, i: u32) {
     let first = s * STEP;
