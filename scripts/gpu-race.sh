@@ -29,7 +29,10 @@
 # 4. A watchdog: every command runs under `timeout`, within what is left of --budget seconds
 #    (default 420, counted from the start); what runs past it is killed and recorded, and
 #    what is not started in time is recorded as not run.
-# 5. Last, with what is left of the budget: `ch13-gpu tiles --json`, the tiled product
+# 5. After the first round, `ch13-gpu bench --profile` once on each file (32 prompt tokens, 64 generated, each
+#    step timed dispatch by dispatch by the GPU's clock): $OUT/gpu/profile.md, where a decode
+#    step's time goes, summed by what each dispatch is.
+# 6. Last, with what is left of the budget: `ch13-gpu tiles --json`, the tiled product
 #    (prefill, many tokens a dispatch) against as many matrix-vector dispatches, on a 7B's
 #    4096x4096 in Q4_0 and Q8_0 and SmolLM2's 576x1536 in Q4_1, 512 tokens each; its JSON
 #    goes into the log only (a measurement hook; the page quotes none of it yet).
@@ -50,7 +53,7 @@ dry=no
 python="${SCALE_PYTHON:-python3}"
 
 usage() {
-    sed -n '2,38p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,41p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 while [[ $# -gt 0 ]]; do
@@ -88,7 +91,7 @@ if [[ "$loaders" != *libvulkan.so.1* ]]; then
 fi
 
 mkdir -p "$out/gpu"
-for f in gpu/kernels.md gpu/decode.md gpu-race.log rounds.tsv; do
+for f in gpu/kernels.md gpu/decode.md gpu/profile.md gpu-race.log rounds.tsv; do
     [[ ! -e "$out/$f" ]] || { echo "error: $out/$f exists; this script never overwrites a file" >&2; exit 1; }
 done
 log="$out/gpu-race.log"
@@ -231,12 +234,38 @@ def tensor_bytes(*paths):
         r = gguf.GGUFReader(p)
         out[p.rsplit("/", 1)[1].removesuffix(".gguf")] = sum(int(t.n_bytes) for t in r.tensors)
     print(json.dumps(out))
+def profile(outfile, head, *shape_files):
+    lines = [head, "", "Where a decode step's time goes (`ch13-gpu bench --profile`): 64 tokens from an "
+             "empty cache, each step's dispatches timed by the GPU's clock (a timestamp before each and "
+             "after the last), summed by what each dispatch is, the costliest first; a dispatch's time "
+             "runs to the next one's start, its wait included."]
+    for arg in shape_files:
+        shape, path = arg.split("=", 1)
+        try:
+            v = json.load(open(path))
+            p = v["profile"]
+        except Exception as e:
+            lines += ["", f"{NAMES.get(shape, shape)}: no profile ({e})."]
+            continue
+        lines += ["", f"{NAMES.get(shape, shape)}: {v['dispatches_per_token']} dispatches, "
+                  f"{p['us_per_token']:.0f} µs a token by the GPU's clock ({v['tg_tok_s']:.0f} tok/s by the host's, "
+                  "without timestamps).", "",
+                  "| dispatch | a token | µs a token | µs each | share |", "|---|---:|---:|---:|---:|"]
+        for o in p["ops"][:14]:
+            lines.append(f"| {o['what']} | {o['dispatches']} | {o['us_per_token']:.1f} | "
+                         f"{o['us_per_dispatch']:.2f} | {100 * o['share']:.1f}% |")
+        if len(p["ops"]) > 14:
+            rest = p["ops"][14:]
+            lines.append(f"| {len(rest)} more kinds | {sum(o['dispatches'] for o in rest)} | "
+                         f"{sum(o['us_per_token'] for o in rest):.1f} | | {100 * sum(o['share'] for o in rest):.1f}% |")
+    open(outfile, "x").write("\n".join(lines) + "\n")
 NAMES = {"smollm2": "SmolLM2-135M", "gemma3": "Gemma-3-270M", "1b": "Llama-3.2-1B", "7b": "Llama-2-7B"}
 cmd = sys.argv[1]
 if cmd == "llama": llama(sys.argv[2])
 elif cmd == "adapter": adapter(sys.argv[2], sys.argv[3])
 elif cmd == "kernels": kernels(*sys.argv[2:])
 elif cmd == "bytes": tensor_bytes(*sys.argv[2:])
+elif cmd == "profile": profile(*sys.argv[2:])
 else: tables(*sys.argv[2:])
 EOF
 
@@ -279,6 +308,28 @@ for s in "${made[@]}"; do
 done
 say "warmed up"
 
+# where a step's time goes, by the GPU's clock: one profile a file (after the first round,
+# so that the rounds after it, not the profiles, are what a short budget loses)
+profiles() {
+    [[ $ours_bench == yes && $help == *"--profile"* ]] || return 0
+    local s rc profiled=()
+    for s in "${made[@]}"; do
+        rc=0
+        run 120 "$ours" bench -m "$work/$s.gguf" --pp 32 --tg 64 --profile --json >"$work/p-$s.json" 2>>"$log" || rc=$?
+        cat "$work/p-$s.json" >>"$log" 2>/dev/null || true
+        if ((rc == 0)); then
+            profiled+=("$s=$work/p-$s.json")
+        else
+            say "the profile of $s failed (status $rc; 124: out of time, 125: not run)"
+        fi
+    done
+    if ((${#profiled[@]} > 0)); then
+        "$python" "$work/race.py" profile "$out/gpu/profile.md" "$head" "${profiled[@]}" 2>>"$log" ||
+            say "the profiles' JSON could not be read (see the log)"
+        say "wrote $out/gpu/profile.md; $((budget - SECONDS))s of the budget left"
+    fi
+}
+
 printf 'shape\tround\tengine\tpp512\ttg128\tstatus\n' >"$tsv"
 record() { printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$tsv"; }
 for ((r = 1; r <= rounds; r++)); do
@@ -311,6 +362,7 @@ for ((r = 1; r <= rounds; r++)); do
             done
         fi
     done
+    if ((r == 1)); then profiles; fi
 done
 device="$(grep -m1 '^ggml_vulkan: 0 = ' "$log" || true)" # llama-bench's own line about the adapter
 "$python" "$work/race.py" tables "$tsv" "$out/gpu/decode.md" "$head" "$(IFS=,; echo "${made[*]}")" "$sizes" "$copy" "$device"

@@ -62,7 +62,7 @@ for d in "$root/.gpu" "$root/.scale"; do
     [[ -d "$d" ]] || { echo "error: $d is missing: build it here (this script's header) and carry it" >&2; exit 1; }
 done
 # the tables that come back, each from its race's folder
-tables=(gpu/kernels.md gpu/decode.md scale-16/smollm2.md scale-16/1b.md scale-16/7b.md)
+tables=(gpu/kernels.md gpu/decode.md gpu/profile.md scale-16/smollm2.md scale-16/1b.md scale-16/7b.md)
 for f in "${tables[@]}" lease.tar.xz; do
     [[ ! -e "$out/$f" ]] || { echo "error: $out/$f exists; this script never overwrites a file" >&2; exit 1; }
 done

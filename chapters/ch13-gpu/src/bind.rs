@@ -35,6 +35,17 @@ impl Op {
         }
     }
 
+    /// What the op is, for a profile: the products by format and shape.
+    pub fn what(&self) -> String {
+        match self {
+            Op::Norm(_) => "rmsnorm".into(),
+            Op::Quantize(_) => "quantize".into(),
+            Op::Product(p) => format!("product {}", p.what),
+            Op::Tiled(t) => format!("tiled {}", t.what),
+            Op::Shader(d) => d.what.into(),
+        }
+    }
+
     /// [`Op::record`] for a piece of a prefill of `tokens` tokens: the tiled products and
     /// the shaders whose grid runs over the tokens dispatch only the piece's; the rest (the
     /// norms, the quantizers, the gates and adds, value by value) run over the whole buffers.
@@ -301,7 +312,8 @@ impl Builder<'_> {
         params: &[u32],
         groups: (usize, usize),
     ) -> Result<()> {
-        let d = Dispatch::grid(self.gpu, pipeline, buffers, params, groups)?;
+        let mut d = Dispatch::grid(self.gpu, pipeline, buffers, params, groups)?;
+        d.what = self.shaders.ops.name_of(pipeline);
         self.ops.push(Op::Shader(d));
         Ok(())
     }

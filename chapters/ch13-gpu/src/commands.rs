@@ -115,7 +115,7 @@ pub fn generate(g: &Generate, json: bool) -> Result<(), ch13_gpu::Error> {
 pub fn bench(
     g: &Generate,
     (pp, tg): (usize, usize),
-    per_dispatch: bool,
+    extra: ch13_gpu::decode_bench::Extra,
     compare: Option<usize>,
     json: bool,
 ) -> Result<(), ch13_gpu::Error> {
@@ -145,7 +145,7 @@ pub fn bench(
             (r, compare::text)
         }
         None => {
-            let r = decode_bench::run(&gpu, &model, pp, tg, per_dispatch, &mut |what| {
+            let r = decode_bench::run(&gpu, &model, pp, tg, extra, &mut |what| {
                 say(format!("timing {what}"))
             })?;
             (r, decode_bench::text)

@@ -60,7 +60,7 @@ pub fn run(
         let theirs = llama_bench_json(&bin, gguf, threads, &tests).map_err(Error::Gpu)?;
         let lp = llama_bench_rate(&theirs, pp as u64, 0, "prompt").map_err(Error::Gpu)?;
         let lt = llama_bench_rate(&theirs, 0, tg as u64, "generation").map_err(Error::Gpu)?;
-        let ours = decode_bench::run(gpu, model, pp, tg, false, &mut |_| {})?;
+        let ours = decode_bench::run(gpu, model, pp, tg, Default::default(), &mut |_| {})?;
         let (op, ot) = (ours["pp_tok_s"].as_f64(), ours["tg_tok_s"].as_f64());
         let (Some(op), Some(ot)) = (op, ot) else {
             return Err(Error::Gpu("the bench gave no rates".into()));

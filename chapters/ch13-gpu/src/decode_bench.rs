@@ -3,7 +3,10 @@
 //! tokens, the products tiled), then `tg` greedy tokens from an empty cache (llama-bench's
 //! tg test starts at position 0 too, so the race compares the same attention), each one
 //! submission and a 4-byte read-back; with `per_dispatch`, the same `tg` tokens again with
-//! every dispatch submitted on its own, to measure what one submission a token saves.
+//! every dispatch submitted on its own, to measure what one submission a token saves; with
+//! `profile`, the same `tg` tokens again with the GPU's clock read between dispatches
+//! ([`Decoder::step_timed`]), their time summed by what each dispatch is: where a step's
+//! time goes on this adapter.
 //! Random token ids (fixed seed) as the prompt, as llama-bench does.
 
 use std::time::Instant;
@@ -14,6 +17,14 @@ use crate::gpu::{Error, Gpu, Result};
 use crate::model::GpuModel;
 use crate::step::{Decoder, Shaders};
 
+/// What `bench` does besides pp and tg: the tg tokens again with a submission per
+/// dispatch (`--per-dispatch`), or with the GPU's clock between dispatches (`--profile`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Extra {
+    pub per_dispatch: bool,
+    pub profile: bool,
+}
+
 /// The most tokens either phase may take.
 pub const MAX_TOKENS: usize = 4096;
 
@@ -23,7 +34,7 @@ pub fn run(
     model: &GpuModel,
     pp: usize,
     tg: usize,
-    per_dispatch: bool,
+    extra: Extra,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Value> {
     if !(1..=MAX_TOKENS).contains(&pp) || !(1..=MAX_TOKENS).contains(&tg) {
@@ -74,7 +85,7 @@ pub fn run(
         "pp": pp, "pp_tok_s": pp as f64 / pp_s,
         "tg": tg, "tg_tok_s": tg as f64 / tg_s,
     });
-    if per_dispatch {
+    if extra.per_dispatch {
         progress(&format!("tg{tg}: a submission per dispatch"));
         let start = Instant::now();
         for pos in 0..tg {
@@ -82,7 +93,48 @@ pub fn run(
         }
         report["tg_tok_s_submit_per_dispatch"] = json!(tg as f64 / start.elapsed().as_secs_f64());
     }
+    if extra.profile {
+        progress(&format!("tg{tg}: the GPU's clock between dispatches"));
+        report["profile"] = profiled(&decoder, next, tg)?;
+    }
     Ok(report)
+}
+
+/// `tg` steps from an empty cache, each timed dispatch by dispatch; the nanoseconds summed
+/// by what each dispatch is, the costliest first.
+fn profiled(decoder: &Decoder, mut next: u32, tg: usize) -> Result<Value> {
+    let names = decoder.op_names();
+    let mut total = vec![0.0f64; names.len()];
+    for pos in 0..tg {
+        let (best, ns) = decoder.step_timed(next, pos)?;
+        for (t, n) in total.iter_mut().zip(ns) {
+            *t += n;
+        }
+        next = best;
+    }
+    // (name, dispatches a token, ns a token) by name, in the order first met
+    let mut kinds: Vec<(String, usize, f64)> = Vec::new();
+    for (name, ns) in names.iter().zip(&total) {
+        match kinds.iter_mut().find(|k| &k.0 == name) {
+            Some(k) => (k.1, k.2) = (k.1 + 1, k.2 + ns / tg as f64),
+            None => kinds.push((name.clone(), 1, ns / tg as f64)),
+        }
+    }
+    kinds.sort_by(|a, b| b.2.total_cmp(&a.2));
+    let step: f64 = kinds.iter().map(|k| k.2).sum();
+    let ops: Vec<Value> = kinds
+        .iter()
+        .map(|(what, n, ns)| {
+            json!({
+                "what": what,
+                "dispatches": n,
+                "us_per_token": ns / 1e3,
+                "us_per_dispatch": ns / 1e3 / *n as f64,
+                "share": ns / step,
+            })
+        })
+        .collect();
+    Ok(json!({ "tokens": tg, "us_per_token": step / 1e3, "ops": ops }))
 }
 
 /// The report as lines of text.
@@ -100,6 +152,30 @@ pub fn text(r: &Value) -> String {
     );
     if let Some(v) = r["tg_tok_s_submit_per_dispatch"].as_f64() {
         out += &format!("  tg{} {v:.2} tok/s, a submission per dispatch\n", r["tg"]);
+    }
+    let p = &r["profile"];
+    if let Some(ops) = p["ops"].as_array() {
+        let f = |v: &Value| v.as_f64().unwrap_or(0.0);
+        out += &format!(
+            "  by the GPU's clock, {:.1} µs a token over {} tokens:\n    {:<28} {:>10} {:>12} {:>14} {:>7}\n",
+            f(&p["us_per_token"]),
+            p["tokens"],
+            "dispatch",
+            "a token",
+            "µs a token",
+            "µs each",
+            "share"
+        );
+        for o in ops {
+            out += &format!(
+                "    {:<28} {:>10} {:>12.1} {:>14.2} {:>6.1}%\n",
+                o["what"].as_str().unwrap_or_default(),
+                o["dispatches"],
+                f(&o["us_per_token"]),
+                f(&o["us_per_dispatch"]),
+                100.0 * f(&o["share"])
+            );
+        }
     }
     out
 }

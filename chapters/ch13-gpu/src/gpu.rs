@@ -37,6 +37,10 @@ pub const HOW_TO_GET_ONE: &str = "install a Vulkan driver; without a GPU, Mesa's
 /// The environment variable that picks an adapter by a piece of its name.
 pub const ADAPTER_VAR: &str = "LLM_BOOK_GPU";
 
+/// Timestamp queries, and writing them inside a compute pass, between its dispatches.
+const TIMESTAMPS: wgpu::Features =
+    wgpu::Features::TIMESTAMP_QUERY.union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES);
+
 /// The optional features this chapter looks for, and whether the device has them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Found {
@@ -46,6 +50,9 @@ pub struct Found {
     pub shader_f16: bool,
     /// `f64` arithmetic in shaders: RMSNorm sums its squares in f64, as the CPU does.
     pub shader_f64: bool,
+    /// The GPU's clock read between dispatches (wgpu's timestamp queries inside a pass):
+    /// `ch13-gpu bench --profile`.
+    pub timestamps: bool,
 }
 
 // ANCHOR: gpu
@@ -122,6 +129,7 @@ impl Gpu {
             subgroups: have.contains(wgpu::Features::SUBGROUP),
             shader_f16: have.contains(wgpu::Features::SHADER_F16),
             shader_f64: have.contains(wgpu::Features::SHADER_F64),
+            timestamps: have.contains(TIMESTAMPS),
         };
         let mut features = wgpu::Features::empty();
         if found.subgroups {
@@ -132,6 +140,9 @@ impl Gpu {
         }
         if found.shader_f64 {
             features |= wgpu::Features::SHADER_F64;
+        }
+        if found.timestamps {
+            features |= TIMESTAMPS;
         }
         let limits = adapter.limits();
         let desc = wgpu::DeviceDescriptor {

@@ -14,11 +14,12 @@ usage: ch13-gpu [-m FILE] -p TEXT [-n N] [sampling options] [--json]
            generates as ch09-generate does: the prompt as a prefill (a submission for
            each 256 tokens, the products tiled), then each token one submission; greedy
            (--temp 0) reads back the GPU's argmax, other sampling the logits
-       ch13-gpu bench [-m FILE] [--pp N] [--tg N] [--per-dispatch] [--json]
+       ch13-gpu bench [-m FILE] [--pp N] [--tg N] [--per-dispatch] [--profile] [--json]
            the model on the GPU: pp prompt tokens as a prefill, then tg greedy
            tokens from an empty cache (as llama-bench's tg), one submission each,
-           and the dispatches a token; with
-           --per-dispatch the tg tokens again with a submission per dispatch
+           and the dispatches a token; with --per-dispatch the tg tokens again
+           with a submission per dispatch, with --profile again timed dispatch by
+           dispatch by the GPU's clock (where a step's time goes)
        ch13-gpu bench --compare [-m FILE] [--pp N] [--tg N] [--rounds R] [--json]
            ours against llama.cpp's Vulkan llama-bench (scripts/llamacpp.sh --vulkan)
            on the same file, alternating rounds, medians and ratios; needs a GPU
@@ -50,6 +51,8 @@ options (defaults in brackets):
   --stop TEXT             stop when TEXT appears (up to 16 times)
   --pp N, --tg N          bench: prompt tokens and generated tokens, 1 to 4096 [32, 32]
   --per-dispatch          bench: also time a submission per dispatch
+  --profile               bench: the tg tokens again, timed dispatch by dispatch by the
+                          GPU's clock, summed by what each dispatch is
   --compare, --rounds R   bench: race llama.cpp's Vulkan backend, R rounds [3]
   --secs S                kernels, tiles: seconds each measurement runs, 0.01 to 10 [0.25]
   --json                  one JSON object (generate: prompt_ids, generated_ids, text,
@@ -76,7 +79,7 @@ struct Args {
     secs: f64,
     pp: usize,
     tg: usize,
-    per_dispatch: bool,
+    extra: ch13_gpu::decode_bench::Extra,
     compare: Option<usize>, // bench --compare: its rounds
     tiles: tile_bench::Shape,
     generate: commands::Generate,
@@ -97,7 +100,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         secs: 0.25,
         pp: 32,
         tg: 32,
-        per_dispatch: false,
+        extra: Default::default(),
         compare: None,
         tiles: tile_bench::Shape {
             format: ch06_quantization::Format::Q4_0,
@@ -124,7 +127,8 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
             Long("secs") => a.secs = p.value()?.parse()?,
             Long("pp") => a.pp = number(&mut p, "--pp")?,
             Long("tg") => a.tg = number(&mut p, "--tg")?,
-            Long("per-dispatch") => a.per_dispatch = true,
+            Long("per-dispatch") => a.extra.per_dispatch = true,
+            Long("profile") => a.extra.profile = true,
             Long("compare") => a.compare = Some(a.compare.unwrap_or(3)),
             Long("rounds") => a.compare = Some(number(&mut p, "--rounds")?),
             Long("rows") => a.tiles.rows = number(&mut p, "--rows")?,
@@ -159,8 +163,10 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
     let generating = g.prompt.is_some() || g.model.is_some();
     match a.command.as_str() {
         "info" | "kernels" | "tiles" if !generating => {}
-        "bench" if a.compare.is_some() && a.per_dispatch => {
-            return Err("--compare races what llama-bench runs: no --per-dispatch".into());
+        "bench" if a.compare.is_some() && (a.extra.per_dispatch || a.extra.profile) => {
+            return Err(
+                "--compare races what llama-bench runs: no --per-dispatch or --profile".into(),
+            );
         }
         "bench" if g.prompt.is_none() => {}
         "bench" => return Err("bench takes no -p".into()),
@@ -211,7 +217,7 @@ fn run(a: &Args) -> Result<(), Error> {
         "generate" => commands::generate(&a.generate, a.json)?,
         "bench" => {
             let sizes = (a.pp, a.tg);
-            commands::bench(&a.generate, sizes, a.per_dispatch, a.compare, a.json)?
+            commands::bench(&a.generate, sizes, a.extra, a.compare, a.json)?
         }
         "tiles" => {
             bench::check_secs(a.secs)?;

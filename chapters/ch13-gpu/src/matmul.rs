@@ -75,6 +75,8 @@ impl MatMul {
 /// One tiled product bound and ready to record: `out (tokens, rows) = acts (tokens, cols) ·
 /// Wᵀ`, where `acts` holds every token's quantized input, one token after another.
 pub struct Tiled {
+    /// The matrix's format and shape, for a profile.
+    pub what: String,
     pub acts: wgpu::Buffer, // (tokens × cols / 32) blocks × BLOCK_WORDS words
     pub out: wgpu::Buffer,  // (tokens, rows) f32
     /// Tokens the next dispatch multiplies; at most `capacity`, the tokens bound.
@@ -160,6 +162,7 @@ impl Tiled {
         let buffers = [&m.buffer, acts, out, &uniform, out1, out2];
         let bind_group = gpu.bind(&pipeline, &buffers)?;
         Ok(Tiled {
+            what: m.what(),
             acts: acts.clone(),
             out: outs[0].clone(),
             tokens,

@@ -341,6 +341,11 @@ impl GpuMatrix {
     }
     // ANCHOR_END: upload
 
+    /// Its format and shape, as a profile names it: "q4_0 576x1536".
+    pub fn what(&self) -> String {
+        format!("{} {}x{}", self.format.name(), self.rows, self.cols)
+    }
+
     /// The first rows of the stack's second and third matrices, as the shaders' `split1`
     /// and `split2` take them (`rows` where there is none).
     pub fn splits(&self) -> Result<[u32; 2]> {
@@ -495,6 +500,8 @@ impl MatVec {
 /// One product bound and ready to record: `out[0..rows] = W · acts`, where `acts` holds the
 /// quantized input ([`acts::quantize`], written with [`Product::write_input`]).
 pub struct Product {
+    /// The matrix's format and shape, for a profile: "q4_0 576x1536".
+    pub what: String,
     pub acts: wgpu::Buffer, // (cols / 32) blocks × BLOCK_WORDS words
     pub out: wgpu::Buffer,  // (rows) f32
     bind_group: wgpu::BindGroup,
@@ -560,6 +567,7 @@ impl Product {
         let buffers = [&m.buffer, acts, out, &uniform, out1, out2];
         let bind_group = gpu.bind(&pipeline, &buffers)?;
         Ok(Product {
+            what: m.what(),
             acts: acts.clone(),
             out: outs[0].clone(),
             bind_group,
@@ -631,6 +639,7 @@ impl Product {
             })
         })?;
         Ok(Product {
+            what: m.what(),
             acts: acts.clone(),
             out: out.clone(),
             bind_group,

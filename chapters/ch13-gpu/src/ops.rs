@@ -48,6 +48,24 @@ impl Ops {
         })
     }
 
+    /// The name of one of these pipelines, for a profile ("shader" if none).
+    pub fn name_of(&self, pipeline: &wgpu::ComputePipeline) -> &'static str {
+        let named = [
+            (&self.embed, "embedding"),
+            (&self.rope, "rope"),
+            (&self.attention, "attention"),
+            (&self.add, "add"),
+            (&self.softcap, "softcap"),
+            (&self.last, "last row"),
+            (&self.argmax, "argmax"),
+        ];
+        match named.into_iter().find(|(p, _)| *p == pipeline) {
+            Some((_, name)) => name,
+            None if self.attention_wide.get() == Some(pipeline) => "attention",
+            None => "shader",
+        }
+    }
+
     /// The attention pipeline for heads of `head_dim`: [`WIDE_ATTENTION`] invocations a
     /// workgroup where that divides it (compiled the first time asked), else 64. The same
     /// bits either way: every score, sum and value is one lane's, in the same order.
@@ -84,6 +102,8 @@ fn attention_source(gpu: &Gpu, lanes: usize) -> String {
 /// One shader bound to its buffers and parameters, ready to record: what every step of a
 /// token is, once made.
 pub struct Dispatch {
+    /// What it is, for a profile: the shader's name (`Ops::name_of`), or "shader".
+    pub what: &'static str,
     pipeline: wgpu::ComputePipeline,
     bind_group: wgpu::BindGroup,
     groups: (u32, u32), // y: the tokens of a pass (1 for a decode step's and `new`'s)
@@ -121,6 +141,7 @@ impl Dispatch {
         let mut all = buffers.to_vec();
         all.push(&uniform);
         Ok(Dispatch {
+            what: "shader",
             pipeline: pipeline.clone(),
             bind_group: gpu.bind(pipeline, &all)?,
             groups: (x as u32, y as u32),

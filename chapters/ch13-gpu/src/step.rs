@@ -256,6 +256,75 @@ impl<'g> Decoder<'g> {
             .write_buffer(&self.shared.ids, 0, &bytes(tokens));
     }
 
+    /// [`Decoder::step`]'s greedy token, with the GPU's clock read before each dispatch and
+    /// after the last (`ch13-gpu bench --profile`): the token, and each dispatch's
+    /// nanoseconds, in the order of [`Decoder::ops`] (to the next one's start: its own time
+    /// and the wait before the next may start).
+    pub fn step_timed(&self, token: u32, pos: usize) -> Result<(u32, Vec<f64>)> {
+        if !self.gpu.found.timestamps {
+            return Err(Error::Input(format!(
+                "{} cannot time dispatches inside a pass (no timestamp queries there)",
+                self.gpu.info.name
+            )));
+        }
+        let n = self.ops.len() + 1;
+        if n > wgpu::QUERY_SET_MAX_QUERIES as usize {
+            return Err(Error::Input(format!(
+                "{n} timestamps: more than a query set holds"
+            )));
+        }
+        self.check(&[token], pos)?;
+        self.write_step(&[token], pos);
+        let device = &self.gpu.device;
+        let queries = device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("a step's timestamps"),
+            ty: wgpu::QueryType::Timestamp,
+            count: n as u32,
+        });
+        let bytes = (n * 8) as u64;
+        let buffer = |usage| {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("timestamps"),
+                size: bytes,
+                usage,
+                mapped_at_creation: false,
+            })
+        };
+        let resolved = buffer(wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC);
+        let read = buffer(wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST);
+        let mut encoder = device.create_command_encoder(&Default::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            for (i, op) in self.ops.iter().enumerate() {
+                pass.write_timestamp(&queries, i as u32);
+                op.record(&mut pass);
+            }
+            pass.write_timestamp(&queries, (n - 1) as u32);
+        }
+        encoder.resolve_query_set(&queries, 0..n as u32, &resolved, 0);
+        encoder.copy_buffer_to_buffer(&resolved, 0, &read, 0, bytes);
+        encoder.copy_buffer_to_buffer(&self.shared.best, 0, &self.read_best, 0, 4);
+        self.gpu.checked("a timed decode step", || {
+            self.gpu.queue.submit([encoder.finish()])
+        })?;
+        let words = self.gpu.map_words(&read)?;
+        let ticks: Vec<u64> = words
+            .chunks_exact(2)
+            .map(|w| u64::from(w[0]) | u64::from(w[1]) << 32)
+            .collect();
+        let period = f64::from(self.gpu.queue.get_timestamp_period()); // ns a tick
+        let ns = ticks
+            .windows(2)
+            .map(|t| t[1].saturating_sub(t[0]) as f64 * period)
+            .collect();
+        Ok((self.gpu.map_words(&self.read_best)?[0], ns))
+    }
+
+    /// What each of a decode step's dispatches is, in order (`Op::what`): a profile's rows.
+    pub fn op_names(&self) -> Vec<String> {
+        self.ops.iter().map(Op::what).collect()
+    }
+
     /// [`Decoder::step`]'s greedy token with every dispatch submitted on its own (a command
     /// encoder, a pass and a submit each): what the one-submission design saves, measured
     /// by `ch13-gpu bench --per-dispatch`.

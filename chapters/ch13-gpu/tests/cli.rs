@@ -238,3 +238,62 @@ fn bench_reports_decode_and_the_dispatches_a_token() {
         assert!(v[key].as_f64().unwrap_or(0.0) > 0.0, "{key}: {v}");
     }
 }
+
+/// `bench --profile` on lavapipe (which has timestamps inside a pass): every dispatch of the
+/// step is counted once under what it is, the products by format and shape, and the shares
+/// add up to the whole step.
+#[test]
+fn bench_profiles_the_step_dispatch_by_dispatch() {
+    let path = ch01_tensors::models::require(&ch01_tensors::models::smollm2_gguf())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let model = path.to_str().expect("a UTF-8 path");
+    let args = [
+        "bench",
+        "-m",
+        model,
+        "--pp",
+        "2",
+        "--tg",
+        "2",
+        "--profile",
+        "--json",
+    ];
+    let out = ch13(&args, false);
+    assert!(
+        out.status.success(),
+        "bench --profile failed: {}",
+        text(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json is JSON");
+    let p = &v["profile"];
+    let ops = p["ops"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no profile: {v}"));
+    let counted: u64 = ops
+        .iter()
+        .map(|o| o["dispatches"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(
+        Some(counted),
+        v["dispatches_per_token"].as_u64(),
+        "the profile counts {counted} dispatches a token, the step has another number: {p}"
+    );
+    let shares: f64 = ops.iter().map(|o| o["share"].as_f64().unwrap_or(0.0)).sum();
+    assert!(
+        (shares - 1.0).abs() < 1e-9,
+        "the shares add up to {shares}: {p}"
+    );
+    let named = |what: &str| ops.iter().any(|o| o["what"] == what);
+    for what in [
+        "attention",
+        "rmsnorm",
+        "product q4_1 576x576",
+        "product q8_0 49152x576",
+    ] {
+        assert!(named(what), "no {what:?} in the profile: {p}");
+    }
+    assert!(
+        p["us_per_token"].as_f64().unwrap_or(0.0) > 0.0,
+        "a step that takes no time: {p}"
+    );
+}
