@@ -42,7 +42,8 @@ impl Layout {
     /// What it uses on a driver that runs on the CPU (lavapipe): reading directly, two rows
     /// a lane. There a workgroup's invocations are a few threads' SIMD lanes, a load is
     /// cached like any other (no line to share out), and every barrier switches each of those
-    /// threads out and in: staging cost three times what it saved on this book's Xeon.
+    /// threads out and in: staged, the products took about three times as long on this
+    /// book's Xeon.
     pub const CPU: Layout = Layout {
         reading: Reading::Direct,
         rows_each: 2,
