@@ -222,6 +222,23 @@ def tables(tsv, outfile, head, shapes, bytes_json, copy_gbs, device=""):
             gbs = sizes[shape] * tg / 1e9
             share = f" {100 * gbs / copy:.0f}% |" if copy else ""
             lines.append(f"| {NAMES[shape]} | {engine} | {len(mine)} | {pp:.0f} tok/s | {tg:.1f} tok/s | {gbs:.0f} GB/s |{share}")
+    # ours against llama.cpp, shape by shape: the ratios of the medians above
+    ratios = []
+    for shape in shapes.split(","):
+        base = ok(shape, "llama.cpp")
+        if not base:
+            continue
+        bp = statistics.median(float(r[3]) for r in base)
+        bt = statistics.median(float(r[4]) for r in base)
+        for engine in ("ours", "ours, in order"):
+            mine = ok(shape, engine)
+            if mine and bp > 0 and bt > 0:
+                pp = statistics.median(float(r[3]) for r in mine)
+                tg = statistics.median(float(r[4]) for r in mine)
+                ratios.append(f"| {NAMES[shape]} | {engine} | {pp / bp:.2f}× | {tg / bt:.2f}× |")
+    if ratios:
+        lines += ["", "Ours against llama.cpp (the medians above):", "",
+                  "| shape | engine | pp512 | tg128 |", "|---|---|---:|---:|"] + ratios
     if device:
         # what llama.cpp's build found on the adapter: integer dot products, cooperative
         # matrices (tensor cores), which its prefill uses where it has them
