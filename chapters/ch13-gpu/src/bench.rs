@@ -335,9 +335,9 @@ pub fn run(gpu: &Gpu, secs: f64, mut progress: impl FnMut(&str)) -> Result<Value
         (Reading::Staged, 1),
         (Reading::Staged, 2),
         (Reading::Direct, 1),
-    ]
-    .into_iter()
-    .chain([(Reading::Direct, 2), (Reading::Direct, 4)]);
+        (Reading::Direct, 2),
+        (Reading::Direct, 4),
+    ];
     for (reading, rows_each) in others {
         let other = Layout { reading, rows_each };
         if other != layout {

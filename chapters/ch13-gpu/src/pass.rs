@@ -148,18 +148,21 @@ pub fn build(
             )?;
         }
         // attention's output is the output product's input: quantized by the attention
-        // shader where its format's blocks of 32 lie inside a head (not Q8_K's 256)
+        // shader where its format's blocks lie inside a head (Q8_0's and Q8_1's 32 values;
+        // Q8_K's 256, where a head is whole super-blocks, in workgroups as wide)
         let mut input = b.input(&heads, q_dim, tokens);
-        // (Q8_K's 256 values where a head is whole super-blocks, in workgroups as wide)
-        let (acts, quant) = match layer.wo.format.activation() {
+        let by_attention = match layer.wo.format.activation() {
             Some(f @ (ActFormat::Q8_0 | ActFormat::Q8_1)) if s.head_dim.is_multiple_of(32) => {
-                (b.quantized_by_caller(&mut input, f), quant_word(Some(f)))
+                Some(f)
             }
-            Some(f @ ActFormat::Q8_K) if s.head_dim.is_multiple_of(WIDE_ATTENTION) => {
-                (b.quantized_by_caller(&mut input, f), quant_word(Some(f)))
-            }
-            _ => (shaders.ops.no_acts.clone(), quant_word(None)),
+            Some(f @ ActFormat::Q8_K) if s.head_dim.is_multiple_of(WIDE_ATTENTION) => Some(f),
+            _ => None,
         };
+        let acts = match by_attention {
+            Some(f) => b.quantized_by_caller(&mut input, f),
+            None => shaders.ops.no_acts.clone(),
+        };
+        let quant = quant_word(by_attention);
         let window = u(layer.window.unwrap_or(0))?; // 0: every position
         let [cap, inv_cap] = cap_words(s.attn_softcap); // Gemma-2
         let params = [

@@ -218,12 +218,7 @@ impl<'g> Decoder<'g> {
             self.gpu.queue.submit([encoder.finish()])
         })?;
         // ANCHOR_END: submit
-        let best = self.gpu.map_words(&self.read_best)?[0];
-        if best as usize >= vocab {
-            return Err(Error::Gpu(format!(
-                "the argmax found no largest logit (NaN logits?) at position {pos}"
-            )));
-        }
+        let best = self.read_best(pos)?;
         let logits = match want_logits {
             true => Some(
                 self.gpu
@@ -317,7 +312,19 @@ impl<'g> Decoder<'g> {
             .windows(2)
             .map(|t| t[1].saturating_sub(t[0]) as f64 * period)
             .collect();
-        Ok((self.gpu.map_words(&self.read_best)?[0], ns))
+        Ok((self.read_best(pos)?, ns))
+    }
+
+    /// The argmax a submission copied out, once the GPU is done; an error where it is no
+    /// token (the shader found no largest logit: NaNs).
+    fn read_best(&self, pos: usize) -> Result<u32> {
+        let best = self.gpu.map_words(&self.read_best)?[0];
+        if best as usize >= self.model.shape.vocab {
+            return Err(Error::Gpu(format!(
+                "the argmax found no largest logit (NaN logits?) at position {pos}"
+            )));
+        }
+        Ok(best)
     }
 
     /// What each of a decode step's dispatches is, in order (`Op::what`): a profile's rows.
@@ -342,7 +349,7 @@ impl<'g> Decoder<'g> {
         let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
         encoder.copy_buffer_to_buffer(&self.shared.best, 0, &self.read_best, 0, 4);
         self.gpu.queue.submit([encoder.finish()]);
-        Ok(self.gpu.map_words(&self.read_best)?[0])
+        self.read_best(pos)
     }
 }
 

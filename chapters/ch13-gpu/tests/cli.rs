@@ -206,28 +206,30 @@ fn generates_the_cpu_engine_s_greedy_tokens() {
     );
 }
 
+/// `bench` on SmolLM2, two tokens each way, with `extra` (`--per-dispatch`, `--profile`):
+/// its JSON, once it has succeeded.
+fn bench_json(extra: &str) -> serde_json::Value {
+    let path = ch01_tensors::models::require(&ch01_tensors::models::smollm2_gguf())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let model = path.to_str().expect("a UTF-8 path");
+    let args = [
+        "bench", "-m", model, "--pp", "2", "--tg", "2", extra, "--json",
+    ];
+    let out = ch13(&args, false);
+    assert!(
+        out.status.success(),
+        "bench {extra} failed: {}",
+        text(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("--json is JSON")
+}
+
 /// `bench` on two tokens each way: the JSON has the adapter, the dispatches a token (one
 /// norm, products, … per layer: more than the layers), and positive rates for both ways
 /// of submitting.
 #[test]
 fn bench_reports_decode_and_the_dispatches_a_token() {
-    let path = ch01_tensors::models::require(&ch01_tensors::models::smollm2_gguf())
-        .unwrap_or_else(|e| panic!("{e}"));
-    let model = path.to_str().expect("a UTF-8 path");
-    let args = [
-        "bench",
-        "-m",
-        model,
-        "--pp",
-        "2",
-        "--tg",
-        "2",
-        "--per-dispatch",
-        "--json",
-    ];
-    let out = ch13(&args, false);
-    assert!(out.status.success(), "bench failed: {}", text(&out.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json is JSON");
+    let v = bench_json("--per-dispatch");
     assert!(v["adapter"].is_string(), "the adapter: {v}");
     let dispatches = v["dispatches_per_token"].as_u64().unwrap_or(0);
     assert!(
@@ -244,27 +246,7 @@ fn bench_reports_decode_and_the_dispatches_a_token() {
 /// add up to the whole step.
 #[test]
 fn bench_profiles_the_step_dispatch_by_dispatch() {
-    let path = ch01_tensors::models::require(&ch01_tensors::models::smollm2_gguf())
-        .unwrap_or_else(|e| panic!("{e}"));
-    let model = path.to_str().expect("a UTF-8 path");
-    let args = [
-        "bench",
-        "-m",
-        model,
-        "--pp",
-        "2",
-        "--tg",
-        "2",
-        "--profile",
-        "--json",
-    ];
-    let out = ch13(&args, false);
-    assert!(
-        out.status.success(),
-        "bench --profile failed: {}",
-        text(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json is JSON");
+    let v = bench_json("--profile");
     let p = &v["profile"];
     let ops = p["ops"]
         .as_array()
