@@ -2,7 +2,10 @@
 //! tokens run as a prefill (a submission for each piece of up to the decoder's chunk of
 //! tokens, the products tiled), then `tg` greedy tokens from an empty cache (llama-bench's
 //! tg test starts at position 0 too, so the race compares the same attention), each one
-//! submission and a 4-byte read-back; with `per_dispatch`, the same `tg` tokens again with
+//! submission and a 4-byte read-back, two steps in flight as the generator runs them
+//! ([`Decoder::greedy`]); the same `tg` tokens one step at a time (the host waits for each
+//! token before it records the next step), and what recording a step costs the host; with
+//! `per_dispatch`, the same `tg` tokens again with
 //! every dispatch submitted on its own, to measure what one submission a token saves; with
 //! `profile`, the same `tg` tokens again with the GPU's clock read between dispatches
 //! ([`Decoder::step_timed`]), their time summed by what each dispatch is: where a step's
@@ -69,14 +72,22 @@ pub fn run(
     let start = Instant::now();
     let mut next = decoder.prefill(&prompt, 0, false)?.0;
     let pp_s = start.elapsed().as_secs_f64();
-    progress(&format!("tg{tg}: one submission a token"));
+    progress(&format!("tg{tg}: one submission a token, two in flight"));
     // from an empty cache, as llama-bench's tg test runs: each step writes its position's
     // key and value before it reads positions 0..=pos, so the prompt's are never read
+    let start = Instant::now();
+    decoder.greedy(next, 0, tg, &mut |t| {
+        next = t;
+        true
+    })?;
+    let tg_s = start.elapsed().as_secs_f64();
+    progress(&format!("tg{tg}: one step at a time"));
     let start = Instant::now();
     for pos in 0..tg {
         next = decoder.step(next, pos, false)?.0;
     }
-    let tg_s = start.elapsed().as_secs_f64();
+    let one_s = start.elapsed().as_secs_f64();
+    let record_s = decoder.record_seconds(tg);
     let mut report = json!({
         "adapter": gpu.info.name,
         "backend": format!("{:?}", gpu.info.backend),
@@ -84,6 +95,8 @@ pub fn run(
         "prefill_chunk": decoder.chunk,
         "pp": pp, "pp_tok_s": pp as f64 / pp_s,
         "tg": tg, "tg_tok_s": tg as f64 / tg_s,
+        "tg_tok_s_one_in_flight": tg as f64 / one_s,
+        "record_us_per_token": record_s * 1e6,
     });
     if extra.per_dispatch {
         progress(&format!("tg{tg}: a submission per dispatch"));
@@ -140,7 +153,7 @@ fn profiled(decoder: &Decoder, mut next: u32, tg: usize) -> Result<Value> {
 /// The report as lines of text.
 pub fn text(r: &Value) -> String {
     let mut out = format!(
-        "{} ({}): {} dispatches a token\n  pp{} {:.2} tok/s, a submission for each {} tokens\n  tg{} {:.2} tok/s, one submission a token\n",
+        "{} ({}): {} dispatches a token\n  pp{} {:.2} tok/s, a submission for each {} tokens\n  tg{} {:.2} tok/s, one submission a token, two in flight\n",
         r["adapter"].as_str().unwrap_or_default(),
         r["backend"].as_str().unwrap_or_default(),
         r["dispatches_per_token"],
@@ -150,6 +163,13 @@ pub fn text(r: &Value) -> String {
         r["tg"],
         r["tg_tok_s"].as_f64().unwrap_or(0.0),
     );
+    if let Some(v) = r["tg_tok_s_one_in_flight"].as_f64() {
+        out += &format!(
+            "  tg{} {v:.2} tok/s, one step at a time ({:.0} µs of the host's recording a step)\n",
+            r["tg"],
+            r["record_us_per_token"].as_f64().unwrap_or(0.0)
+        );
+    }
     if let Some(v) = r["tg_tok_s_submit_per_dispatch"].as_f64() {
         out += &format!("  tg{} {v:.2} tok/s, a submission per dispatch\n", r["tg"]);
     }

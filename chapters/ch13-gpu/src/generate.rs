@@ -1,8 +1,9 @@
 //! Chapter 9's generation loop on the GPU: the prompt run as a prefill (a submission for
 //! each piece of up to `decoder.chunk` tokens), then each token chosen by a decode step,
-//! streamed and checked for a stop, as `ch09_generate::generate` does. Greedy decoding without penalties takes
-//! the GPU's argmax (4 bytes read back a token); anything else reads back the logits and
-//! hands them to chapter 9's [`Sampler`].
+//! streamed and checked for a stop, as `ch09_generate::generate` does. Greedy decoding
+//! without penalties takes the GPU's argmax (4 bytes read back a token) with two steps in
+//! flight ([`Decoder::greedy`]); anything else reads back the logits and hands them to
+//! chapter 9's [`Sampler`].
 
 use std::time::Instant;
 
@@ -38,56 +39,106 @@ pub fn generate(
     }
     let total = prompt.len().saturating_add(n).min(limit);
     let on_gpu = sampler.is_greedy() && !sampler.config.has_penalties();
-    let step = |id: u32, pos: usize| decoder.step(id, pos, !on_gpu).map_err(|e| e.to_string());
     let start = Instant::now();
-    let mut last = decoder
+    let last = decoder
         .prefill(prompt, 0, !on_gpu)
         .map_err(|e| e.to_string())?;
     let prefill_seconds = start.elapsed().as_secs_f64();
     // ANCHOR_END: generate
     // ANCHOR: generate_loop
-    let mut history = prompt.to_vec();
-    let mut ids = Vec::new();
-    let mut text = String::new();
-    let mut decoder_text = StreamDecoder::new(tokenizer);
-    let mut matcher = StopMatcher::new(stops);
-    let start = Instant::now();
-    let stop = loop {
-        let next = match &last {
-            (best, None) => *best,
-            (_, Some(logits)) => sampler.sample(logits, &history),
-        };
-        ids.push(next);
-        history.push(next);
-        if end_ids.contains(&next) {
-            break StopReason::EndOfText;
-        }
-        let piece = decoder_text.push(next).map_err(|e| e.to_string())?;
-        let part = matcher.push(&piece);
-        on_text(&part.text);
-        text.push_str(&part.text);
-        if part.stopped {
-            break StopReason::StopString;
-        }
-        if ids.len() == n {
-            break StopReason::Length;
-        }
-        if history.len() >= total {
-            break StopReason::Context;
-        }
-        last = step(next, history.len() - 1)?;
+    let mut out = Output {
+        history: prompt.to_vec(),
+        ids: Vec::new(),
+        text: String::new(),
+        decoder: StreamDecoder::new(tokenizer),
+        matcher: StopMatcher::new(stops),
+        end_ids,
+        n,
+        total,
     };
+    let start = Instant::now();
+    let stop = match last {
+        // greedy on the GPU, two steps in flight: each token read back while the next
+        // step runs; a step the stop leaves queued is dropped
+        (first, None) => match out.take(first, on_text)? {
+            Some(stop) => stop,
+            None => {
+                let steps = total - prompt.len() - 1;
+                let mut stop = Ok(None);
+                decoder
+                    .greedy(first, prompt.len(), steps, &mut |next| {
+                        stop = out.take(next, on_text);
+                        matches!(stop, Ok(None))
+                    })
+                    .map_err(|e| e.to_string())?;
+                stop?.unwrap_or(StopReason::Context)
+            }
+        },
+        // sampled on the host: the logits read back after each step
+        (_, Some(mut logits)) => loop {
+            let next = sampler.sample(&logits, &out.history);
+            if let Some(stop) = out.take(next, on_text)? {
+                break stop;
+            }
+            let pos = out.history.len() - 1;
+            logits = match decoder.step(next, pos, true).map_err(|e| e.to_string())? {
+                (_, Some(logits)) => logits,
+                (_, None) => return Err("the step read back no logits".into()),
+            };
+        },
+    };
+    let mut text = out.text;
     if stop != StopReason::StopString {
-        let rest = matcher.finish();
+        let rest = out.matcher.finish();
         on_text(&rest);
         text.push_str(&rest);
     }
     Ok(Generation {
-        ids,
+        ids: out.ids,
         text,
         stop,
         prefill_seconds,
         decode_seconds: start.elapsed().as_secs_f64(),
     })
+}
+
+/// What a generation has made so far, and what stops it.
+struct Output<'a> {
+    history: Vec<u32>,
+    ids: Vec<u32>,
+    text: String,
+    decoder: StreamDecoder<'a>,
+    matcher: StopMatcher,
+    end_ids: &'a [u32],
+    n: usize,
+    total: usize,
+}
+
+impl Output<'_> {
+    /// Takes the token chosen next: streams its text and says whether it stops the run.
+    fn take(
+        &mut self,
+        next: u32,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<Option<StopReason>, String> {
+        self.ids.push(next);
+        self.history.push(next);
+        if self.end_ids.contains(&next) {
+            return Ok(Some(StopReason::EndOfText));
+        }
+        let piece = self.decoder.push(next).map_err(|e| e.to_string())?;
+        let part = self.matcher.push(&piece);
+        on_text(&part.text);
+        self.text.push_str(&part.text);
+        Ok(if part.stopped {
+            Some(StopReason::StopString)
+        } else if self.ids.len() == self.n {
+            Some(StopReason::Length)
+        } else if self.history.len() >= self.total {
+            Some(StopReason::Context)
+        } else {
+            None
+        })
+    }
 }
 // ANCHOR_END: generate_loop

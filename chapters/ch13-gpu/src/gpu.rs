@@ -164,8 +164,17 @@ impl Gpu {
 
     /// Waits until everything submitted so far has run.
     pub fn wait(&self) -> Result<()> {
+        self.wait_for(None)
+    }
+
+    /// Waits until the submission `index` has run (everything so far where `None`); what
+    /// was submitted after it may still be running.
+    pub fn wait_for(&self, index: Option<wgpu::SubmissionIndex>) -> Result<()> {
         self.device
-            .poll(wgpu::PollType::wait_indefinitely())
+            .poll(wgpu::PollType::Wait {
+                submission_index: index,
+                timeout: None,
+            })
             .map(|_| ())
             .map_err(|e| Error::Gpu(format!("waiting for the GPU: {e}")))
     }
@@ -292,11 +301,21 @@ impl Gpu {
     /// Maps `buffer` (made with `MAP_READ`) once the GPU is done with it, and reads its
     /// words.
     pub fn map_words(&self, buffer: &wgpu::Buffer) -> Result<Vec<u32>> {
+        self.map_words_after(buffer, None)
+    }
+
+    /// [`Gpu::map_words`] for a buffer the submission `index` wrote last: waits for that
+    /// submission only, not for those queued after it.
+    pub fn map_words_after(
+        &self,
+        buffer: &wgpu::Buffer,
+        index: Option<wgpu::SubmissionIndex>,
+    ) -> Result<Vec<u32>> {
         let (tx, rx) = std::sync::mpsc::channel();
         buffer
             .slice(..)
             .map_async(wgpu::MapMode::Read, move |r| drop(tx.send(r)));
-        self.wait()?;
+        self.wait_for(index)?;
         match rx.recv() {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(Error::Gpu(format!("reading back: {e}"))),

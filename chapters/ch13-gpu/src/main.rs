@@ -13,11 +13,14 @@ const USAGE: &str = "\
 usage: ch13-gpu [-m FILE] -p TEXT [-n N] [sampling options] [--json]
            generates as ch09-generate does: the prompt as a prefill (a submission for
            each 256 tokens, the products tiled), then each token one submission; greedy
-           (--temp 0) reads back the GPU's argmax, other sampling the logits
+           (--temp 0) reads back the GPU's argmax, two steps in flight, other
+           sampling the logits
        ch13-gpu bench [-m FILE] [--pp N] [--tg N] [--per-dispatch] [--profile] [--json]
            the model on the GPU: pp prompt tokens as a prefill, then tg greedy
            tokens from an empty cache (as llama-bench's tg), one submission each,
-           and the dispatches a token; with --per-dispatch the tg tokens again
+           two steps in flight, then a step at a time (the host waiting for each
+           token), what recording a step costs the host, and the dispatches a
+           token; with --per-dispatch the tg tokens again
            with a submission per dispatch, with --profile again timed dispatch by
            dispatch by the GPU's clock (where a step's time goes)
        ch13-gpu bench --compare [-m FILE] [--pp N] [--tg N] [--rounds R] [--json]

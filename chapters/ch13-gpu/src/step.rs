@@ -4,9 +4,12 @@
 //! writing its id, its position and each RoPE base's cos and sin into the small step
 //! buffers (`queue.write_buffer`), recording the decode pass's ops into one compute pass of
 //! one command encoder, one submit, and reading back 4 bytes (the argmax), or the logits
-//! where the caller samples. A prompt costs one submission for each piece of up to
-//! [`Decoder::chunk`] tokens, its products the tiled shader's: each weight read once for
-//! the piece's tokens, where decode steps would read it once a token.
+//! where the caller samples. Greedy tokens run with two steps in flight
+//! ([`Decoder::greedy`]): each step's argmax is copied into the next step's token on the
+//! GPU, so the host records and submits a step while the GPU runs the one before. A prompt
+//! costs one submission for each piece of up to [`Decoder::chunk`] tokens, its products the
+//! tiled shader's: each weight read once for the piece's tokens, where decode steps would
+//! read it once a token.
 
 pub use crate::bind::{Op, Shaders};
 pub use crate::pass::Activations;
@@ -28,7 +31,8 @@ pub struct Decoder<'g> {
     ops: Vec<Op>,     // a decode step: one token
     prefill: Vec<Op>, // a prompt's piece: up to `chunk` tokens (empty when chunk is 1)
     shared: Shared,
-    read_best: wgpu::Buffer,
+    /// Where each step's argmax is copied to be read back: two, for two steps in flight.
+    read_best: [wgpu::Buffer; 2],
     read_logits: wgpu::Buffer,
     pub capacity: usize,
     /// Tokens a prefill submission takes at most.
@@ -111,7 +115,7 @@ impl<'g> Decoder<'g> {
             ops,
             prefill: b.ops,
             shared,
-            read_best: read("read best", 4),
+            read_best: [read("read best", 4), read("read best", 4)],
             read_logits: read("read logits", s.vocab * 4),
             capacity,
             chunk,
@@ -145,6 +149,81 @@ impl<'g> Decoder<'g> {
         self.submit(&self.ops, 1, pos, want_logits)
     }
     // ANCHOR_END: step
+
+    // ANCHOR: greedy
+    /// Up to `n` greedy tokens after `first` at `pos` (fewer where the cache ends), with two
+    /// steps in flight: each step's argmax is copied on the GPU into the next step's token,
+    /// so step k + 1 is recorded and submitted before step k's token is read back. The host
+    /// records while the GPU runs, and the GPU finds its next step waiting. `on_token` hears
+    /// each token in order and returns false to stop; the step already queued then runs
+    /// and its token is dropped (it wrote its position's key and value, which the next step
+    /// at that position writes again). Returns how many tokens `on_token` heard.
+    pub fn greedy(
+        &self,
+        first: u32,
+        pos: usize,
+        n: usize,
+        on_token: &mut dyn FnMut(u32) -> bool,
+    ) -> Result<usize> {
+        self.check(&[first], pos)?;
+        let n = n.min(self.capacity - pos);
+        if n == 0 {
+            return Ok(0);
+        }
+        self.write_ids(&[first]);
+        let mut running = self.queue_step(pos, false, 0)?;
+        for k in 0..n {
+            let next = (k + 1 < n)
+                .then(|| self.queue_step(pos + k + 1, true, (k + 1) % 2))
+                .transpose()?;
+            let token = self.read_best_after(k % 2, Some(running), pos + k)?;
+            let go_on = on_token(token);
+            match next {
+                Some(queued) if go_on => running = queued,
+                _ => return Ok(k + 1),
+            }
+        }
+        Ok(n)
+    }
+
+    /// Submits the decode step at `pos` into read-back slot `slot`, its token already in
+    /// the ids buffer or, `chained`, the step before's argmax.
+    fn queue_step(&self, pos: usize, chained: bool, slot: usize) -> Result<wgpu::SubmissionIndex> {
+        self.write_positions(pos, 1);
+        let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
+        if chained {
+            encoder.copy_buffer_to_buffer(&self.shared.best, 0, &self.shared.ids, 0, 4);
+        }
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            for op in &self.ops {
+                op.record(&mut pass);
+            }
+        }
+        encoder.copy_buffer_to_buffer(&self.shared.best, 0, &self.read_best[slot], 0, 4);
+        self.gpu.checked("a decode step", || {
+            self.gpu.queue.submit([encoder.finish()])
+        })
+    }
+    // ANCHOR_END: greedy
+
+    /// The host's side of a decode step alone: recording its dispatches into a command
+    /// buffer, `times` times, never submitted (`ch13-gpu bench`: what two steps in flight
+    /// hide). Seconds a step.
+    pub fn record_seconds(&self, times: usize) -> f64 {
+        let start = std::time::Instant::now();
+        for _ in 0..times {
+            let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
+            {
+                let mut pass = encoder.begin_compute_pass(&Default::default());
+                for op in &self.ops {
+                    op.record(&mut pass);
+                }
+            }
+            drop(encoder.finish());
+        }
+        start.elapsed().as_secs_f64() / times.max(1) as f64
+    }
 
     // ANCHOR: prefill
     /// Runs `tokens`, at positions `pos..`, through the model: one submission for each
@@ -209,7 +288,7 @@ impl<'g> Decoder<'g> {
                 op.record_tokens(&mut pass, tokens);
             }
         }
-        encoder.copy_buffer_to_buffer(&self.shared.best, 0, &self.read_best, 0, 4);
+        encoder.copy_buffer_to_buffer(&self.shared.best, 0, &self.read_best[0], 0, 4);
         if want_logits {
             let bytes = vocab as u64 * 4;
             encoder.copy_buffer_to_buffer(&self.shared.logits, 0, &self.read_logits, 0, bytes);
@@ -232,23 +311,32 @@ impl<'g> Decoder<'g> {
         Ok((best, logits))
     }
 
-    /// The step's small buffers: the first position, the token count, the RoPE tables'
-    /// count, a word of padding, each token's cos and sin for each table; and the ids.
+    /// The step's small buffers: [`Decoder::write_positions`] and the ids.
     fn write_step(&self, tokens: &[u32], pos: usize) {
+        self.write_positions(pos, tokens.len());
+        self.write_ids(tokens);
+    }
+
+    /// The first position, the token count, the RoPE tables' count, a word of padding, then
+    /// each token's cos and sin for each table. Written in the queue's order: a step
+    /// already submitted still reads the words written before it.
+    fn write_positions(&self, pos: usize, tokens: usize) {
         let ropes = &self.model.ropes;
-        let mut words = vec![pos as u32, tokens.len() as u32, ropes.len() as u32, 0];
-        for at in pos..pos + tokens.len() {
+        let mut words = vec![pos as u32, tokens as u32, ropes.len() as u32, 0];
+        for at in pos..pos + tokens {
             for rope in ropes {
                 words.extend(rope.at(at).iter().map(|v| v.to_bits()));
             }
         }
-        let bytes = |w: &[u32]| w.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>();
         self.gpu
             .queue
-            .write_buffer(&self.shared.step, 0, &bytes(&words));
+            .write_buffer(&self.shared.step, 0, &le_bytes(&words));
+    }
+
+    fn write_ids(&self, tokens: &[u32]) {
         self.gpu
             .queue
-            .write_buffer(&self.shared.ids, 0, &bytes(tokens));
+            .write_buffer(&self.shared.ids, 0, &le_bytes(tokens));
     }
 
     /// [`Decoder::step`]'s greedy token, with the GPU's clock read before each dispatch and
@@ -298,7 +386,7 @@ impl<'g> Decoder<'g> {
         }
         encoder.resolve_query_set(&queries, 0..n as u32, &resolved, 0);
         encoder.copy_buffer_to_buffer(&resolved, 0, &read, 0, bytes);
-        encoder.copy_buffer_to_buffer(&self.shared.best, 0, &self.read_best, 0, 4);
+        encoder.copy_buffer_to_buffer(&self.shared.best, 0, &self.read_best[0], 0, 4);
         self.gpu.checked("a timed decode step", || {
             self.gpu.queue.submit([encoder.finish()])
         })?;
@@ -318,7 +406,18 @@ impl<'g> Decoder<'g> {
     /// The argmax a submission copied out, once the GPU is done; an error where it is no
     /// token (the shader found no largest logit: NaNs).
     fn read_best(&self, pos: usize) -> Result<u32> {
-        let best = self.gpu.map_words(&self.read_best)?[0];
+        self.read_best_after(0, None, pos)
+    }
+
+    /// [`Decoder::read_best`] from read-back slot `slot`, once the submission `index` has
+    /// run (everything so far where `None`).
+    fn read_best_after(
+        &self,
+        slot: usize,
+        index: Option<wgpu::SubmissionIndex>,
+        pos: usize,
+    ) -> Result<u32> {
+        let best = self.gpu.map_words_after(&self.read_best[slot], index)?[0];
         if best as usize >= self.model.shape.vocab {
             return Err(Error::Gpu(format!(
                 "the argmax found no largest logit (NaN logits?) at position {pos}"
@@ -347,10 +446,14 @@ impl<'g> Decoder<'g> {
             self.gpu.queue.submit([encoder.finish()]);
         }
         let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
-        encoder.copy_buffer_to_buffer(&self.shared.best, 0, &self.read_best, 0, 4);
+        encoder.copy_buffer_to_buffer(&self.shared.best, 0, &self.read_best[0], 0, 4);
         self.gpu.queue.submit([encoder.finish()]);
         self.read_best(pos)
     }
+}
+
+fn le_bytes(words: &[u32]) -> Vec<u8> {
+    words.iter().flat_map(|w| w.to_le_bytes()).collect()
 }
 
 /// Bytes of attention's scores a token of a prefill takes: `(n_heads, capacity)` f32.

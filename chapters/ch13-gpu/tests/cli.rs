@@ -226,7 +226,8 @@ fn bench_json(extra: &str) -> serde_json::Value {
 
 /// `bench` on two tokens each way: the JSON has the adapter, the dispatches a token (one
 /// norm, products, … per layer: more than the layers), and positive rates for both ways
-/// of submitting.
+/// of submitting and both ways of waiting (two steps in flight, a step at a time), and
+/// what recording a step costs the host.
 #[test]
 fn bench_reports_decode_and_the_dispatches_a_token() {
     let v = bench_json("--per-dispatch");
@@ -236,7 +237,13 @@ fn bench_reports_decode_and_the_dispatches_a_token() {
         dispatches > 30,
         "SmolLM2's 30 layers take more dispatches than {dispatches}"
     );
-    for key in ["pp_tok_s", "tg_tok_s", "tg_tok_s_submit_per_dispatch"] {
+    for key in [
+        "pp_tok_s",
+        "tg_tok_s",
+        "tg_tok_s_one_in_flight",
+        "record_us_per_token",
+        "tg_tok_s_submit_per_dispatch",
+    ] {
         assert!(v[key].as_f64().unwrap_or(0.0) > 0.0, "{key}: {v}");
     }
 }

@@ -63,3 +63,51 @@ fn in_the_cpu_s_order_the_logits_are_the_cpu_engine_s_bit_for_bit() {
     let slice = e2e::env_or("LLM_BOOK_GPU_SLICE", EXACT_SLICE, 2);
     e2e::teacher_forced(loaded(), from, slice, Rule::Bits);
 }
+
+/// Two steps in flight: a run told to stop leaves the next step queued, which runs and is
+/// dropped. Stopping after two tokens and going on from the second gives the tokens of a run
+/// never stopped, and the stopped run heard exactly the two.
+#[test]
+fn greedy_stopped_and_resumed_gives_the_tokens_of_a_run_never_stopped() {
+    use ch13_gpu::model::GpuModel;
+    use ch13_gpu::step::{Decoder, Shaders};
+    let m = loaded();
+    let gpu = common::gpu();
+    let shaders = Shaders::new(&gpu).unwrap();
+    let model = GpuModel::upload(&gpu, &m.model).unwrap();
+    let prompt = m.tokenizer.encode_prompt("The capital of France is", true);
+    let at = prompt.len();
+    let decoder = Decoder::new(&gpu, &shaders, &model, at + 8).unwrap();
+    let first = decoder.prefill(&prompt, 0, false).unwrap().0;
+    let mut whole = Vec::new();
+    decoder
+        .greedy(first, at, 6, &mut |t| {
+            whole.push(t);
+            true
+        })
+        .unwrap();
+    let mut part = Vec::new();
+    let heard = decoder
+        .greedy(first, at, 6, &mut |t| {
+            part.push(t);
+            part.len() < 2
+        })
+        .unwrap();
+    assert_eq!(
+        (heard, part.len()),
+        (2, 2),
+        "told to stop at the second token, Decoder::greedy ran {heard} and handed over {}",
+        part.len()
+    );
+    decoder
+        .greedy(part[1], at + 2, 4, &mut |t| {
+            part.push(t);
+            true
+        })
+        .unwrap();
+    assert_eq!(
+        part, whole,
+        "stopped after two tokens and resumed from the second, the run's tokens are not those \
+         of a run never stopped: the dropped step left something behind"
+    );
+}

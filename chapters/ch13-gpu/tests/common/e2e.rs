@@ -140,6 +140,24 @@ pub fn greedy(m: &Loaded, prompt: &str, n: usize, rule: Rule) {
         "the prefill and {} steps in {secs:.2} s on this adapter; max |Δ logit| vs the CPU {worst:.4}",
         n.saturating_sub(1)
     );
+    if rule == Rule::Bits && n > 1 {
+        // again with two steps in flight: each argmax handed to the next step on the GPU
+        let first = decoder.prefill(&prompt, 0, false).unwrap().0;
+        let mut ids = vec![first];
+        let heard = decoder
+            .greedy(first, prompt.len(), n - 1, &mut |t| {
+                ids.push(t);
+                true
+            })
+            .unwrap();
+        assert_eq!(heard, n - 1, "Decoder::greedy ran {heard} steps of {}", n - 1);
+        assert_eq!(
+            ids, cpu,
+            "with two steps in flight (Decoder::greedy) the tokens are not the CPU's, though a \
+             step at a time they were: the next step read its token or its position before \
+             the step before had written them?"
+        );
+    }
 }
 // ANCHOR_END: greedy
 
