@@ -283,6 +283,29 @@ def profile(outfile, head, *shape_files):
             lines.append(f"| {len(rest)} more kinds | {sum(o['dispatches'] for o in rest)} | "
                          f"{sum(o['us_per_token'] for o in rest):.1f} | | {100 * sum(o['share'] for o in rest):.1f}% |")
     open(outfile, "x").write("\n".join(lines) + "\n")
+def layouts(outfile, *shape_files):
+    # the layout ours chose when it opened each file, and each candidate's rate then
+    rows, names = [], []
+    for arg in shape_files:
+        shape, path = arg.split("=", 1)
+        try:
+            v = json.load(open(path))
+            tried = {t["layout"]: t["tok_s"] for t in v["layouts_tried"]}
+        except Exception:
+            continue
+        if not tried:
+            continue
+        names += [n for n in tried if n not in names]
+        rows.append((NAMES.get(shape, shape), v["layout"], tried))
+    if not rows:
+        return
+    lines = ["", "The products' layout ours chose when it opened each file, by timing its own decode "
+             "step under each (a few dozen greedy steps each, tok/s, first round):", "",
+             "| shape | chosen | " + " | ".join(names) + " |", "|---|---|" + "---:|" * len(names)]
+    for shape, chosen, tried in rows:
+        cells = [f"{tried[n]:.0f}" if n in tried else "" for n in names]
+        lines.append(f"| {shape} | {chosen} | " + " | ".join(cells) + " |")
+    open(outfile, "a").write("\n".join(lines) + "\n")
 NAMES = {"smollm2": "SmolLM2-135M", "gemma3": "Gemma-3-270M", "1b": "Llama-3.2-1B", "7b": "Llama-2-7B"}
 cmd = sys.argv[1]
 if cmd == "llama": llama(sys.argv[2])
@@ -290,6 +313,7 @@ elif cmd == "adapter": adapter(sys.argv[2], sys.argv[3])
 elif cmd == "kernels": kernels(*sys.argv[2:])
 elif cmd == "bytes": tensor_bytes(*sys.argv[2:])
 elif cmd == "profile": profile(*sys.argv[2:])
+elif cmd == "layouts": layouts(*sys.argv[2:])
 else: tables(*sys.argv[2:])
 EOF
 
@@ -355,6 +379,7 @@ profiles() {
 }
 
 printf 'shape\tround\tengine\tpp512\ttg128\tstatus\n' >"$tsv"
+tuned=() # shape=file: ours' first-round JSON, with the layouts it tried
 record() { printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$tsv"; }
 for ((r = 1; r <= rounds; r++)); do
     for s in "${made[@]}"; do
@@ -379,6 +404,9 @@ for ((r = 1; r <= rounds; r++)); do
                 if ((rc == 0)) && read -r p g g1 < <("$python" -c 'import json,sys; v=json.load(open(sys.argv[1])); print(v["pp_tok_s"], v["tg_tok_s"], v.get("tg_tok_s_one_in_flight", "-"))' "$work/o.json" 2>>"$log"); then
                     record "$s" "$r" "$engine" "$p" "$g" ok
                     say "$(printf 'round %s, %s: %s pp512 %.1f tg128 %.1f tok/s' "$r" "$s" "$engine" "$p" "$g")"
+                    if [[ -z $reduction && $r == 1 ]]; then
+                        cp "$work/o.json" "$work/tuned-$s.json" && tuned+=("$s=$work/tuned-$s.json")
+                    fi
                     # the same run's tokens again, the host waiting for each before it
                     # records the next step: what two steps in flight save
                     if [[ -z $reduction && $g1 != - ]]; then
@@ -396,6 +424,10 @@ for ((r = 1; r <= rounds; r++)); do
 done
 device="$(grep -m1 '^ggml_vulkan: 0 = ' "$log" || true)" # llama-bench's own line about the adapter
 "$python" "$work/race.py" tables "$tsv" "$out/gpu/decode.md" "$head" "$(IFS=,; echo "${made[*]}")" "$sizes" "$copy" "$device"
+if ((${#tuned[@]} > 0)); then
+    "$python" "$work/race.py" layouts "$out/gpu/decode.md" "${tuned[@]}" 2>>"$log" ||
+        say "the layouts ours tried could not be read (see the log)"
+fi
 say "wrote $out/gpu/; $((budget - SECONDS))s of the budget left"
 cat "$out/gpu/decode.md" | tee -a "$log"
 

@@ -10,7 +10,7 @@ use ch09_generate::chat::{Chat, Message};
 use ch09_generate::{Sampler, SamplerConfig};
 use ch13_gpu::Gpu;
 use ch13_gpu::model::GpuModel;
-use ch13_gpu::step::{Decoder, Shaders};
+use ch13_gpu::step::Decoder;
 use serde_json::json;
 
 /// What `ch13-gpu -m MODEL -p TEXT …` was asked.
@@ -56,8 +56,8 @@ pub fn generate(g: &Generate, json: bool) -> Result<(), ch13_gpu::Error> {
     let m = ch08_gguf::load(&path).map_err(|e| Input(format!("{}: {e}", path.display())))?;
     let prompt = prompt_ids(g, &m).map_err(Input)?;
     let gpu = Gpu::open()?;
-    let shaders = Shaders::new(&gpu)?;
     let model = GpuModel::upload(&gpu, &m.model)?;
+    let shaders = ch13_gpu::tune::shaders_for(&gpu, &model)?.shaders;
     let capacity = prompt.len().saturating_add(g.n).min(model.max_pos);
     let decoder = Decoder::new(&gpu, &shaders, &model, capacity.max(1))?;
     let mut sampler = Sampler::new(g.sampling.clone());

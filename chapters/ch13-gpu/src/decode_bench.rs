@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use crate::gpu::{Error, Gpu, Result};
 use crate::model::GpuModel;
-use crate::step::{Decoder, Shaders};
+use crate::step::Decoder;
 
 /// What `bench` does besides pp and tg: the tg tokens again with a submission per
 /// dispatch (`--per-dispatch`), or with the GPU's clock between dispatches (`--profile`).
@@ -53,8 +53,9 @@ pub fn run(
             model.max_pos
         )));
     }
-    let shaders = Shaders::new(gpu)?;
-    let decoder = Decoder::new(gpu, &shaders, model, capacity)?;
+    progress("the products' layout");
+    let tuned = crate::tune::shaders_for(gpu, model)?;
+    let decoder = Decoder::new(gpu, &tuned.shaders, model, capacity)?;
     let pieces = pp.div_ceil(decoder.chunk);
     let mut seed = 0x2545_f491_4f6c_dd1d_u64;
     let prompt: Vec<u32> = (0..pp)
@@ -97,6 +98,10 @@ pub fn run(
         "tg": tg, "tg_tok_s": tg as f64 / tg_s,
         "tg_tok_s_one_in_flight": tg as f64 / one_s,
         "record_us_per_token": record_s * 1e6,
+        "layout": tuned.shaders.matvec.layout.name(),
+        "layouts_tried": tuned.tried.iter()
+            .map(|(l, rate)| json!({ "layout": l.name(), "tok_s": rate }))
+            .collect::<Vec<_>>(),
     });
     if extra.per_dispatch {
         progress(&format!("tg{tg}: a submission per dispatch"));
@@ -163,6 +168,20 @@ pub fn text(r: &Value) -> String {
         r["tg"],
         r["tg_tok_s"].as_f64().unwrap_or(0.0),
     );
+    if let Some(tried) = r["layouts_tried"].as_array().filter(|t| !t.is_empty()) {
+        let each: Vec<String> = tried
+            .iter()
+            .map(|t| {
+                let tok_s = t["tok_s"].as_f64().unwrap_or(0.0);
+                format!("{} {tok_s:.1}", t["layout"].as_str().unwrap_or_default())
+            })
+            .collect();
+        out += &format!(
+            "  the products' layout {}, the fastest step of: {} tok/s\n",
+            r["layout"].as_str().unwrap_or_default(),
+            each.join(", ")
+        );
+    }
     if let Some(v) = r["tg_tok_s_one_in_flight"].as_f64() {
         out += &format!(
             "  tg{} {v:.2} tok/s, one step at a time ({:.0} µs of the host's recording a step)\n",

@@ -15,6 +15,7 @@
 //!   or a prompt's piece, and the decoder that runs them: one submission a token, one a
 //!   piece of the prompt, for every family chapter 8 runs (SmolLM2 and Gemma-3's files, and
 //!   chapter 8's synthetic Llama 3, Mistral, Qwen2, Qwen3, Phi-3 and Gemma-2 files).
+//! - [`tune`]: the products' layout chosen by timing the model's own step, on a GPU.
 //! - [`generate`]: chapter 9's generation loop on that step.
 //! - [`info`], [`bench`], [`decode_bench`], [`compare`], [`tile_bench`]: the binary's `info`,
 //!   `kernels`, `bench`, `bench --compare` and `tiles` commands.
@@ -42,6 +43,7 @@ pub mod rmsnorm;
 pub mod split;
 pub mod step;
 pub mod tile_bench;
+pub mod tune;
 
 pub use gpu::{Error, Gpu, Result};
 pub use matvec::{GpuMatrix, MatVec, Product, matvec};

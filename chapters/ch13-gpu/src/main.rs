@@ -74,7 +74,8 @@ environment:
                       how the products' lanes read their blocks, staged through
                       workgroup memory or direct, and the rows each lane takes:
                       staged-1, staged-2, direct-1, direct-2, direct-4, direct-8 (the
-                      same bits) [staged-2 on a GPU, direct-2 on a CPU driver]";
+                      same bits), or tuned: the fastest of five by the model's own
+                      step [tuned on a GPU, direct-2 on a CPU driver]";
 
 struct Args {
     command: String,

@@ -29,9 +29,29 @@ pub struct Layout {
 }
 
 /// The environment variable that picks a [`Layout`] for the reductions that add a tree,
-/// `staged-1`, `staged-2`, or `direct-` and 1, 2, 4 or 8 (unset or empty: the adapter's
-/// own, [`Layout::for_gpu`]).
+/// `staged-1`, `staged-2`, or `direct-` and 1, 2, 4 or 8; `tuned` tries [`CANDIDATES`] on
+/// any adapter (unset or empty: the adapter's own, [`Layout::for_gpu`], tried against the
+/// others on a GPU, [`Layout::tuning`]).
 pub const LAYOUT_VAR: &str = "LLM_BOOK_GPU_LAYOUT";
+
+/// The layouts a model's decode step is timed with when it is opened on a GPU
+/// (`tune.rs`), the adapter's own first.
+pub const CANDIDATES: [Layout; 5] = [
+    Layout::GPU,
+    Layout {
+        reading: Reading::Staged,
+        rows_each: 1,
+    },
+    Layout {
+        reading: Reading::Direct,
+        rows_each: 1,
+    },
+    Layout::CPU,
+    Layout {
+        reading: Reading::Direct,
+        rows_each: 4,
+    },
+];
 
 impl Layout {
     /// What the engine uses with a tree reduction on a GPU: staged, two rows a lane.
@@ -66,15 +86,29 @@ impl Layout {
             false => Layout::GPU,
         };
         match std::env::var(LAYOUT_VAR).as_deref() {
-            Err(_) | Ok("") => Ok(own),
+            Err(_) | Ok("") | Ok("tuned") => Ok(own),
             Ok(v) => Layout::parse(v).ok_or_else(|| {
                 Error::Input(format!(
-                    "{LAYOUT_VAR}={v:?}: staged-1, staged-2, direct-1, direct-2, direct-4 or \
-                     direct-8 (unset: this adapter's own, {})",
+                    "{LAYOUT_VAR}={v:?}: staged-1, staged-2, direct-1, direct-2, direct-4, \
+                     direct-8 or tuned (unset: this adapter's own, {})",
                     own.name()
                 ))
             }),
         }
+    }
+
+    /// Whether a model opened for `reduction` on `gpu` times its step with each of
+    /// [`CANDIDATES`] and keeps the fastest: on a GPU (not a driver on the CPU) with a
+    /// reduction that adds a tree and no layout named in `LLM_BOOK_GPU_LAYOUT`, or anywhere
+    /// with `LLM_BOOK_GPU_LAYOUT=tuned`. An error where the variable names no layout.
+    pub fn tuning(gpu: &Gpu, reduction: Reduction) -> Result<bool> {
+        Layout::for_gpu(gpu, reduction)?;
+        Ok(reduction != Reduction::InOrder
+            && match std::env::var(LAYOUT_VAR).as_deref() {
+                Ok("tuned") => true,
+                Err(_) | Ok("") => gpu.info.device_type != wgpu::DeviceType::Cpu,
+                Ok(_) => false,
+            })
     }
 
     fn parse(v: &str) -> Option<Layout> {

@@ -111,3 +111,54 @@ fn greedy_stopped_and_resumed_gives_the_tokens_of_a_run_never_stopped() {
          of a run never stopped: the dropped step left something behind"
     );
 }
+
+/// On a GPU the products' layout is chosen by timing the model's own step with each
+/// candidate (`tune.rs`); lavapipe runs the same choice here. Every candidate is timed, the
+/// one kept is the fastest, and its greedy tokens are those of the adapter's own layout.
+#[test]
+fn the_layout_chosen_by_timing_gives_the_same_tokens() {
+    use ch13_gpu::matvec::{CANDIDATES, Reduction};
+    use ch13_gpu::model::GpuModel;
+    use ch13_gpu::step::{Decoder, Shaders};
+    let m = loaded();
+    let gpu = common::gpu();
+    let model = GpuModel::upload(&gpu, &m.model).unwrap();
+    let reduction = Reduction::for_gpu(&gpu).unwrap();
+    let tuned = ch13_gpu::tune::fastest(&gpu, &model, reduction, &CANDIDATES).unwrap();
+    let names: Vec<String> = tuned.tried.iter().map(|(l, _)| l.name()).collect();
+    let want: Vec<String> = CANDIDATES.iter().map(|l| l.name()).collect();
+    assert_eq!(names, want, "every candidate timed, in order");
+    let (best, rate) = tuned
+        .tried
+        .iter()
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap();
+    assert!(*rate > 0.0, "{:?}", tuned.tried);
+    assert_eq!(
+        tuned.shaders.matvec.layout, *best,
+        "the layout kept is not the fastest of {:?}",
+        tuned.tried
+    );
+    let prompt = m.tokenizer.encode_prompt("The capital of France is", true);
+    let tokens = |shaders: &Shaders| {
+        let decoder = Decoder::new(&gpu, shaders, &model, prompt.len() + 4).unwrap();
+        let first = decoder.prefill(&prompt, 0, false).unwrap().0;
+        let mut ids = vec![first];
+        decoder
+            .greedy(first, prompt.len(), 3, &mut |t| {
+                ids.push(t);
+                true
+            })
+            .unwrap();
+        ids
+    };
+    let own = Shaders::with(&gpu, reduction).unwrap();
+    assert_eq!(
+        tokens(&tuned.shaders),
+        tokens(&own),
+        "the layout chosen ({}) gives other tokens than the adapter's own ({}): the layouts \
+         should give the same bits",
+        tuned.shaders.matvec.layout.name(),
+        own.matvec.layout.name()
+    );
+}
