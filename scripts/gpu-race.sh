@@ -300,7 +300,7 @@ def layouts(outfile, *shape_files):
     if not rows:
         return
     lines = ["", "The products' layout ours chose when it opened each file, by timing its own decode "
-             "step under each (a few dozen greedy steps each, tok/s, first round):", "",
+             "step under each (greedy steps, two in flight, for about 60 ms each: tok/s; first round):", "",
              "| shape | chosen | " + " | ".join(names) + " |", "|---|---|" + "---:|" * len(names)]
     for shape, chosen, tried in rows:
         cells = [f"{tried[n]:.0f}" if n in tried else "" for n in names]
