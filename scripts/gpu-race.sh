@@ -164,7 +164,8 @@ def render_kernels(v):
              "The layout: how the lanes read their blocks, `direct` (each its own, from memory) or `staged` "
              "(a workgroup's rows a step at a time through workgroup memory, neighbouring invocations loading "
              "neighbouring words), and the rows each lane takes, which share the activations it reads"
-             + (f"; the engine's here: {v['layout']}, timed a submission each too." if "layout" in v else
+             + (f"; the adapter's default here: {v['layout']} (a model picks its own when it opens, by timing "
+                "its step: decode.md), timed a submission each too." if "layout" in v else
                 " (this run's shaders: direct, one row a lane)."), "",
              "| format | rows × cols | weights | reduction | layout | all in one submission: µs a product | GB/s "
              "| of the read rate | one submission each: µs a product |",

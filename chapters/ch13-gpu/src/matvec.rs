@@ -463,6 +463,19 @@ impl MatVec {
     /// Compiles every format's shader with `reduction` and `layout`; an error names what
     /// does not fit (the in-order reduction takes [`Layout::IN_ORDER`] only).
     pub fn with_layout(gpu: &Gpu, reduction: Reduction, layout: Layout) -> Result<MatVec> {
+        MatVec::for_formats(gpu, reduction, layout, &FORMATS)
+    }
+
+    /// [`MatVec::with_layout`] for `formats` only (a model's, [`GpuModel::formats`]): a
+    /// product of another format is refused by name.
+    ///
+    /// [`GpuModel::formats`]: crate::model::GpuModel::formats
+    pub fn for_formats(
+        gpu: &Gpu,
+        reduction: Reduction,
+        layout: Layout,
+        formats: &[Format],
+    ) -> Result<MatVec> {
         if !layout.fits() || (reduction == Reduction::InOrder && layout != Layout::IN_ORDER) {
             return Err(Error::Input(format!(
                 "the {} reduction with the layout {}: staged, 1 or 2 rows a lane; direct, 1, \
@@ -478,8 +491,9 @@ impl MatVec {
             )));
         }
         let mut pipelines = Vec::new();
-        for format in FORMATS {
-            let wgsl = source(format, reduction, layout).expect("FORMATS have shaders");
+        for &format in formats {
+            let wgsl = source(format, reduction, layout)
+                .ok_or_else(|| Error::Input(format!("no GPU shader for {}", format.name())))?;
             let label = format!(
                 "{} ({} reduction, {})",
                 format.name(),

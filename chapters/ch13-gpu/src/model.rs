@@ -108,6 +108,24 @@ pub struct GpuModel {
 }
 
 // ANCHOR: refuse
+impl GpuModel {
+    /// The formats of the matrices a decode step multiplies, each once.
+    pub fn formats(&self) -> Vec<Format> {
+        let layers = self.layers.iter().flat_map(|l| {
+            let stacks = l.qkv.iter().chain(&l.gate_up);
+            stacks.chain([&l.wo, &l.w_down]).map(|m| m.format)
+        });
+        let heads = [Some(&self.embed), self.lm_head.as_ref()];
+        let mut formats = Vec::new();
+        for f in layers.chain(heads.into_iter().flatten().map(|m| m.format)) {
+            if !formats.contains(&f) {
+                formats.push(f);
+            }
+        }
+        formats
+    }
+}
+
 /// What in `m` the GPU step does not run yet, if anything: shapes its shaders do not take.
 /// Every family of chapter 8 runs (`tests/families.rs` checks each against the CPU engine);
 /// formats are checked at upload.

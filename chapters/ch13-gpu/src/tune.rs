@@ -60,8 +60,9 @@ pub fn fastest(
         });
     }
     let mut timed = Vec::new();
+    let formats = model.formats();
     for &layout in layouts {
-        let candidate = MatVec::with_layout(gpu, reduction, layout)?;
+        let candidate = MatVec::for_formats(gpu, reduction, layout, &formats)?;
         let own = std::mem::replace(&mut shaders.matvec, candidate);
         let rate = steps_a_second(gpu, &shaders, model);
         let candidate = std::mem::replace(&mut shaders.matvec, own);
