@@ -44,8 +44,9 @@ pub fn shaders_for(gpu: &Gpu, model: &GpuModel) -> Result<Tuned> {
 
 // ANCHOR: tune
 /// The shaders for `model` with `reduction`, their products in whichever of `layouts` ran
-/// the model's decode step fastest (the reduction's own layout where `layouts` is empty or
-/// the model's positions are too few to time).
+/// the model's decode step fastest (the reduction's own layout where none ran, or the
+/// model's positions are too few to time). A layout that fails to compile or to run here is
+/// left out of `tried`.
 pub fn fastest(
     gpu: &Gpu,
     model: &GpuModel,
@@ -62,11 +63,16 @@ pub fn fastest(
     let mut timed = Vec::new();
     let formats = model.formats();
     for &layout in layouts {
-        let candidate = MatVec::for_formats(gpu, reduction, layout, &formats)?;
+        // a layout this adapter cannot compile or run is passed over, not fatal
+        let Ok(candidate) = MatVec::for_formats(gpu, reduction, layout, &formats) else {
+            continue;
+        };
         let own = std::mem::replace(&mut shaders.matvec, candidate);
         let rate = steps_a_second(gpu, &shaders, model);
         let candidate = std::mem::replace(&mut shaders.matvec, own);
-        timed.push((layout, rate?, candidate));
+        if let Ok(rate) = rate {
+            timed.push((layout, rate, candidate));
+        }
     }
     let tried = timed.iter().map(|(l, rate, _)| (*l, *rate)).collect();
     if let Some(best) = (0..timed.len()).max_by(|&a, &b| timed[a].1.total_cmp(&timed[b].1)) {
