@@ -24,3 +24,15 @@ fn weight_word(at: u32) -> u32 {
     return (weights[i] >> shift) | (weights[i + 1u] << (32u - shift));
 }
 // ANCHOR_END: weight_word
+
+// ANCHOR: unpacked
+// A block of 32 (Q4_0, Q4_1, Q5_0, Q8_0) read out of its bytes once (`unpack` in the format's
+// file), for as many activation blocks as want it (`unpacked_dot`): its scale, its minimum
+// (Q4_1's; 0 for the others), and its 32 stored values as eight words of four bytes, word i
+// lined up with word i of an activation block.
+struct Unpacked {
+    d: f32,
+    m: f32,
+    q: array<u32, 8>,
+}
+// ANCHOR_END: unpacked

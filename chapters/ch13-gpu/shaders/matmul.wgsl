@@ -6,9 +6,11 @@
 // Layout: one workgroup takes a tile of TILE_ROWS rows × TILE_TOKENS tokens of the output.
 // It walks the rows' blocks CHUNK at a time: all its invocations copy those blocks of its
 // TILE_ROWS rows, and the same blocks of its TILE_TOKENS tokens' activations, from storage
-// into workgroup memory, once; then each invocation multiplies them for one token and
-// ROWS_EACH rows. Every weight byte a workgroup reads from memory serves TILE_TOKENS tokens,
-// where the matrix-vector product reads every byte once per token.
+// into workgroup memory, once; then each invocation multiplies them for its share of the
+// tile's tokens and rows, which the `main` after this file chooses: `tiled_rows.wgsl`'s one
+// token and eight rows, or `tiled_tokens.wgsl`'s four tokens and two rows. Every weight byte
+// a workgroup reads from memory serves TILE_TOKENS tokens, where the matrix-vector product
+// reads every byte once per token.
 //
 // `block_dot(row, b)` reads its weights through `word_at`, its activations through
 // `acts[b]`, and finds a row's blocks `row_blocks()` apart: here those three names stand for
@@ -61,7 +63,6 @@ fn store(token: u32, row: u32, v: f32) {
 // ANCHOR: tile
 const TILE_ROWS: u32 = 32u;
 const TILE_TOKENS: u32 = 16u;
-const ROWS_EACH: u32 = 8u; // rows per invocation: TILE_TOKENS × TILE_ROWS / ROWS_EACH = 64
 const CHUNK: u32 = 8u; //     blocks of 32 per step (one K-quant super-block)
 
 // One step's weights: TILE_ROWS rows of CHUNK_BYTES each, every row padded to whole words.
@@ -151,41 +152,3 @@ fn alone(term: f32) -> f32 {
 }
 // ANCHOR_END: alone
 
-// ANCHOR: main
-@compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) i: u32) {
-    let row0 = group.x * TILE_ROWS;
-    let token0 = group.y * TILE_TOKENS;
-    let t = i % TILE_TOKENS; //                 this invocation's token in the tile,
-    let mine = (i / TILE_TOKENS) * ROWS_EACH; // and the first of its rows
-    var sums = array<f32, ROWS_EACH>();
-    for (var c = 0u; c * CHUNK < dims.blocks; c++) {
-        load(c, row0, token0, i);
-        workgroupBarrier();
-        for (var b = 0u; b < CHUNK; b++) {
-            acts[b] = tile_acts[t * CHUNK + b];
-        }
-        let n = min(CHUNK, dims.blocks - c * CHUNK);
-        // each row's terms added in order, left to right, as the CPU adds them: a block of
-        // 32, or a K-quant's whole super-block (the format's `term`, TERM_BLOCKS blocks).
-        // Counted to CHUNK, not to `n`: loops of a known length can be unrolled, and then
-        // every index into `acts` is a constant, so it can live in registers (indexed by a
-        // variable, a GPU compiler keeps a private array in memory)
-        for (var k = 0u; k < CHUNK / TERM_BLOCKS; k++) { // the step's k-th term of each row
-            if k < n / TERM_BLOCKS {
-                for (var r = 0u; r < ROWS_EACH; r++) {
-                    sums[r] += alone(term(mine + r, k));
-                }
-            }
-        }
-        workgroupBarrier(); // before the next step overwrites the tile
-    }
-    let token = token0 + t;
-    for (var r = 0u; r < ROWS_EACH; r++) {
-        let row = row0 + mine + r;
-        if token < dims.tokens && row < dims.rows {
-            store(token, row, sums[r]);
-        }
-    }
-}
-// ANCHOR_END: main

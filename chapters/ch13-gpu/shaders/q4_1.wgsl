@@ -4,16 +4,28 @@
 // d·d_a·Σ q·p + m·s.
 const BLOCK_BYTES: u32 = 20u;
 
-fn block_dot(row: u32, b: u32) -> f32 {
+fn unpack(row: u32, b: u32) -> Unpacked {
     let at = (row * row_blocks() + b) * BLOCK_BYTES; // on a word: five whole words a block
     let dm = unpack2x16float(word(at)); // d, then m
-    var sumi = 0;
+    var u = Unpacked(dm.x, dm.y, array<u32, 8>());
     for (var i = 0u; i < 4u; i++) {
         let w = word(at + 4u + 4u * i);
-        sumi += dot4I8Packed(w & 0x0f0f0f0fu, acts[b].qs[i]); // elements 4i..4i+4
-        sumi += dot4I8Packed((w >> 4u) & 0x0f0f0f0fu, acts[b].qs[i + 4u]); // 16 + 4i..
+        u.q[i] = w & 0x0f0f0f0fu; //               elements 4i..4i+4
+        u.q[i + 4u] = (w >> 4u) & 0x0f0f0f0fu; // 16 + 4i..
     }
-    return (dm.x * acts[b].d) * f32(sumi) + dm.y * acts[b].s;
+    return u;
+}
+
+fn unpacked_dot(u: Unpacked, a: ActBlock) -> f32 {
+    var sumi = 0;
+    for (var i = 0u; i < 8u; i++) {
+        sumi += dot4I8Packed(u.q[i], a.qs[i]);
+    }
+    return (u.d * a.d) * f32(sumi) + u.m * a.s;
+}
+
+fn block_dot(row: u32, b: u32) -> f32 {
+    return unpacked_dot(unpack(row, b), acts[b]);
 }
 // ANCHOR_END: q4_1
 

@@ -9,7 +9,7 @@ fn fifth_bits(qh: u32, j: u32) -> u32 {
     return ((h & 1u) << 4u) | ((h & 2u) << 11u) | ((h & 4u) << 18u) | ((h & 8u) << 25u);
 }
 
-fn block_dot(row: u32, b: u32) -> f32 {
+fn unpack(row: u32, b: u32) -> Unpacked {
     let at = (row * row_blocks() + b) * BLOCK_BYTES;
     let start = at & ~3u; // the block's six words, each read once (q4_0.wgsl says how)
     let odd = at != start;
@@ -17,16 +17,27 @@ fn block_dot(row: u32, b: u32) -> f32 {
     for (var k = 0u; k < 6u; k++) {
         words[k] = word(start + 4u * k);
     }
-    let d = first_half(words[0], odd);
+    var u = Unpacked(first_half(words[0], odd), 0.0, array<u32, 8>());
     let qh = after_half(words[0], words[1], odd);
-    var sumi = 0; // Σ (u − 16)·p = Σ u·p − 16·Σ p, with u the stored 5-bit value
     for (var i = 0u; i < 4u; i++) {
         let w = after_half(words[i + 1u], words[i + 2u], odd); // bytes 6 + 4i..
-        let lo = (w & 0x0f0f0f0fu) | fifth_bits(qh, 4u * i); //               elements 4i..
-        let hi = ((w >> 4u) & 0x0f0f0f0fu) | fifth_bits(qh, 16u + 4u * i); //  16 + 4i..
-        sumi += dot4I8Packed(lo, acts[b].qs[i]) + dot4I8Packed(hi, acts[b].qs[i + 4u]);
+        u.q[i] = (w & 0x0f0f0f0fu) | fifth_bits(qh, 4u * i); //                 elements 4i..
+        u.q[i + 4u] = ((w >> 4u) & 0x0f0f0f0fu) | fifth_bits(qh, 16u + 4u * i); // 16 + 4i..
     }
-    return f32(sumi - 16 * act_sum(b)) * (d * acts[b].d);
+    return u;
+}
+
+// Σ (u − 16)·p = Σ u·p − 16·Σ p, with u the stored 5-bit value
+fn unpacked_dot(u: Unpacked, a: ActBlock) -> f32 {
+    var sumi = 0;
+    for (var i = 0u; i < 8u; i++) {
+        sumi += dot4I8Packed(u.q[i], a.qs[i]);
+    }
+    return f32(sumi - 16 * i32(a.s)) * (u.d * a.d);
+}
+
+fn block_dot(row: u32, b: u32) -> f32 {
+    return unpacked_dot(unpack(row, b), acts[b]);
 }
 // ANCHOR_END: q5_0
 

@@ -102,6 +102,10 @@ pub fn run(
         "layouts_tried": tuned.tried.iter()
             .map(|(l, rate)| json!({ "layout": l.name(), "tok_s": rate }))
             .collect::<Vec<_>>(),
+        "tiling": tuned.shaders.matmul.tiling.name(),
+        "tilings_tried": tuned.tilings.iter()
+            .map(|(t, rate)| json!({ "tiling": t.name(), "tok_s": rate }))
+            .collect::<Vec<_>>(),
     });
     if extra.per_dispatch {
         progress(&format!("tg{tg}: a submission per dispatch"));
@@ -179,6 +183,20 @@ pub fn text(r: &Value) -> String {
         out += &format!(
             "  the products' layout {}, the fastest step of: {} tok/s\n",
             r["layout"].as_str().unwrap_or_default(),
+            each.join(", ")
+        );
+    }
+    if let Some(tried) = r["tilings_tried"].as_array().filter(|t| !t.is_empty()) {
+        let each: Vec<String> = tried
+            .iter()
+            .map(|t| {
+                let tok_s = t["tok_s"].as_f64().unwrap_or(0.0);
+                format!("{} {tok_s:.1}", t["tiling"].as_str().unwrap_or_default())
+            })
+            .collect();
+        out += &format!(
+            "  the tiled products' tiling {}, the fastest prefill of: {} tok/s\n",
+            r["tiling"].as_str().unwrap_or_default(),
             each.join(", ")
         );
     }

@@ -27,29 +27,72 @@ pub const CHUNK: usize = 8;
 
 // ANCHOR: source
 /// The WGSL of a format's tiled product: the same `block_dot` file the matrix-vector
-/// product uses, the bytes `CHUNK` blocks of a row take in this format, and the tile's
-/// `main`. `None` for a format with no shader.
-pub fn source(format: Format) -> Option<String> {
+/// product uses, the bytes `CHUNK` blocks of a row take in this format, the tile, and the
+/// invocations' `main`: with [`Tiling::Tokens`] four tokens each where the format unpacks
+/// a block once for many ([`unpacks`]), else one. `None` for a format with no shader.
+pub fn source(format: Format, tiling: Tiling) -> Option<String> {
     let block = block_source(format)?;
     let chunk_bytes = format.row_bytes(CHUNK * 32);
     let tile = include_str!("../shaders/matmul.wgsl");
+    let main = match tiling == Tiling::Tokens && unpacks(format) {
+        true => include_str!("../shaders/tiled_tokens.wgsl"),
+        false => include_str!("../shaders/tiled_rows.wgsl"),
+    };
     Some(format!(
-        "{block}\nconst CHUNK_BYTES: u32 = {chunk_bytes}u;\n{tile}"
+        "{block}\nconst CHUNK_BYTES: u32 = {chunk_bytes}u;\n{tile}\n{main}"
     ))
 }
 // ANCHOR_END: source
 
+/// Whether the format's file has `unpack` and `unpacked_dot` (a block of 32 read out once
+/// for many activation blocks): the formats whose term is one block.
+pub fn unpacks(format: Format) -> bool {
+    match format {
+        Format::Q4_0 | Format::Q4_1 | Format::Q5_0 | Format::Q8_0 => true,
+        Format::Q4_K | Format::Q6_K | Format::F32 | Format::Int8 => false,
+    }
+}
+
+/// How a tiled product's invocations share the tile: each one token and eight rows
+/// (`shaders/tiled_rows.wgsl`, every format), or four tokens and two rows where the format
+/// unpacks a block once for many (`shaders/tiled_tokens.wgsl`). The same bits either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tiling {
+    Rows,
+    Tokens,
+}
+
+impl Tiling {
+    /// Both, the one a model starts with first (`tune.rs` times both on a GPU).
+    pub const ALL: [Tiling; 2] = [Tiling::Rows, Tiling::Tokens];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Tiling::Rows => "rows",
+            Tiling::Tokens => "tokens",
+        }
+    }
+}
+
 /// The tiled-product pipelines, one per format in [`FORMATS`], each compiled the first time
 /// a product of that format is bound (a model uses two to four of the six).
 pub struct MatMul {
+    pub tiling: Tiling,
     pipelines: [OnceLock<wgpu::ComputePipeline>; FORMATS.len()],
     /// Bound as `out1` and `out2` where a product has fewer matrices: never written.
     spare: [wgpu::Buffer; 2],
 }
 
 impl MatMul {
+    /// The tiled products with [`Tiling::Rows`]: on lavapipe the faster for Q4_0, and what
+    /// a model on a GPU starts from before `tune.rs` times the other.
     pub fn new(gpu: &Gpu) -> Result<MatMul> {
+        MatMul::with(gpu, Tiling::Rows)
+    }
+
+    pub fn with(gpu: &Gpu, tiling: Tiling) -> Result<MatMul> {
         Ok(MatMul {
+            tiling,
             pipelines: Default::default(),
             spare: spare_outputs(gpu),
         })
@@ -57,7 +100,7 @@ impl MatMul {
 
     fn pipeline(&self, gpu: &Gpu, format: Format) -> Result<wgpu::ComputePipeline> {
         let i = FORMATS.iter().position(|&f| f == format);
-        let (Some(i), Some(wgsl)) = (i, source(format)) else {
+        let (Some(i), Some(wgsl)) = (i, source(format, self.tiling)) else {
             return Err(Error::Input(format!(
                 "no tiled shader for {}",
                 format.name()

@@ -20,7 +20,7 @@ mod common;
 use ch01_tensors::models;
 use ch06_quantization::{Bytes, Format, QMatrix};
 use ch08_gguf::matrix::{KMatrix, Matrix};
-use ch13_gpu::matmul::{MatMul, TILE_ROWS, TILE_TOKENS, Tiled, matmul};
+use ch13_gpu::matmul::{MatMul, TILE_ROWS, TILE_TOKENS, Tiled, Tiling, matmul};
 use ch13_gpu::matvec::FORMATS;
 use ch13_gpu::quantize::{Quantize, QuantizeStep};
 use ch13_gpu::random::{self, Rng};
@@ -70,17 +70,23 @@ const TOKENS: [usize; 4] = [1, 7, 64, 2 * TILE_TOKENS + 5];
 #[test]
 fn the_tiled_product_matches_the_cpu_and_the_matrix_vector_shader() {
     let gpu = gpu();
-    let (tiled, shaders) = (MatMul::new(&gpu).unwrap(), MatVec::new(&gpu).unwrap());
+    let shaders = MatVec::new(&gpu).unwrap();
     let (kernels, many) = ch08_gguf::kernels().unwrap_or_else(|e| panic!("{e}"));
     let mut rng = Rng::new(0x60);
-    for format in FORMATS {
+    // both tilings (one token an invocation; four, where the format unpacks a block once)
+    for (tiling, format) in Tiling::ALL.into_iter().flat_map(|t| FORMATS.map(|f| (t, f))) {
+        let tiled = MatMul::with(&gpu, tiling).unwrap();
         let (rows, cols) = shape(format);
         let blocks = random::blocks(format, rows, cols, &mut rng);
         let m = GpuMatrix::from_blocks(&gpu, format, rows, cols, &blocks).unwrap();
         let cpu = cpu_matrix(format, rows, cols, &blocks);
         let row_bytes = format.row_bytes(cols);
         for tokens in TOKENS {
-            let what = format!("{} {rows}x{cols}, {tokens} tokens", format.name());
+            let what = format!(
+                "{} {rows}x{cols}, {tokens} tokens, tiling {}",
+                format.name(),
+                tiling.name()
+            );
             let x: Vec<f32> = (0..tokens * cols).map(|_| 2.0 * rng.signed()).collect();
             let got =
                 matmul(&gpu, &tiled, &m, &x, tokens).unwrap_or_else(|e| panic!("{what}: {e}"));

@@ -112,11 +112,13 @@ fn greedy_stopped_and_resumed_gives_the_tokens_of_a_run_never_stopped() {
     );
 }
 
-/// On a GPU the products' layout is chosen by timing the model's own step with each
-/// candidate (`tune.rs`); lavapipe runs the same choice here. Every candidate is timed, the
-/// one kept is the fastest, and its greedy tokens are those of the adapter's own layout.
+/// On a GPU the products' layout and the tiled products' tiling are chosen by timing the
+/// model's own step and prefill with each (`tune.rs`); lavapipe runs the same choice here.
+/// Every candidate is timed, the ones kept are the fastest, and their greedy tokens after a
+/// prefill are those of the adapter's own shaders.
 #[test]
 fn the_layout_chosen_by_timing_gives_the_same_tokens() {
+    use ch13_gpu::matmul::Tiling;
     use ch13_gpu::matvec::{CANDIDATES, Reduction};
     use ch13_gpu::model::GpuModel;
     use ch13_gpu::step::{Decoder, Shaders};
@@ -124,7 +126,20 @@ fn the_layout_chosen_by_timing_gives_the_same_tokens() {
     let gpu = common::gpu();
     let model = GpuModel::upload(&gpu, &m.model).unwrap();
     let reduction = Reduction::for_gpu(&gpu).unwrap();
-    let tuned = ch13_gpu::tune::fastest(&gpu, &model, reduction, &CANDIDATES).unwrap();
+    let trials = ch13_gpu::tune::Trials {
+        layouts: &CANDIDATES,
+        tilings: &Tiling::ALL,
+        prompt: 8, // on lavapipe a prefill of 64 takes seconds
+    };
+    let tuned = ch13_gpu::tune::fastest(&gpu, &model, reduction, &trials).unwrap();
+    let tilings: Vec<Tiling> = tuned.tilings.iter().map(|t| t.0).collect();
+    assert_eq!(tilings, Tiling::ALL, "both tilings timed: {:?}", tuned.tilings);
+    let fastest = tuned.tilings.iter().max_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
+    assert_eq!(
+        tuned.shaders.matmul.tiling, fastest.0,
+        "the tiling kept is not the fastest of {:?}",
+        tuned.tilings
+    );
     let names: Vec<String> = tuned.tried.iter().map(|(l, _)| l.name()).collect();
     let want: Vec<String> = CANDIDATES.iter().map(|l| l.name()).collect();
     assert_eq!(names, want, "every candidate timed, in order");
