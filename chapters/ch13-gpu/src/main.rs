@@ -74,7 +74,7 @@ environment:
                       how the products' lanes read their blocks, staged through
                       workgroup memory or direct, and the rows each lane takes:
                       staged-1, staged-2, direct-1, direct-2, direct-4, direct-8 (the
-                      same bits), or tuned: the fastest of five by the model's own
+                      same bits), or tuned: the fastest of six by the model's own
                       step, and the tiled products' tiling by its prefill [tuned on a
                       GPU, direct-2 and one token an invocation on a CPU driver]";
 

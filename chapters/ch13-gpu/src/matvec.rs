@@ -36,7 +36,7 @@ pub const LAYOUT_VAR: &str = "LLM_BOOK_GPU_LAYOUT";
 
 /// The layouts a model's decode step is timed with when it is opened on a GPU
 /// (`tune.rs`), the adapter's own first.
-pub const CANDIDATES: [Layout; 5] = [
+pub const CANDIDATES: [Layout; 6] = [
     Layout::GPU,
     Layout {
         reading: Reading::Staged,
@@ -50,6 +50,10 @@ pub const CANDIDATES: [Layout; 5] = [
     Layout {
         reading: Reading::Direct,
         rows_each: 4,
+    },
+    Layout {
+        reading: Reading::Direct,
+        rows_each: 8,
     },
 ];
 
