@@ -285,44 +285,34 @@ def profile(outfile, head, *shape_files):
                          f"{sum(o['us_per_token'] for o in rest):.1f} | | {100 * sum(o['share'] for o in rest):.1f}% |")
     open(outfile, "x").write("\n".join(lines) + "\n")
 def layouts(outfile, *shape_files):
-    # the layout ours chose when it opened each file, and each candidate's rate then
-    rows, names = [], []
+    # what ours chose when it opened each file (its products' layout, its tiled products'
+    # tiling) and each candidate's rate then
+    runs = []
     for arg in shape_files:
         shape, path = arg.split("=", 1)
         try:
-            v = json.load(open(path))
-            tried = {t["layout"]: t["tok_s"] for t in v["layouts_tried"]}
+            runs.append((NAMES.get(shape, shape), json.load(open(path))))
         except Exception:
             continue
-        if not tried:
-            continue
-        names += [n for n in tried if n not in names]
-        rows.append((NAMES.get(shape, shape), v["layout"], tried))
-    if not rows:
-        return
-    lines = ["", "The products' layout ours chose when it opened each file, by timing its own decode "
-             "step under each (greedy steps, two in flight, for about 60 ms each: tok/s; first round):", "",
-             "| shape | chosen | " + " | ".join(names) + " |", "|---|---|" + "---:|" * len(names)]
-    for shape, chosen, tried in rows:
-        cells = [f"{tried[n]:.0f}" if n in tried else "" for n in names]
-        lines.append(f"| {shape} | {chosen} | " + " | ".join(cells) + " |")
-    # and the tiled products' tiling, by timing a prefill of 64 tokens under each
-    tiles = []
-    for arg in shape_files:
-        shape, path = arg.split("=", 1)
-        try:
-            v = json.load(open(path))
-            tried = {t["tiling"]: t["tok_s"] for t in v["tilings_tried"]}
-        except Exception:
-            continue
-        if tried:
-            cells = " | ".join(f"{tried[n]:.0f}" if n in tried else "" for n in ("rows", "tokens"))
-            tiles.append(f"| {NAMES.get(shape, shape)} | {v['tiling']} | {cells} |")
-    if tiles:
-        lines += ["", "The tiled products' tiling (an invocation's one token and eight rows, or four tokens "
-                  "and two rows), chosen the same way by timing a prefill of 64 tokens (tok/s):", "",
-                  "| shape | chosen | rows | tokens |", "|---|---|---:|---:|"] + tiles
-    open(outfile, "a").write("\n".join(lines) + "\n")
+    def table(key, text):
+        rows, names = [], []
+        for shape, v in runs:
+            tried = {t[key]: t["tok_s"] for t in v.get(key + "s_tried", [])}
+            if tried:
+                names += [n for n in tried if n not in names]
+                rows.append((shape, v[key], tried))
+        if not rows:
+            return []
+        return ["", text, "", "| shape | chosen | " + " | ".join(names) + " |",
+                "|---|---|" + "---:|" * len(names)] + [
+            f"| {shape} | {chosen} | " + " | ".join(f"{tried[n]:.0f}" if n in tried else "" for n in names) + " |"
+            for shape, chosen, tried in rows]
+    lines = table("layout", "The products' layout ours chose when it opened each file, by timing its own decode "
+                  "step under each (greedy steps, two in flight, for about 60 ms each: tok/s; first round):")
+    lines += table("tiling", "The tiled products' tiling (an invocation's one token and eight rows, or four "
+                   "tokens and two rows), chosen the same way by timing a prefill of 64 tokens (tok/s):")
+    if lines:
+        open(outfile, "a").write("\n".join(lines) + "\n")
 NAMES = {"smollm2": "SmolLM2-135M", "gemma3": "Gemma-3-270M", "1b": "Llama-3.2-1B", "7b": "Llama-2-7B"}
 cmd = sys.argv[1]
 if cmd == "llama": llama(sys.argv[2])

@@ -172,34 +172,8 @@ pub fn text(r: &Value) -> String {
         r["tg"],
         r["tg_tok_s"].as_f64().unwrap_or(0.0),
     );
-    if let Some(tried) = r["layouts_tried"].as_array().filter(|t| !t.is_empty()) {
-        let each: Vec<String> = tried
-            .iter()
-            .map(|t| {
-                let tok_s = t["tok_s"].as_f64().unwrap_or(0.0);
-                format!("{} {tok_s:.1}", t["layout"].as_str().unwrap_or_default())
-            })
-            .collect();
-        out += &format!(
-            "  the products' layout {}, the fastest step of: {} tok/s\n",
-            r["layout"].as_str().unwrap_or_default(),
-            each.join(", ")
-        );
-    }
-    if let Some(tried) = r["tilings_tried"].as_array().filter(|t| !t.is_empty()) {
-        let each: Vec<String> = tried
-            .iter()
-            .map(|t| {
-                let tok_s = t["tok_s"].as_f64().unwrap_or(0.0);
-                format!("{} {tok_s:.1}", t["tiling"].as_str().unwrap_or_default())
-            })
-            .collect();
-        out += &format!(
-            "  the tiled products' tiling {}, the fastest prefill of: {} tok/s\n",
-            r["tiling"].as_str().unwrap_or_default(),
-            each.join(", ")
-        );
-    }
+    out += &tried(r, "layout", "the products' layout", "step");
+    out += &tried(r, "tiling", "the tiled products' tiling", "prefill");
     if let Some(v) = r["tg_tok_s_one_in_flight"].as_f64() {
         out += &format!(
             "  tg{} {v:.2} tok/s, one step at a time ({:.0} µs of the host's recording a step)\n",
@@ -235,4 +209,24 @@ pub fn text(r: &Value) -> String {
         }
     }
     out
+}
+
+/// A line for what choosing the report's `key` (`layout`, `tiling`) tried, each with its
+/// rate; empty where nothing was tried.
+fn tried(r: &Value, key: &str, what: &str, timed: &str) -> String {
+    let Some(tried) = r[format!("{key}s_tried")].as_array().filter(|t| !t.is_empty()) else {
+        return String::new();
+    };
+    let each: Vec<String> = tried
+        .iter()
+        .map(|t| {
+            let tok_s = t["tok_s"].as_f64().unwrap_or(0.0);
+            format!("{} {tok_s:.1}", t[key].as_str().unwrap_or_default())
+        })
+        .collect();
+    format!(
+        "  {what} {}, the fastest {timed} of: {} tok/s\n",
+        r[key].as_str().unwrap_or_default(),
+        each.join(", ")
+    )
 }
