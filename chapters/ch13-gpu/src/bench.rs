@@ -248,7 +248,7 @@ pub fn product(
     let words = acts::quantize(format.activation().expect("a block format"), &x)?;
     let mut out = Vec::new();
     for (i, shaders) in all.iter().enumerate() {
-        let r = shaders.reduction.name();
+        let r = shaders.reduction_name();
         let layout = shaders.layout.name();
         progress(&format!("{} {rows}x{cols} ({r}, {layout})", format.name()));
         let products = matrices
@@ -370,7 +370,7 @@ pub fn run(gpu: &Gpu, secs: f64, mut progress: impl FnMut(&str)) -> Result<Value
             "driver": gpu.info.driver,
             "driver_info": gpu.info.driver_info,
         },
-        "reduction": shaders.reduction.name(),
+        "reduction": shaders.reduction_name(),
         "layout": shaders.layout.name(),
         "secs_per_measurement": secs,
         "read": { "bytes": read_bytes, "gbps": read_bps / 1e9 },

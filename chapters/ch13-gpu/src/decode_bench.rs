@@ -98,6 +98,7 @@ pub fn run(
         "tg": tg, "tg_tok_s": tg as f64 / tg_s,
         "tg_tok_s_one_in_flight": tg as f64 / one_s,
         "record_us_per_token": record_s * 1e6,
+        "reduction": tuned.shaders.matvec.reduction_name(),
         "layout": tuned.shaders.matvec.layout.name(),
         "layouts_tried": tuned.tried.iter()
             .map(|(l, rate)| json!({ "layout": l.name(), "tok_s": rate }))

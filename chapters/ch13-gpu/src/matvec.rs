@@ -207,6 +207,17 @@ impl Reduction {
 /// layout's way of reading and its lane sums, and the reduction's `main`. `None` for a
 /// format with no shader yet.
 pub fn source(format: Format, reduction: Reduction, layout: Layout) -> Option<String> {
+    source_for(format, reduction, layout, false)
+}
+
+/// [`source`], with `whole_subgroups` the subgroup reduction of adapters whose subgroups
+/// are the groups of lanes ([`subgroups_are_groups`]).
+fn source_for(
+    format: Format,
+    reduction: Reduction,
+    layout: Layout,
+    whole_subgroups: bool,
+) -> Option<String> {
     let block = block_source(format)?;
     let rows_each = layout.rows_each;
     let common = include_str!("../shaders/matvec.wgsl");
@@ -221,6 +232,7 @@ pub fn source(format: Format, reduction: Reduction, layout: Layout) -> Option<St
     let reduce = match reduction {
         Reduction::InOrder => include_str!("../shaders/reduce_in_order.wgsl"),
         Reduction::Workgroup => include_str!("../shaders/reduce_workgroup.wgsl"),
+        Reduction::Subgroup if whole_subgroups => include_str!("../shaders/reduce_subgroup_32.wgsl"),
         Reduction::Subgroup => include_str!("../shaders/reduce_subgroup.wgsl"),
     };
     Some(format!(
@@ -447,6 +459,9 @@ impl GpuMatrix {
 pub struct MatVec {
     pub reduction: Reduction,
     pub layout: Layout,
+    /// The subgroup reduction as one `subgroupAdd` a row (`reduce_subgroup_32.wgsl`), where
+    /// the adapter's subgroups are the groups of lanes ([`subgroups_are_groups`]).
+    pub whole_subgroups: bool,
     pipelines: Vec<(Format, wgpu::ComputePipeline)>,
     /// Bound as `out1` and `out2` where a product has fewer matrices: never written.
     spare: [wgpu::Buffer; 2],
@@ -480,6 +495,17 @@ impl MatVec {
         layout: Layout,
         formats: &[Format],
     ) -> Result<MatVec> {
+        let whole = reduction == Reduction::Subgroup && subgroups_are_groups(gpu, layout);
+        MatVec::build(gpu, reduction, layout, formats, whole)
+    }
+
+    fn build(
+        gpu: &Gpu,
+        reduction: Reduction,
+        layout: Layout,
+        formats: &[Format],
+        whole_subgroups: bool,
+    ) -> Result<MatVec> {
         if !layout.fits() || (reduction == Reduction::InOrder && layout != Layout::IN_ORDER) {
             return Err(Error::Input(format!(
                 "the {} reduction with the layout {}: staged, 1 or 2 rows a lane; direct, 1, \
@@ -496,12 +522,13 @@ impl MatVec {
         }
         let mut pipelines = Vec::new();
         for &format in formats {
-            let wgsl = source(format, reduction, layout)
+            let wgsl = source_for(format, reduction, layout, whole_subgroups)
                 .ok_or_else(|| Error::Input(format!("no GPU shader for {}", format.name())))?;
             let label = format!(
-                "{} ({} reduction, {})",
+                "{} ({} reduction{}, {})",
                 format.name(),
                 reduction.name(),
+                if whole_subgroups { " of whole subgroups" } else { "" },
                 layout.name()
             );
             pipelines.push((format, gpu.pipeline(&label, &wgsl)?));
@@ -509,9 +536,18 @@ impl MatVec {
         Ok(MatVec {
             reduction,
             layout,
+            whole_subgroups,
             pipelines,
             spare: spare_outputs(gpu),
         })
+    }
+
+    /// The reduction's name, "subgroup, one add a row" where it is `reduce_subgroup_32.wgsl`.
+    pub fn reduction_name(&self) -> &'static str {
+        match self.whole_subgroups {
+            true => "subgroup, one add a row",
+            false => self.reduction.name(),
+        }
     }
 
     /// Refuses a row longer than the in-order reduction's workgroup memory holds, under it,
@@ -547,6 +583,36 @@ impl MatVec {
     fn groups(&self, gpu: &Gpu, rows: u32) -> (u32, u32) {
         gpu.grid(rows.div_ceil(4 * self.layout.rows_each))
     }
+}
+
+/// Whether this adapter's subgroups are exactly the product's groups of lanes: 32
+/// invocations (its only subgroup size), a workgroup's 32 consecutive ones, so that a row's
+/// total is one `subgroupAdd`. Vulkan does not promise how invocations form subgroups, so
+/// it is checked: [`whole_subgroups_agree`] on `layout`.
+fn subgroups_are_groups(gpu: &Gpu, layout: Layout) -> bool {
+    let i = &gpu.info;
+    gpu.found.subgroups
+        && i.subgroup_min_size == 32
+        && i.subgroup_max_size == 32
+        && whole_subgroups_agree(gpu, layout).unwrap_or(false)
+}
+
+/// Random Q8_0 rows through `reduce_subgroup_32.wgsl` and through the general subgroup
+/// reduction, with `layout`: whether every row's sum has the same bits. (On an adapter whose
+/// subgroups are not the groups of 32, the first adds the wrong lanes: false.)
+pub fn whole_subgroups_agree(gpu: &Gpu, layout: Layout) -> Result<bool> {
+    let (rows, cols) = (67, 32 * 40);
+    let mut rng = crate::random::Rng::new(32);
+    let blocks = crate::random::blocks(Format::Q8_0, rows, cols, &mut rng);
+    let m = GpuMatrix::from_blocks(gpu, Format::Q8_0, rows, cols, &blocks)?;
+    let x: Vec<f32> = (0..cols).map(|_| rng.signed()).collect();
+    let mut sums = Vec::new();
+    for whole in [false, true] {
+        let shaders = MatVec::build(gpu, Reduction::Subgroup, layout, &[Format::Q8_0], whole)?;
+        sums.push(matvec(gpu, &shaders, &m, &x)?);
+    }
+    Ok(sums[0].len() == rows
+        && sums[0].iter().zip(&sums[1]).all(|(a, b)| a.to_bits() == b.to_bits()))
 }
 
 // ANCHOR: product

@@ -127,7 +127,7 @@ pub fn run(gpu: &Gpu, s: &Shape, secs: f64) -> Result<Value> {
         "tile": { "rows": TILE_ROWS, "tokens": TILE_TOKENS },
         "weight_bytes": blocks.len(),
         "copies": copies,
-        "reduction": vec_shaders.reduction.name(),
+        "reduction": vec_shaders.reduction_name(),
         "tiled": per(n_tiled, t_tiled, 1),
         "matvec": per(n_vec, t_vec, tokens),
         "tiled_over_matvec": t_vec / n_vec as f64 / (t_tiled / n_tiled as f64),

@@ -410,3 +410,44 @@ fn a_stack_of_matrices_gives_each_its_own_product() {
     let out = gpu.storage("out", 64, wgpu::BufferUsages::empty());
     assert!(ch13_gpu::Product::into(&gpu, &shaders, &two, &acts, &[&out]).is_err());
 }
+
+/// The reduction that adds a row in one `subgroupAdd` (`reduce_subgroup_32.wgsl`) is right
+/// only where subgroups are exactly the groups of 32 lanes. Elsewhere (lavapipe's subgroups
+/// are 8) it adds the wrong lanes, the check that guards it sees other sums, and the
+/// products keep the general reduction.
+#[test]
+fn one_add_a_row_only_where_subgroups_are_the_groups_of_32() {
+    use ch13_gpu::matvec::whole_subgroups_agree;
+    let gpu = gpu();
+    if !gpu.found.subgroups {
+        eprintln!("{}: no subgroup operations, nothing to check", gpu.info.name);
+        return;
+    }
+    let (min, max) = (gpu.info.subgroup_min_size, gpu.info.subgroup_max_size);
+    for layout in [Layout::CPU, Layout::GPU] {
+        let agree = whole_subgroups_agree(&gpu, layout).unwrap();
+        if (min, max) != (32, 32) {
+            assert!(
+                !agree,
+                "{}: subgroups of {min} to {max}, yet one subgroupAdd a row gave the general \
+                 reduction's sums ({}): the check cannot tell",
+                gpu.info.name,
+                layout.name()
+            );
+        }
+        let shaders = MatVec::with_layout(&gpu, Reduction::Subgroup, layout).unwrap();
+        assert_eq!(
+            shaders.whole_subgroups,
+            agree && (min, max) == (32, 32),
+            "{}: the products' reduction ({}) does not follow the check",
+            gpu.info.name,
+            layout.name()
+        );
+        eprintln!(
+            "{} ({}): subgroups of {min} to {max}, one subgroupAdd a row {}",
+            gpu.info.name,
+            layout.name(),
+            if shaders.whole_subgroups { "used" } else { "not used" }
+        );
+    }
+}
