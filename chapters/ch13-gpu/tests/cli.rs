@@ -133,8 +133,9 @@ fn info_lists_the_adapter_as_json() {
 }
 
 /// Generating: greedy, three tokens, the CPU engine's own (chapter 8's greedy on the same
-/// prompt ids), with chapter 9's `--json` fields; a bad model path, a file that is not a
-/// GGUF and an unknown `LLM_BOOK_GPU_REDUCTION` are one error line and exit 2.
+/// prompt ids), with chapter 9's `--json` fields; a stop string ends a greedy run where it
+/// appears; a bad model path, a file that is not a GGUF and an unknown
+/// `LLM_BOOK_GPU_REDUCTION` are one error line and exit 2.
 #[test]
 fn generates_the_cpu_engine_s_greedy_tokens() {
     let path = ch01_tensors::models::require(&ch01_tensors::models::smollm2_gguf())
@@ -177,6 +178,38 @@ fn generates_the_cpu_engine_s_greedy_tokens() {
     assert_eq!(
         generated, cpu,
         "the GPU's greedy tokens after {prompt:?} are not the CPU engine's"
+    );
+    // greedy runs two steps in flight; a stop string ends the run where it appears (the
+    // step queued behind it dropped), with the tokens so far and the text before it
+    let run = |extra: &[&str]| -> serde_json::Value {
+        let mut a = vec!["-m", model, "-p", "The capital of France is", "-n", "8"];
+        a.extend_from_slice(&["--temp", "0", "--json"]);
+        a.extend_from_slice(extra);
+        let out = ch13(&a, false);
+        assert!(out.status.success(), "{a:?}: {}", text(&out.stderr));
+        serde_json::from_slice(&out.stdout).expect("--json is JSON")
+    };
+    let whole = run(&[]);
+    let all_text = whole["text"].as_str().unwrap_or_default().to_string();
+    let chars: Vec<char> = all_text.chars().collect();
+    let stop: String = chars[chars.len() / 2..(chars.len() / 2 + 3).min(chars.len())]
+        .iter()
+        .collect();
+    let at = all_text.find(&stop).expect("the stop string is in the text");
+    let stopped = run(&["--stop", &stop]);
+    let ids_of = |v: &serde_json::Value| -> Vec<u32> {
+        serde_json::from_value(v["generated_ids"].clone()).unwrap_or_default()
+    };
+    let (all_ids, some) = (ids_of(&whole), ids_of(&stopped));
+    assert_eq!(stopped["stop_reason"], "stop", "--stop {stop:?}: {stopped}");
+    assert_eq!(
+        stopped["text"].as_str(),
+        Some(&all_text[..at]),
+        "--stop {stop:?}: the text before it, of {all_text:?}"
+    );
+    assert!(
+        !some.is_empty() && some.len() < all_ids.len() && all_ids.starts_with(&some),
+        "--stop {stop:?}: the tokens {some:?} are not the first of {all_ids:?}"
     );
     for (bad, says) in [
         (&["-m", "/nonexistent.gguf", "-p", "hi"][..], "no such file"),
