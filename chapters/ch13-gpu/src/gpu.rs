@@ -65,6 +65,9 @@ pub struct Gpu {
     /// The limits the device was opened with: the adapter's own, not WebGPU's defaults.
     pub limits: wgpu::Limits,
     pub found: Found,
+    /// Whether its subgroups are the products' groups of 32 lanes (`matvec.rs`), checked
+    /// the first time a product asks.
+    pub(crate) whole_subgroups: std::sync::OnceLock<bool>,
 }
 // ANCHOR_END: gpu
 
@@ -159,6 +162,7 @@ impl Gpu {
             queue,
             limits,
             found,
+            whole_subgroups: std::sync::OnceLock::new(),
         })
     }
 

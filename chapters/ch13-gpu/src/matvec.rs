@@ -495,7 +495,7 @@ impl MatVec {
         layout: Layout,
         formats: &[Format],
     ) -> Result<MatVec> {
-        let whole = reduction == Reduction::Subgroup && subgroups_are_groups(gpu, layout);
+        let whole = reduction == Reduction::Subgroup && subgroups_are_groups(gpu);
         MatVec::build(gpu, reduction, layout, formats, whole)
     }
 
@@ -588,13 +588,16 @@ impl MatVec {
 /// Whether this adapter's subgroups are exactly the product's groups of lanes: 32
 /// invocations (its only subgroup size), a workgroup's 32 consecutive ones, so that a row's
 /// total is one `subgroupAdd`. Vulkan does not promise how invocations form subgroups, so
-/// it is checked: [`whole_subgroups_agree`] on `layout`.
-fn subgroups_are_groups(gpu: &Gpu, layout: Layout) -> bool {
+/// it is checked, once for the device (how subgroups form does not depend on the layout):
+/// [`whole_subgroups_agree`].
+fn subgroups_are_groups(gpu: &Gpu) -> bool {
     let i = &gpu.info;
     gpu.found.subgroups
         && i.subgroup_min_size == 32
         && i.subgroup_max_size == 32
-        && whole_subgroups_agree(gpu, layout).unwrap_or(false)
+        && *gpu
+            .whole_subgroups
+            .get_or_init(|| whole_subgroups_agree(gpu, Layout::CPU).unwrap_or(false))
 }
 
 /// Random Q8_0 rows through `reduce_subgroup_32.wgsl` and through the general subgroup

@@ -194,12 +194,7 @@ impl<'g> Decoder<'g> {
         if chained {
             encoder.copy_buffer_to_buffer(&self.shared.best, 0, &self.shared.ids, 0, 4);
         }
-        {
-            let mut pass = encoder.begin_compute_pass(&Default::default());
-            for op in &self.ops {
-                op.record(&mut pass);
-            }
-        }
+        self.record_step(&mut encoder);
         encoder.copy_buffer_to_buffer(&self.shared.best, 0, &self.read_best[slot], 0, 4);
         self.gpu.checked("a decode step", || {
             self.gpu.queue.submit([encoder.finish()])
@@ -207,19 +202,22 @@ impl<'g> Decoder<'g> {
     }
     // ANCHOR_END: greedy
 
+    /// A decode step's dispatches, recorded into one compute pass of `encoder`.
+    fn record_step(&self, encoder: &mut wgpu::CommandEncoder) {
+        let mut pass = encoder.begin_compute_pass(&Default::default());
+        for op in &self.ops {
+            op.record(&mut pass);
+        }
+    }
+
     /// The host's side of a decode step alone: recording its dispatches into a command
-    /// buffer, `times` times, never submitted (`ch13-gpu bench`: what two steps in flight
-    /// hide). Seconds a step.
+    /// buffer as [`Decoder::greedy`] does, `times` times, never submitted (`ch13-gpu
+    /// bench`: what two steps in flight hide). Seconds a step.
     pub fn record_seconds(&self, times: usize) -> f64 {
         let start = std::time::Instant::now();
         for _ in 0..times {
             let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
-            {
-                let mut pass = encoder.begin_compute_pass(&Default::default());
-                for op in &self.ops {
-                    op.record(&mut pass);
-                }
-            }
+            self.record_step(&mut encoder);
             drop(encoder.finish());
         }
         start.elapsed().as_secs_f64() / times.max(1) as f64

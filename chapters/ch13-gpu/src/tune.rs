@@ -143,17 +143,19 @@ fn fastest_tiling(
     trials: &Trials,
     shaders: &mut Shaders,
 ) -> Result<Vec<(Tiling, f64)>> {
-    let mut tilings: Vec<(Tiling, f64)> = Vec::new();
+    let mut timed = Vec::new();
     for &tiling in trials.tilings {
         let own = std::mem::replace(&mut shaders.matmul, MatMul::with(gpu, tiling)?);
         let rate = prefill_tokens_a_second(gpu, shaders, model, trials.prompt);
-        shaders.matmul = own;
+        let candidate = std::mem::replace(&mut shaders.matmul, own);
         if let Ok(rate) = rate {
-            tilings.push((tiling, rate));
+            timed.push((tiling, rate, candidate));
         }
     }
-    if let Some(&(best, _)) = tilings.iter().max_by(|a, b| a.1.total_cmp(&b.1)) {
-        shaders.matmul = MatMul::with(gpu, best)?;
+    let tilings = timed.iter().map(|(t, rate, _)| (*t, *rate)).collect();
+    // the one timed, its pipelines compiled as its prefill used them
+    if let Some(best) = (0..timed.len()).max_by(|&a, &b| timed[a].1.total_cmp(&timed[b].1)) {
+        shaders.matmul = timed.swap_remove(best).2;
     }
     Ok(tilings)
 }
