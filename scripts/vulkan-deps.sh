@@ -29,8 +29,7 @@ headers="$dest/vulkan-headers"
 glslc_dir="$dest/vulkan-glslc"
 next_release="trixie" # Debian 13: libvulkan-dev 1.4.309, glslc 2025.2
 
-# header_version and new_enough
-source "$root/scripts/vulkan-lib.sh"
+source "$root/scripts/vulkan-lib.sh" # header_version, new_enough, debian_apt
 
 # Whether the glslc given compiles a shader that asks for each extension llama.cpp's fast
 # paths are written in.
@@ -75,39 +74,20 @@ if [[ $need_headers == no && $need_glslc == no ]]; then
     exit 0
 fi
 
-# The mirror the machine already uses for Debian's main archive (deb822 or one-line form).
-mirror=""
-if [[ -f /etc/apt/sources.list.d/debian.sources ]]; then
-    mirror="$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/debian.sources)"
-fi
-if [[ -z "$mirror" && -f /etc/apt/sources.list ]]; then
-    mirror="$(awk '$1 == "deb" && $0 !~ /security/ { for (i = 2; i <= NF; i++) if ($i ~ /:\/\//) { print $i; exit } }' /etc/apt/sources.list)"
-fi
-keyring=/usr/share/keyrings/debian-archive-keyring.gpg
-if [[ "$(dpkg --print-architecture)" != amd64 ]]; then
-    echo "error: this script fetches Debian 13's amd64 packages; on $(dpkg --print-architecture) set LLM_BOOK_VULKAN_INCLUDE to Vulkan headers 1.3.261 or newer, and LLM_BOOK_VULKAN_GLSLC to a glslc from shaderc 2024 or newer" >&2
-    exit 1
-fi
-if [[ -z "$mirror" || ! -f "$keyring" ]]; then
-    echo "error: no Debian mirror in /etc/apt (or no $keyring): set LLM_BOOK_VULKAN_INCLUDE to Vulkan headers 1.3.261 or newer, and LLM_BOOK_VULKAN_GLSLC to a glslc from shaderc 2024 or newer" >&2
-    exit 1
-fi
-
 if [[ -e "$dest" && ! -e "$dest/.llm-book" ]] && [[ -n "$(ls -A "$dest" 2>/dev/null)" ]]; then
     echo "error: $dest is not empty and was not made by this project's scripts; set LLM_BOOK_LLAMACPP elsewhere" >&2
     exit 1
 fi
-mkdir -p "$dest"
-touch "$dest/.llm-book"
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$tmp/parts" "$tmp/lists/partial" "$tmp/cache/archives/partial" "$tmp/debs"
-printf 'Types: deb\nURIs: %s\nSuites: %s\nComponents: main\nSigned-By: %s\n' \
-    "$mirror" "$next_release" "$keyring" >"$tmp/parts/next.sources"
-o=(-oDir::Etc::SourceList=/dev/null "-oDir::Etc::SourceParts=$tmp/parts"
-    "-oDir::State::Lists=$tmp/lists" "-oDir::Cache=$tmp/cache"
-    -oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oAPT::Sandbox::User=root)
+if ! debian_apt "$tmp" "$next_release"; then
+    echo "error: no amd64 Debian mirror in /etc/apt (or no Debian keyring) to fetch Debian 13's packages from: set LLM_BOOK_VULKAN_INCLUDE to Vulkan headers 1.3.261 or newer, and LLM_BOOK_VULKAN_GLSLC to a glslc from shaderc 2024 or newer" >&2
+    exit 1
+fi
+o=("${APT_OPTS[@]}")
+mkdir -p "$dest" "$tmp/debs"
+touch "$dest/.llm-book"
 echo "==> Debian $next_release's package lists (into a temporary folder)"
 apt-get "${o[@]}" -qq update >/dev/null
 

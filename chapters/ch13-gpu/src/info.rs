@@ -30,6 +30,16 @@ pub fn describe(adapter: &wgpu::Adapter) -> Value {
         "subgroups": f.contains(wgpu::Features::SUBGROUP),
         "shader_f16": f.contains(wgpu::Features::SHADER_F16),
         "features": f.iter_names().map(|(n, _)| n).collect::<Vec<_>>(),
+        "cooperative_matrices": adapter
+            .cooperative_matrix_properties()
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}x{}x{} {:?}->{:?}",
+                    c.m_size, c.n_size, c.k_size, c.ab_type, c.cr_type
+                )
+            })
+            .collect::<Vec<_>>(),
     })
 }
 
@@ -64,5 +74,12 @@ pub fn text(d: &Value) -> String {
         .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
         .unwrap_or_default();
     s += &format!("  features: {}\n", features.join(" "));
+    let coop: Vec<_> = d["cooperative_matrices"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+        .unwrap_or_default();
+    if !coop.is_empty() {
+        s += &format!("  cooperative matrices (M x N x K, A and B -> C): {}\n", coop.join(", "));
+    }
     s
 }

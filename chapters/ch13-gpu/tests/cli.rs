@@ -123,6 +123,18 @@ fn info_lists_the_adapter_as_json() {
     ] {
         assert!(!first[key].is_null(), "info --json gives {key}: {first}");
     }
+    // the tensor-core shapes wgpu offers, listed where (and only where) the feature is on
+    let coop = first["cooperative_matrices"]
+        .as_array()
+        .unwrap_or_else(|| panic!("info --json lists cooperative_matrices: {first}"));
+    let feature = first["features"]
+        .as_array()
+        .is_some_and(|f| f.iter().any(|n| n == "EXPERIMENTAL_COOPERATIVE_MATRIX"));
+    assert_eq!(
+        !coop.is_empty(),
+        feature,
+        "cooperative matrix shapes listed exactly where the adapter has the feature: {first}"
+    );
     assert!(
         first["limits"]["max_storage_buffer_binding_size"]
             .as_u64()

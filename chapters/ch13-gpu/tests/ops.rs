@@ -278,7 +278,10 @@ fn the_read_probe_reads_every_word_once() {
 /// The attention's and SwiGLU's `exp_cpu` against `f32::exp` (which chapter 7's vector exp
 /// equals): with f64 on the device, bit for bit on 65 536 values in [-90, 10], softmax's
 /// and SiLU's range; without, within the 3 + 2·|x| units in the last place Vulkan allows
-/// exp().
+/// exp(). One exception: below about −87.3 the CPU's result is subnormal, and Vulkan lets a
+/// driver flush f32 subnormals to 0 (Mesa 26's lavapipe does; WGSL cannot ask it not to).
+/// No use of exp in a step can tell: a softmax weight that small is set to 0 on both sides,
+/// and 1 + e^−g is 1 either way.
 #[test]
 fn exp_on_the_gpu_is_the_cpu_s() {
     let gpu = gpu();
@@ -308,9 +311,15 @@ fn exp_on_the_gpu_is_the_cpu_s() {
         true => 0,
         false => 3 + 2 * x.abs().ceil() as u64,
     };
+    let flushed = |x: f32, g: f32| x.exp().is_subnormal() && g == 0.0;
+    let n = xs.iter().zip(&got).filter(|(x, g)| flushed(**x, **g)).count();
+    if n > 0 {
+        eprintln!("{}: {n} subnormal results flushed to 0", gpu.info.name);
+    }
     let worst = xs
         .iter()
         .zip(&got)
+        .filter(|(x, g)| !flushed(**x, **g))
         .map(|(x, g)| (ulps(x.exp(), *g), allowed(*x)))
         .max_by_key(|(d, a)| d.saturating_sub(*a))
         .unwrap_or((0, 0));
