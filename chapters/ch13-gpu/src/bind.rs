@@ -9,7 +9,7 @@ use ch06_quantization::matrix::ActFormat;
 
 use crate::gpu::{Error, Gpu, Result};
 use crate::matmul::{MatMul, Tiled};
-use crate::matvec::{GpuMatrix, MatVec, Product, Reduction};
+use crate::matvec::{GpuMatrix, Layout, MatVec, Product, Reduction};
 use crate::ops::{Dispatch, Ops};
 use crate::quantize::{Gate, Quantize, QuantizeStep};
 use crate::rmsnorm::{NormStep, RmsNorm};
@@ -75,8 +75,20 @@ impl Shaders {
     /// The step's shaders with the products' sums added `reduction`'s way:
     /// [`Reduction::InOrder`] for a step whose logits are the CPU engine's bits.
     pub fn with(gpu: &Gpu, reduction: Reduction) -> Result<Shaders> {
+        Shaders::around(gpu, MatVec::with(gpu, reduction)?)
+    }
+
+    /// [`Shaders::with`], its products compiled for `formats` only (a model's: the others
+    /// are never dispatched).
+    pub fn for_formats(gpu: &Gpu, reduction: Reduction, formats: &[Format]) -> Result<Shaders> {
+        let layout = Layout::for_gpu(gpu, reduction)?;
+        Shaders::around(gpu, MatVec::for_formats(gpu, reduction, layout, formats)?)
+    }
+
+    /// The step's other shaders around the products `matvec`.
+    fn around(gpu: &Gpu, matvec: MatVec) -> Result<Shaders> {
         Ok(Shaders {
-            matvec: MatVec::with(gpu, reduction)?,
+            matvec,
             matmul: MatMul::new(gpu)?,
             quantize: Quantize::new(gpu)?,
             norm: RmsNorm::new(gpu)?,

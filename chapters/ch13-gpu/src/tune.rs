@@ -13,7 +13,7 @@ use crate::gpu::{Gpu, Result};
 use crate::matmul::{MatMul, Tiling};
 use crate::matvec::{CANDIDATES, Layout, MatVec, Reduction};
 use crate::model::GpuModel;
-use crate::step::Decoder;
+use crate::step::{CHUNK, Decoder};
 
 /// A layout's steps are timed for about this long (after [`WARM`] steps untimed), at least
 /// [`LEAST_STEPS`] and at most [`MOST_STEPS`] of them.
@@ -30,12 +30,14 @@ pub struct Trials<'a> {
     pub prompt: usize,
 }
 
-/// What a model opened on a GPU tries: every candidate layout, both tilings, a prompt of
-/// four tiles of tokens.
+/// What a model opened on a GPU tries: every candidate layout, both tilings, and a prompt
+/// of one whole prefill submission ([`CHUNK`] tokens), so that the tilings are timed on the
+/// grid a long prompt's prefill runs (a short one leaves most of a large GPU idle, and
+/// times the dispatches' floor rather than the tiles).
 pub const ON_A_GPU: Trials<'static> = Trials {
     layouts: &CANDIDATES,
     tilings: &Tiling::ALL,
-    prompt: 64,
+    prompt: CHUNK,
 };
 
 /// A step's shaders for a model, and what choosing their layout and tiling found.
@@ -73,7 +75,8 @@ pub fn fastest(
     reduction: Reduction,
     trials: &Trials,
 ) -> Result<Tuned> {
-    let mut shaders = Shaders::with(gpu, reduction)?;
+    // the adapter's own layout, kept where no candidate runs
+    let mut shaders = Shaders::for_formats(gpu, reduction, &model.formats())?;
     let (mut tried, mut tilings) = (Vec::new(), Vec::new());
     if model.max_pos >= (WARM + MOST_STEPS).max(trials.prompt) {
         tried = fastest_layout(gpu, model, reduction, trials.layouts, &mut shaders);
