@@ -3,8 +3,25 @@
 
 use std::process::{Command, Output};
 
+/// The ch13-gpu binary as a command. Where `LLM_BOOK_TEST_RUNNER` holds a program and its
+/// arguments (split at spaces), the binary runs through it: `scripts/lavapipe-next.sh` runs
+/// it through another C runtime's loader so.
+fn binary() -> Command {
+    let bin = env!("CARGO_BIN_EXE_ch13-gpu");
+    let runner = std::env::var("LLM_BOOK_TEST_RUNNER").unwrap_or_default();
+    let mut parts = runner.split_whitespace();
+    match parts.next() {
+        Some(program) => {
+            let mut cmd = Command::new(program);
+            cmd.args(parts).arg(bin);
+            cmd
+        }
+        None => Command::new(bin),
+    }
+}
+
 fn ch13(args: &[&str], no_driver: bool) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ch13-gpu"));
+    let mut cmd = binary();
     cmd.args(args);
     if no_driver {
         // The Vulkan loader finds no driver: the machine has no adapter at all.
@@ -84,7 +101,7 @@ fn no_adapter_is_one_line_and_exit_1() {
 /// error.
 #[test]
 fn compare_on_a_cpu_driver_says_there_is_no_gpu_to_race() {
-    let out = Command::new(env!("CARGO_BIN_EXE_ch13-gpu"))
+    let out = binary()
         .args(["bench", "--compare", "-m", "/nonexistent.gguf"])
         .env("LLM_BOOK_GPU", "llvmpipe")
         .output()
@@ -234,7 +251,7 @@ fn generates_the_cpu_engine_s_greedy_tokens() {
         assert!(err.contains(says), "{bad:?} says {says:?}: {err}");
     }
     // a reduction misspelt is an error naming the three, not the default quietly
-    let out = Command::new(env!("CARGO_BIN_EXE_ch13-gpu"))
+    let out = binary()
         .args(["-m", model, "-p", "hi"])
         .env("LLM_BOOK_GPU_REDUCTION", "inorder")
         .output()
