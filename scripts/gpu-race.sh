@@ -26,6 +26,10 @@
 #    slow minute falls on both. $OUT/gpu/decode.md: medians, and llama.cpp's decode as a
 #    share of that read rate (the file's tensor bytes a token, read once), and llama.cpp's
 #    line about the adapter (whether its build uses integer dot products and tensor cores).
+#    Before the rounds, correct before fast: 16 token ids teacher-forced through ours
+#    (`ch13-gpu logits`, in the CPU's order and in the adapter's) and through chapter 8's CPU
+#    engine (`ch08-gguf logits`, carried) on each file but the 7B's; decode.md ends with how
+#    many positions have the CPU's bits and argmax.
 # 4. A watchdog: every command runs under `timeout`, within what is left of --budget seconds
 #    (default 420, counted from the start); what runs past it is killed and recorded, and
 #    what is not started in time is recorded as not run.
@@ -313,6 +317,35 @@ def layouts(outfile, *shape_files):
                    "tokens and two rows), chosen the same way by timing a prefill of 256 tokens (tok/s):")
     if lines:
         open(outfile, "a").write("\n".join(lines) + "\n")
+def check(outfile, *items):
+    # each item shape=cpu.json=in-order.json=own.json, `logits --json` of ch08-gguf and ch13-gpu
+    import struct
+    bits = lambda top: [(i, struct.unpack("<I", struct.pack("<f", v))[0]) for i, v in top]
+    def against(cpu, path):
+        try:
+            g = json.load(open(path))
+            pos = g["positions"]
+        except Exception:
+            return "did not run"
+        same = sum(a["argmax"] == c["argmax"] and bits(a["top"]) == bits(c["top"]) for a, c in zip(pos, cpu))
+        top1 = sum(a["argmax"] == c["argmax"] for a, c in zip(pos, cpu))
+        return f"{same}/{len(cpu)} the same bits, {top1}/{len(cpu)} the same argmax ({g.get('reduction', '?')})"
+    rows = []
+    for item in items:
+        shape, cpu_path, ordered, own = item.split("=")
+        name = NAMES.get(shape, shape)
+        try:
+            cpu = json.load(open(cpu_path))["positions"]
+        except Exception:
+            rows.append(f"| {name} | the CPU engine did not run | |")
+            continue
+        rows.append(f"| {name} | {against(cpu, ordered)} | {against(cpu, own)} |")
+    lines = ["", "Correct on this GPU: 16 token ids teacher-forced through ours and through chapter 8's CPU "
+             "engine (`ch08-gguf logits`) on the same file, position by position, the argmax and the five "
+             "highest logits: with the products in the CPU's order they must be the CPU's bits; in the "
+             "adapter's own order, the argmax agrees but at near-ties (these files' random weights make many).",
+             "", "| shape | ours in the CPU's order | ours in the adapter's order |", "|---|---|---|"] + rows
+    open(outfile, "a").write("\n".join(lines) + "\n")
 NAMES = {"smollm2": "SmolLM2-135M", "gemma3": "Gemma-3-270M", "1b": "Llama-3.2-1B", "7b": "Llama-2-7B"}
 cmd = sys.argv[1]
 if cmd == "llama": llama(sys.argv[2])
@@ -321,6 +354,7 @@ elif cmd == "kernels": kernels(*sys.argv[2:])
 elif cmd == "bytes": tensor_bytes(*sys.argv[2:])
 elif cmd == "profile": profile(*sys.argv[2:])
 elif cmd == "layouts": layouts(*sys.argv[2:])
+elif cmd == "check": check(*sys.argv[2:])
 else: tables(*sys.argv[2:])
 EOF
 
@@ -354,6 +388,26 @@ help="$("$ours" --help 2>/dev/null || true)"
 ours_bench=no
 [[ $help == *"ch13-gpu bench"* ]] && ours_bench=yes
 say "ours generates: $ours_bench"
+
+# correct on this GPU before fast: a few ids teacher-forced through ours (in the CPU's order,
+# then the adapter's own) and through chapter 8's CPU engine, each file but the 7B's (the
+# same code as SmolLM2's, and the largest to load twice); compared when decode.md is written
+check_ids="1,450,3575,282,4649,314,4277,30,2000,100,7,9000,12,5000,42,3"
+checked=() # shape=cpu.json=in-order.json=own.json
+if [[ $help == *"ch13-gpu logits"* && -x "$carried/bin/ch08-gguf" ]]; then
+    for s in "${made[@]}"; do
+        [[ $s == 7b ]] && continue
+        f="$work/$s.gguf"
+        run 60 "$carried/bin/ch08-gguf" logits -m "$f" --ids "$check_ids" --top 5 --json \
+            >"$work/check-cpu-$s.json" 2>>"$log" || say "the CPU engine's logits of $s failed (see the log)"
+        LLM_BOOK_GPU_REDUCTION=in-order run 60 "$ours" logits -m "$f" --ids "$check_ids" --top 5 --json \
+            >"$work/check-ordered-$s.json" 2>>"$log" || say "ours in order, logits of $s, failed (see the log)"
+        run 60 "$ours" logits -m "$f" --ids "$check_ids" --top 5 --json \
+            >"$work/check-own-$s.json" 2>>"$log" || say "ours, logits of $s, failed (see the log)"
+        checked+=("$s=$work/check-cpu-$s.json=$work/check-ordered-$s.json=$work/check-own-$s.json")
+    done
+    say "checked ours against the CPU engine (the result ends decode.md)"
+fi
 
 # one unmeasured run a file: the driver compiles llama.cpp's pipelines on first use (a first
 # pp512 can take several times as long as the next), and the file enters the page cache
@@ -437,6 +491,10 @@ device="$(grep -m1 '^ggml_vulkan: 0 = ' "$log" || true)" # llama-bench's own lin
 if ((${#tuned[@]} > 0)); then
     "$python" "$work/race.py" layouts "$out/gpu/decode.md" "${tuned[@]}" 2>>"$log" ||
         say "the layouts ours tried could not be read (see the log)"
+fi
+if ((${#checked[@]} > 0)); then
+    "$python" "$work/race.py" check "$out/gpu/decode.md" "${checked[@]}" 2>>"$log" ||
+        say "the logits' JSON could not be read (see the log)"
 fi
 say "wrote $out/gpu/; $((budget - SECONDS))s of the budget left"
 cat "$out/gpu/decode.md" | tee -a "$log"

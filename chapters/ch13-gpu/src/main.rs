@@ -27,6 +27,10 @@ usage: ch13-gpu [-m FILE] -p TEXT [-n N] [sampling options] [--json]
            ours against llama.cpp's Vulkan llama-bench (scripts/llamacpp.sh --vulkan)
            on the same file, alternating rounds, medians and ratios; needs a GPU
            (llama.cpp skips CPU drivers such as lavapipe)
+       ch13-gpu logits [-m FILE] --ids IDS [--top K] [--json]
+           the ids teacher-forced, a decode step each: the GPU's argmax and top K
+           logits after each, as ch08-gguf logits prints the CPU engine's (with
+           LLM_BOOK_GPU_REDUCTION=in-order, the same bits)
        ch13-gpu info [--json]
            every GPU adapter wgpu sees: name, backend, driver, the limits a compute
            shader meets, subgroup sizes, features
@@ -58,6 +62,8 @@ options (defaults in brackets):
                           GPU's clock, summed by what each dispatch is
   --compare, --rounds R   bench: race llama.cpp's Vulkan backend, R rounds [3]
   --secs S                kernels, tiles: seconds each measurement runs, 0.01 to 10 [0.25]
+  --ids IDS, --top K      logits: comma-separated token ids (at most 4096), and how many
+                          of the highest logits to show, 1 to 1000 [5]
   --json                  one JSON object (generate: prompt_ids, generated_ids, text,
                           stop_reason, adapter, dispatches_per_token, timings)
   -h, --help              this text
@@ -88,7 +94,26 @@ struct Args {
     compare: Option<usize>, // bench --compare: its rounds
     tiles: tile_bench::Shape,
     generate: commands::Generate,
+    ids: Option<Vec<u32>>, // logits
+    top: usize,
 }
+
+/// `--ids`: comma-separated token ids, at most [`MAX_IDS`] (each checked against the
+/// vocabulary when the model is open).
+fn parse_ids(s: &str) -> Result<Vec<u32>, String> {
+    let ids: Vec<u32> = s
+        .split(',')
+        .take(MAX_IDS + 1)
+        .map(|t| t.trim().parse().map_err(|_| format!("--ids: {t:?} is not a token id")))
+        .collect::<Result<_, _>>()?;
+    match ids.len() {
+        0 => Err("--ids: no ids".into()),
+        n if n > MAX_IDS => Err(format!("--ids: more than {MAX_IDS} ids")),
+        _ => Ok(ids),
+    }
+}
+
+const MAX_IDS: usize = 4096;
 
 fn number<T: std::str::FromStr>(p: &mut lexopt::Parser, flag: &str) -> Result<T, lexopt::Error> {
     use lexopt::ValueExt;
@@ -122,6 +147,8 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
             stops: Vec::new(),
             sampling: ch09_generate::SamplerConfig::default(),
         },
+        ids: None,
+        top: 5,
     };
     let g = &mut a.generate;
     let s = &mut g.sampling;
@@ -139,6 +166,8 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
             Long("rows") => a.tiles.rows = number(&mut p, "--rows")?,
             Long("cols") => a.tiles.cols = number(&mut p, "--cols")?,
             Long("tokens") => a.tiles.tokens = number(&mut p, "--tokens")?,
+            Long("ids") => a.ids = Some(parse_ids(&p.value()?.string()?)?),
+            Long("top") => a.top = number(&mut p, "--top")?,
             Long("format") => {
                 let v = p.value()?.string()?;
                 // any case: the K-quants' names are written q4_K, q6_K
@@ -175,6 +204,12 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         }
         "bench" if g.prompt.is_none() => {}
         "bench" => return Err("bench takes no -p".into()),
+        "logits" if g.prompt.is_some() => return Err("logits takes --ids, not -p".into()),
+        "logits" if a.ids.is_none() => return Err("logits needs --ids IDS".into()),
+        "logits" if !(1..=1000).contains(&a.top) => {
+            return Err("--top must be between 1 and 1000".into());
+        }
+        "logits" => {}
         "" if generating => a.command = "generate".into(),
         "" => return Err("say what to do: -p TEXT, info or kernels".into()),
         "info" | "kernels" | "tiles" => {
@@ -182,13 +217,16 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         }
         other => {
             return Err(format!(
-                "unknown command {other:?}: info, kernels, tiles, bench, or -p TEXT"
+                "unknown command {other:?}: info, kernels, tiles, bench, logits, or -p TEXT"
             )
             .into());
         }
     }
     if a.command == "generate" {
         check_generate(g)?;
+    }
+    if a.ids.is_some() && a.command != "logits" {
+        return Err("--ids goes with logits".into());
     }
     Ok(Some(a))
 }
@@ -223,6 +261,10 @@ fn run(a: &Args) -> Result<(), Error> {
         "bench" => {
             let sizes = (a.pp, a.tg);
             commands::bench(&a.generate, sizes, a.extra, a.compare, a.json)?
+        }
+        "logits" => {
+            let ids = a.ids.as_deref().unwrap_or_default();
+            commands::logits(&a.generate, ids, a.top, a.json)?
         }
         "tiles" => {
             bench::check_secs(a.secs)?;

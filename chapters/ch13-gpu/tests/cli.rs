@@ -50,6 +50,10 @@ fn help_and_bad_flags() {
         &[],
         &["kernels", "--secs", "x"],
         &["tiles", "--format", "q9_9"],
+        &["logits", "--ids", "1,x"],
+        &["logits", "--top", "3"],
+        &["logits", "--ids", "1", "--top", "0"],
+        &["info", "--ids", "1"],
     ] {
         let out = ch13(bad, false);
         assert_eq!(
@@ -347,4 +351,45 @@ fn bench_profiles_the_step_dispatch_by_dispatch() {
         p["us_per_token"].as_f64().unwrap_or(0.0) > 0.0,
         "a step that takes no time: {p}"
     );
+}
+
+/// `logits`, what the race runs on a GPU to hold it to the CPU engine there: with the
+/// products in the CPU's order, each position's argmax and top logits are the CPU engine's,
+/// bit for bit (its window's logits, in-process); a token past the vocabulary is one error
+/// line and exit 2.
+#[test]
+fn logits_in_the_cpu_s_order_are_the_cpu_engine_s() {
+    let path = ch01_tensors::models::require(&ch01_tensors::models::smollm2_gguf())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let model = path.to_str().expect("a UTF-8 path");
+    let ids = [1u32, 450, 3575, 282, 4649, 314];
+    let list: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+    let list = list.join(",");
+    let args = ["logits", "-m", model, "--ids", &list, "--top", "3", "--json"];
+    let out = binary()
+        .args(args)
+        .env("LLM_BOOK_GPU_REDUCTION", "in-order")
+        .output()
+        .expect("the ch13-gpu binary runs");
+    assert!(out.status.success(), "logits failed: {}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json is JSON");
+    let m = ch08_gguf::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let cpu = m.engine().unwrap().window_logits(&ids).unwrap();
+    let vocab = m.model.config.vocab_size;
+    for (t, row) in cpu.chunks_exact(vocab).enumerate() {
+        let mut order: Vec<usize> = (0..vocab).collect();
+        order.sort_by(|&i, &j| row[j].total_cmp(&row[i]).then(i.cmp(&j)));
+        let pos = &v["positions"][t];
+        assert_eq!(pos["argmax"], order[0], "position {t}: the argmax: {pos}");
+        for (k, &i) in order[..3].iter().enumerate() {
+            let (id, value) = (&pos["top"][k][0], pos["top"][k][1].as_f64());
+            assert_eq!(id, i, "position {t}, the {k}-th highest: {pos}");
+            let bits = value.map(|x| (x as f32).to_bits());
+            assert_eq!(bits, Some(row[i].to_bits()), "position {t}, id {i}: {pos}");
+        }
+    }
+    let out = ch13(&["logits", "-m", model, "--ids", "1,99999999"], false);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("past the vocabulary"), "{err}");
 }
