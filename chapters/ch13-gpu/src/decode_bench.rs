@@ -17,6 +17,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use crate::gpu::{Error, Gpu, Result};
+use crate::matvec::{Layout, Reduction};
 use crate::model::GpuModel;
 use crate::step::Decoder;
 
@@ -53,7 +54,9 @@ pub fn run(
             model.max_pos
         )));
     }
-    progress("the products' layout");
+    if Layout::tuning(gpu, Reduction::for_gpu(gpu)?)? {
+        progress("the products' layout and tiling"); // a CPU driver keeps its own, untimed
+    }
     let tuned = crate::tune::shaders_for(gpu, model)?;
     let decoder = Decoder::new(gpu, &tuned.shaders, model, capacity)?;
     let pieces = pp.div_ceil(decoder.chunk);
