@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use ch04_forward::generate::{self, Stop};
-use ch04_forward::model::argmax;
+use ch04_forward::model::{argmax, highest};
 use ch04_forward::prompt::Text;
 use ch04_forward::{Error, Model, check};
 use serde_json::json;
@@ -209,11 +209,7 @@ fn cmd_logits(a: &Args) -> Result<(), String> {
     let vocab = model.config.vocab_size;
     let mut positions = Vec::new();
     for row in logits.chunks_exact(vocab) {
-        let mut order: Vec<usize> = (0..vocab).collect();
-        // Highest first; equal logits keep the lower id first, like argmax.
-        order.sort_by(|&i, &j| row[j].total_cmp(&row[i]).then(i.cmp(&j)));
-        let top: Vec<(usize, f32)> = order.iter().take(a.top).map(|&i| (i, row[i])).collect();
-        positions.push((argmax(row), top));
+        positions.push((argmax(row), highest(row, a.top)));
     }
     if a.json {
         let positions: Vec<_> = positions

@@ -185,6 +185,22 @@ pub fn first_where(x: &[f32], hit: impl Fn(f32) -> bool) -> usize {
 }
 // ANCHOR_END: argmax
 
+/// The `k` highest values of `row` with their indices, highest first, equal values lower
+/// index first (by `total_cmp`): what the `logits` commands of chapters 4, 8 and 13 print
+/// at each position. The `k` are picked out first and only they are sorted, so a large
+/// vocabulary is not sorted whole for a few of its logits.
+pub fn highest(row: &[f32], k: usize) -> Vec<(usize, f32)> {
+    let by = |i: &usize, j: &usize| row[*j].total_cmp(&row[*i]).then(i.cmp(j));
+    let mut order: Vec<usize> = (0..row.len()).collect();
+    let k = k.min(row.len());
+    if k > 0 && k < row.len() {
+        order.select_nth_unstable_by(k - 1, by); // the k highest first, in some order
+    }
+    order.truncate(k);
+    order.sort_by(by);
+    order.into_iter().map(|i| (i, row[i])).collect()
+}
+
 /// Softmax probabilities of one row of logits (a copy).
 pub fn probabilities(logits: &[f32]) -> Vec<f32> {
     let mut p = logits.to_vec();
@@ -246,6 +262,19 @@ mod tests {
                 .to_string()
                 .contains("longer than the model's 64 positions")
         );
+    }
+
+    #[test]
+    fn highest_is_the_head_of_the_whole_sort() {
+        // values from a few levels, so that many tie; the whole row sorted is the reference
+        let row: Vec<f32> = (0..1000u32).map(|i| ((i * 7919) % 13) as f32 - 6.0).collect();
+        let mut all: Vec<usize> = (0..row.len()).collect();
+        all.sort_by(|&i, &j| row[j].total_cmp(&row[i]).then(i.cmp(&j)));
+        for k in [0, 1, 5, 77, 999, 1000, 5000] {
+            let want: Vec<(usize, f32)> = all.iter().take(k).map(|&i| (i, row[i])).collect();
+            assert_eq!(highest(&row, k), want, "the {k} highest");
+        }
+        assert_eq!(highest(&[], 3), Vec::new(), "an empty row has none");
     }
 
     #[test]

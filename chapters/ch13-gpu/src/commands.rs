@@ -5,6 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use ch01_tensors::models;
+use ch04_forward::model::highest;
 use ch09_generate::chat::sandbox::Sandbox;
 use ch09_generate::chat::{Chat, Message};
 use ch09_generate::{Sampler, SamplerConfig};
@@ -160,9 +161,9 @@ pub fn bench(
     Ok(())
 }
 
-/// `logits`: `ids` teacher-forced, one decode step each from position 0, the logits after
-/// each read back: the GPU's argmax and the `top` highest (highest first, equal ones lower
-/// id first), in the JSON `ch08-gguf logits` prints for the CPU engine, so that a machine
+/// `logits`: `ids` teacher-forced, one decode step each from position 0 (a cache of as many
+/// positions, which the model must have), the logits after each read back: the GPU's argmax
+/// and the `top` highest (chapter 4's `highest`), in the JSON `ch08-gguf logits` prints for the CPU engine, so that a machine
 /// without Rust can hold the GPU to the CPU (`scripts/gpu-race.sh` does): with
 /// `LLM_BOOK_GPU_REDUCTION=in-order` every value the same bits.
 pub fn logits(g: &Generate, ids: &[u32], top: usize, json: bool) -> Result<(), ch13_gpu::Error> {
@@ -171,20 +172,13 @@ pub fn logits(g: &Generate, ids: &[u32], top: usize, json: bool) -> Result<(), c
     let m = ch08_gguf::load(&path).map_err(|e| Input(format!("{}: {e}", path.display())))?;
     let gpu = Gpu::open()?;
     let model = GpuModel::upload(&gpu, &m.model)?;
-    if ids.len() > model.max_pos {
-        let max = model.max_pos;
-        return Err(Input(format!("{} ids, more than the model's {max} positions", ids.len())));
-    }
     let shaders = ch13_gpu::tune::shaders_for(&gpu, &model)?.shaders;
     let decoder = Decoder::new(&gpu, &shaders, &model, ids.len())?;
     let mut positions = Vec::with_capacity(ids.len());
     for (pos, &id) in ids.iter().enumerate() {
         let (argmax, row) = decoder.step(id, pos, true)?;
-        let row = row.unwrap_or_default();
-        let mut order: Vec<usize> = (0..row.len()).collect();
-        order.sort_by(|&i, &j| row[j].total_cmp(&row[i]).then(i.cmp(&j)));
-        let best: Vec<(usize, f32)> = order.iter().take(top).map(|&i| (i, row[i])).collect();
-        positions.push((argmax, best));
+        let row = row.ok_or(ch13_gpu::Error::Gpu("the step read back no logits".into()))?;
+        positions.push((argmax, highest(&row, top)));
     }
     let reduction = shaders.matvec.reduction_name();
     if json {

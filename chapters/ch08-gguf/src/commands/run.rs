@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use ch01_tensors::models;
 use ch02_tokenizer::StreamDecoder;
-use ch04_forward::model::argmax;
+use ch04_forward::model::{argmax, highest};
 use ch07_simd_parallel::pool::in_pool;
 use ch08_gguf::{GgufFile, memory};
 use serde_json::{Value as Json, json};
@@ -24,11 +24,7 @@ pub fn logits(a: &Args) -> Result<(), String> {
     let vocab = m.model.lm_head().rows();
     let mut positions = Vec::new();
     for row in logits.chunks_exact(vocab) {
-        let mut order: Vec<usize> = (0..vocab).collect();
-        // Highest first; equal logits keep the lower id first, like argmax.
-        order.sort_by(|&i, &j| row[j].total_cmp(&row[i]).then(i.cmp(&j)));
-        let top: Vec<(usize, f32)> = order.iter().take(a.top).map(|&i| (i, row[i])).collect();
-        positions.push((argmax(row), top));
+        positions.push((argmax(row), highest(row, a.top)));
     }
     if a.json {
         let positions: Vec<_> = positions
