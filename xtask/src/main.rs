@@ -154,6 +154,13 @@ fn fetch_models(which: &str) -> Result<(), String> {
 /// The README's test command. Each step stops the run when it fails.
 fn test_all() -> Result<(), String> {
     let ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false");
+    if ci {
+        // the project's code as rustfmt writes it (a reader's exercise need not be)
+        run_visible(
+            cargo().args(["fmt", "--all", "--check"]),
+            "formatting (cargo fmt --all --check)",
+        )?;
+    }
     fetch_models("all")?;
     // chapter 11's real clients: the openai package (into the venv) and Debian's chromium;
     // chapter 13's Vulkan driver on the CPU, lavapipe (Debian's mesa-vulkan-drivers)

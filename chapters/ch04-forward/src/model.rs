@@ -267,7 +267,9 @@ mod tests {
     #[test]
     fn highest_is_the_head_of_the_whole_sort() {
         // values from a few levels, so that many tie; the whole row sorted is the reference
-        let row: Vec<f32> = (0..1000u32).map(|i| ((i * 7919) % 13) as f32 - 6.0).collect();
+        let row: Vec<f32> = (0..1000u32)
+            .map(|i| ((i * 7919) % 13) as f32 - 6.0)
+            .collect();
         let mut all: Vec<usize> = (0..row.len()).collect();
         all.sort_by(|&i, &j| row[j].total_cmp(&row[i]).then(i.cmp(&j)));
         for k in [0, 1, 5, 77, 999, 1000, 5000] {

@@ -110,22 +110,6 @@ const MAX_IDS: usize = 1 << 16;
 const MAX_RUNS: usize = 1000;
 const MAX_DEPTH: usize = 1 << 17;
 
-fn parse_ids(s: &str) -> Result<Vec<u32>, String> {
-    let ids: Vec<u32> = s
-        .split(',')
-        .map(|t| {
-            t.trim()
-                .parse::<u32>()
-                .map_err(|_| format!("--ids: {t:?} is not a token id"))
-        })
-        .take(MAX_IDS + 1)
-        .collect::<Result<_, _>>()?;
-    if ids.len() > MAX_IDS {
-        return Err(format!("--ids: more than {MAX_IDS} ids"));
-    }
-    Ok(ids)
-}
-
 fn parse_args() -> Result<Option<Args>, lexopt::Error> {
     use lexopt::prelude::*;
     let mut a = Args {
@@ -164,7 +148,12 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
             Long("tensors") => a.tensors = true,
             Long("keys") => a.keys = parser.value()?.parse()?,
             Long("special") => a.special = true,
-            Long("ids") => a.ids = Some(parse_ids(&parser.value()?.string()?)?),
+            Long("ids") => {
+                a.ids = Some(ch08_gguf::tokenizer::parse_ids(
+                    &parser.value()?.string()?,
+                    MAX_IDS,
+                )?)
+            }
             Long("top") => a.top = parser.value()?.parse()?,
             Long("prompt") => a.prompt = Some(parser.value()?.string()?),
             Short('n') => a.n = parser.value()?.parse()?,

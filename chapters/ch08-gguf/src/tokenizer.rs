@@ -185,3 +185,49 @@ fn split_merge(rank: usize, m: &str) -> Result<(&str, &str)> {
     }
 }
 // ANCHOR_END: tokenizer_special
+
+/// Token ids as a command line gives them (`--ids 1,2,3`): comma-separated, spaces allowed
+/// around each, at most `most` of them; the error names the piece that is no id. Whether
+/// each id is in the vocabulary is the model's to say, once it is open.
+pub fn parse_ids(text: &str, most: usize) -> std::result::Result<Vec<u32>, String> {
+    let ids: Vec<u32> = text
+        .split(',')
+        .take(most.saturating_add(1))
+        .map(|t| {
+            t.trim()
+                .parse()
+                .map_err(|_| format!("--ids: {t:?} is not a token id"))
+        })
+        .collect::<std::result::Result<_, _>>()?;
+    // (split gives one piece or more: an empty list is one piece that is no id)
+    if ids.len() > most {
+        return Err(format!("--ids: more than {most} ids"));
+    }
+    Ok(ids)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_ids;
+
+    #[test]
+    fn ids_from_a_command_line() {
+        assert_eq!(parse_ids("1, 2,3", 3), Ok(vec![1, 2, 3]));
+        assert_eq!(
+            parse_ids("1,2,3,4", 3),
+            Err("--ids: more than 3 ids".into())
+        );
+        assert_eq!(
+            parse_ids("", 3),
+            Err("--ids: \"\" is not a token id".into())
+        );
+        assert_eq!(
+            parse_ids("1,,2", 3),
+            Err("--ids: \"\" is not a token id".into())
+        );
+        assert_eq!(
+            parse_ids("-1", 3),
+            Err("--ids: \"-1\" is not a token id".into())
+        );
+    }
+}

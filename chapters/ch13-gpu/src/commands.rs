@@ -58,7 +58,7 @@ pub fn generate(g: &Generate, json: bool) -> Result<(), ch13_gpu::Error> {
     let prompt = prompt_ids(g, &m).map_err(Input)?;
     let gpu = Gpu::open()?;
     let model = GpuModel::upload(&gpu, &m.model)?;
-    let shaders = ch13_gpu::tune::shaders_for(&gpu, &model)?.shaders;
+    let shaders = ch13_gpu::tune::shaders_for(&gpu, &model, &mut |_| ())?.shaders;
     let capacity = prompt.len().saturating_add(g.n).min(model.max_pos);
     let decoder = Decoder::new(&gpu, &shaders, &model, capacity.max(1))?;
     let mut sampler = Sampler::new(g.sampling.clone());
@@ -172,7 +172,7 @@ pub fn logits(g: &Generate, ids: &[u32], top: usize, json: bool) -> Result<(), c
     let m = ch08_gguf::load(&path).map_err(|e| Input(format!("{}: {e}", path.display())))?;
     let gpu = Gpu::open()?;
     let model = GpuModel::upload(&gpu, &m.model)?;
-    let shaders = ch13_gpu::tune::shaders_for(&gpu, &model)?.shaders;
+    let shaders = ch13_gpu::tune::shaders_for(&gpu, &model, &mut |_| ())?.shaders;
     let decoder = Decoder::new(&gpu, &shaders, &model, ids.len())?;
     let mut positions = Vec::with_capacity(ids.len());
     for (pos, &id) in ids.iter().enumerate() {
@@ -187,14 +187,19 @@ pub fn logits(g: &Generate, ids: &[u32], top: usize, json: bool) -> Result<(), c
             .map(|(am, top)| json!({"argmax": am, "top": top}))
             .collect();
         let adapter = &gpu.info.name;
-        let v = json!({"ids": ids, "positions": positions, "adapter": adapter, "reduction": reduction});
+        let v =
+            json!({"ids": ids, "positions": positions, "adapter": adapter, "reduction": reduction});
         println!("{v}");
         return Ok(());
     }
     println!("{} ({reduction})", gpu.info.name);
     for (t, (am, top)) in positions.iter().enumerate() {
         let top: Vec<String> = top.iter().map(|(i, l)| format!("{i}:{l:.3}")).collect();
-        println!("position {t:3} (id {:6}): argmax {am:6}   top {}", ids[t], top.join(" "));
+        println!(
+            "position {t:3} (id {:6}): argmax {am:6}   top {}",
+            ids[t],
+            top.join(" ")
+        );
     }
     Ok(())
 }

@@ -17,7 +17,6 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use crate::gpu::{Error, Gpu, Result};
-use crate::matvec::{Layout, Reduction};
 use crate::model::GpuModel;
 use crate::step::Decoder;
 
@@ -54,10 +53,7 @@ pub fn run(
             model.max_pos
         )));
     }
-    if Layout::tuning(gpu, Reduction::for_gpu(gpu)?)? {
-        progress("the products' layout and tiling"); // a CPU driver keeps its own, untimed
-    }
-    let tuned = crate::tune::shaders_for(gpu, model)?;
+    let tuned = crate::tune::shaders_for(gpu, model, progress)?;
     let decoder = Decoder::new(gpu, &tuned.shaders, model, capacity)?;
     let pieces = pp.div_ceil(decoder.chunk);
     let mut seed = 0x2545_f491_4f6c_dd1d_u64;
@@ -218,7 +214,10 @@ pub fn text(r: &Value) -> String {
 /// A line for what choosing the report's `key` (`layout`, `tiling`) tried, each with its
 /// rate; empty where nothing was tried.
 fn tried(r: &Value, key: &str, what: &str, timed: &str) -> String {
-    let Some(tried) = r[format!("{key}s_tried")].as_array().filter(|t| !t.is_empty()) else {
+    let Some(tried) = r[format!("{key}s_tried")]
+        .as_array()
+        .filter(|t| !t.is_empty())
+    else {
         return String::new();
     };
     let each: Vec<String> = tried

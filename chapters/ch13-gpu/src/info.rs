@@ -79,7 +79,10 @@ pub fn text(d: &Value) -> String {
         .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
         .unwrap_or_default();
     if !coop.is_empty() {
-        s += &format!("  cooperative matrices (M x N x K, A and B -> C): {}\n", coop.join(", "));
+        s += &format!(
+            "  cooperative matrices (M x N x K, A and B -> C): {}\n",
+            coop.join(", ")
+        );
     }
     s
 }

@@ -98,21 +98,7 @@ struct Args {
     top: usize,
 }
 
-/// `--ids`: comma-separated token ids, at most [`MAX_IDS`] (each checked against the
-/// vocabulary when the model is open).
-fn parse_ids(s: &str) -> Result<Vec<u32>, String> {
-    let ids: Vec<u32> = s
-        .split(',')
-        .take(MAX_IDS + 1)
-        .map(|t| t.trim().parse().map_err(|_| format!("--ids: {t:?} is not a token id")))
-        .collect::<Result<_, _>>()?;
-    // (split always gives one piece or more: an empty list is a piece that is no id)
-    match ids.len() {
-        n if n > MAX_IDS => Err(format!("--ids: more than {MAX_IDS} ids")),
-        _ => Ok(ids),
-    }
-}
-
+/// `--ids`: the most a `logits` run takes (each a decode step).
 const MAX_IDS: usize = 4096;
 
 fn number<T: std::str::FromStr>(p: &mut lexopt::Parser, flag: &str) -> Result<T, lexopt::Error> {
@@ -166,7 +152,12 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
             Long("rows") => a.tiles.rows = number(&mut p, "--rows")?,
             Long("cols") => a.tiles.cols = number(&mut p, "--cols")?,
             Long("tokens") => a.tiles.tokens = number(&mut p, "--tokens")?,
-            Long("ids") => a.ids = Some(parse_ids(&p.value()?.string()?)?),
+            Long("ids") => {
+                a.ids = Some(ch08_gguf::tokenizer::parse_ids(
+                    &p.value()?.string()?,
+                    MAX_IDS,
+                )?)
+            }
             Long("top") => a.top = number(&mut p, "--top")?,
             Long("format") => {
                 let v = p.value()?.string()?;

@@ -232,7 +232,9 @@ fn source_for(
     let reduce = match reduction {
         Reduction::InOrder => include_str!("../shaders/reduce_in_order.wgsl"),
         Reduction::Workgroup => include_str!("../shaders/reduce_workgroup.wgsl"),
-        Reduction::Subgroup if whole_subgroups => include_str!("../shaders/reduce_subgroup_32.wgsl"),
+        Reduction::Subgroup if whole_subgroups => {
+            include_str!("../shaders/reduce_subgroup_32.wgsl")
+        }
         Reduction::Subgroup => include_str!("../shaders/reduce_subgroup.wgsl"),
     };
     Some(format!(
@@ -528,7 +530,11 @@ impl MatVec {
                 "{} ({} reduction{}, {})",
                 format.name(),
                 reduction.name(),
-                if whole_subgroups { " of whole subgroups" } else { "" },
+                if whole_subgroups {
+                    " of whole subgroups"
+                } else {
+                    ""
+                },
                 layout.name()
             );
             pipelines.push((format, gpu.pipeline(&label, &wgsl)?));
@@ -615,7 +621,10 @@ pub fn whole_subgroups_agree(gpu: &Gpu, layout: Layout) -> Result<bool> {
         sums.push(matvec(gpu, &shaders, &m, &x)?);
     }
     Ok(sums[0].len() == rows
-        && sums[0].iter().zip(&sums[1]).all(|(a, b)| a.to_bits() == b.to_bits()))
+        && sums[0]
+            .iter()
+            .zip(&sums[1])
+            .all(|(a, b)| a.to_bits() == b.to_bits()))
 }
 
 // ANCHOR: product

@@ -52,10 +52,12 @@ pub struct Tuned {
 
 /// The shaders for `model` on `gpu`, with the adapter's own reduction and, where
 /// [`Layout::tuning`] says so, the layout of [`CANDIDATES`] under which the model's decode
-/// step ran fastest.
-pub fn shaders_for(gpu: &Gpu, model: &GpuModel) -> Result<Tuned> {
+/// step ran fastest; `progress` hears when the timing begins (a CPU driver keeps its own
+/// layout, untimed).
+pub fn shaders_for(gpu: &Gpu, model: &GpuModel, progress: &mut dyn FnMut(&str)) -> Result<Tuned> {
     let reduction = Reduction::for_gpu(gpu)?;
     if Layout::tuning(gpu, reduction)? {
+        progress("the products' layout and tiling");
         return fastest(gpu, model, reduction, &ON_A_GPU);
     }
     Ok(Tuned {

@@ -228,7 +228,9 @@ fn generates_the_cpu_engine_s_greedy_tokens() {
     let stop: String = chars[chars.len() / 2..(chars.len() / 2 + 3).min(chars.len())]
         .iter()
         .collect();
-    let at = all_text.find(&stop).expect("the stop string is in the text");
+    let at = all_text
+        .find(&stop)
+        .expect("the stop string is in the text");
     let stopped = run(&["--stop", &stop]);
     let ids_of = |v: &serde_json::Value| -> Vec<u32> {
         serde_json::from_value(v["generated_ids"].clone()).unwrap_or_default()
@@ -365,7 +367,9 @@ fn logits_in_the_cpu_s_order_are_the_cpu_engine_s() {
     let ids = [1u32, 450, 3575, 282, 4649, 314];
     let list: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
     let list = list.join(",");
-    let args = ["logits", "-m", model, "--ids", &list, "--top", "3", "--json"];
+    let args = [
+        "logits", "-m", model, "--ids", &list, "--top", "3", "--json",
+    ];
     let out = binary()
         .args(args)
         .env("LLM_BOOK_GPU_REDUCTION", "in-order")

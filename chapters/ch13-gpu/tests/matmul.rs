@@ -74,7 +74,10 @@ fn the_tiled_product_matches_the_cpu_and_the_matrix_vector_shader() {
     let (kernels, many) = ch08_gguf::kernels().unwrap_or_else(|e| panic!("{e}"));
     let mut rng = Rng::new(0x60);
     // both tilings (one token an invocation; four, where the format unpacks a block once)
-    for (tiling, format) in Tiling::ALL.into_iter().flat_map(|t| FORMATS.map(|f| (t, f))) {
+    for (tiling, format) in Tiling::ALL
+        .into_iter()
+        .flat_map(|t| FORMATS.map(|f| (t, f)))
+    {
         let tiled = MatMul::with(&gpu, tiling).unwrap();
         let (rows, cols) = shape(format);
         let blocks = random::blocks(format, rows, cols, &mut rng);

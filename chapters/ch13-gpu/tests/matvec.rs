@@ -420,7 +420,10 @@ fn one_add_a_row_only_where_subgroups_are_the_groups_of_32() {
     use ch13_gpu::matvec::whole_subgroups_agree;
     let gpu = gpu();
     if !gpu.found.subgroups {
-        eprintln!("{}: no subgroup operations, nothing to check", gpu.info.name);
+        eprintln!(
+            "{}: no subgroup operations, nothing to check",
+            gpu.info.name
+        );
         return;
     }
     let (min, max) = (gpu.info.subgroup_min_size, gpu.info.subgroup_max_size);
@@ -447,7 +450,11 @@ fn one_add_a_row_only_where_subgroups_are_the_groups_of_32() {
             "{} ({}): subgroups of {min} to {max}, one subgroupAdd a row {}",
             gpu.info.name,
             layout.name(),
-            if shaders.whole_subgroups { "used" } else { "not used" }
+            if shaders.whole_subgroups {
+                "used"
+            } else {
+                "not used"
+            }
         );
     }
 }

@@ -133,8 +133,17 @@ fn the_layout_chosen_by_timing_gives_the_same_tokens() {
     };
     let tuned = ch13_gpu::tune::fastest(&gpu, &model, reduction, &trials).unwrap();
     let tilings: Vec<Tiling> = tuned.tilings.iter().map(|t| t.0).collect();
-    assert_eq!(tilings, Tiling::ALL, "both tilings timed: {:?}", tuned.tilings);
-    let fastest = tuned.tilings.iter().max_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
+    assert_eq!(
+        tilings,
+        Tiling::ALL,
+        "both tilings timed: {:?}",
+        tuned.tilings
+    );
+    let fastest = tuned
+        .tilings
+        .iter()
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap();
     assert_eq!(
         tuned.shaders.matmul.tiling, fastest.0,
         "the tiling kept is not the fastest of {:?}",

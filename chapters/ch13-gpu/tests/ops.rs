@@ -312,7 +312,11 @@ fn exp_on_the_gpu_is_the_cpu_s() {
         false => 3 + 2 * x.abs().ceil() as u64,
     };
     let flushed = |x: f32, g: f32| x.exp().is_subnormal() && g == 0.0;
-    let n = xs.iter().zip(&got).filter(|(x, g)| flushed(**x, **g)).count();
+    let n = xs
+        .iter()
+        .zip(&got)
+        .filter(|(x, g)| flushed(**x, **g))
+        .count();
     if n > 0 {
         eprintln!("{}: {n} subnormal results flushed to 0", gpu.info.name);
     }

@@ -150,7 +150,12 @@ pub fn greedy(m: &Loaded, prompt: &str, n: usize, rule: Rule) {
                 true
             })
             .unwrap();
-        assert_eq!(heard, n - 1, "Decoder::greedy ran {heard} steps of {}", n - 1);
+        assert_eq!(
+            heard,
+            n - 1,
+            "Decoder::greedy ran {heard} steps of {}",
+            n - 1
+        );
         assert_eq!(
             ids, cpu,
             "with two steps in flight (Decoder::greedy) the tokens are not the CPU's, though a \
