@@ -12,7 +12,7 @@ use crate::matmul::{MatMul, Tiled};
 use crate::matvec::{GpuMatrix, Layout, MatVec, Product, Reduction};
 use crate::ops::{Dispatch, Ops};
 use crate::quantize::{Gate, Quantize, QuantizeStep};
-use crate::rmsnorm::{NormStep, RmsNorm};
+use crate::rmsnorm::{NormStep, Residual, RmsNorm};
 use crate::split::SplitMatrix;
 
 /// One dispatch of the step, bound to its buffers.
@@ -145,14 +145,14 @@ impl Builder<'_> {
     }
 
     /// RMSNorm of `tokens` rows of `n` values of `x` into `out`, after `x += add` where
-    /// that is given, as the input of products of `first`'s format: quantized for them in
-    /// the same dispatch. Products that want another activation format quantize `out`
-    /// again, as [`Builder::product`] does.
+    /// that is given (normed first with its post-norm, Gemma's), as the input of products
+    /// of `first`'s format: quantized for them in the same dispatch. Products that want
+    /// another activation format quantize `out` again, as [`Builder::product`] does.
     #[allow(clippy::too_many_arguments)] // the norm's arguments, and what comes next
     pub fn norm_input(
         &mut self,
         x: &wgpu::Buffer,
-        add: Option<&wgpu::Buffer>,
+        add: Option<Residual<'_>>,
         w: &wgpu::Buffer,
         out: &wgpu::Buffer,
         n: usize,

@@ -14,6 +14,7 @@ use crate::matvec::GpuMatrix;
 use crate::model::GpuModel;
 use crate::ops::{MOST_HEAD_DIM, WIDE_ATTENTION, groups_of_64};
 use crate::quantize::{Gate, quant_word};
+use crate::rmsnorm::Residual;
 use ch06_quantization::matrix::ActFormat;
 
 /// What both passes bind: written or kept from one submission to the next.
@@ -89,7 +90,7 @@ pub fn build(
     let o = rows("o", dim); //          (tokens, dim): a block's output
     let gate = rows("gate", ffn); //    (tokens, ffn)
     let up = rows("up", ffn); //        (tokens, ffn)
-    let post = rows("post", dim); //    (tokens, dim): a block's output normed (Gemma)
+    let normed = rows("normed", dim); // (tokens, dim): a prefill's last output post-normed
     // Q and K as the products give them, before the norm on each head (Gemma-3)
     let q_raw = rows("q_raw", q_dim);
     let k_raw = rows("k_raw", kv_dim);
@@ -113,12 +114,12 @@ pub fn build(
         )));
     }
     // what the next norm adds to `x` before it norms it: the last block's output
-    let mut pending: Option<wgpu::Buffer> = None;
+    let mut pending: Option<Residual> = None;
     for (layer, (k_cache, v_cache)) in model.layers.iter().zip(&shared.caches) {
         // ANCHOR: attention_half
         // attention: x += the last block's output, normed and quantized, in one dispatch
         let (w, f) = (&layer.attn_norm, layer.qkv[0].format);
-        let mut input = b.norm_input(&x, pending.as_ref(), w, &xn, dim, tokens, s.eps, f)?;
+        let mut input = b.norm_input(&x, pending, w, &xn, dim, tokens, s.eps, f)?;
         let (q_out, k_out) = match layer.qk_norm {
             Some(_) => (&q_raw, &k_raw),
             None => (&q, &k),
@@ -196,23 +197,29 @@ pub fn build(
             (s.n_heads, tokens),
         )?;
         b.product(&layer.wo, &mut input, &o)?;
-        let post_norm = layer.post_attn_norm.as_ref(); // Gemma
-        pending = Some(residual(b, &o, post_norm, &post, tokens, s.eps)?);
+        // Gemma's norm after the block is made by the next norm's workgroup, before its add
+        pending = Some(Residual {
+            y: &o,
+            post: layer.post_attn_norm.as_ref(),
+        });
         // ANCHOR_END: attention_half
         // ANCHOR: ffn
         // feed-forward: x += attention's output, normed and quantized, in one dispatch
         let (w, f) = (&layer.ffn_norm, layer.gate_up[0].format);
-        let mut input = b.norm_input(&x, pending.as_ref(), w, &xn, dim, tokens, s.eps, f)?;
+        let mut input = b.norm_input(&x, pending, w, &xn, dim, tokens, s.eps, f)?;
         products(b, &layer.gate_up, &mut input, &[&gate, &up])?;
         // SiLU(gate) · up (Gemma: GELU), computed as the down product's input is quantized
         let act = model.gelu.as_ref().map_or(Gate::Swiglu, Gate::Gelu);
         let mut input = b.gated_input(&gate, &up, act, ffn, tokens, layer.w_down.format)?;
         b.product(&layer.w_down, &mut input, &o)?;
-        let post_norm = layer.post_ffn_norm.as_ref(); // Gemma
-        pending = Some(residual(b, &o, post_norm, &post, tokens, s.eps)?);
+        // what the next norm adds to x (Gemma: normed first, by that norm's workgroup)
+        pending = Some(Residual {
+            y: &o,
+            post: layer.post_ffn_norm.as_ref(),
+        });
         // ANCHOR_END: ffn
     }
-    head(b, model, shared, &x, pending.as_ref(), tokens)?;
+    head(b, model, shared, &x, pending, &normed, tokens)?;
     Ok(Activations {
         x,
         xn,
@@ -228,14 +235,16 @@ pub fn build(
 
 // ANCHOR: head
 /// The logits of the last token only, and their argmax, after `x += pending` (the last
-/// block's output): a prefill first copies its last row out of `x` (`shaders/last.wgsl`),
-/// so the final norm and the LM head run on one row.
+/// block's output): a prefill first adds it to every row (normed into `scratch` first where
+/// it has a post-norm) and copies its last row out of `x` (`shaders/last.wgsl`), so the
+/// final norm and the LM head run on one row.
 fn head(
     b: &mut Builder,
     model: &GpuModel,
     shared: &Shared,
     x: &wgpu::Buffer,
-    pending: Option<&wgpu::Buffer>,
+    pending: Option<Residual>,
+    scratch: &wgpu::Buffer,
     tokens: usize,
 ) -> Result<()> {
     let s = model.shape;
@@ -243,7 +252,14 @@ fn head(
     let (last, pending) = match tokens {
         1 => (x.clone(), pending), // the final norm adds it
         _ => {
-            if let Some(y) = pending {
+            if let Some(Residual { y, post }) = pending {
+                let y = match post {
+                    Some(w) => {
+                        b.norm_rows(y, w, scratch, s.dim, tokens, s.eps)?;
+                        scratch
+                    }
+                    None => y,
+                };
                 add(b, x, y)?; // every row, before the last is copied out
             }
             let last = b.f32s("last", s.dim);
@@ -307,28 +323,6 @@ pub fn u(n: usize) -> Result<u32> {
 fn cap_words(cap: Option<f32>) -> [u32; 2] {
     cap.map_or([0, 0], |c| [c.to_bits(), (1.0 / c).to_bits()])
 }
-
-// ANCHOR: residual
-/// What a block adds to the residual stream, which the next norm adds before it norms:
-/// `out`, or with a post-norm (Gemma) `RMSNorm(out)` row by row, normed into `scratch`.
-fn residual(
-    b: &mut Builder,
-    out: &wgpu::Buffer,
-    post_norm: Option<&wgpu::Buffer>,
-    scratch: &wgpu::Buffer,
-    tokens: usize,
-    eps: f32,
-) -> Result<wgpu::Buffer> {
-    Ok(match post_norm {
-        Some(w) => {
-            let dim = (out.size() / 4) as usize / tokens;
-            b.norm_rows(out, w, scratch, dim, tokens, eps)?;
-            scratch.clone()
-        }
-        None => out.clone(),
-    })
-}
-// ANCHOR_END: residual
 
 /// `x += y`, value by value (`shaders/add.wgsl`): the residual; or a bias, `y` added to
 /// each of `x`'s rows of `y`'s length.

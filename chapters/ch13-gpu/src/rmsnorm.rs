@@ -1,7 +1,8 @@
 //! RMSNorm on the GPU (`shaders/rmsnorm.wgsl`): chapter 1's `ops::rmsnorm`, one workgroup a
 //! row; where a step asks, the same dispatch first adds the residual the last block left
-//! (`x += y`) and afterwards quantizes the row it normalised for the products that read it
-//! (`shaders/quantize_chunk.wgsl`): three steps of the CPU's, one dispatch.
+//! (`x += y`, or with Gemma's norm after each block `x += RMSNorm(y)`) and afterwards
+//! quantizes the row it normalised for the products that read it
+//! (`shaders/quantize_chunk.wgsl`): three or four steps of the CPU's, one dispatch.
 
 use ch06_quantization::matrix::ActFormat;
 
@@ -13,8 +14,21 @@ use crate::gpu::{Error, Gpu, Result};
 pub struct RmsNorm {
     pipeline: wgpu::ComputePipeline,
     no_add: wgpu::Buffer,
+    no_post: wgpu::Buffer,
     no_acts: wgpu::Buffer,
 }
+
+// ANCHOR: residual
+/// What a norm adds to its rows first: the last block's output `y`, normed first with
+/// `post` where the family norms each block's output (Gemma's post-attention and
+/// post-feed-forward norms): the same arithmetic as a dispatch of its own (the shader's
+/// `add == 2`), one dispatch fewer for each.
+#[derive(Clone, Copy)]
+pub struct Residual<'a> {
+    pub y: &'a wgpu::Buffer,
+    pub post: Option<&'a wgpu::Buffer>,
+}
+// ANCHOR_END: residual
 
 impl RmsNorm {
     /// The f64 shader where the device has f64 arithmetic (chapter 1's `rmsnorm` sums in
@@ -29,6 +43,7 @@ impl RmsNorm {
         Ok(RmsNorm {
             pipeline: gpu.pipeline("rmsnorm", &format!("{chunk}\n{wgsl}"))?,
             no_add: gpu.storage("no residual", 16, wgpu::BufferUsages::empty()),
+            no_post: gpu.storage("no post-norm", 16, wgpu::BufferUsages::empty()),
             no_acts: gpu.storage("no blocks", BLOCK_WORDS * 4, wgpu::BufferUsages::empty()),
         })
     }
@@ -58,14 +73,15 @@ impl NormStep {
         NormStep::fused(gpu, shader, x, None, weight, out, n, rows, eps, None)
     }
 
-    /// [`NormStep::new`], after `x += add` where `add` is given (`x` then keeps the sum),
-    /// and with `out` also quantized into `quant`'s blocks where that is given.
+    /// [`NormStep::new`], after `x += add` where `add` is given (`x` then keeps the sum;
+    /// with a post-norm, `x += RMSNorm(add)`), and with `out` also quantized into `quant`'s
+    /// blocks where that is given.
     #[allow(clippy::too_many_arguments)]
     pub fn fused(
         gpu: &Gpu,
         shader: &RmsNorm,
         x: &wgpu::Buffer,
-        add: Option<&wgpu::Buffer>,
+        add: Option<Residual<'_>>,
         weight: &wgpu::Buffer,
         out: &wgpu::Buffer,
         n: usize,
@@ -88,9 +104,11 @@ impl NormStep {
                 out.size()
             )));
         }
-        if add.is_some_and(|y| y.size() < values) {
+        if add
+            .is_some_and(|r| r.y.size() < values || r.post.is_some_and(|w| w.size() < n as u64 * 4))
+        {
             return Err(Error::Input(format!(
-                "RMSNorm of {rows}x{n} after a residual: the residual is too small"
+                "RMSNorm of {rows}x{n} after a residual: the residual or its norm is too small"
             )));
         }
         let code = match quant {
@@ -112,16 +130,21 @@ impl NormStep {
             n as u32,
             rows as u32,
             eps.to_bits(),
-            u32::from(add.is_some()),
+            match add {
+                None => 0,
+                Some(Residual { post: None, .. }) => 1,
+                Some(Residual { post: Some(_), .. }) => 2,
+            },
             code,
             0,
             0,
             0,
         ];
         let params = gpu.uniform(&words);
-        let y = add.unwrap_or(&shader.no_add);
+        let y = add.map_or(&shader.no_add, |r| r.y);
+        let post = add.and_then(|r| r.post).unwrap_or(&shader.no_post);
         let acts = quant.map_or(&shader.no_acts, |(_, b)| b);
-        let bind_group = gpu.bind(&shader.pipeline, &[x, weight, out, &params, y, acts])?;
+        let bind_group = gpu.bind(&shader.pipeline, &[x, weight, out, &params, y, acts, post])?;
         Ok(NormStep {
             pipeline: shader.pipeline.clone(),
             bind_group,

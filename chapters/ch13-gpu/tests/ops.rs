@@ -12,7 +12,7 @@ use ch13_gpu::matvec::FORMATS;
 use ch13_gpu::ops::{Dispatch, Ops, groups_of_64};
 use ch13_gpu::quantize::{Gate, Quantize, QuantizeStep};
 use ch13_gpu::random::{self, Rng};
-use ch13_gpu::rmsnorm::{NormStep, RmsNorm};
+use ch13_gpu::rmsnorm::{NormStep, Residual, RmsNorm};
 use ch13_gpu::{Gpu, GpuMatrix, MatVec, Product, matvec};
 use common::gpu;
 
@@ -337,8 +337,9 @@ fn exp_on_the_gpu_is_the_cpu_s() {
 
 /// A norm that first adds the residual and afterwards quantizes its output (one dispatch,
 /// as a step runs it) against the three apart: the add shader, the plain norm, the
-/// quantizer. The same bits in `x`, in the norm's output and in every block, for rows
-/// shorter and longer than the workgroup's 256, not whole chunks of 256, several rows;
+/// quantizer; and with Gemma's post-norm of the residual, against the four apart (a plain
+/// norm of it first). The same bits in `x`, in the norm's output and in every block, for
+/// rows shorter and longer than the workgroup's 256, not whole chunks of 256, several rows;
 /// with the f64 shader where the device has f64 and always with the f32 one.
 #[test]
 fn the_fused_norm_is_the_add_the_norm_and_the_quantizer_apart() {
@@ -374,8 +375,18 @@ fn fused_against_apart(gpu: &Gpu, sums: &str, norm: &RmsNorm, quantize: &Quantiz
         let weight: Vec<f32> = (0..n).map(|_| 1.0 + rng.signed()).collect();
         let w = gpu.upload_f32("weight", &weight, wgpu::BufferUsages::empty());
         let yb = gpu.upload_f32("y", &y, wgpu::BufferUsages::empty());
-        for &format in formats {
-            let what = format!("{rows}x{n}, {format:?}, sums in {sums}");
+        // Gemma's norm of the block's output before the add (a third of its values)
+        let post: Vec<f32> = (0..n).map(|_| 0.3 * rng.signed()).collect();
+        let post = gpu.upload_f32("post", &post, wgpu::BufferUsages::empty());
+        for (&format, post) in formats.iter().flat_map(|f| [(f, None), (f, Some(&post))]) {
+            let what = format!(
+                "{rows}x{n}, {format:?}, sums in {sums}{}",
+                if post.is_some() {
+                    ", the residual post-normed"
+                } else {
+                    ""
+                }
+            );
             let blocks = n * rows / 32;
             let new = |label| {
                 let x = gpu.upload_f32(label, &x, wgpu::BufferUsages::COPY_SRC);
@@ -387,14 +398,27 @@ fn fused_against_apart(gpu: &Gpu, sums: &str, norm: &RmsNorm, quantize: &Quantiz
                 );
                 (x, out, acts)
             };
-            // apart: three dispatches
+            // apart: three dispatches (four with the post-norm, into `normed`)
             let (xa, outa, actsa) = new("x apart");
+            let normed = gpu.storage("normed y", n * rows * 4, wgpu::BufferUsages::empty());
+            let post_norm = post.map(|p| NormStep::new(gpu, norm, &yb, p, &normed, n, rows, 1e-5));
+            let post_norm = post_norm.transpose().unwrap();
             let params = [(n * rows) as u32, (n * rows) as u32, 0, 0];
-            let add = Dispatch::new(gpu, &ops.add, &[&xa, &yb], &params, groups_of_64(n * rows));
+            let added = if post.is_some() { &normed } else { &yb };
+            let add = Dispatch::new(
+                gpu,
+                &ops.add,
+                &[&xa, added],
+                &params,
+                groups_of_64(n * rows),
+            );
             let add = add.unwrap();
             let plain = NormStep::new(gpu, norm, &xa, &w, &outa, n, rows, 1e-5).unwrap();
             let q = QuantizeStep::new(gpu, quantize, format, &outa, &actsa, blocks).unwrap();
             run(gpu, |pass| {
+                if let Some(p) = &post_norm {
+                    p.record(pass);
+                }
                 add.record(pass);
                 plain.record(pass);
                 q.record(pass);
@@ -405,7 +429,7 @@ fn fused_against_apart(gpu: &Gpu, sums: &str, norm: &RmsNorm, quantize: &Quantiz
                 gpu,
                 norm,
                 &xf,
-                Some(&yb),
+                Some(Residual { y: &yb, post }),
                 &w,
                 &outf,
                 n,
@@ -424,7 +448,7 @@ fn fused_against_apart(gpu: &Gpu, sums: &str, norm: &RmsNorm, quantize: &Quantiz
                 let first = a.iter().zip(&f).position(|(a, f)| a != f);
                 assert!(
                     first.is_none(),
-                    "{what}: {name} from the fused norm differs from the three dispatches \
+                    "{what}: {name} from the fused norm differs from the dispatches \
                      apart, first at word {}",
                     first.unwrap_or(0)
                 );
