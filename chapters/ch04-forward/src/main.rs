@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use ch04_forward::generate::{self, Stop};
-use ch04_forward::model::{argmax, highest};
+use ch04_forward::model::{argmax, highest, position_lines, positions_json};
 use ch04_forward::prompt::Text;
 use ch04_forward::{Error, Model, check};
 use serde_json::json;
@@ -212,19 +212,13 @@ fn cmd_logits(a: &Args) -> Result<(), String> {
         positions.push((argmax(row), highest(row, a.top)));
     }
     if a.json {
-        let positions: Vec<_> = positions
-            .iter()
-            .map(|(am, top)| json!({"argmax": am, "top": top}))
-            .collect();
-        println!("{}", json!({"ids": ids, "positions": positions}));
+        println!(
+            "{}",
+            json!({"ids": ids, "positions": positions_json(&positions)})
+        );
     } else {
-        for (t, (am, top)) in positions.iter().enumerate() {
-            let top: Vec<String> = top.iter().map(|(i, l)| format!("{i}:{l:.3}")).collect();
-            println!(
-                "position {t:3} (id {:6}): argmax {am:6}   top {}",
-                ids[t],
-                top.join(" ")
-            );
+        for line in position_lines(&ids, &positions) {
+            println!("{line}");
         }
     }
     Ok(())

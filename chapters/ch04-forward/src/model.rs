@@ -201,6 +201,30 @@ pub fn highest(row: &[f32], k: usize) -> Vec<(usize, f32)> {
     order.into_iter().map(|i| (i, row[i])).collect()
 }
 
+/// What the `logits` commands report after one position: its argmax and its [`highest`].
+pub type AtPosition = (usize, Vec<(usize, f32)>);
+
+/// The `logits` commands' JSON for `positions`, one `{"argmax", "top"}` each.
+pub fn positions_json(positions: &[AtPosition]) -> serde_json::Value {
+    positions
+        .iter()
+        .map(|(am, top)| serde_json::json!({"argmax": am, "top": top}))
+        .collect()
+}
+
+/// The `logits` commands' text for `positions`, a line each, after the token `ids[t]`.
+pub fn position_lines(ids: &[u32], positions: &[AtPosition]) -> Vec<String> {
+    let at = ids.iter().zip(positions).enumerate();
+    at.map(|(t, (id, (am, top)))| {
+        let top: Vec<String> = top.iter().map(|(i, l)| format!("{i}:{l:.3}")).collect();
+        format!(
+            "position {t:3} (id {id:6}): argmax {am:6}   top {}",
+            top.join(" ")
+        )
+    })
+    .collect()
+}
+
 /// Softmax probabilities of one row of logits (a copy).
 pub fn probabilities(logits: &[f32]) -> Vec<f32> {
     let mut p = logits.to_vec();

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use ch01_tensors::models;
-use ch04_forward::model::highest;
+use ch04_forward::model::{highest, position_lines, positions_json};
 use ch09_generate::chat::sandbox::Sandbox;
 use ch09_generate::chat::{Chat, Message};
 use ch09_generate::{Sampler, SamplerConfig};
@@ -178,14 +178,11 @@ pub fn logits(g: &Generate, ids: &[u32], top: usize, json: bool) -> Result<(), c
     for (pos, &id) in ids.iter().enumerate() {
         let (argmax, row) = decoder.step(id, pos, true)?;
         let row = row.ok_or(ch13_gpu::Error::Gpu("the step read back no logits".into()))?;
-        positions.push((argmax, highest(&row, top)));
+        positions.push((argmax as usize, highest(&row, top)));
     }
     let reduction = shaders.matvec.reduction_name();
     if json {
-        let positions: Vec<_> = positions
-            .iter()
-            .map(|(am, top)| json!({"argmax": am, "top": top}))
-            .collect();
+        let positions = positions_json(&positions);
         let adapter = &gpu.info.name;
         let v =
             json!({"ids": ids, "positions": positions, "adapter": adapter, "reduction": reduction});
@@ -193,13 +190,8 @@ pub fn logits(g: &Generate, ids: &[u32], top: usize, json: bool) -> Result<(), c
         return Ok(());
     }
     println!("{} ({reduction})", gpu.info.name);
-    for (t, (am, top)) in positions.iter().enumerate() {
-        let top: Vec<String> = top.iter().map(|(i, l)| format!("{i}:{l:.3}")).collect();
-        println!(
-            "position {t:3} (id {:6}): argmax {am:6}   top {}",
-            ids[t],
-            top.join(" ")
-        );
+    for line in position_lines(ids, &positions) {
+        println!("{line}");
     }
     Ok(())
 }

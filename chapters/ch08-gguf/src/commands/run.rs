@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use ch01_tensors::models;
 use ch02_tokenizer::StreamDecoder;
-use ch04_forward::model::{argmax, highest};
+use ch04_forward::model::{argmax, highest, position_lines, positions_json};
 use ch07_simd_parallel::pool::in_pool;
 use ch08_gguf::{GgufFile, memory};
 use serde_json::{Value as Json, json};
@@ -27,20 +27,14 @@ pub fn logits(a: &Args) -> Result<(), String> {
         positions.push((argmax(row), highest(row, a.top)));
     }
     if a.json {
-        let positions: Vec<_> = positions
-            .iter()
-            .map(|(am, top)| json!({"argmax": am, "top": top}))
-            .collect();
-        println!("{}", json!({"ids": ids, "positions": positions}));
+        println!(
+            "{}",
+            json!({"ids": ids, "positions": positions_json(&positions)})
+        );
         return Ok(());
     }
-    for (t, (am, top)) in positions.iter().enumerate() {
-        let top: Vec<String> = top.iter().map(|(i, l)| format!("{i}:{l:.3}")).collect();
-        println!(
-            "position {t:3} (id {:6}): argmax {am:6}   top {}",
-            ids[t],
-            top.join(" ")
-        );
+    for line in position_lines(&ids, &positions) {
+        println!("{line}");
     }
     Ok(())
 }
