@@ -1,6 +1,8 @@
-// RMSNorm of each row of x: out = x / sqrt(mean(x²) + eps) · weight, as chapter 1's
-// ops::rmsnorm. One workgroup per row; its 256 invocations stride over the row, then a tree
-// in workgroup memory adds their sums of squares.
+// RMSNorm of each row of x, as chapter 1's ops::rmsnorm computes it: out = (x · scale) ·
+// weight, scale = 1 / sqrt(mean(x²) + eps), its sum of squares, mean and scale in `Sum`,
+// the precision `rmsnorm.rs` puts before this file: f64 where the device has f64 arithmetic
+// (wgpu's SHADER_F64: chapter 1's sums are f64, `sum_f64.wgsl`), else f32 (`sum_f32.wgsl`).
+// One workgroup per row; its 256 invocations stride over the row, a tree adds their sums.
 
 @group(0) @binding(0) var<storage, read_write> x: array<f32>; // (rows, n)
 @group(0) @binding(1) var<storage, read> weight: array<f32>; // (n): the file's F32 norm
@@ -26,11 +28,11 @@ struct Params {
 
 const LANES: u32 = 256u;
 const CHUNK: u32 = LANES; // values quantized at once (quantize_chunk.wgsl)
-var<workgroup> partial: array<f32, 256>;
+var<workgroup> partial: array<Sum, 256>;
 
 // The row's scale, 1 / sqrt(mean(v²) + eps), from each lane's sum of its values' squares:
 // a tree in workgroup memory adds them. Called by every invocation (it waits at barriers).
-fn row_scale(lane: u32, sum: f32) -> f32 {
+fn row_scale(lane: u32, sum: Sum) -> Sum {
     partial[lane] = sum;
     workgroupBarrier();
     for (var width = LANES / 2u; width > 0u; width /= 2u) {
@@ -39,7 +41,7 @@ fn row_scale(lane: u32, sum: f32) -> f32 {
         }
         workgroupBarrier();
     }
-    let scale = inverseSqrt(partial[0] / f32(params.n) + params.eps);
+    let scale = inverse_root(partial[0] / Sum(params.n) + widen(params.eps));
     workgroupBarrier(); // before a second tree writes `partial`
     return scale;
 }
@@ -51,16 +53,16 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_id) m
     let lane = me.x;
     let start = row * params.n;
     // Gemma: the block's output normed first, the same arithmetic as a norm of its own
-    var y_scale = 0.0;
+    var y_scale = Sum(0.0);
     if params.add == 2u {
-        var y_sum = 0.0;
+        var y_sum = Sum(0.0);
         for (var i = lane; row < params.rows && i < params.n; i += LANES) {
             let v = y[start + i];
-            y_sum += v * v;
+            y_sum += widen(v) * widen(v);
         }
         y_scale = row_scale(lane, y_sum);
     }
-    var sum = 0.0;
+    var sum = Sum(0.0);
     if row < params.rows {
         for (var i = lane; i < params.n; i += LANES) {
             var v = x[start + i];
@@ -68,10 +70,10 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_id) m
                 v += y[start + i];
                 x[start + i] = v;
             } else if params.add == 2u {
-                v += (y[start + i] * y_scale) * post[i];
+                v += narrow(widen(y[start + i]) * y_scale) * post[i];
                 x[start + i] = v;
             }
-            sum += v * v;
+            sum += widen(v) * widen(v); // in f64 exact: an f32's square fits
         }
     }
     let scale = row_scale(lane, sum);
@@ -80,7 +82,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_id) m
         let i = c + lane;
         var v = 0.0;
         if row < params.rows && i < params.n {
-            v = (x[start + i] * scale) * weight[i];
+            v = narrow(widen(x[start + i]) * scale) * weight[i];
             out[start + i] = v;
         }
         if params.quant != 0u {

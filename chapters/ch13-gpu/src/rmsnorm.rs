@@ -31,17 +31,18 @@ pub struct Residual<'a> {
 // ANCHOR_END: residual
 
 impl RmsNorm {
-    /// The f64 shader where the device has f64 arithmetic (chapter 1's `rmsnorm` sums in
-    /// f64: an f32 sum gives outputs a unit in the last place apart, enough to move a
-    /// quantized activation across a rounding boundary), else the f32 one.
+    /// The shader with its sums in f64 where the device has f64 arithmetic (chapter 1's
+    /// `rmsnorm` sums in f64: an f32 sum gives outputs a unit in the last place apart,
+    /// enough to move a quantized activation across a rounding boundary), else in f32.
     pub fn new(gpu: &Gpu) -> Result<RmsNorm> {
-        let wgsl = match gpu.found.shader_f64 {
-            true => include_str!("../shaders/rmsnorm_f64.wgsl"),
-            false => include_str!("../shaders/rmsnorm.wgsl"),
+        let sum = match gpu.found.shader_f64 {
+            true => include_str!("../shaders/sum_f64.wgsl"),
+            false => include_str!("../shaders/sum_f32.wgsl"),
         };
         let chunk = include_str!("../shaders/quantize_chunk.wgsl");
+        let wgsl = include_str!("../shaders/rmsnorm.wgsl");
         Ok(RmsNorm {
-            pipeline: gpu.pipeline("rmsnorm", &format!("{chunk}\n{wgsl}"))?,
+            pipeline: gpu.pipeline("rmsnorm", &format!("{chunk}\n{sum}\n{wgsl}"))?,
             no_add: gpu.storage("no residual", 16, wgpu::BufferUsages::empty()),
             no_post: gpu.storage("no post-norm", 16, wgpu::BufferUsages::empty()),
             no_acts: gpu.storage("no blocks", BLOCK_WORDS * 4, wgpu::BufferUsages::empty()),
