@@ -138,21 +138,24 @@ fn four_rows<'r>(rows: &'r RowsK, i: usize, a: [&EightsK; 2]) -> [&'r [BlockK]; 
     rs
 }
 
-/// `vpmaddubsw` of the quants at `w` (four a step, broadcast) against `K` steps, summed in
-/// 16 bits.
+/// A sub-block's (or group's) integer sum for each of sixteen tokens: the quants at `w`,
+/// four a step, broadcast, against `K` steps, each step a `vpdpbusd` (four byte products
+/// added into each 32-bit lane), the steps alternating between two sums so that one
+/// multiply-add need not wait for the one before; the first starts from `start`. Exact: the
+/// same integers `vpmaddubsw` adds in 16 bits in the eight-token kernels.
 ///
 /// # Safety
-/// `w` must be readable for `4K` bytes.
+/// `w` must be readable for `4K` bytes; the CPU must have AVX-512 F, BW, VL and VNNI.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn steps<const K: usize>(w: *const u8, xs: &[__m512i; K]) -> __m512i {
-    let mut sum = _mm512_setzero_si512();
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn dot_steps<const K: usize>(w: *const u8, xs: &[__m512i; K], start: __m512i) -> __m512i {
+    let mut sums = [start, _mm512_setzero_si512()];
     for (k, x) in xs.iter().enumerate() {
         // SAFETY: the caller's promise: 4 bytes at w + 4k.
         let q = unsafe { quants(w.add(4 * k)) };
-        sum = _mm512_add_epi16(sum, _mm512_maddubs_epi16(q, *x));
+        sums[k % 2] = _mm512_dpbusd_epi32(sums[k % 2], q, *x);
     }
-    sum
+    _mm512_add_epi32(sums[0], sums[1])
 }
 
 /// `K` steps of both eights' activations, from step `at` of super-block `b`.
@@ -172,27 +175,28 @@ fn load<const K: usize>(a: [&EightsK; 2], b: usize, at: usize) -> [__m512i; K] {
 
 /// Rows `i..i + 4` of unpacked Q4_K rows against two eights of tokens: row `r`'s lanes
 /// 0..8 are [`super::avx2_eights4_k::dot8x4_q4_k`]`(rows, i, a[0])[r]`, lanes 8..16 the same
-/// for `a[1]`.
+/// for `a[1]`. A sub-block's 32 quants are eight `vpdpbusd` steps into 32-bit lanes, then one
+/// multiply by its scale: the same integers as the 256-bit kernel's 16-bit sums widened by
+/// `vpmaddwd`, in about half the instructions.
 ///
 /// # Safety
-/// The CPU must have AVX-512 F and BW; the lengths are checked here.
-#[target_feature(enable = "avx512f,avx512bw,avx2")]
+/// The CPU must have AVX-512 F, BW, VL and VNNI; the lengths are checked here.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2")]
 pub(super) unsafe fn dot16x4_q4_k(rows: &RowsK, i: usize, a: [&EightsK; 2]) -> [[f32; 16]; 4] {
     let rs = four_rows(rows, i, a);
     let mut acc = [_mm512_setzero_ps(); 4];
     for (b, d) in a[0].d.iter().zip(&a[1].d).enumerate() {
         let (mut sumq, mut summ) = ([_mm512_setzero_si512(); 4], [_mm512_setzero_si512(); 4]);
         for s in 0..8 {
-            for half in 0..2 {
-                let at = 32 * s + 16 * half; // the half sub-block's first quant
-                let xs = load::<4>(a, b, at / 4);
-                for (r, sumq) in sumq.iter_mut().enumerate() {
-                    let w = &rs[r][b];
-                    // SAFETY: quants at..at + 16 of the block's 256.
-                    let p = unsafe { steps::<4>(w.q.as_ptr().add(at), &xs) };
-                    let scale = _mm512_set1_epi16(i16::from(w.sm[s]));
-                    *sumq = _mm512_add_epi32(*sumq, _mm512_madd_epi16(p, scale));
-                }
+            let xs = load::<8>(a, b, 8 * s); // the sub-block's 32 quants: steps 8s..8s + 8
+            for (r, sumq) in sumq.iter_mut().enumerate() {
+                let w = &rs[r][b];
+                // SAFETY: quants 32s..32s + 32 of the block's 256.
+                let dot = unsafe {
+                    dot_steps::<8>(w.q.as_ptr().add(32 * s), &xs, _mm512_setzero_si512())
+                };
+                let scale = _mm512_set1_epi32(i32::from(w.sm[s]));
+                *sumq = _mm512_add_epi32(*sumq, _mm512_mullo_epi32(dot, scale));
             }
             // SAFETY: 8 i32 of each eight.
             let sums = unsafe {
@@ -227,16 +231,19 @@ pub(super) unsafe fn dot16x4_q4_k(rows: &RowsK, i: usize, a: [&EightsK; 2]) -> [
 
 /// Rows `i..i + 4` of unpacked Q6_K rows against two eights of tokens: row `r`'s lanes
 /// 0..8 are [`super::avx2_eights4_k::dot8x4_q6_k`]`(rows, i, a[0])[r]`, lanes 8..16 the same
-/// for `a[1]`.
+/// for `a[1]`. A group's four steps start from −32 times the tokens' sum of its 16
+/// activations (the quants' offset), so one multiply by the group's scale gives
+/// `scale · Σ (q − 32) · x`: the integer the 256-bit kernel reaches by taking the offset
+/// off once a block.
 ///
 /// # Safety
-/// The CPU must have AVX-512 F and BW; the lengths are checked here.
-#[target_feature(enable = "avx512f,avx512bw,avx2")]
+/// The CPU must have AVX-512 F, BW, VL and VNNI; the lengths are checked here.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2")]
 pub(super) unsafe fn dot16x4_q6_k(rows: &RowsK, i: usize, a: [&EightsK; 2]) -> [[f32; 16]; 4] {
     let rs = four_rows(rows, i, a);
     let mut acc = [_mm512_setzero_ps(); 4];
     for (b, d) in a[0].d.iter().zip(&a[1].d).enumerate() {
-        let (mut sum, mut offset) = ([_mm512_setzero_si512(); 4], [_mm512_setzero_si512(); 4]);
+        let mut sum = [_mm512_setzero_si512(); 4];
         for g in 0..16 {
             let xs = load::<4>(a, b, 4 * g);
             // SAFETY: 8 i32 of each eight.
@@ -246,31 +253,20 @@ pub(super) unsafe fn dot16x4_q6_k(rows: &RowsK, i: usize, a: [&EightsK; 2]) -> [
                     a[1].sums16[b][g].as_ptr().cast(),
                 )
             };
-            for r in 0..4 {
+            let offset = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32::<5>(sums));
+            for (r, sum) in sum.iter_mut().enumerate() {
                 let w = &rs[r][b];
-                let scale = i16::from(w.sm[g] as i8);
-                let s16 = _mm512_set1_epi16(scale);
-                // two steps at a time in 16 bits: 6-bit quants, four could overflow
                 // SAFETY: quants 16g..16g + 16 of the block's 256.
-                let (p0, p1) = unsafe {
-                    let q = w.q.as_ptr().add(16 * g);
-                    (
-                        steps::<2>(q, &[xs[0], xs[1]]),
-                        steps::<2>(q.add(8), &[xs[2], xs[3]]),
-                    )
-                };
-                let p = _mm512_add_epi32(_mm512_madd_epi16(p0, s16), _mm512_madd_epi16(p1, s16));
-                sum[r] = _mm512_add_epi32(sum[r], p);
-                let s32 = _mm512_set1_epi32(i32::from(scale as u16));
-                offset[r] = _mm512_add_epi32(offset[r], _mm512_madd_epi16(sums, s32));
+                let dot = unsafe { dot_steps::<4>(w.q.as_ptr().add(16 * g), &xs, offset) };
+                let scale = _mm512_set1_epi32(i32::from(w.sm[g] as i8));
+                *sum = _mm512_add_epi32(*sum, _mm512_mullo_epi32(dot, scale));
             }
         }
         let da = pair_ps(d.0, d.1);
         for r in 0..4 {
-            let sum = _mm512_sub_epi32(sum[r], _mm512_slli_epi32::<5>(offset[r]));
             let p = _mm512_mul_ps(
                 _mm512_mul_ps(_mm512_set1_ps(rs[r][b].d[0]), da),
-                _mm512_cvtepi32_ps(sum),
+                _mm512_cvtepi32_ps(sum[r]),
             );
             acc[r] = _mm512_add_ps(acc[r], p);
         }

@@ -378,7 +378,8 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
         if !VNNI {
             return super::products::k_by_eights(self, format, rows, i, a);
         }
-        // SAFETY: as above (AVX-512 F and BW); the kernels check the lengths.
+        // SAFETY: for_isa hands out VNNI only when the CPU has AVX-512 F/BW/VL and VNNI;
+        // the kernels check the lengths.
         unsafe {
             match format {
                 KQuant::Q4_K => dot16x4_q4_k(rows, i, a),

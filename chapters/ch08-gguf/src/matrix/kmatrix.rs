@@ -10,7 +10,7 @@ use super::prefill;
 use ch07_simd_parallel::kernels::ManyTokens;
 use ch07_simd_parallel::layout::eights::Eights;
 use ch07_simd_parallel::layout::eights_k::{EightsK, RowsK};
-use ch07_simd_parallel::layout::kquant::{self, BlockQ8K, Q8_0Wide, QK_K};
+use ch07_simd_parallel::layout::kquant::{self, BlockQ8K, Q8_0Wide};
 use ch07_simd_parallel::layout::packed_dot::PackedToken;
 use ch07_simd_parallel::layout::quads::{ActQuads, KQuads};
 
@@ -242,7 +242,7 @@ impl KMatrix {
                 out,
                 rows,
                 seq,
-                prefill::tile_rows(cols / QK_K * 280), // 256 quants, 16 scales, d, dmin
+                prefill::tile_rows_k(cols),
                 |t| EightsK::new(std::array::from_fn(|j| q8k(t + j))),
                 |rs, u: &mut RowsK| {
                     let rs: Vec<&[u8]> = rs.map(|r| self.row_bytes(r)).collect();

@@ -6,11 +6,10 @@ use ch06_quantization::matrix::{Activations, Packable};
 use ch07_simd_parallel::kernels::ManyTokens;
 use ch07_simd_parallel::layout::eights::{Eights, Rows32};
 use ch07_simd_parallel::layout::eights_k::{EightsK, RowsK};
-use ch07_simd_parallel::layout::kquant;
 use ch07_simd_parallel::layout::packed::Packed;
 
 use super::group::split_by_rows;
-use super::prefill::{dot16_k, prefill, prefill_unpacked32, tile_rows};
+use super::prefill::{dot16_k, prefill, prefill_unpacked32, tile_rows_k};
 use super::types::{Acts, Matrix};
 
 // ANCHOR: packed_prefill
@@ -46,7 +45,7 @@ pub(super) fn packed_prefill(
                     &mut out[..main * rows],
                     rows,
                     main,
-                    tile_rows(cols / kquant::QK_K * 280),
+                    tile_rows_k(cols),
                     |t| EightsK::new(std::array::from_fn(|j| q8k(t + j))),
                     |rs, u: &mut RowsK| {
                         let mut tile = Vec::new();
