@@ -154,25 +154,20 @@ pub(super) fn dot16_by_eights<A>(
     }
 }
 
-/// Rows per tile for [`prefill`] when a row unpacks to `bytes`: about 16 kB, a multiple of four
-/// (the kernels take rows four at a time), 4 to 32 rows.
+/// Rows per tile for [`prefill`] when a row unpacks to `bytes`: about 16 kB where rows are
+/// narrow, a multiple of four (the kernels take rows four at a time), 16 to 32 rows. Every
+/// tile reads all of the band's activations once, each sixteen tokens' for every four rows,
+/// so a wide row must not leave a tile few rows: at 8 192 columns a row unpacks to 9 or 10 kB,
+/// a 16 kB tile held four, and each sixteen tokens' activations (128 kB there) came from
+/// beyond the core's L2 cache for every four rows; sixteen rows read them from L2.
 pub fn tile_rows(bytes: usize) -> usize {
-    rows_in(16 << 10, bytes)
+    ((16_384 / bytes.max(1) + 2) / 4 * 4).clamp(16, 32)
 }
 
-/// Rows per tile for a K-quant matrix of `cols` columns (a super-block unpacks to 280 bytes:
-/// 256 quants, 16 scales, d and dmin): about 128 kB. Every tile reads all of the band's
-/// activations once, each sixteen tokens' for every four rows, and a wide K-quant row fills
-/// a 16 kB tile alone: at 8 192 columns (9 kB a row) that tile held four rows, and each
-/// sixteen tokens' 128 kB of activations came from beyond the core's cache for every four.
-/// A tile of 128 kB, well inside a core's L2 cache beside them, reads them from there for
-/// the rest of its rows.
+/// [`tile_rows`] for a K-quant matrix of `cols` columns: a super-block unpacks to 280 bytes
+/// (256 quants, 16 scales, d and dmin).
 pub fn tile_rows_k(cols: usize) -> usize {
-    rows_in(128 << 10, cols / QK_K * 280)
-}
-
-fn rows_in(budget: usize, bytes: usize) -> usize {
-    ((budget / bytes.max(1) + 2) / 4 * 4).clamp(4, 32)
+    tile_rows(cols / QK_K * 280)
 }
 
 /// [`prefill`] for a Q4_0, Q5_0 or Q4_1 matrix of `rows` rows (`row_bytes(r)`), its tokens'
