@@ -30,7 +30,7 @@ impl Rng {
     }
 }
 
-/// `BLOCKS` random super-blocks of `bytes` each, every f16 scale (at `scales`) 2^-15 · 4.
+/// `BLOCKS` random super-blocks of `bytes` each, every f16 scale (at `scales`) 2^-7 (0x2000).
 fn row(rng: &mut Rng, bytes: usize, scales: &[usize]) -> Vec<u8> {
     (0..BLOCKS)
         .flat_map(|_| {

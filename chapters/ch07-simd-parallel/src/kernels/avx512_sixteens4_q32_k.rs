@@ -177,7 +177,7 @@ fn load<const K: usize>(a: [&EightsK; 2], b: usize, at: usize) -> [__m512i; K] {
 /// 0..8 are [`super::avx2_eights4_k::dot8x4_q4_k`]`(rows, i, a[0])[r]`, lanes 8..16 the same
 /// for `a[1]`. A sub-block's 32 quants are eight `vpdpbusd` steps into 32-bit lanes, then one
 /// multiply by its scale: the same integers as the 256-bit kernel's 16-bit sums widened by
-/// `vpmaddwd`, in about half the instructions.
+/// `vpmaddwd`, in fewer instructions.
 ///
 /// # Safety
 /// The CPU must have AVX-512 F, BW, VL and VNNI; the lengths are checked here.

@@ -158,8 +158,8 @@ pub(super) fn dot16_by_eights<A>(
 /// narrow, a multiple of four (the kernels take rows four at a time), 16 to 32 rows. Every
 /// tile reads all of the band's activations once, each sixteen tokens' for every four rows,
 /// so a wide row must not leave a tile few rows: at 8 192 columns a row unpacks to 9 or 10 kB,
-/// a 16 kB tile held four, and each sixteen tokens' activations (128 kB there) came from
-/// beyond the core's L2 cache for every four rows; sixteen rows read them from L2.
+/// 16 kB would hold four, and each sixteen tokens' activations (128 kB there) would come from
+/// beyond the core's L2 cache for every four rows; with sixteen they come from L2.
 pub fn tile_rows(bytes: usize) -> usize {
     ((16_384 / bytes.max(1) + 2) / 4 * 4).clamp(16, 32)
 }
