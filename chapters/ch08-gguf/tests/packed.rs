@@ -11,6 +11,7 @@ use ch07_simd_parallel::Isa;
 use ch07_simd_parallel::huge::Arena;
 use ch07_simd_parallel::kernels::for_isa;
 use ch07_simd_parallel::layout::eights::{Rows32, unpack_block};
+use ch07_simd_parallel::layout::eights_k::{RowsK, unpack_q4_k, unpack_q6_k};
 use ch07_simd_parallel::layout::kquant::{
     BlockQ8K, KQuant, Q8_0Wide, dot_q4_k_q8_k, dot_q5_0_q8_0, dot_q6_k_q8_k,
 };
@@ -140,25 +141,72 @@ fn check(format: Format, rows: usize, nb: usize, w: &[u8], tokens: &[Token]) -> 
         all == w,
         "{format:?}: the rows taken out together differ from the file's"
     );
+    // the blocks unpacked straight from the groups, by chapter 7's portable code and by each
+    // level's gathers, are those of the file's rows unpacked, for ranges that start and end
+    // inside a group too (one buffer for all, as a prefill keeps one from tile to tile)
+    let ranges = [0..rows, rows.min(5) - 1..rows, 1..rows - 3];
+    let file = |rs: std::ops::Range<usize>| -> Vec<&[u8]> {
+        rs.map(|r| &w[r * row_len..(r + 1) * row_len]).collect()
+    };
     if let Some(q32) = format.q32() {
-        // the blocks unpacked straight from the groups are those of the rows taken out,
-        // for a range starting inside a group too
         let (mut got, mut want) = (Rows32::default(), Rows32::default());
-        for start in [0, rows.min(5) - 1] {
-            p.unpack_rows32(start..rows, &mut got);
-            let file: Vec<&[u8]> = (start..rows)
-                .map(|r| &w[r * row_len..(r + 1) * row_len])
-                .collect();
-            want.unpack(format.block_bytes(), &file, |b| unpack_block(q32, b));
-            let same = got.blocks == want.blocks
-                && got.data.len() == want.data.len()
-                && got.data.iter().zip(&want.data).all(|(x, y)| {
-                    x.q == y.q && x.d.to_bits() == y.d.to_bits() && x.m.to_bits() == y.m.to_bits()
+        for (who, isa) in [("Packed::unpack_rows32", None)].into_iter().chain(
+            Isa::available()
+                .into_iter()
+                .map(|i| ("unpack_packed32", Some(i))),
+        ) {
+            for rs in ranges.clone() {
+                match isa {
+                    None => p.unpack_rows32(rs.clone(), &mut got),
+                    Some(isa) => for_isa(isa).expect("a level this CPU has").unpack_packed32(
+                        &p,
+                        rs.clone(),
+                        &mut got,
+                    ),
+                }
+                want.unpack(format.block_bytes(), &file(rs.clone()), |b| {
+                    unpack_block(q32, b)
                 });
-            assert!(
-                same,
-                "{format:?}: rows {start}..{rows} unpacked from the groups differ from the file's rows unpacked"
-            );
+                let same = got.blocks == want.blocks
+                    && got.data.len() == want.data.len()
+                    && got.data.iter().zip(&want.data).all(|(x, y)| {
+                        x.q == y.q
+                            && x.d.to_bits() == y.d.to_bits()
+                            && x.m.to_bits() == y.m.to_bits()
+                    });
+                assert!(
+                    same,
+                    "{format:?}: rows {rs:?} unpacked from the groups ({who}, {isa:?}) differ from \
+                     the file's rows unpacked"
+                );
+            }
+        }
+    }
+    if let Some(kquant) = format.kquant() {
+        let (mut got, mut want) = (RowsK::default(), RowsK::default());
+        for isa in Isa::available() {
+            let k = for_isa(isa).expect("a level this CPU has");
+            for rs in ranges.clone() {
+                k.unpack_packed_k(&p, rs.clone(), &mut got);
+                match kquant {
+                    KQuant::Q4_K => {
+                        want.unpack(format.block_bytes(), &file(rs.clone()), unpack_q4_k)
+                    }
+                    KQuant::Q6_K => {
+                        want.unpack(format.block_bytes(), &file(rs.clone()), unpack_q6_k)
+                    }
+                }
+                let same = got.blocks == want.blocks
+                    && got.data.len() == want.data.len()
+                    && got.data.iter().zip(&want.data).all(|(x, y)| {
+                        x.q == y.q && x.sm == y.sm && x.d.map(f32::to_bits) == y.d.map(f32::to_bits)
+                    });
+                assert!(
+                    same,
+                    "{format:?}: rows {rs:?} unpacked from the groups on {isa:?} differ from the \
+                     file's rows unpacked"
+                );
+            }
         }
     }
     let packed: Vec<PackedToken> = tokens.iter().map(Token::packed).collect();

@@ -20,9 +20,8 @@ use crate::layout::eights::{Block32, Eights};
 use crate::layout::eights_k::{BlockK, EightsK, RowsK};
 use crate::layout::kquant::{Q4_K_BYTES, Q6_K_BYTES, QK_K};
 
-/// One Q4_0, Q5_0 or Q4_1 block unpacked as [`crate::layout::eights::unpack_block`] does: the nibbles
-/// split by a shift and a mask, Q5_0's fifth bits spread over the bytes (each byte tests
-/// its own bit of `qh`) and put on with an OR; the scales by F16C.
+/// One Q4_0, Q5_0 or Q4_1 block unpacked as [`crate::layout::eights::unpack_block`] does:
+/// the quants by [`quants32`], the scales by F16C.
 #[target_feature(enable = "avx2,f16c")]
 pub(super) fn unpack_block(format: Q32, b: &[u8]) -> Block32 {
     let at = match format {
@@ -33,32 +32,41 @@ pub(super) fn unpack_block(format: Q32, b: &[u8]) -> Block32 {
     assert!(b.len() >= at + 16, "a whole block");
     // SAFETY: the 16 nibble bytes, inside the block (checked).
     let nib = unsafe { _mm_loadu_si128(b.as_ptr().add(at).cast()) };
-    let low = _mm_set1_epi8(0x0f);
-    let mut q = _mm256_set_m128i(
-        _mm_and_si128(_mm_srli_epi16::<4>(nib), low),
-        _mm_and_si128(nib, low),
-    );
-    if format == Q32::Q5_0 {
-        let qh = i32::from_le_bytes([b[2], b[3], b[4], b[5]]);
-        // Byte j gets byte j / 8 of qh, then 16 if its bit j % 8 is set.
-        let spread = _mm256_setr_epi8(
-            0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3,
-            3, 3, 3,
-        );
-        let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
-        let h = _mm256_shuffle_epi8(_mm256_set1_epi32(qh), spread);
-        let h = _mm256_cmpeq_epi8(_mm256_and_si256(h, bit), bit);
-        q = _mm256_or_si256(q, _mm256_and_si256(h, _mm256_set1_epi8(16)));
-    }
+    let qh = i32::from_le_bytes([b[2], b[3], b[4], b[5]]); // Q5_0's fifth bits
     let mut out = [0u8; 32];
     // SAFETY: 32 bytes into 32 bytes.
-    unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), q) };
+    unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), quants32(format, nib, qh)) };
     let m = if format.has_min() { f16(b, 2) } else { 0.0 };
     Block32 {
         q: out,
         d: f16(b, 0),
         m,
     }
+}
+
+/// A Q4_0, Q5_0 or Q4_1 block's 32 quants as bytes from its 16 bytes of nibbles (`nib`):
+/// the nibbles split by a shift and a mask, Q5_0's fifth bits (`qh`; ignored for the
+/// others) spread over the bytes (each byte tests its own bit) and put on with an OR.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn quants32(format: Q32, nib: __m128i, qh: i32) -> __m256i {
+    let low = _mm_set1_epi8(0x0f);
+    let q = _mm256_set_m128i(
+        _mm_and_si128(_mm_srli_epi16::<4>(nib), low),
+        _mm_and_si128(nib, low),
+    );
+    if format != Q32::Q5_0 {
+        return q;
+    }
+    // Byte j gets byte j / 8 of qh, then 16 if its bit j % 8 is set.
+    let spread = _mm256_setr_epi8(
+        0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3,
+        3, 3,
+    );
+    let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+    let h = _mm256_shuffle_epi8(_mm256_set1_epi32(qh), spread);
+    let h = _mm256_cmpeq_epi8(_mm256_and_si256(h, bit), bit);
+    _mm256_or_si256(q, _mm256_and_si256(h, _mm256_set1_epi8(16)))
 }
 
 /// A block as [`dot8_blocks`] takes it: the quants, then `d` and `m` in every lane.
@@ -180,27 +188,35 @@ fn dot8_blocks<const Q4_1: bool>(n: usize, block: impl Fn(usize) -> Lanes, a: &E
 }
 // ANCHOR_END: avx2_eights
 
-/// One Q4_K block unpacked as [`crate::layout::eights_k::unpack_q4_k`] does: each 32 bytes of nibbles
-/// give two sub-blocks, by a mask and by a shift and a mask; the scales by F16C.
+/// One Q4_K block unpacked as [`crate::layout::eights_k::unpack_q4_k`] does: each 32 bytes
+/// of nibbles give two sub-blocks ([`q4_k_quants`]); the scales by F16C.
 #[target_feature(enable = "avx2,f16c")]
 pub(super) fn unpack_q4_k(b: &[u8]) -> BlockK {
     assert!(b.len() >= Q4_K_BYTES, "a whole block");
-    let low = _mm256_set1_epi8(0x0f);
     let mut q = [0u8; QK_K];
     for c in 0..4 {
-        // SAFETY: bytes 16 + 32c .. 48 + 32c of the block (checked), and 64 of the 256 out.
-        unsafe {
-            let v = _mm256_loadu_si256(b.as_ptr().add(16 + 32 * c).cast());
-            let out = q.as_mut_ptr().add(64 * c);
-            _mm256_storeu_si256(out.cast(), _mm256_and_si256(v, low));
-            let high = _mm256_and_si256(_mm256_srli_epi16::<4>(v), low);
-            _mm256_storeu_si256(out.add(32).cast(), high);
-        }
+        // SAFETY: bytes 16 + 32c .. 48 + 32c of the block (checked).
+        let v = unsafe { _mm256_loadu_si256(b.as_ptr().add(16 + 32 * c).cast()) };
+        q4_k_quants(v, (&mut q[64 * c..64 * c + 64]).try_into().expect("64"));
     }
     BlockK {
         q,
         sm: scales_and_mins(&b[4..16]),
         d: [f16(b, 0), f16(b, 2)],
+    }
+}
+
+/// Quants `64c..64c + 64` of a Q4_K block from its bytes of nibbles `16 + 32c..48 + 32c`
+/// (`v`): the low nibbles are the first 32, the high ones the next.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn q4_k_quants(v: __m256i, out: &mut [u8; 64]) {
+    let low = _mm256_set1_epi8(0x0f);
+    let high = _mm256_and_si256(_mm256_srli_epi16::<4>(v), low);
+    // SAFETY: 64 bytes out, 32 and 32.
+    unsafe {
+        _mm256_storeu_si256(out.as_mut_ptr().cast(), _mm256_and_si256(v, low));
+        _mm256_storeu_si256(out.as_mut_ptr().add(32).cast(), high);
     }
 }
 
@@ -261,42 +277,52 @@ pub(super) unsafe fn dot8_q4_k(rows: &RowsK, i: usize, a: &EightsK) -> [f32; 8] 
 }
 // ANCHOR_END: avx2_eights_q4_k
 
-/// One Q6_K block unpacked as [`crate::layout::eights_k::unpack_q6_k`] does: per half of 128 quants,
-/// four runs of 32, each a nibble of `ql` and two bits of `qh` put together by masks and
-/// shifts (as [`super::avx2_grid_k`]'s Q6_K kernel does); the scale by F16C.
+/// One Q6_K block unpacked as [`crate::layout::eights_k::unpack_q6_k`] does: each half of
+/// 128 quants from its 64 bytes of `ql` and 32 of `qh` ([`q6_k_quants`], as
+/// [`super::avx2_grid_k`]'s Q6_K kernel puts them together); the scale by F16C.
 #[target_feature(enable = "avx2,f16c")]
 pub(super) fn unpack_q6_k(b: &[u8]) -> BlockK {
     assert!(b.len() >= Q6_K_BYTES, "a whole block");
-    let (low, three) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(3));
     let mut q = [0u8; QK_K];
     for h in 0..2 {
-        // SAFETY: ql bytes 64h..64h + 64 and qh bytes 128 + 32h..+32 of the block (checked),
-        // and quants 128h..128h + 128 of the 256 out.
-        unsafe {
-            let p = b.as_ptr();
-            let ql0 = _mm256_loadu_si256(p.add(64 * h).cast());
-            let ql1 = _mm256_loadu_si256(p.add(64 * h + 32).cast());
-            let qh = _mm256_loadu_si256(p.add(128 + 32 * h).cast());
-            let top = |v: __m256i| _mm256_and_si256(v, _mm256_slli_epi16::<4>(three)); // bits 4, 5
-            let runs = [
-                _mm256_or_si256(_mm256_and_si256(ql0, low), top(_mm256_slli_epi16::<4>(qh))),
-                _mm256_or_si256(_mm256_and_si256(ql1, low), top(_mm256_slli_epi16::<2>(qh))),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(ql0), low), top(qh)),
-                _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), low),
-                    top(_mm256_srli_epi16::<2>(qh)),
-                ),
-            ];
-            for (run, v) in runs.into_iter().enumerate() {
-                _mm256_storeu_si256(q.as_mut_ptr().add(128 * h + 32 * run).cast(), v);
-            }
-        }
+        // SAFETY: ql bytes 64h..64h + 64 and qh bytes 128 + 32h..+32 of the block (checked).
+        let [ql0, ql1, qh] = [64 * h, 64 * h + 32, 128 + 32 * h]
+            .map(|at| unsafe { _mm256_loadu_si256(b.as_ptr().add(at).cast()) });
+        q6_k_quants(
+            ql0,
+            ql1,
+            qh,
+            (&mut q[128 * h..128 * h + 128]).try_into().expect("128"),
+        );
     }
     let sm = b[192..208].try_into().expect("16 scales");
     BlockK {
         q,
         sm,
         d: [f16(b, 208), 0.0],
+    }
+}
+
+/// Quants `128h..128h + 128` of a Q6_K block from its half `h`: `ql` bytes `64h..64h + 32`
+/// (`ql0`) and the next 32 (`ql1`), and `qh` bytes `128 + 32h..` (`qh`). Four runs of 32,
+/// each a nibble of `ql` and two bits of `qh` put together by masks and shifts.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn q6_k_quants(ql0: __m256i, ql1: __m256i, qh: __m256i, out: &mut [u8; 128]) {
+    let (low, three) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(3));
+    let top = |v: __m256i| _mm256_and_si256(v, _mm256_slli_epi16::<4>(three)); // bits 4, 5
+    let runs = [
+        _mm256_or_si256(_mm256_and_si256(ql0, low), top(_mm256_slli_epi16::<4>(qh))),
+        _mm256_or_si256(_mm256_and_si256(ql1, low), top(_mm256_slli_epi16::<2>(qh))),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(ql0), low), top(qh)),
+        _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), low),
+            top(_mm256_srli_epi16::<2>(qh)),
+        ),
+    ];
+    for (run, v) in runs.into_iter().enumerate() {
+        // SAFETY: 32 bytes of the 128 out.
+        unsafe { _mm256_storeu_si256(out.as_mut_ptr().add(32 * run).cast(), v) };
     }
 }
 

@@ -81,6 +81,8 @@ pub mod avx2_rows4_q5_0;
 #[cfg(target_arch = "x86_64")]
 pub mod avx2_rows8_q4_q8;
 #[cfg(target_arch = "x86_64")]
+pub mod avx2_unpack;
+#[cfg(target_arch = "x86_64")]
 pub mod avx512_attention_f32;
 #[cfg(target_arch = "x86_64")]
 pub mod avx512_exp;

@@ -14,12 +14,15 @@
 //! the same bits.
 
 use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
-use ch06_quantization::matrix::Q32;
+use std::ops::Range;
+
+use ch06_quantization::matrix::{Packable, Q32};
 use ch06_quantization::{Kernels, Scalar, dot};
 
 use crate::layout::eights::{self, Block32, Eights, Rows32};
 use crate::layout::eights_k::{self, EightsK, RowsK};
 use crate::layout::kquant::{self, BlockQ8K, KQuant, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide};
+use crate::layout::packed::Packed;
 use crate::layout::packed_dot::PackedToken;
 use crate::layout::quads::{ActQuads, KQuads};
 
@@ -172,6 +175,23 @@ pub trait ManyTokens: OneToken {
             KQuant::Q4_K => out.unpack(Q4_K_BYTES, rows, eights_k::unpack_q4_k),
             KQuant::Q6_K => out.unpack(Q6_K_BYTES, rows, eights_k::unpack_q6_k),
         }
+    }
+    /// Rows `rows` of a packed Q4_0, Q4_1 or Q5_0 matrix unpacked for
+    /// [`ManyTokens::dot8_row32`]: [`Packed::unpack_rows32`]'s blocks, which this default
+    /// returns. SIMD levels gather each row's bytes out of the groups.
+    fn unpack_packed32(&self, p: &Packed, rows: Range<usize>, out: &mut Rows32) {
+        p.unpack_rows32(rows, out);
+    }
+    /// Rows `rows` of a packed Q4_K or Q6_K matrix unpacked for [`ManyTokens::dot8_q4_k`]
+    /// (`dot8_q6_k`): [`ManyTokens::unpack_rows_k`] of the rows [`Packed::tile`] takes back
+    /// out of the groups, which is how this default makes them. SIMD levels gather each
+    /// row's bytes out of the groups as they unpack it, without the copy in between.
+    fn unpack_packed_k(&self, p: &Packed, rows: Range<usize>, out: &mut RowsK) {
+        let Packable::K(kquant) = p.layout else {
+            panic!("unpack_packed_k: {} is not Q4_K or Q6_K", p.format.name())
+        };
+        let mut tile = Vec::new();
+        self.unpack_rows_k(kquant, &p.tile(rows, &mut tile), out);
     }
     /// Row `i` of unpacked Q4_K rows against eight tokens: eight `dot_q4_k`s, bit for bit.
     fn dot8_q4_k(&self, rows: &RowsK, i: usize, a: &EightsK) -> [f32; 8] {

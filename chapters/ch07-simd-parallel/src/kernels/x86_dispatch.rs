@@ -10,9 +10,12 @@ use super::X86;
 use super::products::{ByToken, ManyTokens, OneToken, q8_0_rows_with_half};
 use super::{avx2_exp, avx2_many_f32, avx2_one_f32, avx2_one_q4_q8, avx2_quantize};
 use super::{avx2_rows4_q4_q8, avx512_attention_f32, avx512_exp};
+use std::ops::Range;
+
 use crate::layout::eights::{Block32, Eights, Rows32};
 use crate::layout::eights_k::{EightsK, RowsK};
 use crate::layout::kquant::{BlockQ8K, KQuant, Q4_K_BYTES, Q5_0_BYTES, Q6_K_BYTES, Q8_0Wide};
+use crate::layout::packed::Packed;
 use crate::layout::packed_dot::PackedToken;
 use crate::layout::quads::{ActQuads, KQuads};
 use ch06_quantization::Kernels;
@@ -253,6 +256,14 @@ impl<const VNNI: bool> ManyTokens for X86<VNNI> {
     fn dot8x4_q6_k(&self, rows: &RowsK, i: usize, a: &EightsK) -> [[f32; 8]; 4] {
         // SAFETY: as in dot8_q4_k.
         unsafe { super::avx2_eights4_k::dot8x4_q6_k(rows, i, a) }
+    }
+    fn unpack_packed32(&self, p: &Packed, rows: Range<usize>, out: &mut Rows32) {
+        // SAFETY: for_isa hands this out only when the CPU has AVX2 and F16C.
+        unsafe { super::avx2_unpack::unpack_packed32(p, rows, out) }
+    }
+    fn unpack_packed_k(&self, p: &Packed, rows: Range<usize>, out: &mut RowsK) {
+        // SAFETY: as above.
+        unsafe { super::avx2_unpack::unpack_packed_k(p, rows, out) }
     }
     fn unpack_rows32(&self, format: Q32, rows: &[&[u8]], out: &mut Rows32) {
         // SAFETY: for_isa hands this out only when the CPU has AVX2 and F16C.

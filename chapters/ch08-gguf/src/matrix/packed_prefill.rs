@@ -14,8 +14,9 @@ use super::types::{Acts, Matrix};
 
 // ANCHOR: packed_prefill
 /// A packed matrix in a prefill: chapter 8's eight-token prefill ([`eights`]) for as many
-/// tokens as give every thread whole eights, its tiles of rows taken out of the groups as
-/// they are unpacked; the last few tokens split by rows ([`split_by_rows`]).
+/// tokens as give every thread whole eights, its tiles of rows unpacked straight out of the
+/// groups (`ManyTokens::unpack_packed32`, `unpack_packed_k`); the last few tokens split by
+/// rows ([`split_by_rows`]).
 pub(super) fn packed_prefill(
     m: &Matrix,
     p: &Packed,
@@ -47,10 +48,7 @@ pub(super) fn packed_prefill(
                     main,
                     tile_rows_k(cols),
                     |t| EightsK::new(std::array::from_fn(|j| q8k(t + j))),
-                    |rs, u: &mut RowsK| {
-                        let mut tile = Vec::new();
-                        kk.unpack_rows_k(kquant, &p.tile(rs, &mut tile), u);
-                    },
+                    |rs, u: &mut RowsK| kk.unpack_packed_k(p, rs, u),
                     |u, i, a, out| dot16_k(kk, kquant, u, i, a, out),
                     every_band_whole,
                     whole,
@@ -70,7 +68,8 @@ pub(super) fn packed_prefill(
                         unreachable!("quantize made the activations for this matrix")
                     }
                 };
-                let unpack = |rs: std::ops::Range<usize>, u: &mut Rows32| p.unpack_rows32(rs, u);
+                let unpack =
+                    |rs: std::ops::Range<usize>, u: &mut Rows32| kk.unpack_packed32(p, rs, u);
                 prefill_unpacked32(
                     kk,
                     format,
