@@ -14,7 +14,7 @@ use super::types::{Acts, Matrix};
 
 // ANCHOR: packed_prefill
 /// A packed matrix in a prefill: chapter 8's eight-token prefill ([`eights`]) for as many
-/// tokens as give every thread whole eights, its tiles of rows unpacked straight out of the
+/// tokens as give every band whole eights ([`super::policy::whole_eights`]), its tiles of rows unpacked straight out of the
 /// groups (`ManyTokens::unpack_packed32`, `unpack_packed_k`); the last few tokens split by
 /// rows ([`split_by_rows`]).
 pub(super) fn packed_prefill(
@@ -27,8 +27,7 @@ pub(super) fn packed_prefill(
     seq: usize,
 ) {
     let (rows, cols) = (p.rows, p.cols);
-    let eights = 8 * rayon::current_num_threads();
-    let main = seq / eights * eights;
+    let main = super::policy::whole_eights(seq, rayon::current_num_threads());
     let every_band_whole = |_, _| -> [f32; 4] { unreachable!("every band is whole eights") };
     let whole = |_, _| -> f32 { unreachable!("every band is whole eights") };
     if main > 0 {

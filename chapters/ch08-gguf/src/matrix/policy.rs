@@ -163,6 +163,24 @@ pub fn split_for(band: Option<usize>, seq: usize, threads: usize) -> (usize, usi
     (bands, (threads / bands).max(1))
 }
 
+/// The most tokens of a prefill of `seq` on `threads` threads that [`prefill_split`] cuts
+/// into bands of whole eights: what a packed matrix gives its eight-token kernels
+/// ([`super::prefill::prefill`] has no product of a single token for it), the rest going by
+/// rows.
+pub fn whole_eights(seq: usize, threads: usize) -> usize {
+    whole_eights_for(prefill_band().ok().flatten(), seq, threads)
+}
+
+/// [`whole_eights`] for a given band length: the largest multiple of eight whose bands
+/// (`m.div_ceil(bands)` tokens each, the last one what is left) are whole eights.
+pub fn whole_eights_for(band: Option<usize>, seq: usize, threads: usize) -> usize {
+    (0..=seq / 8)
+        .rev()
+        .map(|e| 8 * e)
+        .find(|&m| m.div_ceil(split_for(band, m, threads).0).is_multiple_of(8))
+        .unwrap_or(0)
+}
+
 /// Every policy the environment sets for a decode step, checked: this chapter's floor and
 /// chapter 7's team ([`ch07_simd_parallel::team::team_policy`]). An engine is not made with a
 /// bad value.
@@ -211,6 +229,47 @@ mod tests {
         assert_eq!(split_for(Some(128), 512, 16), (4, 4));
         assert_eq!(split_for(Some(128), 512, 2), (2, 1));
         assert_eq!(split_for(Some(128), 40, 16), (1, 16));
+    }
+
+    #[test]
+    fn a_packed_prefill_gives_every_band_whole_eights() {
+        for band in [
+            None,
+            Some(8),
+            Some(20),
+            Some(36),
+            Some(64),
+            Some(100),
+            Some(4096),
+        ] {
+            for threads in 1..=17 {
+                for seq in 0..700 {
+                    let m = whole_eights_for(band, seq, threads);
+                    let (bands, _) = split_for(band, m, threads);
+                    let per = m.div_ceil(bands);
+                    assert!(
+                        m <= seq && m % 8 == 0 && per % 8 == 0,
+                        "band {band:?}, {threads} threads, {seq} tokens: {m} tokens in bands \
+                         of {per}, not whole eights"
+                    );
+                    // none larger would do
+                    let next = (m + 8..=seq)
+                        .step_by(8)
+                        .find(|&n| n.div_ceil(split_for(band, n, threads).0).is_multiple_of(8));
+                    assert_eq!(next, None, "band {band:?}, {threads} threads, {seq} tokens");
+                }
+            }
+        }
+        // unset, the bands are the threads' (four at most): every multiple of 8 of them
+        assert_eq!(whole_eights_for(None, 300, 16), 288);
+        assert_eq!(whole_eights_for(None, 300, 2), 288);
+        assert_eq!(whole_eights_for(None, 300, 3), 288);
+        assert_eq!(whole_eights_for(None, 300, 5), 296);
+        // a band of 36 on 8 threads: 200 tokens are five bands of 40; of 199, 192 would be
+        // five bands of 39, 176 four of 44
+        assert_eq!(whole_eights_for(Some(36), 200, 8), 200);
+        assert_eq!(split_for(Some(36), 192, 8), (5, 1));
+        assert_eq!(whole_eights_for(Some(36), 199, 8), 160);
     }
 
     #[test]
