@@ -248,7 +248,7 @@ mod tests {
                     let (bands, _) = split_for(band, m, threads);
                     let per = m.div_ceil(bands);
                     assert!(
-                        m <= seq && m % 8 == 0 && per % 8 == 0,
+                        m <= seq && m.is_multiple_of(8) && per.is_multiple_of(8),
                         "band {band:?}, {threads} threads, {seq} tokens: {m} tokens in bands \
                          of {per}, not whole eights"
                     );
