@@ -13,9 +13,9 @@
 //! integer sums with the same float operations as the scalar code, so every level returns
 //! the same bits.
 
-use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
 use std::ops::Range;
 
+use ch06_quantization::blocks::{BlockQ8_0, BlockQ8_1};
 use ch06_quantization::matrix::{Packable, Q32};
 use ch06_quantization::{Kernels, Scalar, dot};
 

@@ -14,9 +14,9 @@ use super::types::{Acts, Matrix};
 
 // ANCHOR: packed_prefill
 /// A packed matrix in a prefill: chapter 8's eight-token prefill ([`eights`]) for as many
-/// tokens as give every band whole eights ([`super::policy::whole_eights`]), its tiles of rows unpacked straight out of the
-/// groups (`ManyTokens::unpack_packed32`, `unpack_packed_k`); the last few tokens split by
-/// rows ([`split_by_rows`]).
+/// tokens as give every band whole eights ([`super::policy::whole_eights`]), its tiles of
+/// rows unpacked straight out of the groups (`ManyTokens::unpack_packed32`,
+/// `unpack_packed_k`); the last few tokens split by rows ([`split_by_rows`]).
 pub(super) fn packed_prefill(
     m: &Matrix,
     p: &Packed,

@@ -260,7 +260,8 @@ mod tests {
                 }
             }
         }
-        // unset, the bands are the threads' (four at most): every multiple of 8 of them
+        // unset, as many bands as threads up to four (one on 5, three on 6): a multiple of
+        // eight tokens a band
         assert_eq!(whole_eights_for(None, 300, 16), 288);
         assert_eq!(whole_eights_for(None, 300, 2), 288);
         assert_eq!(whole_eights_for(None, 300, 3), 288);
