@@ -120,6 +120,7 @@ pub(super) fn unpack_packed_k(p: &Packed, rows: Range<usize>, out: &mut RowsK) {
     for (r, out) in rows.zip(out.chunks_exact_mut(nb.max(1))) {
         let (group, lane) = (p.group(r / GROUP), r % GROUP);
         let at_d = f.field_at(0, lane).0;
+        let at_dmin = f.fields().get(1).map(|_| f.field_at(1, lane).0); // Q4_K's
         let at = head + 4 * lane; // the row's first piece
         let piece = |c: usize| at + 32 * c; // where the row's piece c lies
         for (blk, o) in group.chunks_exact(gbb).zip(out) {
@@ -135,7 +136,8 @@ pub(super) fn unpack_packed_k(p: &Packed, rows: Range<usize>, out: &mut RowsK) {
                         p.copy_from_slice(&word(blk, piece(c)));
                     }
                     o.sm = scales_and_mins(&packed);
-                    o.d = [f16(blk, at_d), f16(blk, f.field_at(1, lane).0)];
+                    let at_dmin = at_dmin.expect("Q4_K keeps dmin beside d");
+                    o.d = [f16(blk, at_d), f16(blk, at_dmin)];
                 }
                 KQuant::Q6_K => {
                     for h in 0..2 {
