@@ -159,7 +159,8 @@ fn test_all() -> Result<(), String> {
         // said now, not after an hour of tests
         return Err(format!(
             "mdbook is not installed, and with CI set the HTML build is required (install it \
-             as .ci/run does: cargo install mdbook --version {} --locked)",
+             as .ci/run does: cargo install mdbook --version {} --locked \
+             --no-default-features --features search)",
             book::MDBOOK_VERSION
         ));
     }
