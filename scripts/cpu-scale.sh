@@ -6,7 +6,7 @@
 #   bash scripts/cpu-scale.sh --out DIR [--threads 2,4,8,16] [--threads SHAPE=LIST]
 #        [--shapes smollm2,1b,7b] [--rounds 3] [--budget 450] [--carried .scale]
 #        [--ours NAME=PATH[@VAR=VALUE]...]... [--candidates] [--no-llama] [--tag TAG]
-#        [--llama-bench PATH] [--dry-run]
+#        [--short N] [--llama-bench PATH] [--dry-run]
 #   bash scripts/cpu-scale.sh --regions --out DIR [--threads 16] [--carried DIR] [--candidates]
 #
 # It builds nothing: it runs what `scripts/cpu-scale-build.sh` put in the carried folder
@@ -20,7 +20,10 @@
 # the others get a second table (the same rounds, alternating with the rest); without
 # --ours, one build, bin/ch08-gguf. --candidates adds the decode policies below to the
 # builds. --no-llama leaves llama-bench out; --tag TAG names the files <shape>-TAG.md,
-# cpu-scale-TAG.log and rounds-TAG.tsv, so two runs can share a folder.
+# cpu-scale-TAG.log and rounds-TAG.tsv, so two runs can share a folder. --short N (8 to
+# 512) also races a prefill of N tokens, a chat turn's prompt (llama-bench -p 512,N; ours
+# `bench --short N`), in a table of its own: past four threads a short prompt is cut
+# differently from pp512's (the few-thread candidate below).
 # --regions races nothing: it writes $OUT/scale-16/regions.md, what one parallel region
 # costs at 1, 2, 4, ... threads up to the highest of --threads (`ch07-simd-parallel
 # regions`, team and rayon), and how a decode step of the SmolLM2-shaped file is cut into
@@ -42,10 +45,16 @@
 #               2026-11-29 (each of 16 threads takes 32 tokens of a 512-token prompt and
 #               unpacks every tile of the weights for them), where by default at most four
 #               bands share a product and the other threads split each band's rows
+#   few-thread  LLM_BOOK_FEW_PER=thread, for short prompts: a product splits its rows, not
+#               its tokens, below 16 tokens a thread (256 at 16 threads), as before
+#               2026-11-30, where by default it is 16 tokens a band (64 at 16 threads)
 # One lease races them with the default (a few minutes for both commands):
 #   bash scripts/cpu-scale.sh --out OUT --regions --threads 16 --candidates
 #   bash scripts/cpu-scale.sh --out OUT --tag candidates --shapes smollm2 --threads 8,16 \
 #        --candidates --rounds 3
+# and the short prompts, ours and llama.cpp:
+#   bash scripts/cpu-scale.sh --out OUT --tag short --shapes 1b --threads 8,16 --short 128 \
+#        --ours ours=bin/ch08-gguf --ours few-thread=bin/ch08-gguf@LLM_BOOK_FEW_PER=thread
 #
 # 1. The log ($OUT/cpu-scale.log) begins with the machine: lscpu, nproc, memory, load.
 # 2. The files are made into a temporary folder (removed at the end) by
@@ -92,9 +101,10 @@ with_llama=yes
 regions=no
 candidates=no
 tag=""
+short=0
 
 usage() {
-    sed -n '2,44p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,57p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 while [[ $# -gt 0 ]]; do
@@ -111,6 +121,7 @@ while [[ $# -gt 0 ]]; do
     --no-llama) with_llama=no; shift ;;
     --regions) regions=yes; with_llama=no; shift ;;
     --tag) tag="${2:?--tag needs a name}"; shift 2 ;;
+    --short) short="${2:?--short needs a number of tokens}"; shift 2 ;;
     --shapes) shapes="${2:?--shapes needs a list}"; shift 2 ;;
     --rounds) rounds="${2:?--rounds needs a number}"; shift 2 ;;
     --budget) budget="${2:?--budget needs seconds}"; shift 2 ;;
@@ -128,6 +139,7 @@ done
 [[ -z "$tag" || "$tag" =~ ^[a-z0-9-]{1,20}$ ]] || { echo "error: --tag takes up to 20 of a-z, 0-9 and -" >&2; exit 2; }
 [[ "$rounds" =~ ^[0-9]+$ ]] && ((rounds >= 1 && rounds <= 20)) || { echo "error: --rounds must be 1 to 20" >&2; exit 2; }
 [[ "$budget" =~ ^[0-9]+$ ]] && ((budget >= 30 && budget <= 3600)) || { echo "error: --budget must be 30 to 3600 seconds" >&2; exit 2; }
+[[ "$short" =~ ^[0-9]+$ ]] && ((short == 0 || (short >= 8 && short <= 512))) || { echo "error: --short must be 8 to 512 tokens" >&2; exit 2; }
 for t in ${threads//,/ } ${shape_threads[*]//,/ }; do
     ((t >= 1 && t <= 256)) || { echo "error: --threads: $t is not between 1 and 256" >&2; exit 2; }
 done
@@ -148,6 +160,7 @@ if [[ $candidates == yes ]]; then
         "cap-8-park=bin/ch08-gguf@LLM_BOOK_DECODE_THREADS=8@LLM_BOOK_IDLE=park"
         "park=bin/ch08-gguf@LLM_BOOK_IDLE=park"
         "band-8=bin/ch08-gguf@LLM_BOOK_PREFILL_BAND=8"
+        "few-thread=bin/ch08-gguf@LLM_BOOK_FEW_PER=thread"
     )
 fi
 ours_names=() ours_bins=() ours_envs=()
@@ -232,14 +245,14 @@ load="$(cut -d' ' -f1 /proc/loadavg)"
 # JSON from both programs, and the tables at the end, read by Python.
 cat >"$work/scale.py" <<'EOF'
 import json, statistics, sys
-def llama(path):
+def llama(path, short):
     v = json.load(open(path))
     pick = lambda p, g: next(t["avg_ts"] for t in v if t["n_prompt"] == p and t["n_gen"] == g)
-    print(pick(512, 0), pick(0, 128))
+    print(pick(512, 0), pick(0, 128), pick(int(short), 0) if int(short) else "-")
 def ours(path):
     v = json.load(open(path))
-    print(v["pp512_tok_s"], v["tg128_tok_s"], v["isa"])
-def tables(tsv, outdir, suffix, head, shapes, engines):
+    print(v["pp512_tok_s"], v["tg128_tok_s"], v["isa"], (v.get("short_pp") or {}).get("tok_s", "-"))
+def tables(tsv, outdir, suffix, head, shapes, engines, short):
     rows = [l.rstrip("\n").split("\t") for l in open(tsv)][1:]
     engines = engines.split(",")
     main, others = engines[0], engines[1:]
@@ -252,7 +265,8 @@ def tables(tsv, outdir, suffix, head, shapes, engines):
         threads = sorted({int(r[1]) for r in rows if r[0] == shape})
         lines = [head, "",
                  f"Synthetic Llama file of {NAMES[shape]}'s shape, random Q4_0 weights (Q8_0 embedding): "
-                 "llama-bench (`-p 512 -n 128 -r 1`) and ours (`ch08-gguf bench --runs 1`) alternating, "
+                 f"llama-bench (`-p 512{',' + short if int(short) else ''} -n 128 -r 1`) and ours "
+                 f"(`ch08-gguf bench --runs 1{' --short ' + short if int(short) else ''}`) alternating, "
                  "medians of the rounds each thread count got.", "",
                  "| threads | rounds | ours pp512 | llama.cpp pp512 | ratio | ours tg128 | llama.cpp tg128 | ratio |",
                  "|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -283,10 +297,25 @@ def tables(tsv, outdir, suffix, head, shapes, engines):
                     ep, et = med(eok, 4), med(eok, 5)
                     lines.append(f"| {t} | {e} | {len(eok)} | {ep:.1f} tok/s | {ep / med(ok, 4):.2f}× "
                                  f"| {et:.1f} tok/s | {et / med(ok, 5):.2f}× |")
+        if int(short):
+            lines += ["", f"A prompt of {short} tokens (pp{short}), each build against llama.cpp:", "",
+                      f"| threads | build | rounds | pp{short} | against llama.cpp |",
+                      "|---:|---|---:|---:|---:|"]
+            for t in map(str, threads):
+                lok, _ = note(shape, t, "llama.cpp")
+                lok = [r for r in lok if r[7] != "-"]
+                for e in ["llama.cpp"] + engines:
+                    eok = [r for r in note(shape, t, e)[0] if r[7] != "-"]
+                    if not eok:
+                        lines.append(f"| {t} | {e} | 0 | not run | |")
+                        continue
+                    v = med(eok, 7)
+                    against = f"{v / med(lok, 7):.2f}×" if lok and e != "llama.cpp" else ""
+                    lines.append(f"| {t} | {e} | {len(eok)} | {v:.1f} tok/s | {against} |")
         open(f"{outdir}/{shape}{suffix}.md", "x").write("\n".join(lines) + "\n")
 NAMES = {"smollm2": "SmolLM2-135M", "1b": "Llama-3.2-1B", "7b": "Llama-2-7B"}
 cmd = sys.argv[1]
-if cmd == "llama": llama(sys.argv[2])
+if cmd == "llama": llama(sys.argv[2], sys.argv[3])
 elif cmd == "ours": ours(sys.argv[2])
 else: tables(*sys.argv[2:])
 EOF
@@ -339,24 +368,25 @@ if [[ $regions == yes ]]; then
     exit 0
 fi
 
-printf 'shape\tthreads\tround\tengine\tpp512\ttg128\tstatus\n' >"$tsv"
+printf 'shape\tthreads\tround\tengine\tpp512\ttg128\tstatus\tshort\n' >"$tsv"
 level=""
-record() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$tsv"; }
+record() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$tsv"; }
 # failed SHAPE THREADS ROUND ENGINE STATUS
 failed() {
     local what="failed"
     case "$5" in 124) what="timed out" ;; 125) what="not run" ;; esac
-    record "$1" "$2" "$3" "$4" "" "" "$what"
+    record "$1" "$2" "$3" "$4" "" "" "$what" "-"
     say "round $3, $1, threads $2: $4 $what (status $5)"
 }
 # one cell of a round: llama-bench, then each build of ours, on one file and thread count
 race() {
-    local s=$1 t=$2 r=$3 f="$work/$1.gguf" rc p g isa i
+    local s=$1 t=$2 r=$3 f="$work/$1.gguf" rc p g isa i q pp=512 more=()
+    ((short == 0)) || { pp="512,$short"; more=(--short "$short"); }
     if [[ $with_llama == yes ]]; then
         rc=0
-        run 240 "$llama" -m "$f" -p 512 -n 128 -r 1 -o json -t "$t" >"$work/l.json" 2>>"$log" || rc=$?
-        if ((rc == 0)) && read -r p g < <("$python" "$work/scale.py" llama "$work/l.json" 2>>"$log"); then
-            record "$s" "$t" "$r" llama.cpp "$p" "$g" ok
+        run 240 "$llama" -m "$f" -p "$pp" -n 128 -r 1 -o json -t "$t" >"$work/l.json" 2>>"$log" || rc=$?
+        if ((rc == 0)) && read -r p g q < <("$python" "$work/scale.py" llama "$work/l.json" "$short" 2>>"$log"); then
+            record "$s" "$t" "$r" llama.cpp "$p" "$g" ok "$q"
             say "$(printf 'round %s, %s, threads %s: llama.cpp pp512 %.1f tg128 %.1f tok/s' "$r" "$s" "$t" "$p" "$g")"
         else
             failed "$s" "$t" "$r" llama.cpp "$rc"
@@ -365,12 +395,12 @@ race() {
     for i in "${!ours_names[@]}"; do
         rc=0
         # shellcheck disable=SC2086 # the assignment is one word or none
-        run 240 env ${ours_envs[$i]} "${ours_bins[$i]}" bench -m "$f" --threads "$t" --runs 1 --json \
-            >"$work/o.json" 2>>"$log" || rc=$?
-        if ((rc == 0)) && read -r p g isa < <("$python" "$work/scale.py" ours "$work/o.json" 2>>"$log"); then
+        run 240 env ${ours_envs[$i]} "${ours_bins[$i]}" bench -m "$f" --threads "$t" --runs 1 "${more[@]}" \
+            --json >"$work/o.json" 2>>"$log" || rc=$?
+        if ((rc == 0)) && read -r p g isa q < <("$python" "$work/scale.py" ours "$work/o.json" 2>>"$log"); then
             [[ -n "$level" ]] || say "our binary picked $isa kernels"
             level="$isa"
-            record "$s" "$t" "$r" "${ours_names[$i]}" "$p" "$g" ok
+            record "$s" "$t" "$r" "${ours_names[$i]}" "$p" "$g" ok "$q"
             say "$(printf 'round %s, %s, threads %s: %s pp512 %.1f tg128 %.1f tok/s (%s kernels)' \
                 "$r" "$s" "$t" "${ours_names[$i]}" "$p" "$g" "$isa")"
         else
@@ -403,6 +433,6 @@ if [[ $dry == yes ]]; then
     head="$head"$'\n\n'"**Dry run on a shared machine: these numbers mean nothing.**"
 fi
 engines="$(IFS=,; echo "${ours_names[*]}")"
-"$python" "$work/scale.py" tables "$tsv" "$out/scale-16" "$suffix" "$head" "$(IFS=,; echo "${made[*]}")" "$engines"
+"$python" "$work/scale.py" tables "$tsv" "$out/scale-16" "$suffix" "$head" "$(IFS=,; echo "${made[*]}")" "$engines" "$short"
 say "wrote $out/scale-16/{$(IFS=,; echo "${made[*]}")}$suffix.md; $((budget - SECONDS))s of the budget left"
 for s in "${made[@]}"; do cat "$out/scale-16/$s$suffix.md"; done | tee -a "$log"

@@ -42,6 +42,27 @@ pub fn end_to_end(engine: &Engine, threads: usize, runs: usize) -> Result<EndToE
 }
 // ANCHOR_END: e2e
 
+/// A prefill of `n` tokens from an empty cache, tokens per second: the median of `runs`
+/// after one unmeasured run. A chat turn's prompt is tens to a few hundred tokens, and the
+/// products choose how to split a prefill by its length ([`crate::matrix::FEW`]), so pp512
+/// alone does not show what a short prompt meets.
+pub fn prefill_rate(engine: &Engine, threads: usize, runs: usize, n: usize) -> Result<f64, String> {
+    let prompt = bench_prompt(engine, n);
+    let err = |e: crate::Error| e.to_string();
+    in_pool(threads, || -> Result<f64, String> {
+        let mut rates = Vec::new();
+        for run in 0..=runs {
+            let mut cache = engine.new_cache(n).map_err(err)?;
+            let start = Instant::now();
+            engine.forward(&mut cache, &prompt, 0).map_err(err)?;
+            if run > 0 {
+                rates.push(n as f64 / start.elapsed().as_secs_f64());
+            }
+        }
+        Ok(median(&mut rates))
+    })?
+}
+
 /// tg128 alone, one run: 128 decode steps from an empty cache, tokens per second. For a
 /// measurement that alternates with another (chapter 9's `roofline`), where one median
 /// over several runs would pair a slow run of one with a fast run of the other.

@@ -66,6 +66,8 @@ options:
   --access HOW     load: normal (the default), random (no read-ahead: only what is touched
                    is read) or willneed (read the whole file now, in the background)
   --runs N         bench, profile: runs per measurement (default 3)
+  --short N        bench: also a prefill of N tokens (8 to 512), as a chat turn's prompt,
+                   where a prompt is cut for threads in other ways than pp512's
   --rounds N       compare, levels, depth: rounds (default 5)
   --markdown FILE  compare, levels, depth: also write the result as a Markdown table
   --depth N        depth: tokens in the cache before the 128 timed (default 4096)
@@ -77,7 +79,9 @@ environment (how a step is cut for threads; the same bits whatever they say):
   LLM_BOOK_DECODE_THREADS=N  the most threads a decode region is shared by [all]
   LLM_BOOK_IDLE=park         a helper a region has no task for sleeps at once [spin]
   LLM_BOOK_PREFILL_BAND=N    the fewest tokens a prefill band takes, its rows shared by
-                             the threads [a band a thread, at most four bands]";
+                             the threads [a band a thread, at most four bands]
+  LLM_BOOK_FEW_PER=thread    16 tokens a thread, not a band, before a product is split
+                             by tokens rather than by rows [band]";
 
 /// Parsed command line.
 pub struct Args {
@@ -95,6 +99,7 @@ pub struct Args {
     pub cold: bool,
     pub access: ch08_gguf::Access,
     pub runs: usize,
+    pub short: Option<usize>,
     pub rounds: usize,
     pub markdown: Option<PathBuf>,
     pub json: bool,
@@ -127,6 +132,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         cold: false,
         access: ch08_gguf::Access::Normal,
         runs: 3,
+        short: None,
         rounds: 5,
         markdown: None,
         json: false,
@@ -166,6 +172,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
                 })?;
             }
             Long("runs") => a.runs = parser.value()?.parse()?,
+            Long("short") => a.short = Some(parser.value()?.parse()?),
             Long("rounds") => a.rounds = parser.value()?.parse()?,
             Long("markdown") => a.markdown = Some(parser.value()?.into()),
             Long("json") => a.json = true,
@@ -184,7 +191,7 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
         "logits" => &["--model", "--ids", "--top", "--json", "--threads"],
         "generate" => &["--model", "--prompt", "--ids", "-n", "--json", "--threads"],
         "load" => &["--model", "--cold", "--access", "--json", "--threads"],
-        "bench" => &["--model", "--runs", "--json", "--threads"],
+        "bench" => &["--model", "--runs", "--short", "--json", "--threads"],
         "profile" => &["--model", "--runs", "--json", "--threads"],
         "regions" => &["--model", "--json", "--threads"],
         "compare" => &["--model", "--rounds", "--markdown", "--json", "--threads"],
@@ -243,6 +250,9 @@ fn parse_args() -> Result<Option<Args>, lexopt::Error> {
     }
     if !(1..=MAX_RUNS).contains(&a.runs) || !(1..=MAX_RUNS).contains(&a.rounds) {
         return Err(format!("--runs and --rounds must be between 1 and {MAX_RUNS}").into());
+    }
+    if a.short.is_some_and(|n| !(8..=512).contains(&n)) {
+        return Err("--short must be between 8 and 512 tokens".into());
     }
     if a.depth > MAX_DEPTH {
         return Err(format!("--depth must be at most {MAX_DEPTH}").into());

@@ -106,6 +106,7 @@ fn bad_policy_variables_are_clear_errors() {
         ("LLM_BOOK_DECODE_THREADS", "0", "from 1 to 4095"),
         ("LLM_BOOK_TASK_BYTES", "64k", "from 1024 to 67108864"),
         ("LLM_BOOK_PREFILL_BAND", "4", "from 8 to 4096"),
+        ("LLM_BOOK_FEW_PER", "threads", "band or thread"),
     ] {
         let o = Command::new(env!("CARGO_BIN_EXE_ch08-gguf"))
             .args(["logits", "-m", model, "--ids", "1"])
@@ -129,44 +130,57 @@ fn bad_policy_variables_are_clear_errors() {
 /// A prefill cut into bands of tokens in other ways, each band's rows shared by the threads
 /// (`LLM_BOOK_PREFILL_BAND`), gives the logits of the default cut (on 8 threads, four bands
 /// of two runs of rows) to the bit: the same kernels on the same tokens and rows, whichever
-/// thread runs them.
+/// thread runs them. So does a shorter prefill split by rows where it would be cut into
+/// bands (`LLM_BOOK_FEW_PER=thread`: fewer than 16 tokens a thread, not a band).
 #[test]
 fn a_prefill_cut_by_rows_gives_the_same_logits() {
     use ch01_tensors::models;
     let path = models::require(&models::smollm2_gguf()).unwrap_or_else(|e| panic!("{e}"));
     let model = path.to_str().expect("a UTF-8 path");
-    // 200 tokens: on 8 threads, past the 16 a thread below which products split by rows
-    let ids: Vec<String> = (100..300).map(|i: u32| i.to_string()).collect();
-    let ids = ids.join(",");
-    let logits = |band: Option<&str>| {
+    let logits = |tokens: u32, env: Option<(&str, &str)>| {
+        let ids: Vec<String> = (100..100 + tokens).map(|i| i.to_string()).collect();
         let mut c = Command::new(env!("CARGO_BIN_EXE_ch08-gguf"));
         c.args([
             "logits",
             "-m",
             model,
             "--ids",
-            &ids,
+            &ids.join(","),
             "--threads",
             "8",
             "--top",
             "8",
             "--json",
         ]);
-        if let Some(band) = band {
-            c.env("LLM_BOOK_PREFILL_BAND", band);
+        if let Some((var, value)) = env {
+            c.env(var, value);
         }
         let o = c.output().expect("the binary runs");
         assert!(o.status.success(), "logits failed: {}", stderr(&o));
         String::from_utf8(o.stdout).expect("UTF-8 JSON")
     };
-    let default = logits(None);
-    // a band a thread; one band of eight runs of rows; three bands of two runs each; 36,
-    // which would cut the 192 tokens of whole eights into five bands of 39
-    for band in ["8", "128", "64", "36"] {
-        assert_eq!(
-            logits(Some(band)),
-            default,
-            "LLM_BOOK_PREFILL_BAND={band} changed the logits of a 200-token prefill"
-        );
+    // 200 tokens: a band a thread; one band of eight runs of rows; three bands of two runs
+    // each; 36, which would cut the 192 tokens of whole eights into five bands of 39.
+    // 100 tokens: four bands of about 25 (past 16 a band), or by rows (under 16 a thread).
+    for (tokens, vars) in [
+        (
+            200,
+            &[
+                ("LLM_BOOK_PREFILL_BAND", "8"),
+                ("LLM_BOOK_PREFILL_BAND", "128"),
+                ("LLM_BOOK_PREFILL_BAND", "64"),
+                ("LLM_BOOK_PREFILL_BAND", "36"),
+            ][..],
+        ),
+        (100, &[("LLM_BOOK_FEW_PER", "thread")][..]),
+    ] {
+        let default = logits(tokens, None);
+        for &(var, value) in vars {
+            assert_eq!(
+                logits(tokens, Some((var, value))),
+                default,
+                "{var}={value} changed the logits of a {tokens}-token prefill"
+            );
+        }
     }
 }

@@ -136,12 +136,14 @@ fn levels() -> Vec<(
 #[test]
 fn every_product_path_gives_the_scalar_numbers() {
     let mats = matrices();
-    for seq in [1, 2, 3, 5, 8, 9, 16, 17, 24, 40, 45] {
+    // five threads: one band of a prefill, its rows shared by five, from 16 tokens on;
+    // eight: four bands of two runs of rows, from 64 tokens (by rows below)
+    for seq in [1, 2, 3, 5, 8, 9, 16, 17, 24, 40, 45, 63, 64, 70] {
         let x = floats(seq * COLS, 100 + seq as u64);
         for (name, m) in &mats {
             let want = reference(m, &x, seq);
             for (isa, k, kk) in levels() {
-                for threads in [1, 2, 3] {
+                for threads in [1, 2, 3, 5, 8] {
                     let rows = m.rows();
                     let mut got = vec![0.0f32; seq * rows];
                     ch07_simd_parallel::pool::in_pool(threads, || {

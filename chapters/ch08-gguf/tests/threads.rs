@@ -1,10 +1,11 @@
 //! The claims this chapter makes about its prefill kernels, checked at the thread counts they
 //! are about.
 //!
-//! `Matrix::matmul` chooses a product's path by the tokens each thread of rayon's pool would
-//! get: with at least [`ch08_gguf::matrix::FEW`] (16) a thread, the tokens are split and each
-//! thread runs the prefill kernels (eight tokens a row on AVX2, four interleaved on AVX-512
-//! VNNI) over every weight; with fewer, the rows are split and every block of rows meets all
+//! `Matrix::matmul` chooses a product's path by the tokens each band of the prefill would
+//! get (a band a thread of rayon's pool, up to four): with at least
+//! [`ch08_gguf::matrix::FEW`] (16) a band, the tokens are split and each band runs the
+//! prefill kernels (eight tokens a row; four interleaved on AVX-512 VNNI where
+//! `LLM_BOOK_PREFILL=quads` asks) over every weight; with fewer, the rows are split and every block of rows meets all
 //! the tokens, eight at a time where the matrix has an eight-token kernel. A test in the
 //! default pool would reach one or the other depending on the machine's cores, so every test
 //! here names its thread counts. 37 tokens take the token split on one and two threads and

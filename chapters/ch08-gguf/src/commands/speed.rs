@@ -13,6 +13,13 @@ pub fn bench(a: &Args) -> Result<(), String> {
     let m = open_model(a)?;
     let engine = m.engine()?;
     let r = ch08_gguf::bench::end_to_end(&engine, a.threads, a.runs)?;
+    let short = match a.short {
+        Some(n) => Some((
+            n,
+            ch08_gguf::bench::prefill_rate(&engine, a.threads, a.runs, n)?,
+        )),
+        None => None,
+    };
     let head_ms = ch08_gguf::bench::lm_head_ms(&engine, a.threads, 5 * a.runs)?;
     let head_share = head_ms / (1e3 / r.tg128_tok_s);
     let rates = ch08_gguf::bench::matrix_rates(&engine, a.threads, 20 * a.runs)?;
@@ -38,7 +45,9 @@ pub fn bench(a: &Args) -> Result<(), String> {
             "{:#}",
             json!({"file": models::shown(&m.file.path), "architecture": m.model.family.name,
                    "isa": r.isa, "threads": r.threads, "pp512_tok_s": r.pp512_tok_s,
-                   "tg128_tok_s": r.tg128_tok_s, "mb_read_per_token": mb,
+                   "tg128_tok_s": r.tg128_tok_s,
+                   "short_pp": short.map(|(n, v)| json!({"tokens": n, "tok_s": v})),
+                   "mb_read_per_token": mb,
                    "lm_head_mb": m.model.lm_head().bytes() as f64 / 1e6,
                    "lm_head_ms": head_ms, "lm_head_share_of_decode": head_share,
                    "encode_mb_s": encode_mb_s, "encode_tokens": encode.map(|e| e.1),
@@ -59,6 +68,9 @@ pub fn bench(a: &Args) -> Result<(), String> {
         "  pp512 {:.1} tok/s   tg128 {:.1} tok/s",
         r.pp512_tok_s, r.tg128_tok_s
     );
+    if let Some((n, v)) = short {
+        println!("  pp{n} {v:.1} tok/s");
+    }
     println!(
         "  LM head alone: {head_ms:.2} ms a token, {:.0}% of a decode step, {:.1} GB/s",
         100.0 * head_share,

@@ -7,7 +7,7 @@ use ch06_quantization::Kernels;
 use ch06_quantization::matrix::{Activations, Format, Packable, Q32, QBlocks};
 
 use super::bands::rows_in_fours;
-use super::policy::{TASK_BYTES, task_bytes};
+use super::policy::{self, TASK_BYTES, task_bytes};
 use super::types::{Acts, Matrix};
 use ch07_simd_parallel::kernels::{ByToken, ManyTokens};
 use ch07_simd_parallel::layout::eights::{Eights, Rows32};
@@ -17,12 +17,13 @@ use ch07_simd_parallel::layout::packed::{self, Packed};
 use ch07_simd_parallel::layout::packed_dot::PackedToken;
 use ch07_simd_parallel::team;
 
-/// Tokens a thread must have before a product is split by tokens (a prefill: each thread
-/// reads every weight for its band of tokens) rather than by rows
-/// ([`super::matmul_group`]: each weight read once for all the tokens, eight at a time
-/// where the matrix has an eight-token kernel), for a matrix with a multi-token prefill kernel: below it, reading
-/// each weight once for all the tokens beats every thread reading all of them. A matrix
-/// without such a kernel stays split by rows twice as long.
+/// Tokens a band of a prefill (a thread, up to four threads; [`policy::few_parts`]) must
+/// have before a product is split by tokens (a prefill: every weight read once a band, for
+/// the band's tokens) rather than by rows ([`super::matmul_group`]: each weight read once
+/// for all the tokens, eight at a time where the matrix has an eight-token kernel), for a
+/// matrix with a multi-token prefill kernel: below it, reading each weight once for all the
+/// tokens beats reading it once a band. A matrix without such a kernel stays split by rows
+/// twice as long.
 pub const FEW: usize = 16;
 
 /// Up to this many eights of tokens, a block of rows is unpacked in registers again for
@@ -244,20 +245,25 @@ impl Matrix {
         }
     }
 
-    /// Whether a product of `seq` tokens is split by rows: too few tokens per thread for
-    /// this matrix's prefill kernel to pay for reading every weight on every thread.
+    // ANCHOR: by_rows
+    /// Whether a product of `seq` tokens is split by rows: too few tokens a band of its
+    /// prefill (a thread, up to four threads; [`policy::few_parts`]) for this matrix's
+    /// prefill kernel to pay for reading every weight once a band.
     pub(super) fn by_rows(&self, kk: &dyn ManyTokens, seq: usize) -> bool {
+        let threads = rayon::current_num_threads();
+        let parts = policy::few_parts(self.prefill_is_banded(kk), seq, threads);
         if let Matrix::P(_) = self {
             // it has no product of its own to split by tokens without a prefill kernel
-            return !self.has_prefill_kernel(kk) || seq < FEW * rayon::current_num_threads();
+            return !self.has_prefill_kernel(kk) || seq < FEW * parts;
         }
-        let per_thread = if self.has_prefill_kernel(kk) {
+        let per_part = if self.has_prefill_kernel(kk) {
             FEW
         } else {
             2 * FEW
         };
-        self.act_kind().is_some() && seq < per_thread * rayon::current_num_threads()
+        self.act_kind().is_some() && seq < per_part * parts
     }
+    // ANCHOR_END: by_rows
 
     /// Rows `r0..r0 + n` against every token, `out[t]` token `t`'s `n` outputs: eight tokens
     /// at a time where the matrix has an eight-token kernel (`eights`), then four at a time

@@ -181,12 +181,78 @@ pub fn whole_eights_for(band: Option<usize>, seq: usize, threads: usize) -> usiz
         .unwrap_or(0)
 }
 
-/// Every policy the environment sets for a decode step, checked: this chapter's floor and
-/// chapter 7's team ([`ch07_simd_parallel::team::team_policy`]). An engine is not made with a
-/// bad value.
+// ANCHOR: few_per
+/// What a product's tokens are counted per when it chooses between splitting its rows
+/// and splitting its tokens ([`super::FEW`] of them at the least): `LLM_BOOK_FEW_PER=band`
+/// (the default) or `thread`. A prefill cut into bands reads every weight once a band, and
+/// up to four threads a band is a thread; past four, four bands share the threads, so a
+/// 64-token prompt on sixteen threads gives each band 16 tokens, enough for the sixteen-token
+/// kernels, where counted per thread it would have 4 and go by rows, four tokens at a time.
+/// `thread` keeps the count per thread (sixteen tokens a thread before a product is split by
+/// tokens), to race the two where the cores are.
+pub const FEW_PER_VAR: &str = "LLM_BOOK_FEW_PER";
+
+/// What [`FEW_PER_VAR`] names.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum FewPer {
+    Band,
+    Thread,
+}
+
+/// The count `value` names (`None` or empty: [`FewPer::Band`]).
+pub fn parse_few_per(value: Option<&str>) -> Result<FewPer, String> {
+    match value {
+        None | Some("" | "band") => Ok(FewPer::Band),
+        Some("thread") => Ok(FewPer::Thread),
+        Some(v) => Err(format!(
+            "{FEW_PER_VAR}={v:?}: band or thread, what a prefill's fewest tokens are counted \
+             per (unset: band)"
+        )),
+    }
+}
+
+/// The count this process runs with, read once from [`FEW_PER_VAR`].
+pub fn few_per() -> Result<FewPer, String> {
+    static PER: std::sync::OnceLock<Result<FewPer, String>> = std::sync::OnceLock::new();
+    PER.get_or_init(|| parse_few_per(std::env::var(FEW_PER_VAR).ok().as_deref()))
+        .clone()
+}
+
+/// How many parts a product of `seq` tokens on `threads` threads is counted in before it
+/// may be split by tokens: its prefill's bands ([`prefill_split`]) for a matrix whose
+/// prefill is `banded`, otherwise a thread each (a band a thread, or chapter 6's product).
+pub fn few_parts(banded: bool, seq: usize, threads: usize) -> usize {
+    few_parts_for(
+        few_per().unwrap_or(FewPer::Band),
+        prefill_band().ok().flatten(),
+        banded,
+        seq,
+        threads,
+    )
+}
+
+/// [`few_parts`] for a given count and band length.
+pub fn few_parts_for(
+    per: FewPer,
+    band: Option<usize>,
+    banded: bool,
+    seq: usize,
+    threads: usize,
+) -> usize {
+    match (per, banded) {
+        (FewPer::Band, true) => split_for(band, seq, threads).0,
+        (FewPer::Band, false) | (FewPer::Thread, _) => threads.max(1),
+    }
+}
+// ANCHOR_END: few_per
+
+/// Every policy the environment sets, checked: this chapter's task floor, prefill band and
+/// count of the fewest tokens, and chapter 7's team
+/// ([`ch07_simd_parallel::team::team_policy`]). An engine is not made with a bad value.
 pub fn check() -> Result<(), String> {
     task_bytes()?;
     prefill_band()?;
+    few_per()?;
     ch07_simd_parallel::team::team_policy()?;
     Ok(())
 }
@@ -271,6 +337,36 @@ mod tests {
         assert_eq!(whole_eights_for(Some(36), 200, 8), 200);
         assert_eq!(split_for(Some(36), 192, 8), (5, 1));
         assert_eq!(whole_eights_for(Some(36), 199, 8), 160);
+    }
+
+    #[test]
+    fn the_fewest_tokens_are_counted_per_band_of_the_prefill() {
+        assert_eq!(parse_few_per(None), Ok(FewPer::Band));
+        assert_eq!(parse_few_per(Some("thread")), Ok(FewPer::Thread));
+        let e = parse_few_per(Some("threads")).unwrap_err();
+        assert!(e.contains("band or thread"), "{FEW_PER_VAR}=threads: {e}");
+        // the tokens below which a banded product of `seq` goes by rows: 16 a part
+        let below = |per, band, threads| {
+            (1..=4096)
+                .find(|&seq| {
+                    seq >= super::super::FEW * few_parts_for(per, band, true, seq, threads)
+                })
+                .expect("some prompt is long enough")
+        };
+        // a band a thread up to four threads, whichever is counted
+        for t in 1..=4 {
+            assert_eq!(below(FewPer::Band, None, t), 16 * t);
+            assert_eq!(below(FewPer::Thread, None, t), 16 * t);
+        }
+        // past four, four bands (or the most that divide the threads), not a thread each
+        for (t, bands) in [(5, 1), (6, 3), (8, 4), (12, 4), (16, 4), (64, 4)] {
+            assert_eq!(below(FewPer::Band, None, t), 16 * bands, "{t} threads");
+            assert_eq!(below(FewPer::Thread, None, t), 16 * t, "{t} threads");
+        }
+        // a band of 8 (a band a thread, as before): 16 tokens a thread again
+        assert_eq!(below(FewPer::Band, Some(8), 16), 256);
+        // a matrix whose prefill is a band a thread (VNNI's quads) counts threads
+        assert_eq!(few_parts_for(FewPer::Band, None, false, 64, 16), 16);
     }
 
     #[test]

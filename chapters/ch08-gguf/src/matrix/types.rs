@@ -106,6 +106,22 @@ impl Matrix {
         }
     }
 
+    /// Whether this matrix's prefill cuts the tokens as [`super::policy::prefill_split`]
+    /// says (at most four bands, each band's rows shared by the other threads:
+    /// [`super::prefill::prefill`], the eight-token kernels) rather than into a band a thread
+    /// ([`super::bands::prefill_bands`]: VNNI's four-token kernels, where they were asked
+    /// for). False where it has no prefill kernel.
+    pub(super) fn prefill_is_banded(&self, kk: &dyn ManyTokens) -> bool {
+        use crate::matrix::policy::use_eights;
+        self.has_prefill_kernel(kk)
+            && match self {
+                // Q4_0 and Q8_0 take the eights even where the quads were asked for
+                Matrix::Q(m) => m.format().qblocks() != Some(QBlocks::Q4_1) || use_eights(kk),
+                Matrix::K(_) => use_eights(kk),
+                Matrix::P(_) => true, // packed_prefill
+            }
+    }
+
     /// Which activations the matrix multiplies with: two matrices with the same kind can
     /// share one quantization of the same input. `None` where the products go through
     /// chapter 6's own (f32 and INT8 weights).
