@@ -11,6 +11,8 @@
 // positions, so the writes need no barrier between workgroups, and no dispatch of their own.
 // A prefill's queries and keys come rotated by `rope.wgsl`; a decode step's (`params.rotate`)
 // are rotated here, as they are read, by the same arithmetic: one dispatch a layer fewer.
+// So are Gemma-3's and Qwen3's norms on each head of Q and K (`params.qk_norm`): a decode
+// step's are computed here by `rmsnorm.wgsl`'s arithmetic, two dispatches a layer fewer.
 
 // ANCHOR: bindings
 struct Step {
@@ -44,8 +46,15 @@ struct Params {
     rotate: u32, // 1: q and k as the products gave them, turned here (rope.wgsl's `halves`
     halves: u32, //   and `table` below); 0: turned already
     table: u32,
+    qk_norm: u32, // 1 (with rotate): q and k each head normed here first, with q_norm, k_norm
+    eps: f32,     //   and eps
+    _pad0: u32,
+    _pad1: u32,
 }
-@group(0) @binding(9) var<uniform> params: Params;
+// (head_dim) each: the norms' weights, read when qk_norm is 1
+@group(0) @binding(9) var<storage, read> q_norm: array<f32>;
+@group(0) @binding(10) var<storage, read> k_norm: array<f32>;
+@group(0) @binding(11) var<uniform> params: Params;
 // ANCHOR_END: bindings
 
 // LANES, the workgroup's width, comes before this file (`ops.rs`): 64, or 256 for heads of
@@ -56,6 +65,59 @@ var<workgroup> partial: array<f32, LANES>;
 // This head's query, turned where the step asks: what `dot` reads, once a workgroup.
 const MOST_HEAD_DIM: u32 = 256u; // the host refuses wider heads
 var<workgroup> query: array<f32, MOST_HEAD_DIM>;
+
+// ANCHOR: head_norm
+// A head's RMSNorm scale, 1 / sqrt(mean(x²) + eps), as `rmsnorm.wgsl` computes a row's with
+// its 256 lanes: slot i of `squares` is what its lane i sums (elements i, i + 256, …), and
+// the same tree adds the slots, in `Sum` (f64 where the device has it): the same bits
+// whatever this workgroup's width. `of_k`: the head of k at `at`, else of q.
+const NORM_LANES: u32 = 256u;
+var<workgroup> squares: array<Sum, NORM_LANES>;
+
+fn raw(of_k: bool, i: u32) -> f32 {
+    if of_k {
+        return k[i];
+    }
+    return q[i];
+}
+
+fn head_scale(lane: u32, of_k: bool, at: u32) -> Sum {
+    for (var i = lane; i < NORM_LANES; i += LANES) {
+        var sum = Sum(0.0);
+        for (var j = i; j < params.head_dim; j += NORM_LANES) {
+            let v = raw(of_k, at + j);
+            sum += widen(v) * widen(v);
+        }
+        squares[i] = sum;
+    }
+    workgroupBarrier();
+    for (var width = NORM_LANES / 2u; width > 0u; width /= 2u) {
+        for (var i = lane; i < width; i += LANES) {
+            squares[i] += squares[i + width];
+        }
+        workgroupBarrier();
+    }
+    let scale = inverse_root(squares[0] / Sum(params.head_dim) + widen(params.eps));
+    workgroupBarrier(); // every lane has read it before a second head's sums are written
+    return scale;
+}
+
+// The scales of this workgroup's head of q and of its token's head of k (1 where not normed).
+var<private> q_scale: Sum;
+var<private> k_scale: Sum;
+
+// Element d of the head at `at`, normed where the step asks, as `rmsnorm.wgsl` writes it.
+fn normed(of_k: bool, at: u32, d: u32) -> f32 {
+    let v = raw(of_k, at + d);
+    if params.qk_norm == 0u {
+        return v;
+    }
+    if of_k {
+        return narrow(widen(v) * k_scale) * k_norm[d];
+    }
+    return narrow(widen(v) * q_scale) * q_norm[d];
+}
+// ANCHOR_END: head_norm
 
 // ANCHOR: turn
 // Element d of a head of token t, turned by t's angles as `rope.wgsl` turns it: its pair's
@@ -94,7 +156,7 @@ fn new_key(t: u32, kv: u32, d: u32) -> f32 {
         return k[at + d];
     }
     let p = pair_of(d);
-    return turned(k[at + p.x], k[at + p.y], t, d);
+    return turned(normed(true, at, p.x), normed(true, at, p.y), t, d);
 }
 
 // Element d of position j's key (or value) for KV head `kv`: this submission's tokens' from
@@ -187,13 +249,17 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
         first = pos + 1u - params.window;
     }
     // ANCHOR_END: window
-    // This head's query, turned where it is not yet.
+    // This head's query, normed and turned where it is not yet.
+    if params.qk_norm != 0u {
+        q_scale = head_scale(lane, false, h * hd);
+        k_scale = head_scale(lane, true, (t * params.n_kv_heads + kv) * hd);
+    }
     for (var d = lane; d < hd; d += LANES) {
         if params.rotate == 0u {
             query[d] = q[h * hd + d];
         } else {
             let p = pair_of(d);
-            query[d] = turned(q[h * hd + p.x], q[h * hd + p.y], t, d);
+            query[d] = turned(normed(false, h * hd, p.x), normed(false, h * hd, p.y), t, d);
         }
     }
     // Append: the group's first head stores this token's key and value.

@@ -31,6 +31,8 @@ pub struct Ops {
     pub argmax: wgpu::ComputePipeline,
     /// Bound as attention's `acts` where it does not quantize its output: never written.
     pub no_acts: wgpu::Buffer,
+    /// Bound as attention's `q_norm` and `k_norm` where it norms no heads: never read.
+    pub no_norm: wgpu::Buffer,
 }
 
 impl Ops {
@@ -45,6 +47,7 @@ impl Ops {
             last: gpu.pipeline("last", include_str!("../shaders/last.wgsl"))?,
             argmax: gpu.pipeline("argmax", include_str!("../shaders/argmax.wgsl"))?,
             no_acts: gpu.storage("no blocks", 64, wgpu::BufferUsages::empty()),
+            no_norm: gpu.storage("no head norm", 16, wgpu::BufferUsages::empty()),
         })
     }
 
@@ -84,15 +87,22 @@ impl Ops {
     }
 }
 
-/// The attention shader for workgroups of `lanes`, with the quantizer it calls and
-/// `exp_cpu`: in f64 where the device has it, to give the CPU's f32::exp bits.
+/// The attention shader for workgroups of `lanes`, with the quantizer it calls,
+/// `exp_cpu` and the heads' norms' `Sum`: in f64 where the device has it, to give the CPU's
+/// f32::exp bits and `rmsnorm.wgsl`'s sums.
 fn attention_source(gpu: &Gpu, lanes: usize) -> String {
-    let exp = match gpu.found.shader_f64 {
-        true => include_str!("../shaders/exp_f64.wgsl"),
-        false => include_str!("../shaders/exp_f32.wgsl"),
+    let (exp, sum) = match gpu.found.shader_f64 {
+        true => (
+            include_str!("../shaders/exp_f64.wgsl"),
+            include_str!("../shaders/sum_f64.wgsl"),
+        ),
+        false => (
+            include_str!("../shaders/exp_f32.wgsl"),
+            include_str!("../shaders/sum_f32.wgsl"),
+        ),
     };
     format!(
-        "{exp}\nconst LANES: u32 = {lanes}u;\n{}\n{}",
+        "{exp}\n{sum}\nconst LANES: u32 = {lanes}u;\n{}\n{}",
         include_str!("../shaders/quantize_chunk.wgsl"),
         include_str!("../shaders/attention.wgsl")
     )

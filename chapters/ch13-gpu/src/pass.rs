@@ -130,15 +130,26 @@ pub fn build(
                 add(b, out, bias)?; // Qwen2: a bias on each product, as chapter 8
             }
         }
-        if let Some((q_norm, k_norm)) = &layer.qk_norm {
-            // Gemma-3: every head of Q and K normalised, a row of head_dim each
-            b.norm_rows(&q_raw, q_norm, &q, s.head_dim, tokens * s.n_heads, s.eps)?;
-            b.norm_rows(&k_raw, k_norm, &k, s.head_dim, tokens * s.n_kv_heads, s.eps)?;
-        }
         // RoPE: a prefill's queries and keys turned by a dispatch of their own; a decode
-        // step's by attention, as it reads them (`rotate`)
+        // step's by attention, as it reads them (`rotate`), and so are their norms
         let (halves, table) = (1, u(layer.rope)?); // chapter 8's pairing, the layer's base
         let rotate = u32::from(tokens == 1);
+        // Gemma-3: every head of Q and K normalised, a row of head_dim each
+        let (head_norms, qk_norm) = match &layer.qk_norm {
+            Some((q_norm, k_norm)) if rotate == 1 => ((q_norm, k_norm), 1),
+            Some((q_norm, k_norm)) => {
+                b.norm_rows(&q_raw, q_norm, &q, s.head_dim, tokens * s.n_heads, s.eps)?;
+                b.norm_rows(&k_raw, k_norm, &k, s.head_dim, tokens * s.n_kv_heads, s.eps)?;
+                ((&shaders.ops.no_norm, &shaders.ops.no_norm), 0)
+            }
+            None => ((&shaders.ops.no_norm, &shaders.ops.no_norm), 0),
+        };
+        // what attention reads: the products' Q and K where it norms them
+        let (q_in, k_in) = if qk_norm == 1 {
+            (q_out, k_out)
+        } else {
+            (&q, &k)
+        };
         if rotate == 0 {
             let pairs = (s.n_heads + s.n_kv_heads) * s.head_dim / 2;
             b.grid(
@@ -179,19 +190,25 @@ pub fn build(
             rotate,
             halves,
             table,
+            qk_norm,
+            s.eps.to_bits(),
+            0,
+            0,
         ];
         b.grid(
             &shaders.ops.attention_for(b.gpu, s.head_dim)?,
             &[
                 step,
-                &q,
-                &k,
+                q_in,
+                k_in,
                 &v,
                 k_cache,
                 v_cache,
                 &heads,
                 &shared.scores,
                 &acts,
+                head_norms.0,
+                head_norms.1,
             ],
             &params,
             (s.n_heads, tokens),

@@ -114,8 +114,13 @@ fn attention_sees_only_the_window_and_caps_as_chapter_8_does() {
             0,
             0,
             0,
+            0, // no norms on the heads
+            0,
+            0,
+            0,
         ];
-        let buffers = [&step, &qb, &kb, &vb, &kc, &vc, &out, &scores, &acts];
+        let no = &ops.no_norm;
+        let buffers = [&step, &qb, &kb, &vb, &kc, &vc, &out, &scores, &acts, no, no];
         let d = Dispatch::new(&gpu, &ops.attention, &buffers, &params, n_heads).unwrap();
         run(&gpu, &d);
         let got = bits(&gpu, &out, n_heads * hd);
@@ -185,7 +190,7 @@ fn wide_attention_is_the_narrow_one_and_quantizes_q8_k() {
         [n_heads, n_kv, hd, capacity]
             .map(|n| n as u32)
             .into_iter()
-            .chain([scale.to_bits(), 0, 0, 0, quant, 0, 0, 0])
+            .chain([scale.to_bits(), 0, 0, 0, quant, 0, 0, 0, 0, 0, 0, 0])
     };
     let mut outputs = Vec::new();
     // 64 wide, not quantizing; then 256 wide, quantizing as Q8_K (the params' 3)
@@ -203,7 +208,8 @@ fn wide_attention_is_the_narrow_one_and_quantizes_q8_k() {
             blocks * BLOCK_WORDS * 4,
             wgpu::BufferUsages::COPY_SRC,
         );
-        let buffers = [&step, &qb, &kb, &vb, &kc, &vc, &out, &scores, &acts];
+        let no = &ops.no_norm;
+        let buffers = [&step, &qb, &kb, &vb, &kc, &vc, &out, &scores, &acts, no, no];
         let words: Vec<u32> = params(quant).collect();
         run(
             &gpu,
@@ -233,6 +239,121 @@ fn wide_attention_is_the_narrow_one_and_quantizes_q8_k() {
          {})",
         max_diff(&outputs[0], &outputs[1])
     );
+}
+
+/// A decode step's heads of Q and K normed by attention as it reads them (`qk_norm`,
+/// Gemma-3's and Qwen3's): the output, and the key it appends to the cache, are those of
+/// attention reading the RMSNorm shader's rows (two dispatches, as a prefill norms them),
+/// bit for bit: for heads of 64 and of 256, in workgroups of 64 and of 256.
+#[test]
+fn attention_norms_a_decode_step_s_heads_as_the_norm_shader_does() {
+    let gpu = gpu();
+    let ops = Ops::new(&gpu).unwrap();
+    let norm = RmsNorm::new(&gpu).unwrap();
+    let (n_heads, n_kv, capacity, pos, eps) = (4usize, 2usize, 16usize, 9usize, 1e-6f32);
+    let empty = wgpu::BufferUsages::empty();
+    let read = wgpu::BufferUsages::COPY_SRC;
+    for hd in [64usize, 256] {
+        let mut rng = Rng::new(65 + hd as u64);
+        let mut random =
+            |n: usize, s: f32| -> Vec<f32> { (0..n).map(|_| s * rng.signed()).collect() };
+        let (q, k, v) = (
+            random(n_heads * hd, 20.0),
+            random(n_kv * hd, 20.0),
+            random(n_kv * hd, 1.0),
+        );
+        let (q_w, k_w) = (random(hd, 2.0), random(hd, 2.0));
+        let angles = random(hd / 2, 3.0);
+        let trig: Vec<f32> = angles
+            .iter()
+            .map(|a| a.cos())
+            .chain(angles.iter().map(|a| a.sin()))
+            .collect();
+        let cache = (
+            random(capacity * n_kv * hd, 1.0),
+            random(capacity * n_kv * hd, 1.0),
+        );
+        let step = step_buffer(&gpu, pos, 1, &trig);
+        let up = |name: &str, x: &[f32]| gpu.upload_f32(name, x, empty);
+        let (qb, kb, vb) = (up("q", &q), up("k", &k), up("v", &v));
+        let (qw, kw) = (up("q_norm", &q_w), up("k_norm", &k_w));
+        let q_normed = gpu.storage("q normed", q.len() * 4, empty);
+        let k_normed = gpu.storage("k normed", k.len() * 4, empty);
+        for (x, w, out, rows) in [(&qb, &qw, &q_normed, n_heads), (&kb, &kw, &k_normed, n_kv)] {
+            let s = NormStep::new(&gpu, &norm, x, w, out, hd, rows, eps).unwrap();
+            gpu.submit_pass("the norm", |pass| s.record(pass)).unwrap();
+        }
+        // (output, appended key) of attention on `q`, `k`, normed by it where `fused`
+        let attend = |pipeline: &wgpu::ComputePipeline, fused: bool| {
+            let (kc, vc) = (
+                gpu.upload_f32("k_cache", &cache.0, read),
+                up("v_cache", &cache.1),
+            );
+            let out = gpu.storage("out", n_heads * hd * 4, read);
+            let scores = gpu.storage("scores", n_heads * capacity * 4, empty);
+            let (qi, ki, norms) = match fused {
+                true => (&qb, &kb, [&qw, &kw]),
+                false => (&q_normed, &k_normed, [&ops.no_norm, &ops.no_norm]),
+            };
+            let scale = 1.0 / (hd as f32).sqrt();
+            let head = [n_heads, n_kv, hd, capacity].map(|n| n as u32);
+            let rest = [
+                scale.to_bits(),
+                0,
+                0,
+                0,
+                0,
+                1,
+                1,
+                0,
+                u32::from(fused),
+                eps.to_bits(),
+                0,
+                0,
+            ];
+            let params: Vec<u32> = head.into_iter().chain(rest).collect();
+            let buffers = [
+                &step,
+                qi,
+                ki,
+                &vb,
+                &kc,
+                &vc,
+                &out,
+                &scores,
+                &ops.no_acts,
+                norms[0],
+                norms[1],
+            ];
+            run(
+                &gpu,
+                &Dispatch::new(&gpu, pipeline, &buffers, &params, n_heads).unwrap(),
+            );
+            let key = bits(&gpu, &kc, capacity * n_kv * hd)[pos * n_kv * hd..(pos + 1) * n_kv * hd]
+                .to_vec();
+            (bits(&gpu, &out, n_heads * hd), key)
+        };
+        let want = attend(&ops.attention, false);
+        let mut pipelines = vec![("64 wide", ops.attention.clone())];
+        if hd == 256 {
+            pipelines.push(("256 wide", ops.attention_for(&gpu, hd).unwrap()));
+        }
+        for (width, pipeline) in pipelines {
+            let got = attend(&pipeline, true);
+            for (what, g, w) in [
+                ("output", &got.0, &want.0),
+                ("appended key", &got.1, &want.1),
+            ] {
+                let same = g.iter().zip(w).all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(
+                    same,
+                    "heads of {hd}, attention {width}: its {what} with the heads normed as it \
+                     reads them is not its {what} after the RMSNorm shader (apart by up to {})",
+                    max_diff(g, w)
+                );
+            }
+        }
+    }
 }
 
 /// GELU(gate) · up with up = 1 on every f16 value, every midpoint between two neighbouring
