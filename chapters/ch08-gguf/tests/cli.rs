@@ -28,6 +28,9 @@ fn bad_flags_are_usage_errors() {
         &["depth", "--depth", "999999999"],
         &["depth", "--depth", "-1"],
         &["bench", "--depth", "16"],
+        &["bench", "--short", "4"],
+        &["bench", "--short", "513"],
+        &["logits", "--ids", "1", "--short", "64"],
     ] {
         let o = run(args);
         assert_eq!(

@@ -245,7 +245,6 @@ impl Matrix {
         }
     }
 
-    // ANCHOR: by_rows
     /// Whether a product of `seq` tokens is split by rows: too few tokens a band of its
     /// prefill (a thread, up to four threads; [`policy::few_parts`]) for this matrix's
     /// prefill kernel to pay for reading every weight once a band.
@@ -263,7 +262,6 @@ impl Matrix {
         };
         self.act_kind().is_some() && seq < per_part * parts
     }
-    // ANCHOR_END: by_rows
 
     /// Rows `r0..r0 + n` against every token, `out[t]` token `t`'s `n` outputs: eight tokens
     /// at a time where the matrix has an eight-token kernel (`eights`), then four at a time

@@ -181,7 +181,6 @@ pub fn whole_eights_for(band: Option<usize>, seq: usize, threads: usize) -> usiz
         .unwrap_or(0)
 }
 
-// ANCHOR: few_per
 /// What a product's tokens are counted per when it chooses between splitting its rows
 /// and splitting its tokens ([`super::FEW`] of them at the least): `LLM_BOOK_FEW_PER=band`
 /// (the default) or `thread`. A prefill cut into bands reads every weight once a band, and
@@ -244,7 +243,6 @@ pub fn few_parts_for(
         (FewPer::Band, false) | (FewPer::Thread, _) => threads.max(1),
     }
 }
-// ANCHOR_END: few_per
 
 /// Every policy the environment sets, checked: this chapter's task floor, prefill band and
 /// count of the fewest tokens, and chapter 7's team
