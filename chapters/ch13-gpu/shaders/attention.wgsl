@@ -66,7 +66,6 @@ var<workgroup> partial: array<f32, LANES>;
 const MOST_HEAD_DIM: u32 = 256u; // the host refuses wider heads
 var<workgroup> query: array<f32, MOST_HEAD_DIM>;
 
-// ANCHOR: head_norm
 // A head's RMSNorm scale, 1 / sqrt(mean(x²) + eps), as `rmsnorm.wgsl` computes a row's with
 // its 256 lanes: slot i of `squares` is what its lane i sums (elements i, i + 256, …), and
 // the same tree adds the slots, in `Sum` (f64 where the device has it): the same bits
@@ -117,7 +116,6 @@ fn normed(of_k: bool, at: u32, d: u32) -> f32 {
     }
     return narrow(widen(v) * q_scale) * q_norm[d];
 }
-// ANCHOR_END: head_norm
 
 // ANCHOR: turn
 // Element d of a head of token t, turned by t's angles as `rope.wgsl` turns it: its pair's
