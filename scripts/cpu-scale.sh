@@ -304,7 +304,8 @@ def tables(tsv, outdir, suffix, head, shapes, engines, short):
             for t in map(str, threads):
                 lok, _ = note(shape, t, "llama.cpp")
                 lok = [r for r in lok if r[7] != "-"]
-                for e in ["llama.cpp"] + engines:
+                racers = (["llama.cpp"] if any(r[3] == "llama.cpp" for r in rows) else []) + engines
+                for e in racers:
                     eok = [r for r in note(shape, t, e)[0] if r[7] != "-"]
                     if not eok:
                         lines.append(f"| {t} | {e} | 0 | not run | |")
