@@ -101,7 +101,8 @@ fn head_scale(lane: u32, of_k: bool, at: u32) -> Sum {
     return scale;
 }
 
-// The scales of this workgroup's head of q and of its token's head of k (1 where not normed).
+// The scales of this workgroup's head of q and of its token's head of k (set and read only
+// where the step norms them).
 var<private> q_scale: Sum;
 var<private> k_scale: Sum;
 
