@@ -19,8 +19,8 @@
 # 2. gpu-race.sh with --gpu-budget seconds (its three shapes, up to 3 rounds).
 # 3. cpu-scale.sh with what is left of --budget: SmolLM2's and the 1B's shapes at 2, 4, 8 and 16
 #    threads, the 7B's at 8 and 16 (at 2 it takes minutes a round), up to 3 rounds, ours
-#    and llama-bench, pp512, tg128 and a 128-token prompt (--short 128). Both races take their synthetic files from one folder (RACE_FILES), so
-#    the 7B-shaped file is made once. What follows `--` is passed on to cpu-scale.sh after
+#    and llama-bench, pp512, tg128 and a 128-token prompt (--short 128). Both races take
+#    their synthetic files from one folder (RACE_FILES), so the 7B-shaped file is made once. What follows `--` is passed on to cpu-scale.sh after
 #    these (a later --threads or --rounds wins), e.g. to race the old prefill cut beside
 #    ours: -- --ours ours=bin/ch08-gguf --ours band-8=bin/ch08-gguf@LLM_BOOK_PREFILL_BAND=8
 # 4. What comes back (the device returns at most 8 files): $OUT/gpu/kernels.md and

@@ -21,10 +21,7 @@ pub fn end_to_end(engine: &Engine, threads: usize, runs: usize) -> Result<EndToE
     in_pool(threads, || -> Result<EndToEnd, String> {
         let (mut pp, mut tg) = (Vec::new(), Vec::new());
         for run in 0..=runs {
-            let mut cache = engine.new_cache(512).map_err(err)?;
-            let start = Instant::now();
-            engine.forward(&mut cache, &prompt, 0).map_err(err)?;
-            let pp_s = start.elapsed().as_secs_f64();
+            let pp_s = timed_prefill(engine, &prompt)?;
             let mut cache = engine.new_cache(128).map_err(err)?;
             let tg_s = timed_decode(engine, &mut cache, prompt[0], 0)?;
             if run > 0 {
@@ -48,15 +45,12 @@ pub fn end_to_end(engine: &Engine, threads: usize, runs: usize) -> Result<EndToE
 /// alone does not show what a short prompt meets.
 pub fn prefill_rate(engine: &Engine, threads: usize, runs: usize, n: usize) -> Result<f64, String> {
     let prompt = bench_prompt(engine, n);
-    let err = |e: crate::Error| e.to_string();
     in_pool(threads, || -> Result<f64, String> {
         let mut rates = Vec::new();
         for run in 0..=runs {
-            let mut cache = engine.new_cache(n).map_err(err)?;
-            let start = Instant::now();
-            engine.forward(&mut cache, &prompt, 0).map_err(err)?;
+            let s = timed_prefill(engine, &prompt)?;
             if run > 0 {
-                rates.push(n as f64 / start.elapsed().as_secs_f64());
+                rates.push(n as f64 / s);
             }
         }
         Ok(median(&mut rates))
@@ -81,6 +75,16 @@ pub fn bench_prompt(engine: &Engine, n: usize) -> Vec<u32> {
     (0..n as u64)
         .map(|i| ((i * 7919 + 13) % vocab) as u32)
         .collect()
+}
+
+/// Seconds for a prefill of `prompt` into an empty cache of its length.
+fn timed_prefill(engine: &Engine, prompt: &[u32]) -> Result<f64, String> {
+    let mut cache = engine.new_cache(prompt.len()).map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    engine
+        .forward(&mut cache, prompt, 0)
+        .map_err(|e| e.to_string())?;
+    Ok(start.elapsed().as_secs_f64())
 }
 
 /// Seconds for 128 greedy decode steps from `next` at position `pos0` on, into `cache`.

@@ -249,17 +249,14 @@ impl Matrix {
     /// prefill (a thread, up to four threads; [`policy::few_parts`]) for this matrix's
     /// prefill kernel to pay for reading every weight once a band.
     pub(super) fn by_rows(&self, kk: &dyn ManyTokens, seq: usize) -> bool {
-        let threads = rayon::current_num_threads();
-        let parts = policy::few_parts(self.prefill_is_banded(kk), seq, threads);
+        let kernel = self.has_prefill_kernel(kk);
+        let banded = kernel && self.prefill_is_banded(kk);
+        let parts = policy::few_parts(banded, seq, rayon::current_num_threads());
         if let Matrix::P(_) = self {
             // it has no product of its own to split by tokens without a prefill kernel
-            return !self.has_prefill_kernel(kk) || seq < FEW * parts;
+            return !kernel || seq < FEW * parts;
         }
-        let per_part = if self.has_prefill_kernel(kk) {
-            FEW
-        } else {
-            2 * FEW
-        };
+        let per_part = if kernel { FEW } else { 2 * FEW };
         self.act_kind().is_some() && seq < per_part * parts
     }
 

@@ -106,20 +106,20 @@ impl Matrix {
         }
     }
 
-    /// Whether this matrix's prefill cuts the tokens as [`super::policy::prefill_split`]
-    /// says (at most four bands, each band's rows shared by the other threads:
-    /// [`super::prefill::prefill`], the eight-token kernels) rather than into a band a thread
+    /// For a matrix with a prefill kernel ([`Matrix::has_prefill_kernel`]): whether its
+    /// prefill cuts the tokens as [`super::policy::prefill_split`] says (at most four bands,
+    /// each band's rows shared by the other threads: [`super::prefill::prefill`], the
+    /// eight-token kernels) rather than into a band a thread
     /// ([`super::bands::prefill_bands`]: VNNI's four-token kernels, where they were asked
-    /// for). False where it has no prefill kernel.
+    /// for).
     pub(super) fn prefill_is_banded(&self, kk: &dyn ManyTokens) -> bool {
         use crate::matrix::policy::use_eights;
-        self.has_prefill_kernel(kk)
-            && match self {
-                // Q4_0 and Q8_0 take the eights even where the quads were asked for
-                Matrix::Q(m) => m.format().qblocks() != Some(QBlocks::Q4_1) || use_eights(kk),
-                Matrix::K(_) => use_eights(kk),
-                Matrix::P(_) => true, // packed_prefill
-            }
+        match self {
+            // Q4_0 and Q8_0 take the eights even where the quads were asked for
+            Matrix::Q(m) => m.format().qblocks() != Some(QBlocks::Q4_1) || use_eights(kk),
+            Matrix::K(_) => use_eights(kk),
+            Matrix::P(_) => true, // packed_prefill
+        }
     }
 
     /// Which activations the matrix multiplies with: two matrices with the same kind can
