@@ -44,10 +44,11 @@
 #   band-8      LLM_BOOK_PREFILL_BAND=8, for the prefill: a band of tokens a thread, as before
 #               2026-11-29 (each of 16 threads takes 32 tokens of a 512-token prompt and
 #               unpacks every tile of the weights for them), where by default at most four
-#               bands share a product and the other threads split each band's rows
+#               bands of 32 tokens or more share a product and the other threads split
+#               each band's rows
 #   few-thread  LLM_BOOK_FEW_PER=thread, for short prompts: a product splits its rows, not
 #               its tokens, below 16 tokens a thread (256 at 16 threads), as before
-#               2026-11-30, where by default it is 16 tokens a band (64 at 16 threads)
+#               2026-11-30, where by default it is 16 tokens a band (and a band 32 or more)
 # One lease races them with the default (a few minutes for both commands):
 #   bash scripts/cpu-scale.sh --out OUT --regions --threads 16 --candidates
 #   bash scripts/cpu-scale.sh --out OUT --tag candidates --shapes smollm2 --threads 8,16 \

@@ -79,7 +79,7 @@ environment (how a step is cut for threads; the same bits whatever they say):
   LLM_BOOK_DECODE_THREADS=N  the most threads a decode region is shared by [all]
   LLM_BOOK_IDLE=park         a helper a region has no task for sleeps at once [spin]
   LLM_BOOK_PREFILL_BAND=N    the fewest tokens a prefill band takes, its rows shared by
-                             the threads [a band a thread, at most four bands]
+                             the threads [a band a thread, at most four, 32 or more]
   LLM_BOOK_FEW_PER=thread    16 tokens a thread, not a band, before a product is split
                              by tokens rather than by rows [band]";
 

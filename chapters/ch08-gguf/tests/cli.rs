@@ -132,7 +132,7 @@ fn bad_policy_variables_are_clear_errors() {
 
 /// A prefill cut into bands of tokens in other ways, each band's rows shared by the threads
 /// (`LLM_BOOK_PREFILL_BAND`), gives the logits of the default cut (on 8 threads, four bands
-/// of two runs of rows) to the bit: the same kernels on the same tokens and rows, whichever
+/// of two runs of rows for 200 tokens, two of four for 100) to the bit: the same kernels on the same tokens and rows, whichever
 /// thread runs them. So does a shorter prefill split by rows where it would be cut into
 /// bands (`LLM_BOOK_FEW_PER=thread`: fewer than 16 tokens a thread, not a band).
 #[test]
@@ -164,7 +164,7 @@ fn a_prefill_cut_by_rows_gives_the_same_logits() {
     };
     // 200 tokens: a band a thread; one band of eight runs of rows; three bands of two runs
     // each; 36, which would cut the 192 tokens of whole eights into five bands of 39.
-    // 100 tokens: four bands of about 25 (past 16 a band), or by rows (under 16 a thread).
+    // 100 tokens: two bands of 50 (16 or more a band), or by rows (under 16 a thread).
     for (tokens, vars) in [
         (
             200,

@@ -2,15 +2,16 @@
 //! are about.
 //!
 //! `Matrix::matmul` chooses a product's path by the tokens each band of the prefill would
-//! get (a band a thread of rayon's pool, up to four): with at least
-//! [`ch08_gguf::matrix::FEW`] (16) a band, the tokens are split and each band runs the
-//! prefill kernels (eight tokens a row; four interleaved on AVX-512 VNNI where
-//! `LLM_BOOK_PREFILL=quads` asks) over every weight; with fewer, the rows are split and every block of rows meets all
-//! the tokens, eight at a time where the matrix has an eight-token kernel. A test in the
-//! default pool would reach one or the other depending on the machine's cores, so every test
-//! here names its thread counts. 37 tokens take the token split on one and two threads and
-//! the row split on four; they are four full groups of eight and five left over, so the
-//! leftover paths run too.
+//! get (`ch08_gguf::matrix::policy::split_for`: a band a thread of rayon's pool up to four,
+//! and no more bands than give each 32 tokens): with at least [`ch08_gguf::matrix::FEW`]
+//! (16) a band, the tokens are split into bands and each band runs the prefill kernels
+//! (eight tokens a row; four interleaved on AVX-512 VNNI where `LLM_BOOK_PREFILL=quads`
+//! asks) over every weight, its rows shared by the threads the band has; with fewer, the
+//! rows are split and every block of rows meets all the tokens, eight at a time where the
+//! matrix has an eight-token kernel. A test in the default pool would reach one path or
+//! another depending on the machine's cores, so every test here names its thread counts,
+//! and runs three prompts, one for each path ([`PROMPTS`]), each some full groups of eight
+//! and five left over, so the leftover paths run too.
 //!
 //! `cargo test --release -p ch08-gguf --test threads -- --nocapture` prints what it checked.
 //! A missing model fails with the command that fetches it.
@@ -26,11 +27,35 @@ use ch07_simd_parallel::pool::in_pool;
 use ch08_gguf::Loaded;
 use ch08_gguf::engine::Engine;
 
-/// The thread counts checked: one, the book's machine's two, and four, where 37 tokens are
-/// split by rows.
+/// The thread counts checked: one, the book's machine's two, and four, where 69 tokens
+/// are two bands of two runs of rows.
 const THREADS: [usize; 3] = [1, 2, 4];
-/// Prompt length: at least `16 * 2`, under `16 * 4`, and not a multiple of eight.
-const PROMPT: usize = 37;
+/// The prompt lengths, a path each (on the default cut; [`paths`] checks it): 13 tokens
+/// split the rows (under 16); 37 are one band whose rows the threads share (under 64); 69
+/// are two bands on two and four threads (a band a thread on two, two runs of rows each
+/// on four).
+const PROMPTS: [usize; 3] = [13, 37, 69];
+
+/// The bands (and runs of rows in each) a prompt of `n` tokens is cut into on `threads`
+/// threads, checked against what [`PROMPTS`] says, so that a change of the cut that leaves
+/// a path untested fails here.
+fn paths(n: usize, threads: usize) {
+    use ch08_gguf::matrix::{FEW, policy::split_for};
+    let cut = split_for(None, n, threads);
+    let want = match n {
+        13 => {
+            assert!(n < FEW, "13 tokens no longer go by rows");
+            return;
+        }
+        37 => (1, threads),
+        69 => (2.min(threads), threads.div_ceil(2)),
+        _ => unreachable!("a length PROMPTS does not have"),
+    };
+    assert_eq!(
+        cut, want,
+        "{n} tokens on {threads} threads: (bands, runs of rows)"
+    );
+}
 
 fn smollm2() -> &'static Loaded {
     static M: OnceLock<Loaded> = OnceLock::new();
@@ -48,9 +73,9 @@ fn gemma3() -> &'static Loaded {
     })
 }
 
-/// `PROMPT` token ids spread over the vocabulary.
-fn prompt(vocab: usize) -> Vec<u32> {
-    (0..PROMPT as u64)
+/// `n` token ids spread over the vocabulary.
+fn prompt(vocab: usize, n: usize) -> Vec<u32> {
+    (0..n as u64)
         .map(|i| ((i * 7919 + 13) % vocab as u64) as u32)
         .collect()
 }
@@ -63,21 +88,13 @@ fn first_difference(a: &[f32], b: &[f32]) -> Option<usize> {
         .position(|(x, y)| x.to_bits() != y.to_bits())
 }
 
-fn takes_the_prefill_kernels(threads: usize) {
-    assert!(
-        PROMPT >= 4 * threads,
-        "a {PROMPT}-token prompt gives {threads} threads fewer than four tokens each: \
-         the products would split rows, not take the prefill kernels"
-    );
-}
-
-/// A prefill of the whole prompt, then the same prompt one decode step at a time, both on
-/// `threads` threads: every position's logits the same bits.
-fn prefill_equals_decode(name: &str, m: &Loaded, threads: usize) {
-    takes_the_prefill_kernels(threads);
+/// A prefill of a prompt of `n` tokens, then the same prompt one decode step at a time,
+/// both on `threads` threads: every position's logits the same bits.
+fn prefill_equals_decode(name: &str, m: &Loaded, threads: usize, n: usize) {
+    paths(n, threads);
     let e = m.engine().unwrap_or_else(|e| panic!("{e}"));
     let vocab = m.model.config.vocab_size;
-    let ids = prompt(vocab);
+    let ids = prompt(vocab, n);
     let (prefill, decode) = in_pool(threads, || {
         let prefill = e.window_logits(&ids).unwrap();
         let mut cache = e.new_cache(ids.len()).unwrap();
@@ -91,7 +108,7 @@ fn prefill_equals_decode(name: &str, m: &Loaded, threads: usize) {
     .unwrap();
     if let Some(i) = first_difference(&prefill, &decode) {
         panic!(
-            "{name}, {threads} thread(s): position {}'s logits from a {PROMPT}-token prefill \
+            "{name}, {threads} thread(s): position {}'s logits from a {n}-token prefill \
              differ from its decode step's (logit {}: {} against {})",
             i / vocab,
             i % vocab,
@@ -101,36 +118,47 @@ fn prefill_equals_decode(name: &str, m: &Loaded, threads: usize) {
     }
 }
 
-/// The prompt's logits on `threads` threads equal its logits on one.
+/// Each prompt's logits on every thread count equal its logits on one.
 fn same_on_every_thread_count(name: &str, e: &Engine<'_>, vocab: usize) {
-    let ids = prompt(vocab);
-    let one = in_pool(1, || e.window_logits(&ids).unwrap()).unwrap();
-    for threads in THREADS {
-        takes_the_prefill_kernels(threads);
-        let got = in_pool(threads, || e.window_logits(&ids).unwrap()).unwrap();
-        if let Some(i) = first_difference(&one, &got) {
-            panic!(
-                "{name}: on {threads} threads, position {}'s logits differ from one thread's",
-                i / vocab
-            );
+    for n in PROMPTS {
+        let ids = prompt(vocab, n);
+        let one = in_pool(1, || e.window_logits(&ids).unwrap()).unwrap();
+        for threads in THREADS {
+            paths(n, threads);
+            let got = in_pool(threads, || e.window_logits(&ids).unwrap()).unwrap();
+            if let Some(i) = first_difference(&one, &got) {
+                panic!(
+                    "{name}: {n} tokens on {threads} threads, position {}'s logits differ \
+                     from one thread's",
+                    i / vocab
+                );
+            }
         }
     }
 }
 
 #[test]
 fn smollm2_prefill_equals_decode_on_1_2_and_4_threads() {
-    for threads in THREADS {
-        prefill_equals_decode("SmolLM2", smollm2(), threads);
+    for n in PROMPTS {
+        for threads in THREADS {
+            prefill_equals_decode("SmolLM2", smollm2(), threads, n);
+        }
     }
-    eprintln!("SmolLM2: {PROMPT} positions, prefill = decode bit for bit on {THREADS:?} threads");
+    eprintln!(
+        "SmolLM2: prompts of {PROMPTS:?} tokens, prefill = decode bit for bit on {THREADS:?} threads"
+    );
 }
 
 #[test]
 fn gemma3_prefill_equals_decode_on_1_2_and_4_threads() {
-    for threads in THREADS {
-        prefill_equals_decode("Gemma-3", gemma3(), threads);
+    for n in PROMPTS {
+        for threads in THREADS {
+            prefill_equals_decode("Gemma-3", gemma3(), threads, n);
+        }
     }
-    eprintln!("Gemma-3: {PROMPT} positions, prefill = decode bit for bit on {THREADS:?} threads");
+    eprintln!(
+        "Gemma-3: prompts of {PROMPTS:?} tokens, prefill = decode bit for bit on {THREADS:?} threads"
+    );
 }
 
 #[test]
@@ -155,9 +183,9 @@ fn smollm2_prefill_is_chapter_7_s_on_1_2_and_4_threads() {
     let chapter_7 = QEngine::with_kernels(&theirs, k);
     let ours = smollm2().engine().unwrap();
     let vocab = theirs.config.vocab_size;
-    let ids = prompt(vocab);
-    for threads in THREADS {
-        takes_the_prefill_kernels(threads);
+    for (n, threads) in PROMPTS.into_iter().flat_map(|n| THREADS.map(|t| (n, t))) {
+        paths(n, threads);
+        let ids = prompt(vocab, n);
         let (a, b) = in_pool(threads, || {
             let mut cache = KvCache::new(chapter_7.layout(), ids.len());
             let a = chapter_7.forward_all(&mut cache, &ids, 0).unwrap();
@@ -166,8 +194,8 @@ fn smollm2_prefill_is_chapter_7_s_on_1_2_and_4_threads() {
         .unwrap();
         if let Some(i) = first_difference(&a, &b) {
             panic!(
-                "{isa}, {threads} thread(s): position {}'s logits from the GGUF differ from \
-                 chapter 7's in-memory Q4_1 model",
+                "{isa}, {n} tokens on {threads} thread(s): position {}'s logits from the GGUF \
+                 differ from chapter 7's in-memory Q4_1 model",
                 i / vocab
             );
         }
@@ -195,7 +223,7 @@ fn decode_logits(m: &Loaded, ids: &[u32], threads: usize) -> Vec<f32> {
 fn decode_steps_on_3_and_16_threads_equal_one_thread_s() {
     for (name, m) in [("SmolLM2", smollm2()), ("Gemma-3", gemma3())] {
         let vocab = m.model.config.vocab_size;
-        let ids = &prompt(vocab)[..12];
+        let ids = &prompt(vocab, 12);
         let one = decode_logits(m, ids, 1);
         for threads in [3, 16] {
             let got = decode_logits(m, ids, threads);

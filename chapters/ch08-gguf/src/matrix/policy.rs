@@ -108,9 +108,10 @@ pub fn task_bytes() -> Result<usize, String> {
 /// The fewest tokens a band of a prefill's eight-token products takes:
 /// `LLM_BOOK_PREFILL_BAND=N` (8 to 4096). Each band unpacks every tile of the weights it
 /// meets, so a band a thread at sixteen threads unpacks each tile sixteen times, for 32
-/// tokens each. Unset, there are at most [`MOST_BANDS`] bands (fewer where they would not
-/// share the threads evenly), each band's rows shared by the rest of the threads; set, the
-/// bands are at least `N` tokens long (`8`: a band a thread, whatever the count).
+/// tokens each. Unset, there are at most [`MOST_BANDS`] bands of at least [`LEAST_BAND`]
+/// tokens (fewer where they would not share the threads evenly), each band's rows shared by
+/// the rest of the threads; set, the bands are at least `N` tokens long (`8`: a band a
+/// thread, whatever the count).
 pub const PREFILL_BAND_VAR: &str = "LLM_BOOK_PREFILL_BAND";
 
 /// The band length `value` names (`None` or empty: `None`, a band a thread).
@@ -125,7 +126,8 @@ pub fn parse_prefill_band(value: Option<&str>) -> Result<Option<usize>, String> 
             .ok_or_else(|| {
                 format!(
                     "{PREFILL_BAND_VAR}={v:?}: the fewest tokens a prefill band takes, a whole \
-                     number from 8 to 4096 (unset: a band a thread, four bands at most)"
+                     number from 8 to 4096 (unset: a band a thread, at most four of at least \
+                     {LEAST_BAND} tokens)"
                 )
             }),
     }
@@ -149,12 +151,20 @@ pub fn prefill_split(seq: usize, threads: usize) -> (usize, usize) {
 /// threads' pp512 on the 1B shape, four bands of four runs of rows 0.95–0.99×.
 pub const MOST_BANDS: usize = 4;
 
+/// The fewest tokens a band takes unless [`PREFILL_BAND_VAR`] says otherwise: a shorter
+/// prompt is one band whose rows all the threads share, so each weight is read once. On 2
+/// cores and 2 threads, prompts of 16 to 48 tokens as one band against two (or against
+/// rows, under 32 tokens), three alternating rounds: about 1.1× the prefill's tok/s on
+/// SmolLM2, Gemma-3 and the 1B-shaped files (0.92–1.41×), level from 64 tokens on.
+pub const LEAST_BAND: usize = 32;
+
 /// [`prefill_split`] for a given band length (`None`: the most bands up to [`MOST_BANDS`]
-/// that divide the threads, so that every band has as many runs of rows).
+/// of at least [`LEAST_BAND`] tokens that divide the threads, so that every band has as
+/// many runs of rows).
 pub fn split_for(band: Option<usize>, seq: usize, threads: usize) -> (usize, usize) {
     let threads = threads.max(1);
     let bands = match band {
-        None => (1..=MOST_BANDS.min(threads))
+        None => (1..=MOST_BANDS.min(threads).min(seq / LEAST_BAND).max(1))
             .rev()
             .find(|&b| threads.is_multiple_of(b))
             .unwrap_or(1),
@@ -184,9 +194,9 @@ pub fn whole_eights_for(band: Option<usize>, seq: usize, threads: usize) -> usiz
 /// What a product's tokens are counted per when it chooses between splitting its rows
 /// and splitting its tokens ([`super::FEW`] of them at the least): `LLM_BOOK_FEW_PER=band`
 /// (the default) or `thread`. A prefill cut into bands reads every weight once a band, and
-/// up to four threads a band is a thread; past four, four bands share the threads, so a
-/// 64-token prompt on sixteen threads gives each band 16 tokens, enough for the sixteen-token
-/// kernels, where counted per thread it would have 4 and go by rows, four tokens at a time.
+/// a band has about [`LEAST_BAND`] tokens or more unless it is the only one, so counted per band a
+/// product goes by rows only under 16 tokens; counted per thread, a 128-token prompt on
+/// sixteen threads would have 8 a thread and go by rows, four tokens at a time.
 /// `thread` keeps the count per thread (sixteen tokens a thread before a product is split by
 /// tokens), to race the two where the cores are.
 pub const FEW_PER_VAR: &str = "LLM_BOOK_FEW_PER";
@@ -288,6 +298,23 @@ mod tests {
                 (4, 4)
             ]
         );
+        // unset, a short prompt: bands of 32 tokens or more, one under 64
+        let short: Vec<_> = [
+            (2, 63),
+            (2, 64),
+            (4, 100),
+            (4, 128),
+            (3, 95),
+            (3, 96),
+            (16, 64),
+        ]
+        .map(|(t, seq)| split_for(None, seq, t))
+        .into();
+        assert_eq!(
+            short,
+            [(1, 2), (2, 1), (2, 2), (4, 1), (1, 3), (3, 1), (2, 8)]
+        );
+        assert_eq!(split_for(None, 0, 8), (1, 8));
         // set: bands of at least that many tokens, a band a thread at most
         assert_eq!(split_for(Some(8), 512, 16), (16, 1));
         assert_eq!(split_for(Some(128), 512, 16), (4, 4));
@@ -351,15 +378,21 @@ mod tests {
                 })
                 .expect("some prompt is long enough")
         };
-        // a band a thread up to four threads, whichever is counted
-        for t in 1..=4 {
-            assert_eq!(below(FewPer::Band, None, t), 16 * t);
-            assert_eq!(below(FewPer::Thread, None, t), 16 * t);
-        }
-        // past four, four bands (or the most that divide the threads), not a thread each
-        for (t, bands) in [(5, 1), (6, 3), (8, 4), (12, 4), (16, 4), (64, 4)] {
-            assert_eq!(below(FewPer::Band, None, t), 16 * bands, "{t} threads");
+        // counted per band: a prompt under 64 tokens is one band, so 16 tokens whatever the
+        // threads; per thread, 16 tokens a thread
+        for t in [1, 2, 3, 4, 5, 6, 8, 12, 16, 64] {
+            assert_eq!(below(FewPer::Band, None, t), 16, "{t} threads");
             assert_eq!(below(FewPer::Thread, None, t), 16 * t, "{t} threads");
+        }
+        // from 16 tokens on, no banded product goes by rows
+        for t in 1..=64 {
+            for seq in 16..600 {
+                let parts = few_parts_for(FewPer::Band, None, true, seq, t);
+                assert!(
+                    seq >= super::super::FEW * parts,
+                    "{seq} tokens, {t} threads"
+                );
+            }
         }
         // a band of 8 (a band a thread, as before): 16 tokens a thread again
         assert_eq!(below(FewPer::Band, Some(8), 16), 256);

@@ -28,9 +28,10 @@ use super::bands::prefill_bands;
 /// way it was computed.
 ///
 /// How the tokens and rows are shared among the threads is [`super::policy::prefill_split`]'s:
-/// a band of tokens a thread up to four threads, past that at most four bands, each band's
-/// rows split into runs of whole tiles, a run a thread (each run's outputs made in a buffer
-/// of its own, then copied to its place in every token's row).
+/// a band of tokens a thread up to four threads, past that at most four bands, and no more
+/// bands than give each 32 tokens or so (a shorter prompt is one band); each band's rows
+/// split into runs of whole tiles, a run a thread (each run's outputs made in a buffer of
+/// its own, then copied to its place in every token's row).
 #[allow(clippy::too_many_arguments)]
 pub fn prefill<A: Send + Sync, U: Default>(
     out: &mut [f32],

@@ -107,9 +107,9 @@ impl Matrix {
     }
 
     /// For a matrix with a prefill kernel ([`Matrix::has_prefill_kernel`]): whether its
-    /// prefill cuts the tokens as [`super::policy::prefill_split`] says (at most four bands,
-    /// each band's rows shared by the other threads: [`super::prefill::prefill`], the
-    /// eight-token kernels) rather than into a band a thread
+    /// prefill cuts the tokens as [`super::policy::prefill_split`] says (at most four bands
+    /// of 32 tokens or more, each band's rows shared by the other threads:
+    /// [`super::prefill::prefill`], the eight-token kernels) rather than into a band a thread
     /// ([`super::bands::prefill_bands`]: VNNI's four-token kernels, where they were asked
     /// for).
     pub(super) fn prefill_is_banded(&self, kk: &dyn ManyTokens) -> bool {
