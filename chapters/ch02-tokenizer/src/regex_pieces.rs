@@ -101,7 +101,7 @@ impl CharClass {
         CharClass { ranges }
     }
 
-    /// Whether `std::regex` would find `c` in the class (see [`as_std_regex_sees`]).
+    /// Whether `std::regex` would find `c` in the class (see `as_std_regex_sees`).
     pub fn contains(&self, c: char) -> bool {
         let c = as_std_regex_sees(c);
         self.ranges.iter().any(|&(lo, hi)| lo <= c && c <= hi)

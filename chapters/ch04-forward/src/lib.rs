@@ -9,8 +9,8 @@
 //! - [`layer`]: one decoder layer: two sublayers with RMSNorm and residual additions.
 //! - [`model`]: embedding → layers → final norm → LM head.
 //! - [`generate`]: the greedy loop, without a cache (on purpose: chapter 5 adds one).
-//! - [`reference`], [`check`]: the llama.cpp and numpy reference values, and the per-layer
-//!   checker that compares against them.
+//! - [`reference`](mod@reference), [`check`]: the llama.cpp and numpy reference values, and
+//!   the per-layer checker that compares against them.
 
 pub mod attention;
 pub mod check;

@@ -1,4 +1,4 @@
-//! Chapter 5's cached forward pass, with [`QMatrix`] products.
+//! Chapter 5's cached forward pass, with [`QMatrix`](crate::QMatrix) products.
 //!
 //! This is `ch05_kv_cache::forward::Engine::layer` line for line, with one change: every
 //! `linear(&mut out, x, &w.wq, seq, k, n)` of an f32 slice becomes

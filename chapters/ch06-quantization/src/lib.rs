@@ -3,7 +3,7 @@
 //! Chapters 1–5 keep every weight as an f32: 538 MB read for every token. This chapter
 //! stores them in 8 and 4 bits, in llama.cpp's block formats, byte for byte:
 //!
-//! - [`f16`]: rounding an f32 scale to the f16 the blocks store;
+//! - [`f16`](mod@f16): rounding an f32 scale to the f16 the blocks store;
 //! - [`blocks`]: the block layouts (Q8_0, Q8_1, Q4_0, Q4_1);
 //! - [`quantize`]: llama.cpp's rules for filling them, and reading them back;
 //! - [`int8`]: INT8 with one scale per row, for comparison;

@@ -36,7 +36,7 @@ fn sse(x: &[f32; QK], y: &[f32; QK]) -> f32 {
 
 // ANCHOR: search_q4_0
 /// Q4_0 with the scale that minimises the block's squared error, among the absmax scale
-/// and [`STEPS`] smaller ones. Values beyond the outermost level are clipped to it.
+/// and `STEPS` smaller ones. Values beyond the outermost level are clipped to it.
 pub fn search_q4_0(x: &[f32; QK], out: &mut [u8; BlockQ4_0::BYTES]) {
     quantize_q4_0(x, out); // the absmax block: the one to beat
     let mut back = [0.0; QK];

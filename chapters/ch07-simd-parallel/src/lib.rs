@@ -15,8 +15,8 @@
 //! - [`huge`]: memory on 2 MiB pages, for weights a program copies and streams;
 //! - [`pool`]: the threads a program's products run on, and [`team`]: the threads a decode
 //!   step's small regions run on, and [`regions`]: what one region costs on each;
-//! - [`bench`]: kernel throughput, the machine's memory bandwidth, and end-to-end prefill
-//!   (pp512) and decode (tg128) in llama-bench's terms.
+//! - [`bench`](mod@bench): kernel throughput, the machine's memory bandwidth, and end-to-end
+//!   prefill (pp512) and decode (tg128) in llama-bench's terms.
 
 // A match over a format names every format, so that adding one makes the compiler list
 // every place that must handle it (no `_ =>` that quietly sends it down another's path).

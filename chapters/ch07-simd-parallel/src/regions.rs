@@ -33,7 +33,7 @@ pub const TASK: std::time::Duration = std::time::Duration::from_micros(5);
 // ANCHOR: region_cost
 /// What a region of `threads` tasks of [`TASK`] each, in a pool of `threads` threads, costs
 /// on `runner` over [`TASK`]: microseconds a region, the median of `runs` runs of
-/// [`REGIONS_PER_RUN`] regions (after as many unmeasured, so the team's helpers are awake).
+/// `REGIONS_PER_RUN` regions (after as many unmeasured, so the team's helpers are awake).
 pub fn region_cost(runner: Runner, threads: usize, runs: usize) -> Result<f64, String> {
     let work = || {
         let start = Instant::now();

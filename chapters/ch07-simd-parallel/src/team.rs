@@ -23,7 +23,7 @@
 //! and remade when that changes. The tasks' results do not depend on which thread runs them,
 //! so the bits are rayon's.
 //!
-//! Two choices can be changed from the environment, to race them ([`policy`]): the most
+//! Two choices can be changed from the environment, to race them (`policy`): the most
 //! threads a region is shared by, and whether a helper that a region leaves out parks at
 //! once. [`record_step`] shows what a step's regions and named parts took.
 

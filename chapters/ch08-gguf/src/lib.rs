@@ -3,9 +3,9 @@
 //! - [`gguf`]: the container format, parsed as untrusted input;
 //! - [`types`]: ggml's tensor types and their sizes;
 //! - [`metadata`]: typed reads of the key–value metadata;
-//! - [`file`]: the file mapped into memory, tensors as windows on it;
-//! - [`config`], [`tokenizer`], [`model`]: a Llama model, its tokenizer and its weights,
-//!   all from the one file;
+//! - [`file`](mod@file): the file mapped into memory, tensors as windows on it;
+//! - [`config`], [`tokenizer`](mod@tokenizer), [`model`]: a Llama model, its tokenizer and
+//!   its weights, all from the one file;
 //! - [`gguf_write`], [`synth`]: a GGUF writer, and small files of every architecture with
 //!   random weights, for checks against llama.cpp without the real models;
 //! - [`hexdump`]: the first bytes of a file, annotated;

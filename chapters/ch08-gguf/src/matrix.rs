@@ -47,10 +47,10 @@ use rayon::prelude::*;
 impl Matrix {
     // ANCHOR: choose
     /// `out (seq, rows) = x (seq, cols) · Wᵀ`, the one place that picks how: with few tokens
-    /// a thread ([`FEW`]), split by rows ([`group::split_by_rows`]); else, in a prefill,
-    /// split by tokens, Q4_0, Q4_1 and Q8_0 through [`prefill::q4_prefill`]'s multi-token
+    /// a thread ([`FEW`]), split by rows (`group::split_by_rows`); else, in a prefill,
+    /// split by tokens, Q4_0, Q4_1 and Q8_0 through `prefill::q4_prefill`'s multi-token
     /// kernels, the K-quants through [`KMatrix::matmul`]'s, a [`Packed`] matrix through
-    /// [`packed_prefill::packed_prefill`], and the rest through chapter 6's product. Every
+    /// `packed_prefill::packed_prefill`, and the rest through chapter 6's product. Every
     /// path gives every output the scalar kernel's bits.
     pub fn matmul(
         &self,
@@ -79,7 +79,7 @@ impl Matrix {
 /// Several products of the same input `x` (`(seq, cols)`), `outs[i] = x · mats[i]ᵀ`: Q, K
 /// and V, or gate and up. In a prefill each is an ordinary [`Matrix::matmul`]; the matrices
 /// with too few tokens a thread for their prefill kernel share one parallel pass split by
-/// rows ([`group::split_by_rows`]), their input quantized once per kind of activation.
+/// rows (`group::split_by_rows`), their input quantized once per kind of activation.
 pub fn matmul_group(
     k: &dyn Kernels,
     kk: &dyn ManyTokens,
@@ -105,7 +105,7 @@ pub fn matmul_group(
 /// Two products of the same input whose outputs meet value by value (gate and up), and
 /// `then(first, second)` on each token's row of them: `outs[0]` takes `then`'s result. With
 /// few tokens a thread, each task computes one block of rows of both matrices and finishes
-/// that block itself ([`group::pair_by_rows`]); otherwise the products run as
+/// that block itself (`group::pair_by_rows`); otherwise the products run as
 /// [`matmul_group`] runs them and `then` follows on the threads, token by token. `then` sees
 /// the same numbers either way, so its results are the same bits.
 pub fn matmul_pair_then(

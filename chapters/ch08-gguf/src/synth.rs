@@ -144,7 +144,7 @@ impl Weights {
     }
 }
 
-/// A model's size. Head width is dim / heads (twice that for [`Arch::wide_heads`]).
+/// A model's size. Head width is dim / heads (twice that for `Arch::wide_heads`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Shape {
     pub name: &'static str,

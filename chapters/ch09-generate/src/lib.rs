@@ -3,8 +3,8 @@
 //! - [`sampling`]: the chain from logits to a token (penalties, top-k, top-p, min-p,
 //!   temperature, a seeded draw);
 //! - [`stop`]: stop strings matched across token boundaries;
-//! - [`generate`]: the loop that ties chapter 8's engine, the sampler and the streaming
-//!   decoder together, and says why it stopped;
+//! - [`generate`](mod@generate): the loop that ties chapter 8's engine, the sampler and the
+//!   streaming decoder together, and says why it stopped;
 //! - [`stages`]: the distribution after each stage of the chain, as a table or a figure;
 //! - [`streamed`]: decode speed as a user meets it, through the whole loop;
 //! - [`scaling`]: speed and memory against the model's size, as a table and a figure.

@@ -4,7 +4,7 @@
 //! rows, then RoPE, the KV writes and attention row by row. A batch step calls that same
 //! layer with rows that belong to different sequences. The products — every weight read
 //! once for all the rows — do not care whose rows they are; RoPE, the KV write and attention
-//! do, so each row carries its sequence and its position, and [`Batch`] (chapter 8's
+//! do, so each row carries its sequence and its position, and `Batch` (chapter 8's
 //! `LayerRows`) tells the layer where each row's keys and values are:
 //!
 //! ```text

@@ -11,7 +11,7 @@
 //! - [`engine`]: submit, step, cancel; tokens streamed through channels; [`paging`]: how a
 //!   plan becomes blocks; [`config`]: its settings;
 //! - [`steer`]: the hook a grammar uses to narrow a sequence's next token;
-//! - [`bench`], [`trace`]: the closed-loop benchmark and the scheduler's timeline.
+//! - [`bench`](mod@bench), [`trace`]: the closed-loop benchmark and the scheduler's timeline.
 
 pub mod attend;
 pub mod batch;

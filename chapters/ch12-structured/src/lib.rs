@@ -8,7 +8,8 @@
 //! - [`constrain`]: one generation under a grammar, closed in time, as chapter 10's steer;
 //! - [`api`]: `response_format` and `tools` for chapter 11's server; [`tools`]: the tools
 //!   checked, the grammar of a call, the prompt that lists them;
-//! - [`answer`]: one request through chapter 10's engine; [`bench`]: what the grammar costs.
+//! - [`answer`]: one request through chapter 10's engine; [`bench`](mod@bench): what the
+//!   grammar costs.
 
 pub mod answer;
 pub mod api;

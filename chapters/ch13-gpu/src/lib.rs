@@ -5,7 +5,7 @@
 //!
 //! - [`gpu`]: the adapter, the device and queue, the features found.
 //! - [`acts`]: the input vector quantized as the CPU engine quantizes it.
-//! - [`matvec`]: a matrix on the GPU and the decode product `W · x`.
+//! - [`matvec`](mod@matvec): a matrix on the GPU and the decode product `W · x`.
 //! - [`matmul`]: the prefill product `X · Wᵀ`, many tokens a dispatch, tile by tile.
 //! - [`split`]: a matrix larger than one binding, split by rows over several buffers.
 //! - [`quantize`], [`rmsnorm`]: the input quantized on the GPU, and RMSNorm.
@@ -17,8 +17,8 @@
 //!   chapter 8's synthetic Llama 3, Mistral, Qwen2, Qwen3, Phi-3 and Gemma-2 files).
 //! - [`tune`]: the products' layout chosen by timing the model's own step, on a GPU.
 //! - [`generate`]: chapter 9's generation loop on that step.
-//! - [`info`], [`bench`], [`decode_bench`], [`compare`], [`tile_bench`]: the binary's `info`,
-//!   `kernels`, `bench`, `bench --compare` and `tiles` commands.
+//! - [`info`], [`bench`](mod@bench), [`decode_bench`], [`compare`], [`tile_bench`]: the
+//!   binary's `info`, `kernels`, `bench`, `bench --compare` and `tiles` commands.
 
 // A match over a format names every format (as in chapters 6 to 8), so that a new format
 // makes the compiler list the places that must handle it.

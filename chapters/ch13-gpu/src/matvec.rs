@@ -462,7 +462,7 @@ pub struct MatVec {
     pub reduction: Reduction,
     pub layout: Layout,
     /// The subgroup reduction as one `subgroupAdd` a row (`reduce_subgroup_32.wgsl`), where
-    /// the adapter's subgroups are the groups of lanes ([`subgroups_are_groups`]).
+    /// the adapter's subgroups are the groups of lanes (`subgroups_are_groups`).
     pub whole_subgroups: bool,
     pipelines: Vec<(Format, wgpu::ComputePipeline)>,
     /// Bound as `out1` and `out2` where a product has fewer matrices: never written.

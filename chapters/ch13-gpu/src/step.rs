@@ -339,7 +339,7 @@ impl<'g> Decoder<'g> {
 
     /// [`Decoder::step`]'s greedy token, with the GPU's clock read before each dispatch and
     /// after the last (`ch13-gpu bench --profile`): the token, and each dispatch's
-    /// nanoseconds, in the order of [`Decoder::ops`] (to the next one's start: its own time
+    /// nanoseconds, in the order of `Decoder::ops` (to the next one's start: its own time
     /// and the wait before the next may start).
     pub fn step_timed(&self, token: u32, pos: usize) -> Result<(u32, Vec<f64>)> {
         if !self.gpu.found.timestamps {

@@ -3,10 +3,10 @@
 //! random blocks. A measurement hook for a GPU to run, not a claim: the page quotes no
 //! number from it.
 //!
-//! Both are recorded into one submission and timed with [`bench`]'s loop. As in `kernels`,
-//! the matrix is uploaded as several copies ([`bench::WORKING_SET`] bytes in all) and the
-//! products cycle through them, so the matrix-vector dispatches read their weights from
-//! memory and not from a cache that one small matrix would fit in.
+//! Both are recorded into one submission and timed with [`bench`](mod@crate::bench)'s loop.
+//! As in `kernels`, the matrix is uploaded as several copies ([`bench::WORKING_SET`] bytes in
+//! all) and the products cycle through them, so the matrix-vector dispatches read their
+//! weights from memory and not from a cache that one small matrix would fit in.
 
 use ch06_quantization::Format;
 use serde_json::{Value, json};

@@ -1,5 +1,5 @@
 //! Chapter 6's one-token products on x86: 32 bytes per register, one block of 32 quants per
-//! byte dot ([`super::x86_helpers::dot_u8_i8`]), each written once and compiled for both levels:
+//! byte dot (`x86_helpers::dot_u8_i8`), each written once and compiled for both levels:
 //! AVX2 (`vpmaddubsw` + `vpmaddwd`) and AVX-512 VNNI (`vpdpbusd`). For Q8_0 × Q8_0, both
 //! signed, the weight's sign moves onto the activation (`|w| · (a·sign(w)) = w · a`), which
 //! `vpsignb` does in one instruction. The block's integer is exactly chapter 6's, so the float

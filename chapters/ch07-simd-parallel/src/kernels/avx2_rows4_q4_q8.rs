@@ -196,9 +196,9 @@ pub fn dot4_q8_0_q8_0(w: [&[u8]; 4], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
 }
 
 /// Four Q4_0 dots at once: [`dot4_q8_0_q8_0`] with each weight block's nibbles unpacked and
-/// re-centred by −8 first, as [`dot_q4_0_q8_0`] does; one row against four tokens unpacks
-/// the row's block once, four rows against one token ([`four_rows_one_token_q4_0`]) read
-/// the token's block once.
+/// re-centred by −8 first, as [`ch06_quantization::dot::dot_q4_0_q8_0`] does; one row
+/// against four tokens unpacks the row's block once, four rows against one token
+/// (`four_rows_one_token_q4_0`) read the token's block once.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub fn dot4_q4_0_q8_0(w: [&[u8]; 4], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
     let nb = pairs_blocks::<{ BlockQ4_0::BYTES }, _>(&w, &a);

@@ -4,7 +4,7 @@
 //!
 //! The eight rows' scales lie a row apart. `GATHER` fetches them with one `vpgatherdd`,
 //! which is what the AVX-512 level runs; with AVX2 alone they are eight plain loads
-//! ([`eight_heads`]), because on the AVX2-only CPUs the book was measured on the gather cost
+//! (`eight_heads`), because on the AVX2-only CPUs the book was measured on the gather cost
 //! about half a block's float work (the CHANGELOG has the figures).
 
 use std::arch::x86_64::*;

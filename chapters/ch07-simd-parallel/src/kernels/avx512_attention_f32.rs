@@ -201,7 +201,7 @@ fn rows_in_registers<const G: usize, const L: usize>(ys: &mut [f32], w: &[f32], 
     }
 }
 
-/// [`rows_in_registers`] for the shapes whose outputs fit in sixteen registers: one output of
+/// `rows_in_registers` for the shapes whose outputs fit in sixteen registers: one output of
 /// 16 to 128 floats (a multiple of 16), or heads of 64 floats (SmolLM2's), two to four of
 /// them, or of 128, two; `None` (nothing done) for any other.
 #[target_feature(enable = "avx512f")]

@@ -4,7 +4,7 @@
 //! pairs of each lane into its 32-bit total in one instruction. AVX-512 has no `vpsignb`,
 //! so the weights' signs move onto the activations with a masked subtraction from zero
 //! (the mask is the weights' sign bits). The integer sums are exact either way, and the
-//! float step is [`super::avx2_eights_q8_0::dot8_q8_0`]'s, lane for lane: the same bits.
+//! float step is `avx2_eights_q8_0::dot8_q8_0`'s, lane for lane: the same bits.
 
 use std::arch::x86_64::*;
 

@@ -247,7 +247,7 @@ pub trait ManyTokens: OneToken {
     }
     /// Q8_0 rows (their bytes as in the file) against eights of tokens, row `i`'s lanes for
     /// eight `g` put into `out` ([`ByToken::put`]): [`ManyTokens::dot8_q8_0`] of each, bit for
-    /// bit, here through [`q8_0_rows_with_half`]. `tokens` is how many are real: a last
+    /// bit, here through `q8_0_rows_with_half`. `tokens` is how many are real: a last
     /// eight padded past them may get anything in its lanes for the others.
     fn q8_0_rows_by_eights(
         &self,

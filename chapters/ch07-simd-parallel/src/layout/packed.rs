@@ -326,7 +326,7 @@ impl Packed {
     /// the rows [`Packed::rows_into`] would give, without that copy in between. A row's 16
     /// bytes of nibbles (four bytes in each of the four chunks) are read as one 128-bit word,
     /// whose low nibbles are quants 0..16 and high nibbles quants 16..32; Q5_0's fifth bits
-    /// are spread over the bytes eight at a time by a table ([`SPREAD`]).
+    /// are spread over the bytes eight at a time by a table (`SPREAD`).
     pub fn unpack_rows32(&self, rows: std::ops::Range<usize>, out: &mut Rows32) {
         let Packable::Q32(q32) = self.layout else {
             panic!(

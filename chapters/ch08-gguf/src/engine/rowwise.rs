@@ -61,7 +61,7 @@ pub fn sized(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
 }
 
 /// [`gelu_f16`] of every value of `g`, in place: with F16C, eight at a time
-/// ([`gelu_eights`]), and what that leaves one by one.
+/// (`gelu_eights`), and what that leaves one by one.
 pub fn gelu_f16_inplace(g: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     let g = gelu_eights(g);

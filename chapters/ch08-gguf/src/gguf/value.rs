@@ -85,7 +85,7 @@ impl Value {
         }
     }
 
-    /// GGUF's id for the value's type (its index in [`VALUE_TYPES`]), as a file stores it.
+    /// GGUF's id for the value's type (its index in `VALUE_TYPES`), as a file stores it.
     pub fn type_id(&self) -> u32 {
         match self {
             Value::U8(_) => 0,
