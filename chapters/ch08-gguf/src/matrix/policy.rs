@@ -194,9 +194,9 @@ pub fn whole_eights_for(band: Option<usize>, seq: usize, threads: usize) -> usiz
 /// What a product's tokens are counted per when it chooses between splitting its rows
 /// and splitting its tokens ([`super::FEW`] of them at the least): `LLM_BOOK_FEW_PER=band`
 /// (the default) or `thread`. A prefill cut into bands reads every weight once a band, and
-/// a band has about [`LEAST_BAND`] tokens or more unless it is the only one, so counted per band a
-/// product goes by rows only under 16 tokens; counted per thread, a 128-token prompt on
-/// sixteen threads would have 8 a thread and go by rows, four tokens at a time.
+/// a band has about [`LEAST_BAND`] tokens or more unless it is the only one, so counted per
+/// band a product goes by rows only under 16 tokens; counted per thread, a 128-token prompt
+/// on sixteen threads would have 8 a thread and go by rows, four tokens at a time.
 /// `thread` keeps the count per thread (sixteen tokens a thread before a product is split by
 /// tokens), to race the two where the cores are.
 pub const FEW_PER_VAR: &str = "LLM_BOOK_FEW_PER";
