@@ -132,9 +132,10 @@ fn bad_policy_variables_are_clear_errors() {
 
 /// A prefill cut into bands of tokens in other ways, each band's rows shared by the threads
 /// (`LLM_BOOK_PREFILL_BAND`), gives the logits of the default cut (on 8 threads, four bands
-/// of two runs of rows for 200 tokens, two of four for 100) to the bit: the same kernels on the same tokens and rows, whichever
-/// thread runs them. So does a shorter prefill split by rows where it would be cut into
-/// bands (`LLM_BOOK_FEW_PER=thread`: fewer than 16 tokens a thread, not a band).
+/// of two runs of rows for 200 tokens, two of four for 100) to the bit: the same kernels on
+/// the same tokens and rows, whichever thread runs them. So does a shorter prefill split by
+/// rows where it would be cut into bands (`LLM_BOOK_FEW_PER=thread`: fewer than 16 tokens a
+/// thread, not a band).
 #[test]
 fn a_prefill_cut_by_rows_gives_the_same_logits() {
     use ch01_tensors::models;

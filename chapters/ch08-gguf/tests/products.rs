@@ -136,9 +136,10 @@ fn levels() -> Vec<(
 #[test]
 fn every_product_path_gives_the_scalar_numbers() {
     let mats = matrices();
-    // by rows under 16 tokens; one band, its rows shared by the threads, under 64; two
-    // bands from 64 (two runs of rows each on five threads, four on eight); three on three
-    // threads from 96, four on eight from 128 (bands of 32 tokens or more)
+    // by rows under 16 tokens; one band, its rows shared by the threads, under 64 (and on
+    // five threads always: no band count from two to four divides five); from 64, two bands
+    // on two and eight threads (four runs of rows each on eight), three on three threads
+    // from 96, four on eight from 128 (bands of 32 tokens or more)
     for seq in [1, 2, 3, 5, 8, 9, 16, 17, 24, 40, 45, 63, 64, 70, 130] {
         let x = floats(seq * COLS, 100 + seq as u64);
         for (name, m) in &mats {
