@@ -189,6 +189,40 @@ fn softmax_of_large_scores_does_not_overflow() {
 }
 
 #[test]
+fn softmax_of_rows_side_by_side_is_each_rows_softmax() {
+    // every count of rows to nine (two passes of four and a rest), scores at several scales
+    // with a masked one here and there: each row the bits of its own softmax_inplace
+    for n in [1, 2, 7, 64, 301] {
+        for rows in 1..=9 {
+            let mut x: Vec<f32> = random(rows * n, (100 * n + rows) as u64)
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| match i % 37 {
+                    5 => f32::NEG_INFINITY,
+                    _ => v * [1.0, 30.0, 1e-3][i % 3],
+                })
+                .collect();
+            if rows > 1 {
+                // a row whose largest values are zeros of both signs
+                x[n..2 * n].iter_mut().for_each(|v| *v = -v.abs());
+                x[n + n / 2] = -0.0;
+                x[n + n / 3] = 0.0;
+            }
+            let mut want = x.clone();
+            want.chunks_exact_mut(n).for_each(ops::softmax_inplace);
+            ops::softmax_rows_with(&mut x, n, |x| x.iter_mut().for_each(|v| *v = v.exp()));
+            for (i, (g, w)) in x.iter().zip(&want).enumerate() {
+                assert_eq!(
+                    g.to_bits(),
+                    w.to_bits(),
+                    "{rows} rows of {n}: value {i} is {g}, its row's own softmax gives {w}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn silu_by_hand() {
     // silu(x) = x / (1 + e^-x): silu(1) = 1 / (1 + 1/e) = 0.7310586, silu(-1) = -0.26894143
     assert_eq!(ops::silu(0.0), 0.0);

@@ -127,6 +127,12 @@ pub trait Kernels: Sync {
     fn softmax(&self, x: &mut [f32]) {
         ch01_tensors::ops::softmax_with(x, |x| self.exp_inplace(x));
     }
+    /// [`Kernels::softmax`] of each row of `n` values in `x`, bit for bit: chapter 1's
+    /// [`softmax_rows_with`](ch01_tensors::ops::softmax_rows_with), the rows' sums side by
+    /// side.
+    fn softmax_rows(&self, x: &mut [f32], n: usize) {
+        ch01_tensors::ops::softmax_rows_with(x, n, |x| self.exp_inplace(x));
+    }
     /// Chapter 1's [`silu_inplace`](ch01_tensors::ops::silu_inplace), `x / (1 + e^(−x))`,
     /// bit for bit, the exponentials by [`Kernels::exp_inplace`] a stretch at a time.
     fn silu(&self, x: &mut [f32]) {

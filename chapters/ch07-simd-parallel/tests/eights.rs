@@ -139,3 +139,39 @@ fn the_layout_puts_quants_4k_to_4k_plus_4_of_token_t_at_step_k_lane_t() {
         }
     }
 }
+
+/// Given each block's `Σ qs` (as a packed Q4_0 matrix's activations keep them), the eights
+/// are the ones `from_q8_0_blocks` makes summing the quants itself.
+#[test]
+fn the_sums_given_make_the_same_eights() {
+    use ch06_quantization::blocks::BlockQ8_0;
+    use ch06_quantization::quantize::quantize_q8_0;
+    let tokens: Vec<Vec<BlockQ8_0>> = (0..TOKENS as u64)
+        .map(|t| {
+            let x = uniform(3 * QK, 400 + t);
+            x.chunks_exact(QK)
+                .map(|b| quantize_q8_0(b.try_into().unwrap()))
+                .collect()
+        })
+        .collect();
+    let sums: Vec<Vec<i32>> = tokens
+        .iter()
+        .map(|t| {
+            t.iter()
+                .map(|b| b.qs.iter().map(|&q| i32::from(q)).sum())
+                .collect()
+        })
+        .collect();
+    let summed = Eights::from_q8_0_blocks(std::array::from_fn(|t| &tokens[t][..]));
+    let given = Eights::from_q8_0_sums(
+        std::array::from_fn(|t| &tokens[t][..]),
+        std::array::from_fn(|t| &sums[t][..]),
+    );
+    assert_eq!(given.qs, summed.qs, "the quants, interleaved");
+    assert_eq!(
+        given.offset, summed.offset,
+        "8 · Σ qs of each block and token"
+    );
+    assert_eq!(given.d, summed.d, "the scales");
+    assert_eq!(given.s, summed.s, "Q8_0 has no s");
+}

@@ -538,3 +538,44 @@ fn softmax_and_silu_equal_chapter_1s_bit_for_bit() {
         }
     }
 }
+
+/// Each level's softmax of several rows at once gives every row chapter 1's bits: one to
+/// nine rows (the sums four at a time and a rest), masked keys, a row of zeros of both signs
+/// at the top, a row with a NaN, a row all −∞ (NaN out, as chapter 1's).
+#[test]
+fn softmax_of_rows_equals_chapter_1s_row_by_row() {
+    for (isa, k) in std::iter::once((Isa::Scalar, &Scalar as &dyn Kernels)).chain(simd_levels()) {
+        for n in [1, 7, 16, 17, 64, 100, 577] {
+            for rows in 1..=9 {
+                let scale = [0.01, 1.0, 30.0, 200.0][rows % 4];
+                let mut x: Vec<f32> = uniform(rows * n, (rows * n) as u64 + 9)
+                    .iter()
+                    .map(|v| v * scale)
+                    .collect();
+                x.iter_mut()
+                    .step_by(13)
+                    .for_each(|v| *v = f32::NEG_INFINITY);
+                if rows >= 4 {
+                    let zeros = &mut x[n..2 * n];
+                    zeros.iter_mut().for_each(|v| *v = -v.abs());
+                    zeros[n / 2] = -0.0;
+                    zeros[n - 1] = 0.0;
+                    x[2 * n + n / 3] = f32::NAN;
+                    x[3 * n..4 * n].fill(f32::NEG_INFINITY);
+                }
+                let mut want = x.clone();
+                want.chunks_exact_mut(n)
+                    .for_each(ch01_tensors::ops::softmax_inplace);
+                k.softmax_rows(&mut x, n);
+                for (i, (g, w)) in x.iter().zip(&want).enumerate() {
+                    assert!(
+                        g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+                        "{isa}: {rows} rows of {n}, row {} value {}: {g}, chapter 1's {w}",
+                        i / n,
+                        i % n
+                    );
+                }
+            }
+        }
+    }
+}

@@ -38,6 +38,7 @@ pub use ch07_simd_parallel::layout::packed::{self, GroupLayout, Packed};
 pub use ch07_simd_parallel::layout::packed_dot::PackedToken;
 pub use few::FEW;
 pub use kmatrix::{KActs, KFormat, KMatrix};
+use types::ActKind;
 pub use types::{Acts, Matrix};
 
 use ch06_quantization::Kernels;
@@ -63,13 +64,33 @@ impl Matrix {
         if self.by_rows(kk, seq) {
             return group::split_by_rows(k, kk, vec![(self, out)], x, seq);
         }
+        let acts = self.prefill_kind(kk).map(|_| self.quantize_tokens(k, x));
+        self.prefill(k, kk, out, x, seq, acts.as_ref());
+    }
+
+    /// [`Matrix::matmul`] in a prefill, with `x` quantized for it (`acts`, from
+    /// [`Matrix::quantize_tokens`], where [`Matrix::prefill_kind`] says it takes them).
+    fn prefill(
+        &self,
+        k: &dyn Kernels,
+        kk: &dyn ManyTokens,
+        out: &mut [f32],
+        x: &[f32],
+        seq: usize,
+        acts: Option<&Acts>,
+    ) {
+        let acts = || acts.expect("the prefill's activations, quantized by the caller");
         match self {
-            Matrix::Q(m) if self.has_prefill_kernel(kk) => {
-                prefill::q4_prefill(m, k, kk, out, x, seq)
-            }
+            Matrix::Q(m) if self.has_prefill_kernel(kk) => match acts() {
+                Acts::Q(a) => prefill::q4_prefill(m, k, kk, out, a, seq),
+                Acts::K(_) | Acts::Sums(..) => unreachable!("a QMatrix takes chapter 6's blocks"),
+            },
             Matrix::Q(m) => m.matmul_with(k, out, x, seq),
-            Matrix::K(m) => m.matmul(k, kk, out, x, seq),
-            Matrix::P(p) => packed_prefill::packed_prefill(self, p, k, kk, out, x, seq),
+            Matrix::K(m) => match acts() {
+                Acts::K(a) => m.prefill(kk, out, a, seq),
+                Acts::Q(_) | Acts::Sums(..) => unreachable!("a KMatrix takes KActs"),
+            },
+            Matrix::P(p) => packed_prefill::packed_prefill(self, p, k, kk, out, acts(), x, seq),
         }
     }
     // ANCHOR_END: choose
@@ -77,9 +98,10 @@ impl Matrix {
 
 // ANCHOR: matmul_group
 /// Several products of the same input `x` (`(seq, cols)`), `outs[i] = x · mats[i]ᵀ`: Q, K
-/// and V, or gate and up. In a prefill each is an ordinary [`Matrix::matmul`]; the matrices
-/// with too few tokens a thread for their prefill kernel share one parallel pass split by
-/// rows (`group::split_by_rows`), their input quantized once per kind of activation.
+/// and V, or gate and up. In a prefill each is an ordinary [`Matrix::matmul`] on the input
+/// quantized once per kind of activation (Q, K and V of one format quantize it once, not
+/// three times); the matrices with too few tokens a thread for their prefill kernel share
+/// one parallel pass split by rows (`group::split_by_rows`), their input quantized there.
 pub fn matmul_group(
     k: &dyn Kernels,
     kk: &dyn ManyTokens,
@@ -90,12 +112,21 @@ pub fn matmul_group(
 ) {
     assert_eq!(mats.len(), outs.len(), "one output per matrix");
     let mut few: Vec<(&Matrix, &mut [f32])> = Vec::new();
+    let mut shared: Vec<(ActKind, Acts)> = Vec::new(); // one quantization of x per kind
     for (m, out) in mats.iter().zip(outs.iter_mut()) {
         if m.by_rows(kk, seq) {
             few.push((m, out));
-        } else {
-            m.matmul(k, kk, out, x, seq);
+            continue;
         }
+        let mut at = None;
+        if let Some(kind) = m.prefill_kind(kk) {
+            at = shared.iter().position(|(k, _)| *k == kind);
+            if at.is_none() {
+                shared.push((kind, m.quantize_tokens(k, x)));
+                at = Some(shared.len() - 1);
+            }
+        }
+        m.prefill(k, kk, out, x, seq, at.map(|i| &shared[i].1));
     }
     group::split_by_rows(k, kk, few, x, seq);
 }

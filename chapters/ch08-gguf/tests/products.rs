@@ -174,7 +174,13 @@ fn grouped_products_equal_single_products() {
     // Q8_0 before Q4_0: one kind of activations, and only the second has an eight-token kernel
     let mut reordered = matrices();
     reordered.swap(0, 2);
-    for seq in [1, 3, 6, 8, 20] {
+    // a KMatrix and a packed matrix of one kind of activations: Q5_0 with Q5_0, Q4_K with
+    // Q4_K (in a prefill the first one's quantization serves the second)
+    let mut mixed = matrices();
+    mixed.swap(4, 8);
+    // from 20 tokens the prefill kernels, on the input quantized once per kind; 70 are two
+    // bands on two and three threads, each with tokens beyond its last whole eight
+    for seq in [1, 3, 6, 8, 20, 70] {
         let x = floats(seq * COLS, 300 + seq as u64);
         // Q, K and V of chapter 8's layers: matrices of different formats, one input
         for group in [
@@ -183,6 +189,9 @@ fn grouped_products_equal_single_products() {
             &mats[1..5],
             &reordered[0..3],
             &mats[5..9],
+            &mats[8..11],
+            &mixed[3..5],
+            &mixed[8..10],
         ] {
             let want: Vec<Vec<f32>> = group.iter().map(|(_, m)| reference(m, &x, seq)).collect();
             for (isa, k, kk) in levels() {

@@ -12,7 +12,7 @@
 //! chapter 9's ring cache).
 
 use ch05_kv_cache::KvStore;
-use ch08_gguf::engine::{LayerAttention, weights};
+use ch08_gguf::engine::{LayerAttention, weights_rows};
 
 use crate::seq::SeqKv;
 
@@ -65,9 +65,7 @@ pub fn attend_blocks(
         }
         // ANCHOR_END: attend_blocks
         // ANCHOR: attend_blocks_values
-        for row in rows.chunks_exact_mut(n) {
-            weights(at, row); // chapter 8's scale, soft-cap and softmax
-        }
+        weights_rows(at, rows, n); // chapter 8's scale, soft-cap and softmax, row by row
         let h = part.start - hs.start;
         let o = &mut out[h * d..(h + heads_here) * d]; // (heads, d)
         o.fill(0.0);

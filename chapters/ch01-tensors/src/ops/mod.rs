@@ -13,4 +13,4 @@ pub use matmul::{
     PANEL_K, TILE_COLS, TILE_ROWS, dot, matmul_blocked, matmul_ikj, matmul_naive, matmul_transb,
     matvec,
 };
-pub use norm::{rmsnorm, softmax_inplace, softmax_with};
+pub use norm::{rmsnorm, softmax_inplace, softmax_rows_with, softmax_with};

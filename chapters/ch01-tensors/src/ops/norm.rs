@@ -73,3 +73,72 @@ pub fn softmax_with(x: &mut [f32], exp: impl FnOnce(&mut [f32])) {
     }
 }
 // ANCHOR_END: softmax
+
+// ANCHOR: softmax_rows
+/// [`softmax_with`] of each row of `n` values in `x` (rows one after the other), bit for
+/// bit, with the rows' sums taken side by side, up to four at a time. Each sum is still its
+/// own row's values added in order, so it is the same number; but one row's sum is a chain
+/// of additions, each waiting for the one before (four cycles or so on a modern core), and
+/// four chains that do not wait for each other advance together. Attention's scores for
+/// the query heads that share a key head are such rows.
+#[inline]
+pub fn softmax_rows_with(x: &mut [f32], n: usize, exp: impl FnOnce(&mut [f32])) {
+    if n == 0 {
+        return;
+    }
+    assert!(
+        x.len().is_multiple_of(n),
+        "softmax_rows: {} values are not rows of {n}",
+        x.len()
+    );
+    for row in x.chunks_exact_mut(n) {
+        let max = max_by_lanes(row);
+        row.iter_mut().for_each(|v| *v -= max);
+    }
+    exp(x); // value by value: one call for every row
+    for rows in x.chunks_mut(4 * n) {
+        let sums = match rows.len() / n {
+            4 => sums_side_by_side::<4>(rows, n),
+            3 => sums_side_by_side::<3>(rows, n),
+            2 => sums_side_by_side::<2>(rows, n),
+            _ => sums_side_by_side::<1>(rows, n),
+        };
+        for (row, sum) in rows.chunks_exact_mut(n).zip(sums) {
+            row.iter_mut().for_each(|v| *v /= sum);
+        }
+    }
+}
+
+/// The largest value of `row` (NaNs passed over, as `f32::max` does), sixteen running
+/// maxima side by side: a maximum is exact in any order, so this is `softmax_with`'s value
+/// (but for the sign of a zero, which `x − max` then `e^…` cannot tell).
+#[inline]
+fn max_by_lanes(row: &[f32]) -> f32 {
+    let (sixteens, tail) = row.as_chunks::<16>();
+    let mut lanes = [f32::NEG_INFINITY; 16];
+    for s in sixteens {
+        for (m, &v) in lanes.iter_mut().zip(s) {
+            *m = m.max(v);
+        }
+    }
+    lanes
+        .iter()
+        .chain(tail)
+        .copied()
+        .fold(f32::NEG_INFINITY, f32::max)
+}
+
+/// The sums of the `R` rows of `n` in `x` (in the first `R` of four), each in order from 0,
+/// the rows side by side.
+#[inline]
+fn sums_side_by_side<const R: usize>(x: &[f32], n: usize) -> [f32; 4] {
+    let rows: [&[f32]; R] = std::array::from_fn(|r| &x[r * n..(r + 1) * n]);
+    let mut sums = [0.0f32; 4];
+    for i in 0..n {
+        for (sum, row) in sums.iter_mut().zip(&rows) {
+            *sum += row[i];
+        }
+    }
+    sums
+}
+// ANCHOR_END: softmax_rows

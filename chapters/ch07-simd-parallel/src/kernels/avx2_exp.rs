@@ -129,3 +129,11 @@ pub(super) fn library_lanes(e: &mut [f32], before: &[f32], mut mask: u32) {
         mask &= mask - 1;
     }
 }
+
+/// Chapter 1's `softmax_rows_with`, compiled for AVX2 (its maxima, subtractions and
+/// divisions eight lanes at a time; the same operations, so the same bits), its exponentials
+/// by [`exp_inplace`].
+#[target_feature(enable = "avx2,fma")]
+pub fn softmax_rows(x: &mut [f32], n: usize) {
+    ch01_tensors::ops::softmax_rows_with(x, n, |x| exp_inplace(x));
+}

@@ -70,3 +70,9 @@ pub fn exp_inplace(x: &mut [f32]) {
     }
     super::avx2_exp::exp_inplace(tail); // AVX-512 implies AVX2 and FMA
 }
+
+/// `avx2_exp::softmax_rows` compiled for AVX-512, its exponentials by [`exp_inplace`].
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub fn softmax_rows(x: &mut [f32], n: usize) {
+    ch01_tensors::ops::softmax_rows_with(x, n, |x| exp_inplace(x));
+}

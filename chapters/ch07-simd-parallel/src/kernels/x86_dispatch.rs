@@ -158,6 +158,15 @@ impl<const VNNI: bool> Kernels for X86<VNNI> {
             }
         }
     }
+    fn softmax_rows(&self, x: &mut [f32], n: usize) {
+        unsafe {
+            if VNNI {
+                avx512_exp::softmax_rows(x, n)
+            } else {
+                avx2_exp::softmax_rows(x, n)
+            }
+        }
+    }
 }
 
 // ANCHOR: x86_one_token

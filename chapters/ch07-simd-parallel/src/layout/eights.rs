@@ -51,6 +51,14 @@ impl Eights {
         })
     }
 
+    /// [`Eights::from_q8_0_blocks`] with each block's `Σ qs` given (`sums`, one a block, as
+    /// a packed Q4_0 matrix's activations keep them): the same interleaving.
+    pub fn from_q8_0_sums(a: [&[BlockQ8_0]; 8], sums: [&[i32]; 8]) -> Eights {
+        Eights::build(a[0].len(), |t, i| {
+            (&a[t][i].qs, f16(a[t][i].d), 8 * sums[t][i], 0.0)
+        })
+    }
+
     /// Eight tokens' Q8_0 activations (Q5_0's).
     pub fn from_q8_0(a: [&[Q8_0Wide]; 8]) -> Eights {
         Eights::build(a[0].len(), |t, i| {

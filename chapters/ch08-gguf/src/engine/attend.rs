@@ -25,12 +25,18 @@ pub struct LayerAttention<'k> {
 /// One query's dot products with its keys, turned into attention weights in place: scaled
 /// (`1/√head_dim`, or the family's scale), soft-capped where the family says, softmaxed.
 pub fn weights(at: &LayerAttention, row: &mut [f32]) {
-    row.iter_mut().for_each(|s| *s *= at.scale);
+    weights_rows(at, row, row.len());
+}
+
+/// [`weights`] of each row of `n` scores in `rows` (one query head's a row), the softmaxes
+/// by [`Kernels::softmax_rows`]: the same numbers, row by row.
+pub fn weights_rows(at: &LayerAttention, rows: &mut [f32], n: usize) {
+    rows.iter_mut().for_each(|s| *s *= at.scale);
     if let Some(cap) = at.softcap {
-        softcap(row, cap);
+        softcap(rows, cap);
     }
-    at.kernels.softmax(row);
-    flush_subnormal(row);
+    at.kernels.softmax_rows(rows, n);
+    flush_subnormal(rows);
 }
 
 /// Weights too small for a normal f32 (below 2⁻¹²⁶, about 1.2·10⁻³⁸) set to zero. A key that
@@ -105,9 +111,7 @@ pub fn attend_heads<S: KvStore + ?Sized>(
         // loops below. Large heads (Gemma-3's 256) go through the loops, which read each
         // key once for the heads together too.
         k.dot_f32_rows_many(&q[hs.start * d..hs.end * d], d, ks, &mut scores[..]);
-        for row in scores.chunks_exact_mut(n) {
-            weights(at, row);
-        }
+        weights_rows(at, scores, n);
         let o = &mut out[..hs.len() * d];
         o.fill(0.0);
         k.axpy_rows_many(o, d, &scores[..], vs);
@@ -119,9 +123,7 @@ pub fn attend_heads<S: KvStore + ?Sized>(
     let qs: Vec<&[f32]> = hs.clone().map(|h| &q[h * d..(h + 1) * d]).collect();
     let key_rows: Vec<&[f32]> = keys.clone().map(|j| store.key(layer, kv, j)).collect();
     k.dot_f32_many(&qs, &key_rows, &mut scores[..]);
-    for row in scores.chunks_exact_mut(n) {
-        weights(at, row);
-    }
+    weights_rows(at, scores, n);
     // every head's weighted sum of the values, key after key: a whole group of four or more
     // heads with part of each output held in registers across the keys; the two heads of a
     // decode step's task value by value (across a long context, holding two heads' outputs

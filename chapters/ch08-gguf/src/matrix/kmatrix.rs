@@ -216,11 +216,18 @@ impl KMatrix {
         x: &[f32],
         seq: usize,
     ) {
-        let (rows, cols) = (self.rows, self.cols);
         let acts: Vec<KActs> = x
-            .par_chunks_exact(cols)
+            .par_chunks_exact(self.cols)
             .map(|t| self.quantize(k, t))
             .collect();
+        self.prefill(kk, out, &acts, seq);
+    }
+
+    /// [`KMatrix::matmul`] on the tokens' activations quantized already (`acts`, one a
+    /// token): Q, K and V of one format share them.
+    pub fn prefill(&self, kk: &dyn ManyTokens, out: &mut [f32], acts: &[KActs], seq: usize) {
+        let (rows, cols) = (self.rows, self.cols);
+        assert_eq!(acts.len(), seq, "prefill: one KActs a token");
         let q8_0 = |t: usize| acts[t].q8_0();
         let q8k = |t: usize| acts[t].q8_k();
         if self.kind == KFormat::Q5_0 && crate::matrix::policy::use_eights(kk) {

@@ -16,13 +16,16 @@ use super::types::{Acts, Matrix};
 /// A packed matrix in a prefill: chapter 8's eight-token prefill ([`eights`]) for as many
 /// tokens as give every band whole eights ([`super::policy::whole_eights`]), its tiles of
 /// rows unpacked straight out of the groups (`ManyTokens::unpack_packed32`,
-/// `unpack_packed_k`); the last few tokens split by rows ([`split_by_rows`]).
+/// `unpack_packed_k`), on `acts`, every token's activations ([`Matrix::quantize_tokens`]);
+/// the last few tokens split by rows ([`split_by_rows`]).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn packed_prefill(
     m: &Matrix,
     p: &Packed,
     k: &dyn Kernels,
     kk: &dyn ManyTokens,
     out: &mut [f32],
+    acts: &Acts,
     x: &[f32],
     seq: usize,
 ) {
@@ -31,11 +34,10 @@ pub(super) fn packed_prefill(
     let every_band_whole = |_, _| -> [f32; 4] { unreachable!("every band is whole eights") };
     let whole = |_, _| -> f32 { unreachable!("every band is whole eights") };
     if main > 0 {
-        let acts = m.quantize(k, &x[..main * cols]);
         match p.layout {
             Packable::K(kquant) => {
                 // a K-quant: the rows' blocks unpacked as a KMatrix's are (KMatrix::matmul)
-                let q8k = |t: usize| match &acts {
+                let q8k = |t: usize| match acts {
                     Acts::K(a) => a[t].q8_k(),
                     Acts::Q(_) | Acts::Sums(..) => {
                         unreachable!("quantize made the activations for this matrix")
@@ -55,10 +57,11 @@ pub(super) fn packed_prefill(
             }
             Packable::Q32(format) => {
                 let nb = cols / 32;
-                let eights = |t: usize| match &acts {
-                    Acts::Sums(a, _) => {
-                        Eights::from_q8_0_blocks(std::array::from_fn(|j| &a[(t + j) * nb..][..nb]))
-                    }
+                let eights = |t: usize| match acts {
+                    Acts::Sums(a, sums) => Eights::from_q8_0_sums(
+                        std::array::from_fn(|j| &a[(t + j) * nb..][..nb]),
+                        std::array::from_fn(|j| &sums[(t + j) * nb..][..nb]),
+                    ),
                     Acts::Q(Activations::Q8_1(a)) => {
                         Eights::from_q8_1(std::array::from_fn(|j| &a[(t + j) * nb..][..nb]))
                     }

@@ -293,23 +293,30 @@ fn joined<T: Copy + Send + Sync>(parts: Vec<&[T]>) -> Vec<T> {
 
 /// Chapter 6's product for a Q4_0, Q4_1 or Q8_0 matrix in a prefill, the same numbers bit
 /// for bit, with this chapter's eight-token kernels (or, for Q4_1 with VNNI, the interleaved
-/// four-token one) doing the tokens of a row together.
+/// four-token one) doing the tokens of a row together, on `acts`, the tokens' activations
+/// quantized by [`quantize_tokens`].
 pub(super) fn q4_prefill(
     m: &QMatrix,
     k: &dyn Kernels,
     kk: &dyn ManyTokens,
     out: &mut [f32],
-    x: &[f32],
+    acts: &Activations,
     seq: usize,
 ) {
-    assert_eq!(x.len(), seq * m.cols(), "matmul: x is not (seq, cols)");
     assert_eq!(out.len(), seq * m.rows(), "matmul: out is not (seq, rows)");
-    let q8_1 = m.format() == Format::Q4_1;
-    let acts = quantize_tokens(x, m.cols(), q8_1, |row| m.quantize_activations(k, row));
     let nb = m.cols() / 32;
-    let dot4 = |r: usize, t: usize| m.dot_rows4(k, [r; 4], &acts, [t, t + 1, t + 2, t + 3]);
-    let dot = |r: usize, t: usize| m.dot_row(k, r, &acts, t);
-    match &acts {
+    let blocks = match acts {
+        Activations::Q8_0(a) => a.len(),
+        Activations::Q8_1(a) => a.len(),
+    };
+    assert_eq!(
+        blocks,
+        seq * nb,
+        "matmul: the activations are not (seq, cols)"
+    );
+    let dot4 = |r: usize, t: usize| m.dot_rows4(k, [r; 4], acts, [t, t + 1, t + 2, t + 3]);
+    let dot = |r: usize, t: usize| m.dot_row(k, r, acts, t);
+    match acts {
         // nothing to unpack: each tile is its first row, read as it lies in the file
         Activations::Q8_0(a) if m.format() == Format::Q8_0 => prefill(
             out,

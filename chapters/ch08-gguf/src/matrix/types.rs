@@ -140,6 +140,29 @@ impl Matrix {
         })
     }
 
+    /// The kind of activations [`Matrix::matmul`]'s prefill path takes from its caller
+    /// ([`Matrix::quantize_tokens`]); `None` where that path quantizes for itself (chapter
+    /// 6's product, for a QMatrix without a prefill kernel on this level).
+    pub(super) fn prefill_kind(&self, kk: &dyn ManyTokens) -> Option<ActKind> {
+        match self {
+            Matrix::Q(_) if !self.has_prefill_kernel(kk) => None,
+            Matrix::Q(_) | Matrix::K(_) | Matrix::P(_) => self.act_kind(),
+        }
+    }
+
+    /// [`Matrix::quantize`] of a prefill's tokens, each token's row on the threads: the
+    /// same blocks.
+    pub(super) fn quantize_tokens(&self, k: &dyn Kernels, x: &[f32]) -> Acts {
+        match self {
+            Matrix::Q(m) => {
+                let q8_1 = m.format().activation() == Some(ActFormat::Q8_1);
+                let quantize = |row: &[f32]| m.quantize_activations(k, row);
+                Acts::Q(prefill::quantize_tokens(x, m.cols(), q8_1, quantize))
+            }
+            Matrix::K(_) | Matrix::P(_) => self.quantize(k, x),
+        }
+    }
+
     pub(super) fn quantize(&self, k: &dyn Kernels, x: &[f32]) -> Acts {
         match self {
             Matrix::Q(m) => Acts::Q(m.quantize_activations(k, x)),
