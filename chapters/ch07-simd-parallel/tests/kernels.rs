@@ -333,11 +333,15 @@ fn grouped_row_sums_equal_one_axpy_per_output_and_row() {
 
 #[test]
 fn attention_group_kernels_equal_one_call_per_head() {
-    // Gemma-3's 256 floats and four heads a KV head; SmolLM2's 64; 20 (a tail of four); one
-    // to five heads (the four-at-a-time path, its remainder, and the fallback)
-    for d in [256usize, 64, 20] {
+    // Gemma-3's 256 floats and four heads a KV head; SmolLM2's 64; 48 (sixteens, not the
+    // 512-bit sums' thirty-twos); 20 (a tail of four); one to five heads (the four-at-a-time
+    // path, its remainder, and the fallback); one key, two, and 37 (pairs and an odd one;
+    // tiles of sixteen and a part)
+    for (d, n) in [256usize, 64, 48, 20]
+        .into_iter()
+        .flat_map(|d| [1, 2, 37].map(|n| (d, n)))
+    {
         for heads in 1..=5 {
-            let n = 37;
             let qs: Vec<Vec<f32>> = (0..heads).map(|h| uniform(d, 10 + h as u64)).collect();
             let qs: Vec<&[f32]> = qs.iter().map(|q| &q[..]).collect();
             let rows = uniform(n * d, 2);

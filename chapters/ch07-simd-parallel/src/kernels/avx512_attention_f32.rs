@@ -226,3 +226,135 @@ pub fn axpy_rows_many(ys: &mut [f32], d: usize, w: &[f32], rows: &[f32]) -> Opti
     }
     Some(())
 }
+
+// ANCHOR: many_512
+/// [`super::avx2_many_f32::dot_f32_many`] with two keys side by side in one register: the
+/// keys of a list (a paged cache's need not lie in order), one to four queries of `d` a
+/// multiple of 8, a pair of keys at a time, the pair after next asked for while this one is
+/// read; an odd last key, and any other shape, by the 256-bit kernel. Each key's sum is the
+/// 256-bit kernel's, lane for lane, reduced by [`reduce_two`] in its order.
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub fn dot_f32_many(qs: &[&[f32]], rows: &[&[f32]], out: &mut [f32]) {
+    let n = rows.len();
+    assert_eq!(qs.len() * n, out.len(), "one output per query and row");
+    let d = qs.first().map_or(0, |q| q.len());
+    let whole = d > 0
+        && d.is_multiple_of(8)
+        && qs.iter().all(|q| q.len() == d)
+        && rows.iter().all(|r| r.len() == d);
+    match qs.len() {
+        1 if whole => pairs_of_keys::<1>(qs, rows, out),
+        2 if whole => pairs_of_keys::<2>(qs, rows, out),
+        3 if whole => pairs_of_keys::<3>(qs, rows, out),
+        4 if whole => pairs_of_keys::<4>(qs, rows, out),
+        _ => super::avx2_many_f32::dot_f32_many(qs, rows, out),
+    }
+}
+
+/// [`dot_f32_many`] for `G` queries, every query and row `d` floats, `d` a multiple of 8.
+#[inline]
+#[target_feature(enable = "avx512f,avx2,fma")]
+fn pairs_of_keys<const G: usize>(qs: &[&[f32]], rows: &[&[f32]], out: &mut [f32]) {
+    let (n, d) = (rows.len(), qs[0].len());
+    let q: [&[f32]; G] = std::array::from_fn(|g| qs[g]);
+    assert!(
+        d.is_multiple_of(8) && q.iter().chain(rows).all(|r| r.len() == d),
+        "dot_f32_many: every query and row d floats, d whole steps of eight"
+    );
+    let pairs = rows.chunks_exact(2);
+    let last = pairs.remainder();
+    for (p, two) in pairs.enumerate() {
+        for after in rows.iter().skip(2 * p + 4).take(2) {
+            super::x86_helpers::prefetch_lines(after.as_ptr().cast(), 4 * d);
+        }
+        let mut acc = [_mm512_setzero_ps(); G];
+        for c in (0..d).step_by(8) {
+            // SAFETY: 8 f32 at c + 8 ≤ d of both keys and of each query (checked).
+            let k = unsafe { two_keys(two[0].as_ptr().add(c), two[1].as_ptr().add(c)) };
+            for (acc, q) in acc.iter_mut().zip(q) {
+                let qv = unsafe { both_halves(q.as_ptr().add(c)) };
+                *acc = _mm512_add_ps(*acc, _mm512_mul_ps(qv, k));
+            }
+        }
+        for (g, acc) in acc.into_iter().enumerate() {
+            let (x, y) = reduce_two(acc);
+            out[g * n + 2 * p] = x;
+            out[g * n + 2 * p + 1] = y;
+        }
+    }
+    if let [key] = last {
+        for (g, q) in q.iter().enumerate() {
+            out[g * n + n - 1] = super::avx2_one_f32::dot_f32(q, key);
+        }
+    }
+}
+
+/// [`super::avx2_many_f32::axpy_many`]'s tiles of rows in 512-bit registers: thirty-two
+/// floats of each of one to four outputs at a time (`d` a multiple of 32), over the rows
+/// sixteen at a time, the next tile asked for a few rows a pass; `None` (nothing done) for
+/// any other shape. Each output element is still `y + w·x` row after row: the same bits.
+#[target_feature(enable = "avx512f")]
+pub fn axpy_many(ys: &mut [f32], w: &[f32], rows: &[&[f32]]) -> Option<()> {
+    let n = rows.len();
+    let d = rows.first().map(|r| r.len()).filter(|&d| d > 0)?;
+    let g = ys.len() / d;
+    if !(d.is_multiple_of(32) && ys.len() == g * d && w.len() == g * n)
+        || rows.iter().any(|r| r.len() != d)
+    {
+        return None;
+    }
+    match g {
+        1 => tiles_in_registers::<1>(ys, w, rows),
+        2 => tiles_in_registers::<2>(ys, w, rows),
+        3 => tiles_in_registers::<3>(ys, w, rows),
+        4 => tiles_in_registers::<4>(ys, w, rows),
+        _ => return None,
+    }
+    Some(())
+}
+
+/// [`axpy_many`] for `G` outputs of `d` floats, `d` a multiple of 32 (checked by the caller).
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn tiles_in_registers<const G: usize>(ys: &mut [f32], w: &[f32], rows: &[&[f32]]) {
+    const TILE: usize = 16; // rows: sixteen of Gemma-3's values are 16 KiB
+    let (n, d) = (rows.len(), rows[0].len());
+    assert!(
+        d.is_multiple_of(32) && ys.len() == G * d && w.len() == G * n,
+        "axpy_many: ys is (G, d), w (G, n), d a multiple of 32"
+    );
+    let per_pass = TILE.div_ceil(d / 32); // rows of the next tile asked for in each pass
+    for start in (0..n).step_by(TILE) {
+        let tile = &rows[start..(start + TILE).min(n)];
+        for (pass, c) in (0..d).step_by(32).enumerate() {
+            let ahead = start + TILE + pass * per_pass;
+            for r in rows.get(ahead..(ahead + per_pass).min(n)).unwrap_or(&[]) {
+                super::x86_helpers::prefetch_lines(r.as_ptr().cast(), 4 * d);
+            }
+            // SAFETY (loads and stores): 32 f32 at c + 32 ≤ d of each output and row.
+            let mut acc: [[__m512; 2]; G] = std::array::from_fn(|g| unsafe {
+                let y = ys.as_ptr().add(g * d + c);
+                [_mm512_loadu_ps(y), _mm512_loadu_ps(y.add(16))]
+            });
+            for (j, row) in (start..).zip(tile) {
+                let v = unsafe {
+                    let x = row.as_ptr().add(c);
+                    [_mm512_loadu_ps(x), _mm512_loadu_ps(x.add(16))]
+                };
+                for (g, a) in acc.iter_mut().enumerate() {
+                    let s = _mm512_set1_ps(w[g * n + j]);
+                    a[0] = _mm512_add_ps(a[0], _mm512_mul_ps(s, v[0]));
+                    a[1] = _mm512_add_ps(a[1], _mm512_mul_ps(s, v[1]));
+                }
+            }
+            for (g, a) in acc.iter().enumerate() {
+                unsafe {
+                    let y = ys.as_mut_ptr().add(g * d + c);
+                    _mm512_storeu_ps(y, a[0]);
+                    _mm512_storeu_ps(y.add(16), a[1]);
+                }
+            }
+        }
+    }
+}
+// ANCHOR_END: many_512

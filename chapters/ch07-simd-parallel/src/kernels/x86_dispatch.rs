@@ -125,7 +125,13 @@ impl<const VNNI: bool> Kernels for X86<VNNI> {
         unsafe { avx2_one_f32::axpy_rows(y, w, rows) }
     }
     fn dot_f32_many(&self, qs: &[&[f32]], rows: &[&[f32]], out: &mut [f32]) {
-        unsafe { avx2_many_f32::dot_f32_many(qs, rows, out) }
+        unsafe {
+            if VNNI {
+                avx512_attention_f32::dot_f32_many(qs, rows, out)
+            } else {
+                avx2_many_f32::dot_f32_many(qs, rows, out)
+            }
+        }
     }
     fn axpy_rows_many(&self, ys: &mut [f32], d: usize, w: &[f32], rows: &[f32]) {
         // SAFETY: VNNI only where the CPU has AVX-512 F.
@@ -144,6 +150,10 @@ impl<const VNNI: bool> Kernels for X86<VNNI> {
         }
     }
     fn axpy_many(&self, ys: &mut [f32], w: &[f32], rows: &[&[f32]]) {
+        // SAFETY: VNNI only where the CPU has AVX-512 F.
+        if VNNI && unsafe { avx512_attention_f32::axpy_many(ys, w, rows) }.is_some() {
+            return;
+        }
         unsafe { avx2_many_f32::axpy_many(ys, w, rows) }
     }
     fn f16_to_f32s(&self, src: &[u16], dst: &mut [f32]) {

@@ -62,21 +62,17 @@ fn nearest_int(x: f32) -> i32 {
 /// llama.cpp's rule: the value of largest magnitude maps to −127 exactly (the scale is
 /// signed), every other to `round(−127 · x / max)`; a block of zeros has scale 0.
 pub fn quantize_q8_k(x: &[f32; QK_K]) -> BlockQ8K {
-    let (mut max, mut amax) = (0.0f32, 0.0f32);
-    for &v in x {
-        if v.abs() > amax {
-            amax = v.abs();
-            max = v;
-        }
-    }
     let mut b = BlockQ8K {
         d: 0.0,
         qs: [0; QK_K],
         bsums: [0; QK_K / 16],
     };
-    if amax == 0.0 {
-        return b;
-    }
+    // The largest magnitude (a maximum is the same in any order, so the compiler may take
+    // it several lanes at a time), then the first value that has it: its sign is the scale's.
+    let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    let Some(&max) = x.iter().find(|v| v.abs() == amax).filter(|_| amax > 0.0) else {
+        return b; // a block of zeros
+    };
     let iscale = -127.0 / max;
     for (q, &v) in b.qs.iter_mut().zip(x) {
         *q = nearest_int(iscale * v).min(127) as i8;
@@ -295,6 +291,49 @@ mod tests {
                 (f64::from(got) - want).abs() < 1e-3 * want.abs().max(1.0),
                 "q6_k {got} {want}"
             );
+        }
+    }
+
+    /// The scale as llama.cpp's loop finds it, one value after another: the first value of
+    /// the largest magnitude.
+    fn scale_in_order(x: &[f32; QK_K]) -> f32 {
+        let (mut max, mut amax) = (0.0f32, 0.0f32);
+        for &v in x {
+            if v.abs() > amax {
+                amax = v.abs();
+                max = v;
+            }
+        }
+        if amax == 0.0 {
+            0.0
+        } else {
+            1.0 / (-127.0 / max)
+        }
+    }
+
+    #[test]
+    fn the_scale_is_the_first_value_of_the_largest_magnitude() {
+        let mut cases: Vec<[f32; QK_K]> = (0..20).map(acts).collect();
+        cases.push([0.0; QK_K]);
+        cases.push(std::array::from_fn(|i| if i == 7 { -0.0 } else { 0.0 }));
+        // ties of magnitude, either sign first; a NaN passed over
+        for (first, second) in [(-3.0, 3.0), (3.0, -3.0), (f32::NAN, 2.0)] {
+            let mut x = acts(99);
+            (x[40], x[200]) = (first, second);
+            cases.push(x);
+        }
+        for (c, x) in cases.iter().enumerate() {
+            let b = quantize_q8_k(x);
+            assert_eq!(
+                b.d.to_bits(),
+                scale_in_order(x).to_bits(),
+                "case {c}: the scale is not the first largest value's"
+            );
+            let sums: Vec<i16> =
+                b.qs.chunks_exact(16)
+                    .map(|g| g.iter().map(|&q| i16::from(q)).sum())
+                    .collect();
+            assert_eq!(b.bsums[..], sums[..], "case {c}: the sums of sixteen");
         }
     }
 
