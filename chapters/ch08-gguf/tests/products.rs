@@ -178,6 +178,8 @@ fn grouped_products_equal_single_products() {
     // Q4_K (in a prefill the first one's quantization serves the second)
     let mut mixed = matrices();
     mixed.swap(4, 8);
+    // and Q4_1 beside Q4_1 packed (Q8_1 blocks, from chapter 6's quantizer either way)
+    mixed.swap(2, 7);
     // from 20 tokens the prefill kernels, on the input quantized once per kind; 70 are two
     // bands on two and three threads, each with tokens beyond its last whole eight
     for seq in [1, 3, 6, 8, 20, 70] {
@@ -190,6 +192,7 @@ fn grouped_products_equal_single_products() {
             &reordered[0..3],
             &mats[5..9],
             &mats[8..11],
+            &mixed[1..3],
             &mixed[3..5],
             &mixed[8..10],
         ] {
