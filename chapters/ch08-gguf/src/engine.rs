@@ -31,7 +31,7 @@ mod model;
 mod rope;
 mod rowwise;
 
-pub use attend::{LayerAttention, attend, attend_heads, softcap, weights, weights_rows};
+pub use attend::{LayerAttention, attend, attend_heads, softcap, weights_rows};
 pub use family::{Activation, Family, RopeRows, Sliding, gelu_f16, gelu_table};
 pub use layer::{Buffers, Chunk, LayerRows, attention_part};
 pub use model::{Engine, Layer, Model, Run};

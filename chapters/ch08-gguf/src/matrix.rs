@@ -50,7 +50,7 @@ impl Matrix {
     /// `out (seq, rows) = x (seq, cols) · Wᵀ`, the one place that picks how: with few tokens
     /// a thread ([`FEW`]), split by rows (`group::split_by_rows`); else, in a prefill,
     /// split by tokens, Q4_0, Q4_1 and Q8_0 through `prefill::q4_prefill`'s multi-token
-    /// kernels, the K-quants through [`KMatrix::matmul`]'s, a [`Packed`] matrix through
+    /// kernels, the K-quants through [`KMatrix::prefill`]'s, a [`Packed`] matrix through
     /// `packed_prefill::packed_prefill`, and the rest through chapter 6's product. Every
     /// path gives every output the scalar kernel's bits.
     pub fn matmul(
@@ -118,14 +118,15 @@ pub fn matmul_group(
             few.push((m, out));
             continue;
         }
-        let mut at = None;
-        if let Some(kind) = m.prefill_kind(kk) {
-            at = shared.iter().position(|(k, _)| *k == kind);
-            if at.is_none() {
-                shared.push((kind, m.quantize_tokens(k, x)));
-                at = Some(shared.len() - 1);
-            }
-        }
+        let at = m.prefill_kind(kk).map(|kind| {
+            shared
+                .iter()
+                .position(|(k, _)| *k == kind)
+                .unwrap_or_else(|| {
+                    shared.push((kind, m.quantize_tokens(k, x)));
+                    shared.len() - 1
+                })
+        });
         m.prefill(k, kk, out, x, seq, at.map(|i| &shared[i].1));
     }
     group::split_by_rows(k, kk, few, x, seq);

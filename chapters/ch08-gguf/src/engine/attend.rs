@@ -22,14 +22,9 @@ pub struct LayerAttention<'k> {
 // ANCHOR_END: attention_task
 
 // ANCHOR: weights
-/// One query's dot products with its keys, turned into attention weights in place: scaled
-/// (`1/√head_dim`, or the family's scale), soft-capped where the family says, softmaxed.
-pub fn weights(at: &LayerAttention, row: &mut [f32]) {
-    weights_rows(at, row, row.len());
-}
-
-/// [`weights`] of each row of `n` scores in `rows` (one query head's a row), the softmaxes
-/// by [`Kernels::softmax_rows`]: the same numbers, row by row.
+/// Query heads' dot products with their keys (`rows`, a row of `n` scores a head), turned
+/// into attention weights in place: scaled (`1/√head_dim`, or the family's scale),
+/// soft-capped where the family says, each row softmaxed ([`Kernels::softmax_rows`]).
 pub fn weights_rows(at: &LayerAttention, rows: &mut [f32], n: usize) {
     rows.iter_mut().for_each(|s| *s *= at.scale);
     if let Some(cap) = at.softcap {

@@ -3,7 +3,6 @@
 
 use ch06_quantization::matrix::{Packable, Q32};
 use ch06_quantization::{Bytes, Format, Kernels};
-use rayon::prelude::*;
 
 use super::bands::{prefill_bands, rows_in_fours};
 use super::prefill;
@@ -205,26 +204,10 @@ impl KMatrix {
 
     // ANCHOR: kmatmul
     /// `out (seq, rows) = x (seq, cols) · Wᵀ` in a prefill (a decode step or a few tokens
-    /// go through [`super::matmul_group`], as [`super::Matrix::matmul`] decides), split
-    /// like chapter 6's: each thread a band of tokens, several tokens per weight row at a
-    /// time. Each output equals one `dot` whatever the split.
-    pub fn matmul(
-        &self,
-        k: &dyn Kernels,
-        kk: &dyn ManyTokens,
-        out: &mut [f32],
-        x: &[f32],
-        seq: usize,
-    ) {
-        let acts: Vec<KActs> = x
-            .par_chunks_exact(self.cols)
-            .map(|t| self.quantize(k, t))
-            .collect();
-        self.prefill(kk, out, &acts, seq);
-    }
-
-    /// [`KMatrix::matmul`] on the tokens' activations quantized already (`acts`, one a
-    /// token): Q, K and V of one format share them.
+    /// go through [`super::matmul_group`], as [`super::Matrix::matmul`] decides), on the
+    /// tokens' activations quantized already (`acts`, one a token: Q, K and V of one kind
+    /// share them), split like chapter 6's: each thread a band of tokens, several tokens per
+    /// weight row at a time. Each output equals one `dot` whatever the split.
     pub fn prefill(&self, kk: &dyn ManyTokens, out: &mut [f32], acts: &[KActs], seq: usize) {
         let (rows, cols) = (self.rows, self.cols);
         assert_eq!(acts.len(), seq, "prefill: one KActs a token");

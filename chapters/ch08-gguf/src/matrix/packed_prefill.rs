@@ -36,7 +36,7 @@ pub(super) fn packed_prefill(
     if main > 0 {
         match p.layout {
             Packable::K(kquant) => {
-                // a K-quant: the rows' blocks unpacked as a KMatrix's are (KMatrix::matmul)
+                // a K-quant: the rows' blocks unpacked as a KMatrix's are (KMatrix::prefill)
                 let q8k = |t: usize| match acts {
                     Acts::K(a) => a[t].q8_k(),
                     Acts::Q(_) | Acts::Sums(..) => {
