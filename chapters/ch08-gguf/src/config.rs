@@ -52,7 +52,15 @@ pub fn config(g: &Gguf) -> Result<Config> {
         let value = match g.get(&key) {
             None => continue,
             Some(v) if v.as_i128().is_some() => json!(g.u64(&key)?),
-            Some(_) => json!(g.opt_f64(&key)?),
+            // JSON has no NaN or infinity (`json!` would make them null, which the
+            // validator takes for a missing key and its default): refused here
+            Some(_) => match g.opt_f64(&key)? {
+                Some(x) if !x.is_finite() => {
+                    let message = format!("{x} is not a finite number");
+                    return Err(Error::Metadata { key, message });
+                }
+                x => json!(x),
+            },
         };
         obj.insert(field.to_string(), value);
     }
@@ -69,22 +77,28 @@ pub fn config(g: &Gguf) -> Result<Config> {
     }
     // ANCHOR_END: config
     // ANCHOR: config_checks
-    // A model that rotates only part of each head is not what chapter 3's RoPE does.
-    if let Some(rot) = g.opt_u64(&format!("{arch}.rope.dimension_count"))? {
-        let dim = obj.get("hidden_size").and_then(Value::as_u64).unwrap_or(0);
-        let heads = obj
-            .get("num_attention_heads")
-            .and_then(Value::as_u64)
-            .unwrap_or(0);
-        let head_dim = obj
-            .get("head_dim")
-            .and_then(Value::as_u64)
-            .unwrap_or(dim.checked_div(heads).unwrap_or(0));
-        if rot != head_dim {
-            return Err(Error::Unsupported(format!(
-                "{arch}.rope.dimension_count is {rot} but heads have {head_dim} dimensions (partial RoPE)"
-            )));
-        }
+    // A model that rotates only part of each head, or whose value heads are not as wide as
+    // its key heads, is not what chapter 3's attention does.
+    let get = |field: &str| obj.get(field).and_then(Value::as_u64);
+    let head_dim = get("head_dim").unwrap_or(
+        get("hidden_size")
+            .unwrap_or(0)
+            .checked_div(get("num_attention_heads").unwrap_or(0))
+            .unwrap_or(0),
+    );
+    if let Some(rot) = g.opt_u64(&format!("{arch}.rope.dimension_count"))?
+        && rot != head_dim
+    {
+        return Err(Error::Unsupported(format!(
+            "{arch}.rope.dimension_count is {rot} but heads have {head_dim} dimensions (partial RoPE)"
+        )));
+    }
+    if let Some(v) = g.opt_u64(&format!("{arch}.attention.value_length"))?
+        && v != head_dim
+    {
+        return Err(Error::Unsupported(format!(
+            "{arch}.attention.value_length is {v} but key heads have {head_dim} dimensions"
+        )));
     }
     // (RoPE scaling is read with the family: `families::rope_scaling`.)
     for (field, key) in [
