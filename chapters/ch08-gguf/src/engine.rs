@@ -38,6 +38,23 @@ pub use model::{Engine, Layer, Model, Run};
 pub use rope::{LazyRope, RopeScaling};
 pub use rowwise::{gelu_f16_inplace, rmsnorm_rows};
 
+/// An error if any of `x` (`what`: the last layer's output, the logits) is infinite or NaN:
+/// a token drawn from them would be noise, from weights or scales that overflow (a damaged
+/// file, or one whose metadata does not fit its weights). One pass that the compiler
+/// vectorizes (no early exit): Gemma-3's 262 144 logits in a few microseconds, against a
+/// decode step's milliseconds.
+pub fn finite(what: &str, x: &[f32]) -> Result<()> {
+    if x.iter().fold(true, |ok, v| ok & v.is_finite()) {
+        return Ok(());
+    }
+    let bad = x.iter().filter(|v| !v.is_finite()).count();
+    Err(Error::NotFinite(format!(
+        "{bad} of {} values of the {what} are infinite or NaN: the file's weights or their \
+         scales overflow f32",
+        x.len()
+    )))
+}
+
 impl<'m> Engine<'m> {
     pub fn new(
         model: &'m Model,
@@ -135,8 +152,11 @@ impl<'m> Engine<'m> {
         pos0: usize,
     ) -> Result<Vec<f32>> {
         let h = self.hidden(cache, ids, pos0)?;
-        let dim = self.model.config.hidden_size;
-        Ok(self.head(&h[h.len() - dim..]))
+        let last = &h[h.len() - self.model.config.hidden_size..];
+        finite("last layer's output", last)?;
+        let logits = self.head(last);
+        finite("logits", &logits)?;
+        Ok(logits)
     }
 
     /// The logits of every position, `(seq, vocab)`.
@@ -147,7 +167,10 @@ impl<'m> Engine<'m> {
         pos0: usize,
     ) -> Result<Vec<f32>> {
         let h = self.hidden(cache, ids, pos0)?;
-        Ok(self.head(&h))
+        finite("last layer's output", &h)?;
+        let logits = self.head(&h);
+        finite("logits", &logits)?;
+        Ok(logits)
     }
 
     fn hidden<S: KvStore + Sync + ?Sized>(

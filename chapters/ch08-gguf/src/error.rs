@@ -30,6 +30,9 @@ pub enum Error {
     Tokenizer(String),
     /// The forward pass refused its input.
     Model(ch06_quantization::Error),
+    /// The forward pass made values that are infinite or NaN: weights or scales that
+    /// overflow, from a damaged file or one whose metadata does not fit its weights.
+    NotFinite(String),
 }
 
 impl fmt::Display for Error {
@@ -51,6 +54,7 @@ impl fmt::Display for Error {
             Error::Unsupported(m) => write!(f, "not supported: {m}"),
             Error::Tokenizer(m) => write!(f, "tokenizer: {m}"),
             Error::Model(e) => write!(f, "{e}"),
+            Error::NotFinite(m) => write!(f, "{m}"),
         }
     }
 }

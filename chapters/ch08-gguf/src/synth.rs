@@ -10,6 +10,7 @@
 //! Such a file's text is noise, but two engines that read it the same way give the same
 //! logits: that is what `tests/families.rs` checks against llama.cpp's.
 
+pub mod hostile;
 mod random;
 
 use std::path::PathBuf;

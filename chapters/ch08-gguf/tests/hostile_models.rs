@@ -8,33 +8,29 @@
 //! hostile values or removed; every tensor reshaped, retyped or removed). A run makes one in
 //! [`SAMPLE`] of them, a different share for each architecture;
 //! `LLM_BOOK_HOSTILE_ALL=1 cargo test --release -p ch08-gguf --test hostile_models` makes
-//! them all (about ten minutes on two cores).
+//! them all (about ten minutes on two cores), and `LLM_BOOK_HOSTILE_SHOW=1` (with
+//! `--nocapture`) prints each refusal.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
-use ch08_gguf::gguf_write::Writer;
+use ch08_gguf::synth::hostile::{Change, apply, changes};
 use ch08_gguf::synth::{self, Arch, Shape, Spec, Weights};
-use ch08_gguf::{GgmlType, Gguf, GgufFile, Value, arch, engine::Engine};
+use ch08_gguf::{Gguf, GgufFile, Value, arch, engine::Engine};
 
 /// One file in this many is made in a normal run.
 const SAMPLE: usize = 16;
 
-/// One change to a valid file.
-#[derive(Clone, Debug)]
-enum Change {
-    /// Metadata key `.0` set to `.1`, or removed (`None`).
-    Key(String, Option<Value>),
-    /// Tensor `.0` given dims `.1` and type `.2` (new bytes when either changed), or
-    /// removed (`None`).
-    Tensor(String, Option<(Vec<u64>, GgmlType)>),
-}
-
 /// The valid file for `arch`: the tests' small shape, Q8_0 matrices.
 fn valid(arch: Arch) -> Vec<u8> {
+    valid_with(arch, Weights::Q8_0)
+}
+
+/// The valid file for `arch` with `weights`.
+fn valid_with(arch: Arch, weights: Weights) -> Vec<u8> {
     let spec = Spec {
         arch,
-        weights: Weights::Q8_0,
+        weights,
         shape: Shape::parse("small").expect("the small shape"),
         seed: 1,
         vocab: None,
@@ -42,99 +38,6 @@ fn valid(arch: Arch) -> Vec<u8> {
     synth::build(&spec)
         .unwrap_or_else(|e| panic!("making the {} file: {e}", arch.name()))
         .to_bytes()
-}
-
-/// Every change this test knows for the file `g`.
-fn changes(g: &Gguf) -> Vec<Change> {
-    let mut out = Vec::new();
-    for (key, value) in &g.metadata {
-        let mut values: Vec<Value> = match value {
-            // the vocabulary's own arrays are the tokenizer tests' business
-            Value::Array(_) if key.starts_with("tokenizer.ggml.") => continue,
-            Value::F32(_) | Value::F64(_) => [0.0, -1.0, f32::NAN, f32::INFINITY, 1e30, 1e-30]
-                .into_iter()
-                .map(Value::F32)
-                .collect(),
-            Value::Array(_) | Value::String(_) => vec![Value::U32(3)],
-            _ => [0, 1, 2, 3, 5, 7, 33, 1000, 1 << 31, 1 << 40, u64::MAX]
-                .into_iter()
-                .map(Value::U64)
-                .collect(),
-        };
-        values.extend([Value::String("x".into()), Value::I32(-1)]);
-        out.extend(
-            values
-                .into_iter()
-                .map(|v| Change::Key(key.clone(), Some(v))),
-        );
-        out.push(Change::Key(key.clone(), None));
-    }
-    for t in &g.tensors {
-        let d = &t.dims;
-        let with = |i: usize, f: &dyn Fn(u64) -> u64| {
-            let (mut d, i) = (d.clone(), i.min(d.len() - 1));
-            d[i] = f(d[i]);
-            d
-        };
-        let mut shapes = vec![
-            d.iter().rev().copied().collect(),
-            with(1, &|n| n + 1),
-            with(1, &|n| n.saturating_sub(1)),
-            with(0, &|n| n + 32),
-            with(0, &|n| 2 * n),
-            d.iter().copied().chain([1]).collect(),
-            vec![d.iter().product()],
-        ];
-        shapes.retain(|s| s != d);
-        let reshaped = shapes.into_iter().map(|s| Some((s, t.ty)));
-        let types = [
-            GgmlType::F32,
-            GgmlType::F16,
-            GgmlType::Q4_0,
-            GgmlType::Q4_1,
-            GgmlType::Q5_0,
-            GgmlType::Q8_0,
-            GgmlType::Q4_K,
-            GgmlType::Q6_K,
-        ];
-        let retyped = types
-            .into_iter()
-            .filter(|&ty| ty != t.ty)
-            .map(|ty| Some((d.clone(), ty)));
-        for to in reshaped.chain(retyped).chain([None]) {
-            out.push(Change::Tensor(t.name.clone(), to));
-        }
-    }
-    out
-}
-
-/// `bytes` with `change` made, or `None` when no file can hold it (a type whose blocks do
-/// not divide the new row).
-fn apply(bytes: &[u8], g: &Gguf, change: &Change) -> Option<Vec<u8>> {
-    let mut w = Writer::new();
-    for (k, v) in &g.metadata {
-        match change {
-            Change::Key(key, None) if key == k => {}
-            Change::Key(key, Some(value)) if key == k => w.set(k, value.clone()),
-            _ => w.set(k, v.clone()),
-        }
-    }
-    for t in &g.tensors {
-        let at = usize::try_from(g.absolute_offset(t)).expect("a small file");
-        let data = &bytes[at..at + t.size as usize];
-        let (dims, ty, data) = match change {
-            Change::Tensor(name, None) if *name == t.name => continue,
-            Change::Tensor(name, Some((dims, ty))) if *name == t.name => {
-                let size = ty.byte_size(name, dims).ok()?;
-                // any bytes: a pattern, so that every block's scale is some number
-                let data = (0..size).map(|i| (i * 37 % 251) as u8).collect();
-                (dims.clone(), *ty, data)
-            }
-            _ => (t.dims.clone(), t.ty, data.to_vec()),
-        };
-        w.tensor(&t.name, &dims, ty, data).ok()?;
-    }
-    Some(w.to_bytes())
 }
 
 /// Open, load, tokenizer, three tokens of prompt and two greedy steps: what happened.
@@ -165,6 +68,7 @@ fn hostile(arch: Arch) {
     let bytes = valid(arch);
     let g = Gguf::parse(&bytes).expect("the synthetic file parses");
     let all = std::env::var_os("LLM_BOOK_HOSTILE_ALL").is_some();
+    let show = std::env::var_os("LLM_BOOK_HOSTILE_SHOW").is_some();
     let offset = Arch::ALL.iter().position(|&a| a == arch).unwrap_or(0) % SAMPLE;
     let dir = Scratch(std::env::temp_dir().join(format!(
         "llm-book-hostile-{}-{}",
@@ -185,6 +89,7 @@ fn hostile(arch: Arch) {
         made += 1;
         match catch_unwind(AssertUnwindSafe(|| run(&path))) {
             Ok(Ok(())) => ran += 1,
+            Ok(Err(e)) if show => println!("{change:?}: {e}"),
             Ok(Err(_)) => {}
             Err(p) => {
                 let text = p
@@ -291,4 +196,51 @@ fn value_heads_of_another_width_are_refused() {
         e.to_string().contains(key),
         "the error should name {key}: {e}"
     );
+}
+
+/// The Llama 3 file with F32 matrices and every value of tensor `name` set to `value`.
+fn with_values(name: &str, value: f32) -> Vec<u8> {
+    let bytes = valid_with(Arch::Llama3, Weights::F32);
+    let g = Gguf::parse(&bytes).expect("the synthetic file parses");
+    let mut w = ch08_gguf::gguf_write::Writer::new();
+    for (k, v) in &g.metadata {
+        w.set(k, v.clone());
+    }
+    for t in &g.tensors {
+        let at = usize::try_from(g.absolute_offset(t)).expect("a small file");
+        let mut data = bytes[at..at + t.size as usize].to_vec();
+        if t.name == name {
+            assert_eq!(t.ty, ch08_gguf::GgmlType::F32, "{name} is F32");
+            data = std::iter::repeat_n(value.to_le_bytes(), data.len() / 4)
+                .flatten()
+                .collect();
+        }
+        w.tensor(&t.name, &t.dims, t.ty, data)
+            .expect("the same tensor");
+    }
+    w.to_bytes()
+}
+
+/// A file whose numbers overflow (here a norm's weights of infinity, before F32 matrices)
+/// is an error that says so, not tokens drawn from NaN: at the last layer's output when a
+/// layer overflows, at the logits when only the final norm does.
+#[test]
+fn numbers_that_overflow_are_an_error_not_tokens() {
+    let dir =
+        Scratch(std::env::temp_dir().join(format!("llm-book-overflow-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).expect("a scratch directory");
+    for (tensor, what) in [
+        ("blk.1.attn_norm.weight", "last layer's output"),
+        ("output_norm.weight", "logits"),
+    ] {
+        let path = dir.0.join(format!("{tensor}.gguf"));
+        std::fs::write(&path, with_values(tensor, f32::INFINITY)).expect("a scratch file");
+        let e = run(&path)
+            .err()
+            .unwrap_or_else(|| panic!("{tensor} all infinite: tokens came out of it"));
+        assert!(
+            e.contains(what) && e.contains("infinite or NaN"),
+            "{tensor} all infinite: the error should say the {what} overflowed: {e}"
+        );
+    }
 }

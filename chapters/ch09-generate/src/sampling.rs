@@ -266,7 +266,11 @@ pub fn min_p(c: &mut Vec<Candidate>, min_p: f32) {
     let max = c.iter().map(|c| c.logit).fold(f32::NEG_INFINITY, f32::max);
     // p_i ≥ min_p · p_max  ⇔  logit_i ≥ logit_max + ln(min_p)
     let floor = max + min_p.ln();
+    let first = c[0];
     c.retain(|c| c.logit >= floor);
+    if c.is_empty() {
+        c.push(first); // NaN logits, which no comparison keeps: the chain keeps its top
+    }
 }
 // ANCHOR_END: filters_p
 

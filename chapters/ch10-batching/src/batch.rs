@@ -73,7 +73,11 @@ pub fn forward_batch(
         .filter(|(r, _)| r.logits)
         .flat_map(|(_, h)| h.iter().copied())
         .collect(); // (rows asking, dim)
-    Ok(engine.head(&last))
+    let finite = |what, x: &[f32]| ch08_gguf::engine::finite(what, x).map_err(|e| e.to_string());
+    finite("last layer's output", &last)?;
+    let logits = engine.head(&last);
+    finite("logits", &logits)?;
+    Ok(logits)
 }
 // ANCHOR_END: step
 

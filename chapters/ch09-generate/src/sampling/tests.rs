@@ -196,3 +196,28 @@ fn survivors_in_one_pass_equal_the_full_chain() {
         );
     }
 }
+
+/// Logits that are not numbers (a model whose weights overflow, or a GPU's run of one)
+/// leave the chain one survivor, never none: a draw is a token, not a panic.
+#[test]
+fn nan_logits_leave_a_survivor() {
+    for logits in [
+        vec![f32::NAN; 6],
+        vec![f32::NAN, 1.0, f32::NAN, 0.5, f32::NAN, 0.0],
+    ] {
+        for (top_k, min_p) in [(0, 0.05), (3, 0.05), (0, 0.0), (3, 0.9)] {
+            let mut s = Sampler::new(SamplerConfig {
+                temperature: 0.8,
+                top_k,
+                min_p,
+                ..SamplerConfig::default()
+            });
+            let id = s.sample(&logits, &[]);
+            assert!(
+                (id as usize) < logits.len(),
+                "top-k {top_k}, min-p {min_p}: token {id} of {:?}",
+                logits
+            );
+        }
+    }
+}

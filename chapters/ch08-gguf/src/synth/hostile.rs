@@ -1,0 +1,110 @@
+//! Hostile files that parse: a valid file changed one metadata value or one tensor at a
+//! time, for the tests that hold a loader to an error rather than a panic (chapter 8's
+//! `tests/hostile_models.rs`, chapter 13's).
+
+use crate::gguf::{Gguf, Value};
+use crate::gguf_write::Writer;
+use crate::types::GgmlType;
+
+/// One change to a valid file.
+#[derive(Clone, Debug)]
+pub enum Change {
+    /// Metadata key `.0` set to `.1`, or removed (`None`).
+    Key(String, Option<Value>),
+    /// Tensor `.0` given dims `.1` and type `.2` (new bytes when either changed), or
+    /// removed (`None`).
+    Tensor(String, Option<(Vec<u64>, GgmlType)>),
+}
+
+/// Every change this module knows for the file `g`.
+pub fn changes(g: &Gguf) -> Vec<Change> {
+    let mut out = Vec::new();
+    for (key, value) in &g.metadata {
+        let mut values: Vec<Value> = match value {
+            // the vocabulary's own arrays are the tokenizer tests' business
+            Value::Array(_) if key.starts_with("tokenizer.ggml.") => continue,
+            Value::F32(_) | Value::F64(_) => [0.0, -1.0, f32::NAN, f32::INFINITY, 1e30, 1e-30]
+                .into_iter()
+                .map(Value::F32)
+                .collect(),
+            Value::Array(_) | Value::String(_) => vec![Value::U32(3)],
+            _ => [0, 1, 2, 3, 5, 7, 33, 1000, 1 << 31, 1 << 40, u64::MAX]
+                .into_iter()
+                .map(Value::U64)
+                .collect(),
+        };
+        values.extend([Value::String("x".into()), Value::I32(-1)]);
+        out.extend(
+            values
+                .into_iter()
+                .map(|v| Change::Key(key.clone(), Some(v))),
+        );
+        out.push(Change::Key(key.clone(), None));
+    }
+    for t in &g.tensors {
+        let d = &t.dims;
+        let with = |i: usize, f: &dyn Fn(u64) -> u64| {
+            let (mut d, i) = (d.clone(), i.min(d.len() - 1));
+            d[i] = f(d[i]);
+            d
+        };
+        let mut shapes = vec![
+            d.iter().rev().copied().collect(),
+            with(1, &|n| n + 1),
+            with(1, &|n| n.saturating_sub(1)),
+            with(0, &|n| n + 32),
+            with(0, &|n| 2 * n),
+            d.iter().copied().chain([1]).collect(),
+            vec![d.iter().product()],
+        ];
+        shapes.retain(|s| s != d);
+        let reshaped = shapes.into_iter().map(|s| Some((s, t.ty)));
+        let types = [
+            GgmlType::F32,
+            GgmlType::F16,
+            GgmlType::Q4_0,
+            GgmlType::Q4_1,
+            GgmlType::Q5_0,
+            GgmlType::Q8_0,
+            GgmlType::Q4_K,
+            GgmlType::Q6_K,
+        ];
+        let retyped = types
+            .into_iter()
+            .filter(|&ty| ty != t.ty)
+            .map(|ty| Some((d.clone(), ty)));
+        for to in reshaped.chain(retyped).chain([None]) {
+            out.push(Change::Tensor(t.name.clone(), to));
+        }
+    }
+    out
+}
+
+/// `bytes` with `change` made, or `None` when no file can hold it (a type whose blocks do
+/// not divide the new row).
+pub fn apply(bytes: &[u8], g: &Gguf, change: &Change) -> Option<Vec<u8>> {
+    let mut w = Writer::new();
+    for (k, v) in &g.metadata {
+        match change {
+            Change::Key(key, None) if key == k => {}
+            Change::Key(key, Some(value)) if key == k => w.set(k, value.clone()),
+            _ => w.set(k, v.clone()),
+        }
+    }
+    for t in &g.tensors {
+        let at = usize::try_from(g.absolute_offset(t)).expect("a small file");
+        let data = &bytes[at..at + t.size as usize];
+        let (dims, ty, data) = match change {
+            Change::Tensor(name, None) if *name == t.name => continue,
+            Change::Tensor(name, Some((dims, ty))) if *name == t.name => {
+                let size = ty.byte_size(name, dims).ok()?;
+                // any bytes: a pattern, so that every block's scale is some number
+                let data = (0..size).map(|i| (i * 37 % 251) as u8).collect();
+                (dims.clone(), *ty, data)
+            }
+            _ => (t.dims.clone(), t.ty, data.to_vec()),
+        };
+        w.tensor(&t.name, &dims, ty, data).ok()?;
+    }
+    Some(w.to_bytes())
+}
