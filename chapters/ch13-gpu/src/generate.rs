@@ -76,6 +76,8 @@ pub fn generate(
         },
         // sampled on the host: the logits read back after each step
         (_, Some(mut logits)) => loop {
+            // as the CPU's engine refuses them (a greedy step's argmax does on the GPU)
+            ch08_gguf::engine::finite("logits", &logits).map_err(|e| e.to_string())?;
             let next = sampler.sample(&logits, &out.history);
             if let Some(stop) = out.take(next, on_text)? {
                 break stop;
