@@ -2,7 +2,7 @@
 //! time, for the tests that hold a loader to an error rather than a panic (chapter 8's
 //! `tests/hostile_models.rs`, chapter 13's).
 
-use crate::gguf::{Gguf, Value};
+use crate::gguf::{Array, Gguf, Value};
 use crate::gguf_write::Writer;
 use crate::types::GgmlType;
 
@@ -21,13 +21,16 @@ pub fn changes(g: &Gguf) -> Vec<Change> {
     let mut out = Vec::new();
     for (key, value) in &g.metadata {
         let mut values: Vec<Value> = match value {
-            // the vocabulary's own arrays are the tokenizer tests' business
-            Value::Array(_) if key.starts_with("tokenizer.ggml.") => continue,
+            Value::Array(a) => arrays(a)
+                .into_iter()
+                .map(Value::Array)
+                .chain([Value::U32(3)])
+                .collect(),
             Value::F32(_) | Value::F64(_) => [0.0, -1.0, f32::NAN, f32::INFINITY, 1e30, 1e-30]
                 .into_iter()
                 .map(Value::F32)
                 .collect(),
-            Value::Array(_) | Value::String(_) => vec![Value::U32(3)],
+            Value::String(_) => vec![Value::U32(3)],
             _ => [0, 1, 2, 3, 5, 7, 33, 1000, 1 << 31, 1 << 40, u64::MAX]
                 .into_iter()
                 .map(Value::U64)
@@ -107,4 +110,46 @@ pub fn apply(bytes: &[u8], g: &Gguf, change: &Change) -> Option<Vec<u8>> {
         w.tensor(&t.name, &dims, ty, data).ok()?;
     }
     Some(w.to_bytes())
+}
+
+/// Changed copies of array `a`: half of it, none of it, and (for the vocabulary's kinds of
+/// array) one element made odd: an empty token or one that repeats the first, a NaN or an
+/// infinite score, a token type or id out of range.
+fn arrays(a: &Array) -> Vec<Array> {
+    fn cut<T: Clone>(v: &[T], wrap: fn(Vec<T>) -> Array) -> Vec<Array> {
+        vec![wrap(v[..v.len() / 2].to_vec()), wrap(Vec::new())]
+    }
+    fn odd<T: Clone>(v: &[T], at: usize, x: T, wrap: fn(Vec<T>) -> Array) -> Option<Array> {
+        let mut v = v.to_vec();
+        *v.get_mut(at)? = x;
+        Some(wrap(v))
+    }
+    let last = |n: usize| n.saturating_sub(1);
+    match a {
+        Array::String(v) => {
+            let mut out = cut(v, Array::String);
+            out.extend(odd(v, 0, String::new(), Array::String));
+            let first = v.first().cloned().unwrap_or_default();
+            out.extend(odd(v, last(v.len()), first, Array::String));
+            out
+        }
+        Array::F32(v) => {
+            let mut out = cut(v, Array::F32);
+            out.extend(odd(v, 0, f32::NAN, Array::F32));
+            out.extend(odd(v, last(v.len()), f32::INFINITY, Array::F32));
+            out
+        }
+        Array::I32(v) => {
+            let mut out = cut(v, Array::I32);
+            out.extend(odd(v, 0, -1, Array::I32));
+            out.extend(odd(v, last(v.len()), 99, Array::I32));
+            out
+        }
+        Array::U32(v) => {
+            let mut out = cut(v, Array::U32);
+            out.extend(odd(v, 0, u32::MAX, Array::U32));
+            out
+        }
+        _ => Vec::new(),
+    }
 }
