@@ -40,11 +40,22 @@ pub use rowwise::{gelu_f16_inplace, rmsnorm_rows};
 
 /// An error if any of `x` (`what`: the last layer's output, the logits) is infinite or NaN:
 /// a token drawn from them would be noise, from weights or scales that overflow (a damaged
-/// file, or one whose metadata does not fit its weights). One pass that the compiler
-/// vectorizes (no early exit): Gemma-3's 262 144 logits in a few microseconds, against a
-/// decode step's milliseconds.
+/// file, or one whose metadata does not fit its weights). `v · 0` is 0 for a finite `v`
+/// and NaN for an infinity or a NaN, so sixteen running sums of it, which the compiler
+/// adds side by side, stay 0 unless one is not finite: Gemma-3's 262 144 logits in about
+/// 30 µs on the book's Xeon (three times quicker than a test of each value), against a
+/// decode step's 11 ms.
 pub fn finite(what: &str, x: &[f32]) -> Result<()> {
-    if x.iter().fold(true, |ok, v| ok & v.is_finite()) {
+    const LANES: usize = 16;
+    let mut lanes = [0.0f32; LANES];
+    let chunks = x.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for (l, v) in lanes.iter_mut().zip(c) {
+            *l += v * 0.0;
+        }
+    }
+    if lanes.iter().chain(rest).all(|v| v.is_finite()) {
         return Ok(());
     }
     let bad = x.iter().filter(|v| !v.is_finite()).count();

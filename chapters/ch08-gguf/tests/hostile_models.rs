@@ -245,3 +245,23 @@ fn numbers_that_overflow_are_an_error_not_tokens() {
         );
     }
 }
+
+/// `engine::finite` finds an infinity or a NaN wherever it is (in any of its sixteen lanes,
+/// or among the last few values after them), and passes the largest finite values.
+#[test]
+fn finite_finds_every_infinity_and_nan() {
+    let n = 16 * 5 + 7;
+    let values: Vec<f32> = (0..n).map(|i| (i as f32 - 40.0) * 1e36).collect();
+    assert!(ch08_gguf::engine::finite("values", &values).is_ok());
+    assert!(ch08_gguf::engine::finite("extremes", &[f32::MAX, -f32::MAX, -0.0]).is_ok());
+    for bad in [f32::NAN, -f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+        for at in 0..n {
+            let mut x = values.clone();
+            x[at] = bad;
+            assert!(
+                ch08_gguf::engine::finite("values", &x).is_err(),
+                "{bad} at {at} of {n} was not found"
+            );
+        }
+    }
+}
