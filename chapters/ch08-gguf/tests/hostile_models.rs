@@ -1,5 +1,6 @@
 //! The loader and the engine against hostile files that parse: a small synthetic file of
-//! each architecture (`synth`) with one metadata value or one tensor changed, opened,
+//! each architecture (`synth`, and Gemma-3 made from its Gemma-2 file) with one metadata
+//! value or one tensor changed, opened,
 //! loaded, given a tokenizer and run for a few greedy steps. Whatever was changed, the
 //! answer is a model that runs or an error, never a panic. `tests/damage.rs` and the corpus
 //! hold the parser to the same rule; this is the rest of the way to a token.
@@ -9,13 +10,13 @@
 //! odd element; every tensor reshaped, retyped or removed). A run makes one in
 //! [`SAMPLE`] of them, a different share for each architecture;
 //! `LLM_BOOK_HOSTILE_ALL=1 cargo test --release -p ch08-gguf --test hostile_models` makes
-//! them all (3 253, three minutes on two cores), and `LLM_BOOK_HOSTILE_SHOW=1` (with
+//! them all (3 902, four minutes on two cores), and `LLM_BOOK_HOSTILE_SHOW=1` (with
 //! `--nocapture`) prints each refusal.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
-use ch08_gguf::synth::hostile::{Change, apply, changes};
+use ch08_gguf::synth::hostile::{Change, apply, as_gemma3, changes};
 use ch08_gguf::synth::{self, Arch, Shape, Spec, Weights};
 use ch08_gguf::{Gguf, GgufFile, Value, arch, engine::Engine};
 
@@ -66,16 +67,23 @@ impl Drop for Scratch {
 /// Makes `arch`'s share of the files and runs each; panics listing the changes that made
 /// the loader or the engine panic.
 fn hostile(arch: Arch) {
-    let bytes = valid(arch);
+    hostile_file(arch.name(), valid(arch), arch_index(arch));
+}
+
+/// `arch`'s place in the list, which picks its share of the files.
+fn arch_index(arch: Arch) -> usize {
+    Arch::ALL.iter().position(|&a| a == arch).unwrap_or(0)
+}
+
+/// [`hostile`] for the file `bytes` of architecture `name`, the `index`th file.
+fn hostile_file(name: &str, bytes: Vec<u8>, index: usize) {
     let g = Gguf::parse(&bytes).expect("the synthetic file parses");
     let all = std::env::var_os("LLM_BOOK_HOSTILE_ALL").is_some();
     let show = std::env::var_os("LLM_BOOK_HOSTILE_SHOW").is_some();
-    let offset = Arch::ALL.iter().position(|&a| a == arch).unwrap_or(0) % SAMPLE;
-    let dir = Scratch(std::env::temp_dir().join(format!(
-        "llm-book-hostile-{}-{}",
-        arch.name(),
-        std::process::id()
-    )));
+    let offset = index % SAMPLE;
+    let dir = Scratch(
+        std::env::temp_dir().join(format!("llm-book-hostile-{name}-{}", std::process::id())),
+    );
     std::fs::create_dir_all(&dir.0).expect("a scratch directory");
     let (mut made, mut ran, mut panics) = (0, 0, Vec::new());
     for (i, change) in changes(&g).into_iter().enumerate() {
@@ -104,12 +112,11 @@ fn hostile(arch: Arch) {
         std::fs::remove_file(&path).expect("removing a scratch file");
     }
     println!(
-        "{}: {made} changed files, {ran} ran, {} refused, {} panicked",
-        arch.name(),
+        "{name}: {made} changed files, {ran} ran, {} refused, {} panicked",
         made - ran - panics.len(),
         panics.len()
     );
-    assert!(made > 0, "no changed {} file was made", arch.name());
+    assert!(made > 0, "no changed {name} file was made");
     assert!(
         panics.is_empty(),
         "a file that parses must load and run, or fail with an error; these panicked instead:\n{}",
@@ -145,6 +152,19 @@ fn phi3() {
 #[test]
 fn gemma2() {
     hostile(Arch::Gemma2);
+}
+
+/// Gemma-3, which the synthetic files lack, from the Gemma-2 file (`hostile::as_gemma3`):
+/// first run unchanged, then changed as the others are.
+#[test]
+fn gemma3() {
+    let bytes = as_gemma3(&valid(Arch::Gemma2)).expect("a Gemma-3 file from the Gemma-2 one");
+    let dir = Scratch(std::env::temp_dir().join(format!("llm-book-gemma3-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).expect("a scratch directory");
+    let path = dir.0.join("gemma3.gguf");
+    std::fs::write(&path, &bytes).expect("a scratch file");
+    run(&path).unwrap_or_else(|e| panic!("the Gemma-3 file made from Gemma-2's: {e}"));
+    hostile_file("gemma3", bytes, Arch::ALL.len());
 }
 
 /// A hyper-parameter JSON cannot hold (NaN, infinity) is refused by its key, not replaced by

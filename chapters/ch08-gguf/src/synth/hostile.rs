@@ -153,3 +153,39 @@ fn arrays(a: &Array) -> Vec<Array> {
         _ => Vec::new(),
     }
 }
+
+/// A Gemma-3 file made from the Gemma-2 one (`bytes`), for the architecture the synthetic
+/// files lack: its keys renamed `gemma3.*`, no soft-caps (Gemma-3 has none), and the RMSNorm
+/// of each head of Q and K (weights of one).
+pub fn as_gemma3(bytes: &[u8]) -> crate::error::Result<Vec<u8>> {
+    let g = Gguf::parse(bytes)?;
+    let mut w = Writer::new();
+    for (k, v) in &g.metadata {
+        match (k.strip_prefix("gemma2."), k.as_str()) {
+            (Some("attn_logit_softcapping" | "final_logit_softcapping"), _) => {}
+            (Some(rest), _) => w.set(&format!("gemma3.{rest}"), v.clone()),
+            (None, "general.architecture") => w.set(k, Value::String("gemma3".into())),
+            (None, _) => w.set(k, v.clone()),
+        }
+    }
+    let head_dim = g
+        .get("gemma2.attention.key_length")
+        .and_then(Value::as_i128)
+        .and_then(|n| u64::try_from(n).ok())
+        .ok_or_else(|| crate::error::Error::Unsupported("a Gemma-2 file's key_length".into()))?;
+    let ones: Vec<u8> = (0..head_dim).flat_map(|_| 1.0f32.to_le_bytes()).collect();
+    for t in &g.tensors {
+        let at = usize::try_from(g.absolute_offset(t)).unwrap_or(usize::MAX);
+        let data = bytes
+            .get(at..at.saturating_add(t.size as usize))
+            .ok_or_else(|| crate::error::Error::Unsupported(format!("tensor {}", t.name)))?;
+        w.tensor(&t.name, &t.dims, t.ty, data.to_vec())?;
+        if let Some(layer) = t.name.strip_suffix(".attn_q.weight") {
+            for norm in ["attn_q_norm", "attn_k_norm"] {
+                let name = format!("{layer}.{norm}.weight");
+                w.tensor(&name, &[head_dim], GgmlType::F32, ones.clone())?;
+            }
+        }
+    }
+    Ok(w.to_bytes())
+}
