@@ -1,9 +1,9 @@
 //! The loader and the engine against hostile files that parse: a small synthetic file of
 //! each architecture (`synth`, and Gemma-3 made from its Gemma-2 file) with one metadata
-//! value or one tensor changed, opened,
-//! loaded, given a tokenizer and run for a few greedy steps. Whatever was changed, the
-//! answer is a model that runs or an error, never a panic. `tests/damage.rs` and the corpus
-//! hold the parser to the same rule; this is the rest of the way to a token.
+//! value or one tensor changed, opened, loaded, given a tokenizer and run for a few greedy
+//! steps. Whatever was changed, the answer is a model that runs or an error, never a panic.
+//! `tests/damage.rs` and the corpus hold the parser to the same rule; this is the rest of
+//! the way to a token.
 //!
 //! Each architecture has 500 to 620 such files (every metadata value set to each of a list of
 //! hostile values or removed, every array, the vocabulary's too, cut, emptied or given one
