@@ -1,6 +1,6 @@
 //! Hostile files that parse: a valid file changed one metadata value or one tensor at a
 //! time, for the tests that hold a loader to an error rather than a panic (chapter 8's
-//! `tests/hostile_models.rs`, chapter 13's).
+//! `tests/hostile_models.rs`).
 
 use crate::gguf::{Array, Gguf, Value};
 use crate::gguf_write::Writer;
