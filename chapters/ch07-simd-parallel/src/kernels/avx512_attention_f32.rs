@@ -232,7 +232,7 @@ pub fn axpy_rows_many(ys: &mut [f32], d: usize, w: &[f32], rows: &[f32]) -> Opti
 /// keys of a list (a paged cache's need not lie in order), one to four queries of `d` a
 /// multiple of 8, a pair of keys at a time, the pair after next asked for while this one is
 /// read; an odd last key, and any other shape, by the 256-bit kernel. Each key's sum is the
-/// 256-bit kernel's, lane for lane, reduced by [`reduce_two`] in its order.
+/// 256-bit kernel's, lane for lane, reduced by `reduce_two` in its order.
 #[target_feature(enable = "avx512f,avx2,fma")]
 pub fn dot_f32_many(qs: &[&[f32]], rows: &[&[f32]], out: &mut [f32]) {
     let n = rows.len();
