@@ -163,11 +163,7 @@ impl<'m> Engine<'m> {
         pos0: usize,
     ) -> Result<Vec<f32>> {
         let h = self.hidden(cache, ids, pos0)?;
-        let last = &h[h.len() - self.model.config.hidden_size..];
-        finite("last layer's output", last)?;
-        let logits = self.head(last);
-        finite("logits", &logits)?;
-        Ok(logits)
+        self.checked_head(&h[h.len() - self.model.config.hidden_size..])
     }
 
     /// The logits of every position, `(seq, vocab)`.
@@ -178,10 +174,7 @@ impl<'m> Engine<'m> {
         pos0: usize,
     ) -> Result<Vec<f32>> {
         let h = self.hidden(cache, ids, pos0)?;
-        finite("last layer's output", &h)?;
-        let logits = self.head(&h);
-        finite("logits", &logits)?;
-        Ok(logits)
+        self.checked_head(&h)
     }
 
     fn hidden<S: KvStore + Sync + ?Sized>(
@@ -218,6 +211,15 @@ impl<'m> Engine<'m> {
             }
         }
         Ok(x)
+    }
+
+    /// [`Engine::head`] of the last layer's output `x`, both checked by [`finite`]: the
+    /// logits a token is drawn from, or an error that says which overflowed.
+    pub fn checked_head(&self, x: &[f32]) -> Result<Vec<f32>> {
+        finite("last layer's output", x)?;
+        let logits = self.head(x);
+        finite("logits", &logits)?;
+        Ok(logits)
     }
 
     // ANCHOR: head

@@ -16,9 +16,13 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
-use ch08_gguf::synth::hostile::{Change, apply, as_gemma3, changes};
+mod common;
+use common::panic_text;
+
+use ch08_gguf::gguf_write::Writer;
+use ch08_gguf::synth::hostile::{Change, apply, as_gemma3, changes, rewrite};
 use ch08_gguf::synth::{self, Arch, Shape, Spec, Weights};
-use ch08_gguf::{Gguf, GgufFile, Value, arch, engine::Engine};
+use ch08_gguf::{GgmlType, Gguf, GgufFile, TensorInfo, Value, arch, engine::Engine};
 
 /// One file in this many is made in a normal run.
 const SAMPLE: usize = 16;
@@ -100,14 +104,7 @@ fn hostile_file(name: &str, bytes: Vec<u8>, index: usize) {
             Ok(Ok(())) => ran += 1,
             Ok(Err(e)) if show => println!("{change:?}: {e}"),
             Ok(Err(_)) => {}
-            Err(p) => {
-                let text = p
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| p.downcast_ref::<String>().cloned())
-                    .unwrap_or_default();
-                panics.push(format!("{change:?}: {text}"));
-            }
+            Err(p) => panics.push(format!("{change:?}: {}", panic_text(&*p))),
         }
         std::fs::remove_file(&path).expect("removing a scratch file");
     }
@@ -223,23 +220,18 @@ fn value_heads_of_another_width_are_refused() {
 fn with_values(name: &str, value: f32) -> Vec<u8> {
     let bytes = valid_with(Arch::Llama3, Weights::F32);
     let g = Gguf::parse(&bytes).expect("the synthetic file parses");
-    let mut w = ch08_gguf::gguf_write::Writer::new();
-    for (k, v) in &g.metadata {
-        w.set(k, v.clone());
-    }
-    for t in &g.tensors {
-        let at = usize::try_from(g.absolute_offset(t)).expect("a small file");
-        let mut data = bytes[at..at + t.size as usize].to_vec();
+    let key = |k: &str, v: &Value| Some((k.to_string(), v.clone()));
+    let tensor = |w: &mut Writer, t: &TensorInfo, data: &[u8]| {
+        let mut data = data.to_vec();
         if t.name == name {
-            assert_eq!(t.ty, ch08_gguf::GgmlType::F32, "{name} is F32");
+            assert_eq!(t.ty, GgmlType::F32, "{name} is F32");
             data = std::iter::repeat_n(value.to_le_bytes(), data.len() / 4)
                 .flatten()
                 .collect();
         }
         w.tensor(&t.name, &t.dims, t.ty, data)
-            .expect("the same tensor");
-    }
-    w.to_bytes()
+    };
+    rewrite(&bytes, &g, key, tensor).expect("the same file with other values")
 }
 
 /// A file whose numbers overflow (here a norm's weights of infinity, before F32 matrices)

@@ -73,11 +73,7 @@ pub fn forward_batch(
         .filter(|(r, _)| r.logits)
         .flat_map(|(_, h)| h.iter().copied())
         .collect(); // (rows asking, dim)
-    let finite = |what, x: &[f32]| ch08_gguf::engine::finite(what, x).map_err(|e| e.to_string());
-    finite("last layer's output", &last)?;
-    let logits = engine.head(&last);
-    finite("logits", &logits)?;
-    Ok(logits)
+    engine.checked_head(&last).map_err(|e| e.to_string())
 }
 // ANCHOR_END: step
 

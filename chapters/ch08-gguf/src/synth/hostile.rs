@@ -2,7 +2,8 @@
 //! time, for the tests that hold a loader to an error rather than a panic (chapter 8's
 //! `tests/hostile_models.rs`).
 
-use crate::gguf::{Array, Gguf, Value};
+use crate::error::{Error, Result};
+use crate::gguf::{Array, Gguf, TensorInfo, Value};
 use crate::gguf_write::Writer;
 use crate::types::GgmlType;
 
@@ -83,33 +84,51 @@ pub fn changes(g: &Gguf) -> Vec<Change> {
     out
 }
 
-/// `bytes` with `change` made, or `None` when no file can hold it (a type whose blocks do
-/// not divide the new row).
-pub fn apply(bytes: &[u8], g: &Gguf, change: &Change) -> Option<Vec<u8>> {
+/// A copy of the parsed file `g` (its `bytes`) through a [`Writer`]: each metadata entry
+/// as `key` gives it back (renamed or changed; `None` leaves it out), each tensor as
+/// `tensor` writes it, given its bytes (as they are, changed, left out, or with others
+/// beside it).
+pub fn rewrite(
+    bytes: &[u8],
+    g: &Gguf,
+    mut key: impl FnMut(&str, &Value) -> Option<(String, Value)>,
+    mut tensor: impl FnMut(&mut Writer, &TensorInfo, &[u8]) -> Result<()>,
+) -> Result<Vec<u8>> {
     let mut w = Writer::new();
     for (k, v) in &g.metadata {
-        match change {
-            Change::Key(key, None) if key == k => {}
-            Change::Key(key, Some(value)) if key == k => w.set(k, value.clone()),
-            _ => w.set(k, v.clone()),
+        if let Some((k, v)) = key(k, v) {
+            w.set(&k, v);
         }
     }
     for t in &g.tensors {
-        let at = usize::try_from(g.absolute_offset(t)).expect("a small file");
-        let data = &bytes[at..at + t.size as usize];
-        let (dims, ty, data) = match change {
-            Change::Tensor(name, None) if *name == t.name => continue,
-            Change::Tensor(name, Some((dims, ty))) if *name == t.name => {
-                let size = ty.byte_size(name, dims).ok()?;
-                // any bytes: a pattern, so that every block's scale is some number
-                let data = (0..size).map(|i| (i * 37 % 251) as u8).collect();
-                (dims.clone(), *ty, data)
-            }
-            _ => (t.dims.clone(), t.ty, data.to_vec()),
-        };
-        w.tensor(&t.name, &dims, ty, data).ok()?;
+        let at = usize::try_from(g.absolute_offset(t)).unwrap_or(usize::MAX);
+        let data = usize::try_from(t.size)
+            .ok()
+            .and_then(|n| bytes.get(at..at.checked_add(n)?))
+            .ok_or_else(|| Error::Unsupported(format!("tensor {} outside the bytes", t.name)))?;
+        tensor(&mut w, t, data)?;
     }
-    Some(w.to_bytes())
+    Ok(w.to_bytes())
+}
+
+/// `bytes` with `change` made, or `None` when no file can hold it (a type whose blocks do
+/// not divide the new row).
+pub fn apply(bytes: &[u8], g: &Gguf, change: &Change) -> Option<Vec<u8>> {
+    let key = |k: &str, v: &Value| match change {
+        Change::Key(key, to) if key == k => to.clone().map(|to| (k.to_string(), to)),
+        _ => Some((k.to_string(), v.clone())),
+    };
+    let tensor = |w: &mut Writer, t: &TensorInfo, data: &[u8]| match change {
+        Change::Tensor(name, None) if *name == t.name => Ok(()),
+        Change::Tensor(name, Some((dims, ty))) if *name == t.name => {
+            let size = ty.byte_size(name, dims)?;
+            // any bytes: a pattern, so that every block's scale is some number
+            let data = (0..size).map(|i| (i * 37 % 251) as u8).collect();
+            w.tensor(&t.name, dims, *ty, data)
+        }
+        _ => w.tensor(&t.name, &t.dims, t.ty, data.to_vec()),
+    };
+    rewrite(bytes, g, key, tensor).ok()
 }
 
 /// Changed copies of array `a`: half of it, none of it, and (for the vocabulary's kinds of
@@ -157,28 +176,21 @@ fn arrays(a: &Array) -> Vec<Array> {
 /// A Gemma-3 file made from the Gemma-2 one (`bytes`), for the architecture the synthetic
 /// files lack: its keys renamed `gemma3.*`, no soft-caps (Gemma-3 has none), and the RMSNorm
 /// of each head of Q and K (weights of one).
-pub fn as_gemma3(bytes: &[u8]) -> crate::error::Result<Vec<u8>> {
+pub fn as_gemma3(bytes: &[u8]) -> Result<Vec<u8>> {
     let g = Gguf::parse(bytes)?;
-    let mut w = Writer::new();
-    for (k, v) in &g.metadata {
-        match (k.strip_prefix("gemma2."), k.as_str()) {
-            (Some("attn_logit_softcapping" | "final_logit_softcapping"), _) => {}
-            (Some(rest), _) => w.set(&format!("gemma3.{rest}"), v.clone()),
-            (None, "general.architecture") => w.set(k, Value::String("gemma3".into())),
-            (None, _) => w.set(k, v.clone()),
-        }
-    }
     let head_dim = g
         .get("gemma2.attention.key_length")
         .and_then(Value::as_i128)
         .and_then(|n| u64::try_from(n).ok())
-        .ok_or_else(|| crate::error::Error::Unsupported("a Gemma-2 file's key_length".into()))?;
+        .ok_or_else(|| Error::Unsupported("a Gemma-2 file's key_length".into()))?;
     let ones: Vec<u8> = (0..head_dim).flat_map(|_| 1.0f32.to_le_bytes()).collect();
-    for t in &g.tensors {
-        let at = usize::try_from(g.absolute_offset(t)).unwrap_or(usize::MAX);
-        let data = bytes
-            .get(at..at.saturating_add(t.size as usize))
-            .ok_or_else(|| crate::error::Error::Unsupported(format!("tensor {}", t.name)))?;
+    let key = |k: &str, v: &Value| match (k.strip_prefix("gemma2."), k) {
+        (Some("attn_logit_softcapping" | "final_logit_softcapping"), _) => None,
+        (Some(rest), _) => Some((format!("gemma3.{rest}"), v.clone())),
+        (None, "general.architecture") => Some((k.into(), Value::String("gemma3".into()))),
+        (None, _) => Some((k.into(), v.clone())),
+    };
+    let tensor = |w: &mut Writer, t: &TensorInfo, data: &[u8]| {
         w.tensor(&t.name, &t.dims, t.ty, data.to_vec())?;
         if let Some(layer) = t.name.strip_suffix(".attn_q.weight") {
             for norm in ["attn_q_norm", "attn_k_norm"] {
@@ -186,6 +198,7 @@ pub fn as_gemma3(bytes: &[u8]) -> crate::error::Result<Vec<u8>> {
                 w.tensor(&name, &[head_dim], GgmlType::F32, ones.clone())?;
             }
         }
-    }
-    Ok(w.to_bytes())
+        Ok(())
+    };
+    rewrite(bytes, &g, key, tensor)
 }

@@ -1,6 +1,8 @@
 //! What the GGUF parser's hostile-input tests share: the corpus files, and a reader that
 //! touches everything a parsed file offers.
 
+#![allow(dead_code)] // each test file uses a part
+
 use std::path::{Path, PathBuf};
 
 use ch08_gguf::{Gguf, Value};
