@@ -170,6 +170,13 @@ fn test_all() -> Result<(), String> {
             cargo().args(["fmt", "--all", "--check"]),
             "formatting (cargo fmt --all --check)",
         )?;
+        // every doc comment's links resolve (a reader's `cargo doc` shows them), about a minute
+        run_visible(
+            cargo()
+                .args(["doc", "--workspace", "--no-deps", "--locked", "-q"])
+                .env("RUSTDOCFLAGS", "-D warnings"),
+            "API docs without warnings (cargo doc --workspace --no-deps, -D warnings)",
+        )?;
     }
     fetch_models("all")?;
     // chapter 11's real clients: the openai package (into the venv) and Debian's chromium;
