@@ -150,7 +150,9 @@ fn llama_cpp_perplexity(format: Format) -> Option<f64> {
     let key = match format {
         Format::F32 => "smollm2-f32",
         Format::Q4_1 => "smollm2-q4_1",
-        _ => return None,
+        Format::Int8 | Format::Q8_0 | Format::Q4_0 | Format::Q5_0 | Format::Q4_K | Format::Q6_K => {
+            return None;
+        }
     };
     let path = models::workspace_root().join("fixtures/reference/perplexity.json");
     let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;

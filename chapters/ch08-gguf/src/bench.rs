@@ -11,6 +11,7 @@ use ch07_simd_parallel::profile::OpTime;
 use ch07_simd_parallel::stats::median;
 
 use crate::engine::Engine;
+use crate::step_parts::{self, StepParts};
 
 // ANCHOR: e2e
 /// pp512 and tg128 in llama-bench's terms (a 512-token prompt from an empty cache; 128
@@ -258,12 +259,14 @@ pub fn compare_depth(
 }
 
 // ANCHOR: profile
-/// Where a step of `tokens` new tokens after `context` cached ones spends its time: each
-/// kind of matrix product over all layers, run as the forward pass runs it (same groups,
-/// same shapes, the model's own weights; gate and up with the activation their tasks apply),
-/// the LM head, and "everything else" (norms, RoPE, attention, the cache), which is the real
-/// `forward` minus the products.
-/// Best of `runs` for each (noise only adds time).
+/// Where a step of `tokens` new tokens after `context` cached ones spends its time, timed
+/// inside real steps ([`crate::step_parts`]): each kind of matrix product over all layers
+/// (gate and up with the activation their tasks apply), the attention, the LM head, and
+/// "everything else" (norms, RoPE, the residual adds, the embedding row, the hand-overs
+/// between parts): the step less its parts. A part timed alone, in a loop, would find some
+/// of its weights still in the caches from its last run, as it never does inside a step.
+/// Each row is the median of `runs` steps (decode steps one after another, or prefills
+/// each into a cache holding the context); the step's time is the median step.
 pub fn profile(
     engine: &Engine,
     threads: usize,
@@ -271,136 +274,48 @@ pub fn profile(
     context: usize,
     runs: usize,
 ) -> Result<(Vec<OpTime>, f64), String> {
-    let m = engine.model;
-    let cfg = &m.config;
-    let (dim, q_dim, kv_dim, ffn) = (
-        cfg.hidden_size,
-        cfg.q_dim(),
-        cfg.kv_dim(),
-        cfg.intermediate_size,
-    );
-    let input = |cols: usize| -> Vec<f32> {
-        (0..tokens * cols)
-            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
-            .collect()
-    };
-    let (x, h, g) = (input(dim), input(q_dim), input(ffn));
-    let (k, kk) = (engine.kernels, engine.kkernels);
-    let best = |f: &mut dyn FnMut()| -> f64 {
-        (0..=runs)
-            .map(|_| {
-                let start = Instant::now();
-                f();
-                start.elapsed().as_secs_f64() * 1e3
-            })
-            .skip(1)
-            .fold(f64::INFINITY, f64::min)
-    };
-    let vocab = cfg.vocab_size as u64;
-    let ids: Vec<u32> = (0..(context + tokens) as u64)
-        .map(|i| ((i * 7919 + 13) % vocab) as u32)
-        .collect();
-    let err = |e: crate::Error| e.to_string();
-    in_pool(threads, || -> Result<(Vec<OpTime>, f64), String> {
-        let (mut q, mut kv, mut v) = (
-            vec![0.0; tokens * q_dim],
-            vec![0.0; tokens * kv_dim],
-            vec![0.0; tokens * kv_dim],
-        );
-        let (mut o, mut gate, mut up) = (
-            vec![0.0; tokens * dim],
-            vec![0.0; tokens * ffn],
-            vec![0.0; tokens * ffn],
-        );
-        let mut ops = Vec::new();
-        let sum =
-            |f: &dyn Fn(&crate::engine::Layer) -> usize| m.layers.iter().map(f).sum::<usize>();
-        let ms = best(&mut || {
-            for l in &m.layers {
-                crate::matrix::matmul_group(
-                    k,
-                    kk,
-                    &[&l.wq, &l.wk, &l.wv],
-                    &mut [&mut q, &mut kv, &mut v],
-                    &x,
-                    tokens,
-                );
-            }
-        });
-        ops.push(OpTime {
-            op: "Q, K, V",
-            ms,
-            weight_bytes: sum(&|l| l.wq.bytes() + l.wk.bytes() + l.wv.bytes()),
-        });
-        let ms = best(&mut || {
-            for l in &m.layers {
-                l.wo.matmul(k, kk, &mut o, &h, tokens);
-            }
-        });
-        ops.push(OpTime {
-            op: "attention output",
-            ms,
-            weight_bytes: sum(&|l| l.wo.bytes()),
-        });
-        let gated = |g: &mut [f32], u: &[f32]| engine.gated(g, u);
-        let ms = best(&mut || {
-            for l in &m.layers {
-                crate::matrix::matmul_pair_then(
-                    k,
-                    kk,
-                    [&l.w_gate, &l.w_up],
-                    [&mut gate, &mut up],
-                    &x,
-                    tokens,
-                    &gated,
-                );
-            }
-        });
-        ops.push(OpTime {
-            op: "gate, up, activation",
-            ms,
-            weight_bytes: sum(&|l| l.w_gate.bytes() + l.w_up.bytes()),
-        });
-        let ms = best(&mut || {
-            for l in &m.layers {
-                l.w_down.matmul(k, kk, &mut o[..tokens * dim], &g, tokens);
-            }
-        });
-        ops.push(OpTime {
-            op: "down",
-            ms,
-            weight_bytes: sum(&|l| l.w_down.bytes()),
-        });
-        let ms = best(&mut || {
-            std::hint::black_box(engine.head(&x[..dim])); // the last position's logits
-        });
-        ops.push(OpTime {
-            op: "final norm + LM head",
-            ms,
-            weight_bytes: m.lm_head().bytes(),
-        });
-        let mut forward = Vec::new();
-        for _ in 0..=runs {
-            let mut cache = engine.new_cache(context + tokens).map_err(err)?;
-            if context > 0 {
-                engine
-                    .forward(&mut cache, &ids[..context], 0)
-                    .map_err(err)?;
-            }
-            let start = Instant::now();
-            engine
-                .forward(&mut cache, &ids[context..], context)
-                .map_err(err)?;
-            forward.push(start.elapsed().as_secs_f64() * 1e3);
-        }
-        let forward_ms = forward[1..].iter().copied().fold(f64::INFINITY, f64::min);
-        let products: f64 = ops.iter().map(|o| o.ms).sum();
-        ops.push(OpTime {
-            op: "everything else",
-            ms: (forward_ms - products).max(0.0),
-            weight_bytes: 0,
-        });
-        Ok((ops, forward_ms))
+    let ids = bench_prompt(engine, context + tokens);
+    let (context, prompt) = ids.split_at(context);
+    let runs = runs.max(1);
+    let steps = in_pool(threads, || match tokens {
+        1 => step_parts::record_decode(engine, context, runs),
+        _ => step_parts::record_prefill(engine, context, prompt, runs),
     })?
+    .map_err(|e| e.to_string())?;
+    let ms = |f: &dyn Fn(&StepParts) -> f64| {
+        step_parts::median(steps.iter().map(|s| f(s) * 1e3).collect())
+    };
+    let m = engine.model;
+    let sum = |f: &dyn Fn(&crate::engine::Layer) -> usize| m.layers.iter().map(f).sum::<usize>();
+    let rows: [(&str, &str, usize); 6] = [
+        (
+            "Q, K, V",
+            "q/k/v",
+            sum(&|l| l.wq.bytes() + l.wk.bytes() + l.wv.bytes()),
+        ),
+        ("attention", "attention", 0),
+        ("attention output", "o", sum(&|l| l.wo.bytes())),
+        (
+            "gate, up, activation",
+            "gate/up",
+            sum(&|l| l.w_gate.bytes() + l.w_up.bytes()),
+        ),
+        ("down", "down", sum(&|l| l.w_down.bytes())),
+        ("LM head", "LM head", m.lm_head().bytes()),
+    ];
+    let mut ops: Vec<OpTime> = rows
+        .iter()
+        .map(|&(op, kind, weight_bytes)| OpTime {
+            op,
+            ms: ms(&|s| s.seconds_of(kind)),
+            weight_bytes,
+        })
+        .collect();
+    ops.push(OpTime {
+        op: "everything else",
+        ms: ms(&|s| s.seconds - s.parts_seconds()),
+        weight_bytes: 0,
+    });
+    Ok((ops, ms(&|s| s.seconds)))
 }
 // ANCHOR_END: profile

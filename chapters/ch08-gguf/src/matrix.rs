@@ -1,7 +1,7 @@
 //! A weight matrix in whatever format the file holds it: chapter 6's
 //! [`QMatrix`](ch06_quantization::QMatrix) for F32, Q8_0, Q4_0 and Q4_1, a [`KMatrix`] for
-//! Q5_0, Q4_K and Q6_K, or, on CPUs with AVX2 and no AVX-512, a [`Packed`] matrix of any of
-//! those five formats but F32 and Q8_0: its rows interleaved eight at a time at load.
+//! Q5_0, Q4_K and Q6_K, or, on both x86 SIMD levels ([`policy::packs`]), a [`Packed`] matrix
+//! of any of those five formats but F32 and Q8_0: its rows interleaved eight at a time at load.
 //!
 //! The top level of the kernel layer: the drivers that tile a product over rows, tokens and
 //! threads, calling chapter 7's kernels (which call nothing above them). Inside it, too, the

@@ -1,11 +1,13 @@
-//! Where a decode step's time goes, part by part: each kind of product (Q, K and V together,
-//! the output projection, gate and up together, down, the LM head) and the attention, each
-//! timed from its caller's start to its join (chapter 7's `team::timed`, which the engine's
-//! products and attention go through), and the rest of the step (norms, RoPE, the residual
-//! adds, the embedding row): the step's wall time less its parts.
+//! Where a decode step's (or a prefill's) time goes, part by part: each kind of product (Q, K
+//! and V together, the output projection, gate and up together, down, the LM head) and the
+//! attention, each timed from its caller's start to its join (chapter 7's `team::timed`,
+//! which the engine's products and attention go through), and the rest of the step (norms,
+//! RoPE, the residual adds, the embedding row): the step's wall time less its parts.
 //!
-//! Set against each other at two thread counts, the parts say which of them gets slower when
-//! the threads double, where the step's total alone cannot (`ch08-gguf regions`).
+//! Timed inside real steps, each part meets the caches as a step leaves them: `ch08-gguf
+//! profile` splits a step so. Set against each other at two thread counts, the parts say
+//! which of them gets slower when the threads double, where the step's total alone cannot
+//! (`ch08-gguf regions`).
 
 use ch07_simd_parallel::team::{Part, record_step};
 
@@ -52,30 +54,74 @@ impl StepParts {
     }
 }
 
-/// `steps` decode steps in the current pool, each recorded, after `prompt` and one step
-/// unrecorded (so that the team exists and its helpers are awake).
+/// Decode steps run unrecorded before the recorded ones. The first steps after a prefill
+/// run slower than the steps after them, on one thread as on two (the first took nearly
+/// twice a later one's time in SmolLM2's decode on a 2-core Xeon, the next few less and
+/// less): the prefill has left other bytes in the caches, and the helpers asleep.
+pub const WARM: usize = 4;
+
+/// `steps` decode steps in the current pool, each recorded, after `prompt`: the first at
+/// position `prompt.len()`, the next after it. Before them, [`WARM`] steps unrecorded on
+/// another cache, so that the team exists, its helpers are awake, and the caches hold what a
+/// decode step leaves there.
 pub fn record_decode(engine: &Engine, prompt: &[u32], steps: usize) -> Result<Vec<StepParts>> {
-    let mut cache = engine.new_cache(prompt.len() + steps + 1)?;
-    let logits = engine.forward(&mut cache, prompt, 0)?;
-    let mut next = ch04_forward::model::argmax(&logits) as u32;
-    let logits = engine.forward(&mut cache, &[next], prompt.len())?;
-    next = ch04_forward::model::argmax(&logits) as u32;
+    let mut warm = engine.new_cache(prompt.len() + WARM)?;
+    let mut next = argmax(&engine.forward(&mut warm, prompt, 0)?);
+    let mut cache = engine.new_cache(prompt.len() + steps)?;
+    let first = argmax(&engine.forward(&mut cache, prompt, 0)?);
+    for pos in prompt.len()..prompt.len() + WARM {
+        next = argmax(&engine.forward(&mut warm, &[next], pos)?);
+    }
+    next = first;
     let mut out = Vec::with_capacity(steps);
-    for s in 0..steps {
-        let pos = prompt.len() + 1 + s;
-        let ((logits, seconds), rec) = record_step(|| {
-            let start = std::time::Instant::now();
-            let logits = engine.forward(&mut cache, &[next], pos);
-            (logits, start.elapsed().as_secs_f64())
-        });
-        next = ch04_forward::model::argmax(&logits?) as u32;
-        out.push(StepParts {
-            seconds,
-            regions: rec.regions,
-            parts: rec.parts,
-        });
+    for pos in prompt.len()..prompt.len() + steps {
+        let (logits, step) = record(|| engine.forward(&mut cache, &[next], pos));
+        next = argmax(&logits?);
+        out.push(step);
     }
     Ok(out)
+}
+
+/// `runs` prefills of `prompt` in the current pool, each recorded, each into a new cache
+/// that already holds `context` (prefilled unrecorded); one unrecorded run before them.
+pub fn record_prefill(
+    engine: &Engine,
+    context: &[u32],
+    prompt: &[u32],
+    runs: usize,
+) -> Result<Vec<StepParts>> {
+    let mut out = Vec::with_capacity(runs);
+    for run in 0..=runs {
+        let mut cache = engine.new_cache(context.len() + prompt.len())?;
+        if !context.is_empty() {
+            engine.forward(&mut cache, context, 0)?;
+        }
+        let (logits, step) = record(|| engine.forward(&mut cache, prompt, context.len()));
+        logits?;
+        if run > 0 {
+            out.push(step);
+        }
+    }
+    Ok(out)
+}
+
+/// Runs `f` (one forward pass) recorded: its result, and its wall time, regions and parts.
+fn record<T>(f: impl FnOnce() -> T) -> (T, StepParts) {
+    let ((out, seconds), rec) = record_step(|| {
+        let start = std::time::Instant::now();
+        let out = f();
+        (out, start.elapsed().as_secs_f64())
+    });
+    let step = StepParts {
+        seconds,
+        regions: rec.regions,
+        parts: rec.parts,
+    };
+    (out, step)
+}
+
+fn argmax(logits: &[f32]) -> u32 {
+    ch04_forward::model::argmax(logits) as u32
 }
 
 /// The median of `values` (0 for none).

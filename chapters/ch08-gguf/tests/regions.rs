@@ -172,3 +172,43 @@ fn a_decode_step_is_the_same_bits_at_any_thread_count() {
         }
     }
 }
+
+#[test]
+fn the_profile_times_every_part_inside_real_steps() {
+    let engine = smollm2().engine().expect("SmolLM2's engine");
+    for (tokens, context) in [(1, 8), (32, 8)] {
+        let (ops, step_ms) = {
+            let _turn = one_at_a_time();
+            ch08_gguf::bench::profile(&engine, 2, tokens, context, 3).expect("a profile")
+        };
+        let names: Vec<&str> = ops.iter().map(|o| o.op).collect();
+        assert_eq!(
+            names,
+            [
+                "Q, K, V",
+                "attention",
+                "attention output",
+                "gate, up, activation",
+                "down",
+                "LM head",
+                "everything else"
+            ],
+            "{tokens} tokens: the profile's rows"
+        );
+        for o in &ops {
+            // each part lies inside its step, so its median lies under the median step
+            assert!(
+                o.ms.is_finite() && o.ms >= 0.0 && o.ms <= step_ms,
+                "{tokens} tokens: {} took {} ms of a {step_ms} ms step: a part is timed \
+                 inside the step, never beside it",
+                o.op,
+                o.ms
+            );
+            assert!(
+                o.op == "everything else" || o.ms > 0.0,
+                "{tokens} tokens: no time recorded for {}: {ops:?}",
+                o.op
+            );
+        }
+    }
+}

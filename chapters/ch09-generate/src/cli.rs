@@ -24,7 +24,7 @@ usage: ch09-generate [-m FILE] -p TEXT [options]
            ceiling, peak RSS. NAME: smollm2, gemma3, or llama-SHAPE-MIX (SHAPE 1b, 3b,
            7b or 9b; MIX q4_0 or q4_k_m), a synthetic file made on first use by
            scripts/make_synthetic_gguf.py [smollm2 gemma3 llama-1b-q4_0 llama-3b-q4_0
-           llama-7b-q4_0 llama-7b-q4_k_m]
+           llama-7b-q4_0 llama-7b-q4_k_m llama-9b-q4_0]
 
 Generates text from a GGUF model (any family chapter 8 runs), streamed as it is made.
 

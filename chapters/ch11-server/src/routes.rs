@@ -135,7 +135,7 @@ async fn completions(
 }
 
 // ANCHOR: json_only
-/// A body is read only when it says it is JSON (`application/json`, any parameters). A web
+/// A body is parsed only when it says it is JSON (`application/json`, any parameters). A web
 /// page on another site may POST `text/plain` to 127.0.0.1 from its visitor's browser with
 /// no CORS preflight (a "simple request"); JSON it can send only after asking.
 fn json_only(headers: &HeaderMap) -> Result<(), ApiError> {

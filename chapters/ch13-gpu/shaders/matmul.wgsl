@@ -101,11 +101,6 @@ fn word(at: u32) -> u32 {
 fn half_at(at: u32) -> f32 {
     return unpack2x16float(word_at(at)).x;
 }
-
-// Σ of block `b`'s 32 activation quants: the quantizer adds them once, for every row's use.
-fn act_sum(b: u32) -> i32 {
-    return i32(acts[b].s);
-}
 // ANCHOR_END: bytes
 
 // ANCHOR: load

@@ -73,10 +73,5 @@ const ROWS: u32 = GROUPS * ROWS_EACH; // rows a workgroup takes
 fn first_row(group: vec3<u32>, i: u32) -> u32 {
     return ((group.y * params.groups_x + group.x) * GROUPS + i / LANES) * ROWS_EACH;
 }
-
-// Σ of block `b`'s 32 activation quants: the quantizer adds them once, for every row's use.
-fn act_sum(b: u32) -> i32 {
-    return i32(acts[b].s);
-}
 // ANCHOR_END: lanes
 

@@ -41,7 +41,7 @@ fn to_half(v: f32) -> f32 {
 // blocks of 32 are `first`, `first + 1`, …, of which the first `blocks` are written.
 // Q8_0 / Q8_1: each block of 32 on its own, d = max|x| / 127, q = round(x / d) (halves
 // away from zero), d kept as an f16; for Q8_1 s = d · Σq as an f16, for Q8_0 s = Σq (the
-// CPU's Q8_0 block has no sum: it is the products' `act_sum`, added here once).
+// CPU's Q8_0 block has no sum: the products read it from `s`, added here once).
 // Q8_K: the value of largest magnitude (the first, on a tie) maps to −127, so
 // iscale = −127 / max, q = round(iscale · x) (ties to even) capped at 127, d = 1 / iscale,
 // written into each of the eight blocks with s = the block's Σq.

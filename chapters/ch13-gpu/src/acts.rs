@@ -52,7 +52,7 @@ pub fn quantize(format: ActFormat, x: &[f32]) -> Result<Vec<u32>> {
         ActFormat::Q8_0 => {
             for b in x.as_chunks::<QK>().0 {
                 let q = quantize_q8_0(b);
-                // no sum in the CPU's block: Σq for the products' `act_sum`, exact in an f32
+                // no sum in the CPU's block: Σq for the products (`s`), exact in an f32
                 let sum: i32 = q.qs.iter().map(|&v| i32::from(v)).sum();
                 push_block(&mut out, q.scale(), sum as f32, &q.qs);
             }

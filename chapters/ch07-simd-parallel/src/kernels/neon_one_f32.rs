@@ -5,8 +5,8 @@
 //! Chapter 6's `dot_f32_lanes` keeps eight running sums, AVX2's register width. A NEON
 //! register holds four, so these kernels keep two, lanes 0..4 and 4..8 of the eight, and
 //! end with chapter 6's halving sum: the same eight sums, the same additions. And no fused
-//! multiply-add anywhere: AArch64's `vmlaq_f32` is one (`fmla`), so each step is a `fmul`
-//! then a `fadd`, as the scalar code rounds twice.
+//! multiply-add anywhere (`vfmaq_f32`, `fmla`, rounds once): each step is a `fmul` then a
+//! `fadd`, as the scalar code rounds twice.
 
 #![cfg(target_arch = "aarch64")]
 #![allow(clippy::missing_safety_doc)]

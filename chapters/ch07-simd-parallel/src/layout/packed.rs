@@ -4,7 +4,7 @@
 //!
 //! In the file, row `r`'s blocks lie one after another, and a kernel that takes eight rows
 //! at a time reads eight streams and folds eight vectors of partial sums into one vector of
-//! eight sums per block ([`crate::kernels::products`]'s `fold8`). Here a *group* of eight rows is stored
+//! eight sums per block (`fold8`, in `kernels/avx2_rows8_q4_q8.rs`). Here a *group* of eight rows is stored
 //! block by block: for block `b`, the eight rows' scales side by side (then Q4_1's eight
 //! minimums, or Q5_0's eight 32-bit masks of fifth bits), then their 16 bytes of nibbles in
 //! four chunks of 32 bytes, chunk `c` holding bytes `4c..4c + 4` of row 0, then of row 1,
