@@ -49,6 +49,10 @@
 #   few-thread  LLM_BOOK_FEW_PER=thread, for short prompts: a product splits its rows, not
 #               its tokens, below 16 tokens a thread (256 at 16 threads), as before
 #               2026-11-30, where by default it is 16 tokens a band (and a band 32 or more)
+#   no-tune     LLM_BOOK_DECODE_TUNE=0: every decode step on all the threads, as before
+#               2026-12-01, where by default from 8 threads the engine times its first
+#               steps at the pool's threads, half, a quarter (down to 4) and keeps the most
+#               within 5% of the fastest (ch08's engine/tune.rs)
 # One lease races them with the default (a few minutes for both commands):
 #   bash scripts/cpu-scale.sh --out OUT --regions --threads 16 --candidates
 #   bash scripts/cpu-scale.sh --out OUT --tag candidates --shapes smollm2 --threads 8,16 \
@@ -162,6 +166,7 @@ if [[ $candidates == yes ]]; then
         "park=bin/ch08-gguf@LLM_BOOK_IDLE=park"
         "band-8=bin/ch08-gguf@LLM_BOOK_PREFILL_BAND=8"
         "few-thread=bin/ch08-gguf@LLM_BOOK_FEW_PER=thread"
+        "no-tune=bin/ch08-gguf@LLM_BOOK_DECODE_TUNE=0"
     )
 fi
 ours_names=() ours_bins=() ours_envs=()

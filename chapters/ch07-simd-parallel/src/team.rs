@@ -30,7 +30,10 @@
 mod policy;
 mod record;
 
-pub use policy::{IDLE_VAR, Idle, THREADS_VAR, TeamPolicy, decode_threads, team_policy};
+pub use policy::{
+    IDLE_VAR, Idle, THREADS_VAR, TeamPolicy, decode_cap, decode_threads, team_policy,
+    with_decode_cap,
+};
 pub use record::{MAX_LOG, Part, Recording, record_regions, record_step, timed};
 
 use std::cell::RefCell;
@@ -270,7 +273,10 @@ impl Team {
     fn region(&self, tasks: usize, f: &(dyn Fn(usize) + Sync)) {
         let s = &*self.shared;
         let job = Job { f };
-        let share = tasks.min(self.helpers.len() + 1).min(self.most);
+        let share = tasks
+            .min(self.helpers.len() + 1)
+            .min(self.most)
+            .min(policy::cap());
         let region = unword(s.region.load(Ordering::Relaxed)).0 + 1;
         // SAFETY: a thread reads the pointer only after claiming a task of this region,
         // and this function returns only after every task has finished.
@@ -435,6 +441,31 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_region_under_a_cap_runs_on_that_many_threads_at_most() {
+        let team = Team::new(7, TeamPolicy::default());
+        for cap in [1, 2, 3] {
+            with_decode_cap(cap, || {
+                for tasks in [2, 9, 40] {
+                    let who = Mutex::new(std::collections::HashSet::new());
+                    let counts: Vec<AtomicUsize> =
+                        (0..tasks).map(|_| AtomicUsize::new(0)).collect();
+                    team.run(tasks, &|i| {
+                        counts[i].fetch_add(1, Ordering::Relaxed);
+                        who.lock().unwrap().insert(std::thread::current().id());
+                        std::thread::sleep(Duration::from_micros(20));
+                    });
+                    let threads = who.lock().unwrap().len();
+                    assert!(
+                        threads <= cap,
+                        "under a cap of {cap}, a region of {tasks} tasks ran on {threads} threads"
+                    );
+                    assert!(counts.iter().all(|c| c.load(Ordering::Relaxed) == 1));
+                }
+            });
         }
     }
 

@@ -13,7 +13,8 @@
 //! With `Family::llama()` every step is chapter 6's, in chapter 6's order, so SmolLM2 gives
 //! chapter 7's logits bit for bit (a test checks it). The family and its GELU are in
 //! `engine/family.rs`, the model and engine's types in `engine/model.rs`, the decoder layer
-//! in `engine/layer.rs`, attention over the cache in `engine/attend.rs`.
+//! in `engine/layer.rs`, attention over the cache in `engine/attend.rs`, and how many
+//! threads a decode step takes in `engine/tune.rs`.
 
 use ch05_kv_cache::forward::kv_layout;
 use ch05_kv_cache::{KvLayout, KvStore, RingCache};
@@ -30,6 +31,7 @@ mod layer;
 mod model;
 mod rope;
 mod rowwise;
+pub mod tune;
 
 pub use attend::{LayerAttention, attend, attend_heads, softcap, weights_rows};
 pub use family::{Activation, Family, RopeRows, Sliding, gelu_f16, gelu_table};
@@ -37,6 +39,7 @@ pub use layer::{Buffers, Chunk, LayerRows, attention_part};
 pub use model::{Engine, Layer, Model, Run};
 pub use rope::{LazyRope, RopeScaling};
 pub use rowwise::{gelu_f16_inplace, rmsnorm_rows};
+pub use tune::{DecodeTuner, TUNE_VAR, tuning};
 
 /// An error if any of `x` (`what`: the last layer's output, the logits) is infinite or NaN:
 /// a token drawn from them would be noise, from weights or scales that overflow (a damaged
@@ -77,6 +80,7 @@ impl<'m> Engine<'m> {
             kernels,
             kkernels,
             chunk: 512,
+            tuner: DecodeTuner::default(),
         }
     }
 
@@ -155,15 +159,28 @@ impl<'m> Engine<'m> {
     }
 
     /// Runs `ids` (positions `pos0..`) through the model, adding them to `cache`; returns the
-    /// logits after the last one, `(vocab)`.
+    /// logits after the last one, `(vocab)`. A decode step (one id) runs on as many threads
+    /// as this engine's measurements say decode fastest (`engine/tune.rs`).
     pub fn forward<S: KvStore + Sync + ?Sized>(
         &self,
         cache: &mut S,
         ids: &[u32],
         pos0: usize,
     ) -> Result<Vec<f32>> {
-        let h = self.hidden(cache, ids, pos0)?;
-        self.checked_head(&h[h.len() - self.model.config.hidden_size..])
+        let mut run = move || {
+            let h = self.hidden(cache, ids, pos0)?;
+            self.checked_head(&h[h.len() - self.model.config.hidden_size..])
+        };
+        match ids.len() {
+            1 => self.tuner.run(run),
+            _ => run(),
+        }
+    }
+
+    /// The thread count this engine's decode steps settled on, once measured
+    /// (`engine/tune.rs`); `None` before, or where nothing is measured.
+    pub fn decode_threads_chosen(&self) -> Option<usize> {
+        self.tuner.chosen()
     }
 
     /// The logits of every position, `(seq, vocab)`.

@@ -99,6 +99,7 @@ impl Loaded {
     /// An engine over this model with `kernels()`.
     pub fn engine(&self) -> std::result::Result<engine::Engine<'_>, String> {
         matrix::policy::check()?; // LLM_BOOK_TASK_BYTES and chapter 7's team's variables
+        engine::tuning()?; // LLM_BOOK_DECODE_TUNE
         let (k, kk) = kernels()?;
         Ok(engine::Engine::new(&self.model, k, kk))
     }

@@ -9,7 +9,7 @@
 //! which of them gets slower when the threads double, where the step's total alone cannot
 //! (`ch08-gguf regions`).
 
-use ch07_simd_parallel::team::{Part, record_step};
+use ch07_simd_parallel::team::{Part, record_step, with_decode_cap};
 
 use crate::Result;
 use crate::engine::Engine;
@@ -60,11 +60,18 @@ impl StepParts {
 /// less): the prefill has left other bytes in the caches, and the helpers asleep.
 pub const WARM: usize = 4;
 
-/// `steps` decode steps in the current pool, each recorded, after `prompt`: the first at
-/// position `prompt.len()`, the next after it. Before them, [`WARM`] steps unrecorded on
-/// another cache, so that the team exists, its helpers are awake, and the caches hold what a
+/// `steps` decode steps in the current pool, on all its threads (not a count the engine
+/// would choose: `engine/tune.rs`), each recorded, after `prompt`: the first at position
+/// `prompt.len()`, the next after it. Before them, [`WARM`] steps unrecorded on another
+/// cache, so that the team exists, its helpers are awake, and the caches hold what a
 /// decode step leaves there.
 pub fn record_decode(engine: &Engine, prompt: &[u32], steps: usize) -> Result<Vec<StepParts>> {
+    with_decode_cap(rayon::current_num_threads(), || {
+        decode_steps(engine, prompt, steps)
+    })
+}
+
+fn decode_steps(engine: &Engine, prompt: &[u32], steps: usize) -> Result<Vec<StepParts>> {
     let mut warm = engine.new_cache(prompt.len() + WARM)?;
     let mut next = argmax(&engine.forward(&mut warm, prompt, 0)?);
     let mut cache = engine.new_cache(prompt.len() + steps)?;
@@ -82,9 +89,20 @@ pub fn record_decode(engine: &Engine, prompt: &[u32], steps: usize) -> Result<Ve
     Ok(out)
 }
 
-/// `runs` prefills of `prompt` in the current pool, each recorded, each into a new cache
-/// that already holds `context` (prefilled unrecorded); one unrecorded run before them.
+/// `runs` prefills of `prompt` in the current pool, on all its threads, each recorded, each
+/// into a new cache that already holds `context` (prefilled unrecorded); one unrecorded run
+/// before them.
 pub fn record_prefill(
+    engine: &Engine,
+    context: &[u32],
+    prompt: &[u32],
+    runs: usize,
+) -> Result<Vec<StepParts>> {
+    let threads = rayon::current_num_threads();
+    with_decode_cap(threads, || prefills(engine, context, prompt, runs))
+}
+
+fn prefills(
     engine: &Engine,
     context: &[u32],
     prompt: &[u32],

@@ -42,19 +42,22 @@ fn smollm2() -> &'static Loaded {
 }
 
 /// The tasks of each region of one decode step, after a prompt of four tokens and one
-/// unrecorded step, in a pool of `threads`.
+/// unrecorded step, in a pool of `threads`, on all of them (not a count the engine would
+/// choose for itself past eight: `team::with_decode_cap` around the steps).
 fn step_regions(threads: usize) -> Vec<usize> {
     let _turn = one_at_a_time();
     let engine = smollm2().engine().expect("SmolLM2's engine");
     in_pool(threads, || {
-        let mut cache = engine.new_cache(8).expect("a cache");
-        engine
-            .forward(&mut cache, &[1, 2, 3, 4], 0)
-            .expect("prefill");
-        engine.forward(&mut cache, &[5], 4).expect("a decode step");
-        let (step, tasks) = record_regions(|| engine.forward(&mut cache, &[6], 5));
-        step.expect("the recorded decode step");
-        tasks
+        team::with_decode_cap(threads, || {
+            let mut cache = engine.new_cache(8).expect("a cache");
+            engine
+                .forward(&mut cache, &[1, 2, 3, 4], 0)
+                .expect("prefill");
+            engine.forward(&mut cache, &[5], 4).expect("a decode step");
+            let (step, tasks) = record_regions(|| engine.forward(&mut cache, &[6], 5));
+            step.expect("the recorded decode step");
+            tasks
+        })
     })
     .expect("a pool")
 }

@@ -240,3 +240,44 @@ fn decode_steps_on_3_and_16_threads_equal_one_thread_s() {
         }
     }
 }
+
+/// Past eight threads an engine times its first decode steps at the pool's threads, half
+/// and a quarter in turn, then keeps one count (`engine/tune.rs`): the steps of the trial,
+/// each on another count, and those after it give one thread's bits.
+#[test]
+fn decode_steps_while_the_engine_picks_its_threads_equal_one_thread_s() {
+    use ch08_gguf::engine::tune::{TRIAL_STEPS, counts, tuning};
+    let m = smollm2();
+    let vocab = m.model.config.vocab_size;
+    let ids = &prompt(vocab, 3 * TRIAL_STEPS + 8);
+    let one = decode_logits(m, ids, 1);
+    let e = m.engine().unwrap_or_else(|e| panic!("{e}"));
+    let got: Vec<f32> = in_pool(16, || {
+        let mut cache = e.new_cache(ids.len()).unwrap();
+        ids.iter()
+            .enumerate()
+            .flat_map(|(pos, &id)| e.forward(&mut cache, &[id], pos).unwrap())
+            .collect()
+    })
+    .unwrap();
+    if let Some(i) = first_difference(&one, &got) {
+        panic!(
+            "SmolLM2: decode step {} on 16 threads, the engine choosing its count, differs \
+             from one thread's (logit {}: {} against {})",
+            i / vocab,
+            i % vocab,
+            got[i],
+            one[i]
+        );
+    }
+    if tuning().unwrap_or(false) {
+        let chosen = e.decode_threads_chosen();
+        assert!(
+            chosen.is_some_and(|c| counts(16).contains(&c)),
+            "after {} steps on 16 threads the engine should have chosen one of {:?}, not \
+             {chosen:?}",
+            ids.len(),
+            counts(16)
+        );
+    }
+}

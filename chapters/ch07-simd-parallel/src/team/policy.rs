@@ -5,6 +5,7 @@
 //! describes. Read once; a value that is not one of the good ones is an error that names
 //! them (chapter 8's engine refuses to start with it), not a quiet default.
 
+use std::cell::Cell;
 use std::sync::OnceLock;
 
 /// The most threads that share one region: `LLM_BOOK_DECODE_THREADS=N` (1 to 4095). On a
@@ -91,15 +92,75 @@ pub fn team_policy() -> Result<TeamPolicy, String> {
         .clone()
 }
 
-/// How many threads a decode region is cut for: the pool's, at most [`THREADS_VAR`]'s.
+thread_local! {
+    /// This thread's own cap on the regions it runs ([`with_decode_cap`]).
+    static CAP: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// Runs `f` with the regions this thread runs shared by at most `cap` threads, and its decode
+/// products cut for as many: how a program tries fewer threads than its pool has, to keep
+/// the count that decodes fastest (chapter 8's engine does, past eight threads). Other
+/// threads' regions are not touched, and the bits do not change with the count.
+pub fn with_decode_cap<T>(cap: usize, f: impl FnOnce() -> T) -> T {
+    struct Restore(usize);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CAP.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(CAP.with(|c| c.replace(cap.max(1))));
+    f()
+}
+
+/// This thread's cap ([`with_decode_cap`]; `usize::MAX` outside one).
+pub(super) fn cap() -> usize {
+    CAP.with(Cell::get)
+}
+
+/// The cap this thread runs under, if [`with_decode_cap`] set one: a program that chooses
+/// its own count leaves a count set around it alone.
+pub fn decode_cap() -> Option<usize> {
+    Some(cap()).filter(|&c| c != usize::MAX)
+}
+
+/// How many threads a decode region is cut for: the pool's, at most [`THREADS_VAR`]'s and
+/// this thread's cap ([`with_decode_cap`]).
 pub fn decode_threads() -> usize {
     let most = team_policy().unwrap_or_default().most_threads;
-    rayon::current_num_threads().min(most)
+    rayon::current_num_threads().min(most).min(cap())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cap_holds_on_its_own_thread_inside_its_call_only() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(8)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            let all = decode_threads();
+            assert_eq!(decode_cap(), None);
+            with_decode_cap(3, || {
+                assert_eq!((decode_threads(), decode_cap()), (all.min(3), Some(3)));
+                with_decode_cap(2, || assert_eq!(decode_cap(), Some(2)));
+                assert_eq!(
+                    decode_cap(),
+                    Some(3),
+                    "the inner cap's end restores the outer"
+                );
+                let other = std::thread::spawn(decode_cap).join().unwrap();
+                assert_eq!(other, None, "another thread's regions are not capped");
+            });
+            assert_eq!(decode_cap(), None);
+            let failed =
+                std::panic::catch_unwind(|| with_decode_cap(2, || panic!("a step failed")));
+            assert!(failed.is_err());
+            assert_eq!(decode_cap(), None, "a step that panics lifts its cap too");
+        });
+    }
 
     #[test]
     fn the_variables_name_a_policy_or_an_error_that_lists_the_good_values() {

@@ -89,6 +89,8 @@ pub struct Engine<'m> {
     pub kernels: &'m dyn Kernels,
     pub kkernels: &'m dyn ManyTokens,
     pub chunk: usize,
+    /// How many threads its decode steps take (`engine/tune.rs`).
+    pub(super) tuner: super::tune::DecodeTuner,
 }
 
 /// A greedy run: the generated ids and the two phases' times.
