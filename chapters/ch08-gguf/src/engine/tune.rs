@@ -28,8 +28,8 @@ pub const FEWEST: usize = 4;
 /// Steps each count is timed for; its median is what counts.
 pub const TRIAL_STEPS: usize = 8;
 
-/// A smaller count is kept only if its median step is this much shorter than the largest
-/// count's within it: fewer threads must win clearly, not by noise.
+/// The most threads whose median step is within this share of the fastest count's are kept:
+/// fewer threads must win clearly, not by noise.
 pub const MARGIN: f64 = 0.05;
 
 /// Steps run at the chosen count before the counts are timed again.
@@ -44,16 +44,27 @@ pub fn tuning() -> std::result::Result<bool, String> {
     static ON: std::sync::OnceLock<std::result::Result<bool, String>> = std::sync::OnceLock::new();
     ON.get_or_init(|| {
         let by_hand = std::env::var_os(ch07_simd_parallel::team::THREADS_VAR).is_some();
-        match std::env::var(TUNE_VAR).as_deref() {
-            Err(_) | Ok("") | Ok("1") => Ok(!by_hand),
-            Ok("0") => Ok(false),
-            Ok(v) => Err(format!(
-                "{TUNE_VAR}={v:?}: 1 (the default) measures which thread count decodes \
-                 fastest past {LEAST_POOL} threads, 0 keeps the pool's"
-            )),
+        match std::env::var(TUNE_VAR) {
+            Err(std::env::VarError::NotPresent) => parse_tuning(None, by_hand),
+            Ok(v) => parse_tuning(Some(&v), by_hand),
+            Err(std::env::VarError::NotUnicode(v)) => {
+                parse_tuning(Some(&v.to_string_lossy()), by_hand)
+            }
         }
     })
     .clone()
+}
+
+/// [`tuning`] for the variable's value (`None`: unset) and whether a count was set by hand.
+pub fn parse_tuning(value: Option<&str>, by_hand: bool) -> std::result::Result<bool, String> {
+    match value {
+        None | Some("" | "1") => Ok(!by_hand),
+        Some("0") => Ok(false),
+        Some(v) => Err(format!(
+            "{TUNE_VAR}={v:?}: 1 (the default) measures which thread count decodes fastest \
+             from {LEAST_POOL} threads, 0 keeps the pool's"
+        )),
+    }
 }
 
 /// The counts a pool of `pool` threads tries, the pool's first: halving down to [`FEWEST`];
@@ -200,6 +211,26 @@ impl DecodeTuner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_variable_turns_it_on_or_off_or_names_its_values() {
+        assert_eq!(parse_tuning(None, false), Ok(true));
+        assert_eq!(parse_tuning(Some("1"), false), Ok(true));
+        assert_eq!(parse_tuning(Some(""), false), Ok(true));
+        assert_eq!(parse_tuning(Some("0"), false), Ok(false));
+        assert_eq!(
+            parse_tuning(None, true),
+            Ok(false),
+            "a count set by hand is kept"
+        );
+        for bad in ["2", "yes", "-1", "\u{fffd}"] {
+            let e = parse_tuning(Some(bad), false).unwrap_err();
+            assert!(
+                e.contains("1 (the default)") && e.contains("0 keeps"),
+                "{bad}: {e}"
+            );
+        }
+    }
 
     #[test]
     fn pools_from_eight_try_halves_down_to_four() {
