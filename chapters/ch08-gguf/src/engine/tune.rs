@@ -90,7 +90,7 @@ pub fn choose(medians: &[(usize, f64)]) -> Option<usize> {
 }
 
 /// What the tuner is doing.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 enum Phase {
     /// Timing the counts in turn: each count's step times so far.
     Trying { times: Vec<Vec<f64>> },
@@ -103,8 +103,6 @@ struct State {
     pool: usize,
     counts: Vec<usize>,
     phase: Phase,
-    /// The count of the step under way, and the step's turn in a trial.
-    next: usize,
 }
 
 impl State {
@@ -116,15 +114,18 @@ impl State {
                 times: vec![Vec::new(); counts.len()],
             },
             counts,
-            next: 0,
         }
     }
 
-    /// The count for the next step (`None`: the whole pool, nothing timed).
-    fn count(&mut self) -> Option<usize> {
+    /// The count for the next step (`None`: the whole pool, nothing timed): in a trial, the
+    /// counts in turn, by how many steps it has timed.
+    fn count(&self) -> Option<usize> {
         match &self.phase {
             _ if self.counts.is_empty() => None,
-            Phase::Trying { .. } => Some(self.counts[self.next % self.counts.len()]),
+            Phase::Trying { times } => {
+                let turn: usize = times.iter().map(Vec::len).sum();
+                Some(self.counts[turn % self.counts.len()])
+            }
             Phase::Chosen { count, .. } => Some(*count),
         }
     }
@@ -136,7 +137,6 @@ impl State {
                 if let Some(i) = self.counts.iter().position(|&c| c == count) {
                     times[i].push(seconds);
                 }
-                self.next += 1;
                 if times.iter().all(|t| t.len() >= TRIAL_STEPS) {
                     let medians: Vec<(usize, f64)> = self
                         .counts
@@ -182,7 +182,7 @@ impl DecodeTuner {
             if state.as_ref().is_none_or(|s| s.pool != pool) {
                 *state = Some(State::new(pool));
             }
-            state.as_mut().and_then(State::count)
+            state.as_ref().and_then(State::count)
         };
         let Some(count) = count else {
             return step();
